@@ -1,0 +1,56 @@
+//! Errors a user can hit, and the exit code each maps to.
+
+use thiserror::Error;
+
+/// Exit status: data was measured and is right.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: wrong data in at least one point (or, later, a failed verdict).
+pub const EXIT_WRONG: i32 = 1;
+/// Exit status: bad command line or environment; nothing was run.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status: a peer, the transport or a deadline failed.
+pub const EXIT_PEER: i32 = 3;
+/// Exit status: a local I/O failure, such as an output file that cannot be written.
+pub const EXIT_IO: i32 = 4;
+
+/// Everything that can end a run early.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A flag or environment variable has a bad value. `flag` names it (`-b`, `--np`, `COLLBENCH_RANK`).
+    #[error("{flag}: {message}")]
+    Usage { flag: String, message: String },
+    /// A peer, a connection or a deadline failed; the message names rank, host, peer and operation.
+    #[error("{0}")]
+    Peer(String),
+    /// A local I/O failure with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// A usage error naming `flag`.
+    pub fn usage(flag: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Usage { flag: flag.into(), message: message.into() }
+    }
+
+    /// An I/O error with what was being done when it happened.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+
+    /// The process exit status for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage { .. } => EXIT_USAGE,
+            Error::Peer(_) => EXIT_PEER,
+            Error::Io { .. } => EXIT_IO,
+        }
+    }
+}
+
+/// Result with collbench's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

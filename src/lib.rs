@@ -1,0 +1,20 @@
+//! collbench: a collective-communication benchmark and network validator.
+//!
+//! # Layout
+//! - [`cli`]: the command line (clap derive only); [`options`] turns it into validated, typed options.
+//! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
+//! - [`transport`]: the one trait algorithms see; [`transport::tcp`] implements it over sockets.
+//! - [`collective`]: one small spec per collective: buffer layout, bus-bandwidth factor, expected data.
+//! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
+//! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
+//! - [`memory`]: aligned host buffers.
+//! - [`engine`]: what runs one collective on one path.
+//! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
+//! - [`report`]: one record schema; table, JSON, CSV.
+//! - [`error`]: errors and exit codes.
+
+pub mod collective;
+pub mod error;
+pub mod options;
+pub mod reduce;
+pub mod report;

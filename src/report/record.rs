@@ -1,0 +1,128 @@
+//! The one record schema every reporter writes: run metadata, one record per table row, a summary.
+
+use serde::Serialize;
+
+use crate::collective::Collective;
+use crate::reduce::{Dtype, Op};
+
+/// Version of the JSON schema collbench writes; bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where one rank ran.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub pid: u32,
+    pub host: String,
+    /// Network interface the rank's data path is bound to.
+    pub iface: String,
+    /// Address the rank's data listener is bound to (`ip:port`).
+    pub addr: String,
+}
+
+/// Metadata of one run, known before the first point.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunInfo {
+    /// collbench version.
+    pub version: String,
+    /// The command line as given.
+    pub args: Vec<String>,
+    /// Start time, RFC 3339 UTC.
+    pub start_time: String,
+    pub nranks: usize,
+    /// How ranks were started and found each other ("local", later "mpirun", "slurm", ...).
+    pub launcher: String,
+    /// Seconds from start to every rank knowing every peer's endpoint.
+    pub bootstrap_s: f64,
+    /// Seconds to open and authenticate every data connection.
+    pub connect_s: f64,
+    pub ranks: Vec<RankInfo>,
+    /// Validated options, as the run used them.
+    pub options: serde_json::Value,
+}
+
+/// Timing and check results of one placement (out-of-place or in-place) of one point.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Timing {
+    /// The time the table reports, chosen by `-a` (default: the slowest rank's average), microseconds.
+    pub time_us: f64,
+    /// Algorithm bandwidth, GB/s (1e9 bytes/s), from `time_us`.
+    pub algbw: f64,
+    /// Bus bandwidth, GB/s, algbw x the collective's factor.
+    pub busbw: f64,
+    /// Wrong elements summed over ranks; `None` when the data check was off.
+    pub wrong: Option<u64>,
+    /// Per-rank average iteration time: rank 0's, the mean, fastest and slowest over ranks (us).
+    pub rank0_us: f64,
+    pub avg_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Median and 99th percentile of per-iteration times, the largest over ranks (us).
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Timed iterations behind these figures.
+    pub iters: u32,
+}
+
+/// The first wrong element seen at one point, with where it was.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WrongElement {
+    pub rank: usize,
+    pub host: String,
+    pub in_place: bool,
+    /// Element index in the rank's receive buffer.
+    pub offset: u64,
+    pub expected: String,
+    pub got: String,
+}
+
+/// One row of a table: one size of one collective/dtype/op on one path, both placements.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Record {
+    /// The path measured, e.g. `tcp@lo`.
+    pub path: String,
+    pub collective: Collective,
+    /// The algorithm that ran, e.g. `ring`, `rec_doubling`, `bruck`, `tree`, `pairwise`.
+    pub algo: String,
+    /// The size column: bytes of the larger of send and receive buffer.
+    pub size: u64,
+    /// The count column: per-rank element count.
+    pub count: u64,
+    pub dtype: Dtype,
+    /// The reduction op; `None` for collectives that do not reduce (shown as `none`).
+    pub op: Option<Op>,
+    /// The root rank; `None` for collectives without a root (shown as `-1`).
+    pub root: Option<usize>,
+    pub nranks: usize,
+    pub out_of_place: Timing,
+    pub in_place: Timing,
+    pub first_wrong: Option<WrongElement>,
+}
+
+/// Totals over the whole run, for the footer.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Points (rows x placements) with at least one wrong element (nccl-tests' "Out of bounds values").
+    pub out_of_bounds: u64,
+    /// Wrong elements over all points.
+    pub wrong: u64,
+    /// Average busbw per table over the sizes that matter, with which sizes those were.
+    pub avg_busbw: Vec<AvgBusBw>,
+    /// End time, RFC 3339 UTC.
+    pub end_time: String,
+}
+
+/// The average bus bandwidth of one table.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AvgBusBw {
+    pub path: String,
+    pub collective: Collective,
+    pub dtype: Dtype,
+    pub op: Option<Op>,
+    /// GB/s, mean of out-of-place and in-place busbw over the included sizes.
+    pub busbw: f64,
+    /// Smallest size included (bytes); sizes below are latency-bound and left out.
+    pub from_size: u64,
+    /// Number of sizes included.
+    pub points: usize,
+}
