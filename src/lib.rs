@@ -8,13 +8,22 @@
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
 //! - [`memory`]: aligned host buffers.
-//! - [`engine`]: what runs one collective on one path.
 //! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV.
 //! - [`error`]: errors and exit codes.
 
+pub mod algorithm;
+pub mod bench;
+pub mod cli;
 pub mod collective;
+pub mod engine;
 pub mod error;
+pub mod memory;
 pub mod options;
 pub mod reduce;
 pub mod report;
+pub mod run;
+pub mod session;
+pub mod sizes;
+pub mod transport;
+pub mod world;

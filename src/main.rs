@@ -1,1 +1,14 @@
-fn main() {}
+//! The collbench binary: parse, run, map errors to exit codes.
+
+use clap::Parser;
+
+use collbench::cli::{Cli, Command};
+
+fn main() {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = Cli::parse_from(&argv);
+    let code = match &cli.command {
+        Command::Run(args) => collbench::run::run(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e)),
+    };
+    std::process::exit(code);
+}

@@ -1,13 +1,31 @@
 //! Validated, typed options: what the rest of the program reads. `cli.rs` parses; [`Options::from_cli`]
 //! checks every value and turns it into this, naming the flag in every error.
 
+use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cli::RunArgs;
 use crate::collective::Collective;
+use crate::error::{Error, Result};
 use crate::reduce::{Dtype, Op};
+use crate::sizes::{format_size, parse_size};
+
+/// Most local ranks `--np` spawns; beyond this a launcher (mpirun, srun) is the right tool.
+pub const MAX_NP: usize = 512;
+/// Most TCP streams per peer (`--streams`).
+pub const MAX_STREAMS: usize = 16;
+/// Smallest pipeline chunk (`--chunk`): below this, per-chunk overhead dominates.
+pub const MIN_CHUNK: u64 = 4 << 10;
+/// Largest pipeline chunk (`--chunk`): above this there is no pipelining left to speak of.
+pub const MAX_CHUNK: u64 = 64 << 20;
+/// Longest `-T`: one week. Deadlines are `Instant + timeout`, which must not overflow.
+pub const MAX_TIMEOUT_SECS: f64 = 7.0 * 24.0 * 3600.0;
+/// Most points one sweep may have; more is almost surely a typo in `-i`, and would take days.
+pub const MAX_POINTS: u64 = 10_000;
 
 /// How the sweep steps from the minimum to the maximum size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -73,6 +91,79 @@ pub enum RankStat {
     Max,
 }
 
+impl AlgoChoice {
+    /// The name `--algo` takes and messages print.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AlgoChoice::Auto => "auto",
+            AlgoChoice::Ring => "ring",
+            AlgoChoice::RecDoubling => "rd",
+            AlgoChoice::Tree => "tree",
+        }
+    }
+}
+
+impl fmt::Display for AlgoChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for AlgoChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "auto" => AlgoChoice::Auto,
+            "ring" => AlgoChoice::Ring,
+            "rd" | "rec_doubling" | "recursive_doubling" => AlgoChoice::RecDoubling,
+            "tree" => AlgoChoice::Tree,
+            _ => {
+                return Err(format!(
+                    "unknown algorithm '{s}' (expected auto, ring, rd or tree)"
+                ))
+            }
+        })
+    }
+}
+
+impl RankStat {
+    /// The name `-a` takes and messages print.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RankStat::Rank0 => "rank0",
+            RankStat::Avg => "avg",
+            RankStat::Min => "min",
+            RankStat::Max => "max",
+        }
+    }
+}
+
+impl fmt::Display for RankStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RankStat {
+    type Err = String;
+
+    /// nccl-tests' numbers (0 = rank 0, 1 = avg, 2 = min, 3 = max) or their names.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "0" | "rank0" => RankStat::Rank0,
+            "1" | "avg" => RankStat::Avg,
+            "2" | "min" => RankStat::Min,
+            "3" | "max" => RankStat::Max,
+            _ => {
+                return Err(format!(
+                    "unknown statistic '{s}' (expected 0/rank0, 1/avg, 2/min or 3/max)"
+                ))
+            }
+        })
+    }
+}
+
 /// Whether to draw a progress bar on stderr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,7 +215,11 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             np: 4,
-            sizes: SizeRange { min: 8, max: 64 << 20, step: Step::Factor(2) },
+            sizes: SizeRange {
+                min: 8,
+                max: 64 << 20,
+                step: Step::Factor(2),
+            },
             iters: 20,
             warmup: 5,
             check_iters: 1,
@@ -144,5 +239,652 @@ impl Default for Options {
             chunk_bytes: 512 << 10,
             progress: Progress::Auto,
         }
+    }
+}
+
+/// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
+/// which a launcher overrides. Everything else must match on every rank (see [`Options::consensus_fields`]).
+pub const LOCAL_ONLY_FIELDS: [&str; 5] = ["np", "json", "csv", "force", "progress"];
+
+impl Options {
+    /// Validates `collbench run`'s flags; every error names the flag and says what to do instead.
+    pub fn from_cli(args: &RunArgs) -> Result<Options> {
+        let sizes = size_range(args)?;
+        if args.np == 0 || args.np > MAX_NP {
+            return Err(Error::usage(
+                "--np",
+                format!(
+                    "must be between 1 and {MAX_NP} local ranks (got {}); \
+                     for more ranks use a launcher such as mpirun or srun",
+                    args.np
+                ),
+            ));
+        }
+        if args.iters == 0 {
+            return Err(Error::usage(
+                "-n/--iters",
+                "must be at least 1 (the timed iterations per point)",
+            ));
+        }
+        let collectives = parse_list("--collective", &args.collective, &Collective::ALL)?;
+        let dtypes = parse_list("-d/--datatype", &args.datatype, &Dtype::ALL)?;
+        let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
+        let rank_stat = args
+            .average
+            .parse()
+            .map_err(|e| Error::usage("-a/--average", e))?;
+        let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
+        let algo_threshold = size_flag("--algo-threshold", &args.algo_threshold)?;
+        if !(1..=MAX_STREAMS).contains(&args.streams) {
+            return Err(Error::usage(
+                "--streams",
+                format!(
+                    "must be between 1 and {MAX_STREAMS} TCP streams per peer (got {})",
+                    args.streams
+                ),
+            ));
+        }
+        let chunk = size_flag("--chunk", &args.chunk)?;
+        if !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk) || chunk % 16 != 0 {
+            return Err(Error::usage(
+                "--chunk",
+                format!(
+                    "must be between {} and {} and a multiple of 16 bytes, \
+                     so chunks hold whole elements of every dtype (got {})",
+                    format_size(MIN_CHUNK),
+                    format_size(MAX_CHUNK),
+                    format_size(chunk)
+                ),
+            ));
+        }
+        Ok(Options {
+            np: args.np,
+            sizes,
+            iters: args.iters,
+            warmup: args.warmup_iters,
+            check_iters: args.check,
+            collectives,
+            dtypes,
+            ops,
+            root: args.root,
+            algo,
+            algo_threshold,
+            rank_stat,
+            percentiles: args.percentiles,
+            timeout: timeout(args.timeout)?,
+            json: args.output_file.clone(),
+            csv: args.csv.clone(),
+            force: args.force,
+            streams: args.streams,
+            // Bounded by MAX_CHUNK above, so it fits any usize.
+            chunk_bytes: chunk as usize,
+            progress: if args.no_progress {
+                Progress::Never
+            } else {
+                Progress::Auto
+            },
+        })
+        .and_then(|o| o.check_outputs())
+    }
+
+    /// Bytes one rank needs for its buffers at the largest size: send + receive + 2 pipeline chunks of
+    /// scratch, the most over the selected collectives and dtypes (their rounding differs slightly).
+    pub fn memory_needed(&self) -> u64 {
+        let max = usize::try_from(self.sizes.max).unwrap_or(usize::MAX);
+        let scratch = 2 * self.chunk_bytes as u64;
+        let mut most = 0u64;
+        for &c in &self.collectives {
+            for &d in &self.dtypes {
+                let l = c.layout(max, d.size(), self.np);
+                let bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                most = most.max(bytes.saturating_add(scratch));
+            }
+        }
+        most
+    }
+
+    /// Fails with a usage error naming `-e` when `nranks_on_this_host` ranks would not fit in `available`.
+    pub fn check_memory(&self, nranks_on_this_host: usize, available: u64) -> Result<()> {
+        let per_rank = self.memory_needed();
+        let total = per_rank.saturating_mul(nranks_on_this_host as u64);
+        if total <= available {
+            return Ok(());
+        }
+        Err(Error::usage(
+            "-e/--maxbytes",
+            format!(
+                "a sweep up to {} needs {} per rank x {} local ranks = {} \
+                 but the machine has {} available; lower -e or --np",
+                format_size(self.sizes.max),
+                format_size(per_rank),
+                nranks_on_this_host,
+                format_size(total),
+                format_size(available)
+            ),
+        ))
+    }
+
+    /// Memory the kernel says can be allocated without swapping (`MemAvailable` in /proc/meminfo).
+    pub fn mem_available() -> Option<u64> {
+        parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    }
+
+    /// The options every rank must agree on, as a JSON object: all fields but [`LOCAL_ONLY_FIELDS`].
+    pub fn consensus_fields(&self) -> serde_json::Value {
+        // Serialise everything and drop the local fields, so a field added later is compared by default;
+        // the paths are cleared first because a non-UTF-8 path would not serialise.
+        let mut o = self.clone();
+        o.json = None;
+        o.csv = None;
+        let mut v = serde_json::to_value(&o)
+            .expect("Options serialises to JSON: no maps, no non-UTF-8 paths");
+        if let Some(map) = v.as_object_mut() {
+            for f in LOCAL_ONLY_FIELDS {
+                map.remove(f);
+            }
+        }
+        v
+    }
+
+    /// Rejects one file named for two outputs: the second writer would destroy the first's results.
+    fn check_outputs(self) -> Result<Options> {
+        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
+            if j == c {
+                return Err(Error::usage(
+                    "--csv",
+                    format!(
+                        "'{}' is also the JSON output (-J); give the two outputs different files",
+                        c.display()
+                    ),
+                ));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Parses one size flag, naming it in the error.
+fn size_flag(flag: &str, value: &str) -> Result<u64> {
+    parse_size(value).map_err(|e| Error::usage(flag, e))
+}
+
+/// `-b`, `-e`, `-f` and `-i` as one sweep.
+fn size_range(args: &RunArgs) -> Result<SizeRange> {
+    let min = size_flag("-b/--minbytes", &args.minbytes)?;
+    let max = size_flag("-e/--maxbytes", &args.maxbytes)?;
+    if min > max {
+        return Err(Error::usage(
+            "-b/--minbytes",
+            format!(
+                "the smallest size ({}) is larger than the largest (-e {}); lower -b or raise -e",
+                format_size(min),
+                format_size(max)
+            ),
+        ));
+    }
+    let step = match (args.stepfactor, &args.stepbytes) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "-f/--stepfactor",
+                "cannot be used with -i/--stepbytes; multiply the size (-f) or add to it (-i), not both",
+            ))
+        }
+        (_, Some(bytes)) => Step::Bytes(size_flag("-i/--stepbytes", bytes)?),
+        (Some(f), None) => Step::Factor(f),
+        (None, None) => Options::default().sizes.step,
+    };
+    match step {
+        Step::Factor(f) if f < 2 => {
+            return Err(Error::usage(
+                "-f/--stepfactor",
+                format!("must be at least 2 (got {f}); to step by a fixed number of bytes use -i"),
+            ))
+        }
+        // nccl-tests loops forever here; a sweep from 0 only grows by adding.
+        Step::Factor(_) if min == 0 && max > 0 => {
+            return Err(Error::usage(
+                "-b/--minbytes",
+                "0 never grows when multiplied by -f; start at 1 or more, or step by bytes with -i",
+            ))
+        }
+        Step::Bytes(0) => {
+            return Err(Error::usage("-i/--stepbytes", "must be more than 0 bytes; or multiply with -f instead"))
+        }
+        Step::Bytes(b) if (max - min) / b >= MAX_POINTS => {
+            return Err(Error::usage(
+                "-i/--stepbytes",
+                format!(
+                    "stepping from {} to {} by {} gives more than {MAX_POINTS} sizes; raise -i, narrow -b/-e, or use -f",
+                    format_size(min),
+                    format_size(max),
+                    format_size(b)
+                ),
+            ))
+        }
+        _ => {}
+    }
+    Ok(SizeRange { min, max, step })
+}
+
+/// A comma list of names (already split by clap) or `all`, duplicates dropped, order kept.
+fn parse_list<T>(flag: &str, items: &[String], all: &[T]) -> Result<Vec<T>>
+where
+    T: FromStr<Err = String> + Copy + PartialEq,
+{
+    if items.is_empty() {
+        return Err(Error::usage(flag, "give at least one name, or all"));
+    }
+    let mut out = Vec::new();
+    for item in items.iter().map(|i| i.trim()) {
+        if item.is_empty() {
+            return Err(Error::usage(
+                flag,
+                "has an empty name in its list; separate names with single commas",
+            ));
+        }
+        let parsed = if item.eq_ignore_ascii_case("all") {
+            all.to_vec()
+        } else {
+            vec![item.parse().map_err(|e| Error::usage(flag, e))?]
+        };
+        for t in parsed {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `-T` as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
+fn timeout(secs: f64) -> Result<Duration> {
+    if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
+        return Err(Error::usage(
+            "-T/--timeout",
+            format!(
+                "must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (got {secs}); \
+                 every wait has a deadline, so pick a generous one rather than none"
+            ),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `MemAvailable` from the text of /proc/meminfo, in bytes.
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let value: u64 = words.next()?.parse().ok()?;
+    // The kernel always prints kB (meaning KiB); anything else is not a meminfo we understand.
+    match words.next() {
+        Some("kB") => value.checked_mul(1024),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn args(argv: &[&str]) -> RunArgs {
+        let full = ["collbench", "run"].iter().chain(argv);
+        match Cli::try_parse_from(full)
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+            .command
+        {
+            Command::Run(r) => r,
+        }
+    }
+
+    fn opts(argv: &[&str]) -> Options {
+        Options::from_cli(&args(argv)).unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+    }
+
+    /// Asserts a usage error naming `flag`, whose message contains `text`; returns the message.
+    fn usage(argv: &[&str], flag: &str, text: &str) -> String {
+        let err = Options::from_cli(&args(argv)).expect_err(&format!("{argv:?} should fail"));
+        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE, "{argv:?}: {err}");
+        let shown = err.to_string();
+        match &err {
+            Error::Usage { flag: f, message } => {
+                assert_eq!(f, flag, "{argv:?}: {shown}");
+                assert!(message.contains(text), "{argv:?}: {shown}");
+            }
+            other => panic!("{argv:?}: not a usage error: {other}"),
+        }
+        assert!(shown.contains(flag), "{shown}");
+        shown
+    }
+
+    fn json(o: &Options) -> serde_json::Value {
+        serde_json::to_value(o).unwrap()
+    }
+
+    #[test]
+    fn no_flags_give_the_defaults() {
+        assert_eq!(json(&opts(&[])), json(&Options::default()));
+    }
+
+    #[test]
+    fn every_flag_reaches_its_field() {
+        let o = opts(&[
+            "-b",
+            "1K",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+            "-n",
+            "7",
+            "-w",
+            "0",
+            "-c",
+            "0",
+            "-o",
+            "max,min",
+            "-d",
+            "half",
+            "-r",
+            "3",
+            "-a",
+            "rank0",
+            "-T",
+            "0.5",
+            "-J",
+            "a.json",
+            "--csv",
+            "a.csv",
+            "--force",
+            "--collective",
+            "broadcast",
+            "--np",
+            "8",
+            "--algo",
+            "rd",
+            "--algo-threshold",
+            "1M",
+            "--streams",
+            "4",
+            "--chunk",
+            "1M",
+            "--percentiles",
+            "--no-progress",
+        ]);
+        assert_eq!(
+            o.sizes,
+            SizeRange {
+                min: 1024,
+                max: 1 << 20,
+                step: Step::Factor(4)
+            }
+        );
+        assert_eq!(
+            (o.iters, o.warmup, o.check_iters, o.root, o.np),
+            (7, 0, 0, 3, 8)
+        );
+        assert_eq!(
+            (o.ops.clone(), o.dtypes.clone()),
+            (vec![Op::Max, Op::Min], vec![Dtype::Half])
+        );
+        assert_eq!(
+            (o.rank_stat, o.algo, o.algo_threshold),
+            (RankStat::Rank0, AlgoChoice::RecDoubling, 1 << 20)
+        );
+        assert_eq!(o.timeout, Duration::from_millis(500));
+        assert_eq!(
+            (o.json.unwrap(), o.csv.unwrap()),
+            (PathBuf::from("a.json"), PathBuf::from("a.csv"))
+        );
+        assert_eq!(o.collectives, [Collective::Broadcast]);
+        assert!(o.force && o.percentiles);
+        assert_eq!(
+            (o.streams, o.chunk_bytes, o.progress),
+            (4, 1 << 20, Progress::Never)
+        );
+    }
+
+    #[test]
+    fn all_expands_and_lists_keep_order_without_duplicates() {
+        assert_eq!(opts(&["-d", "all"]).dtypes, Dtype::ALL);
+        assert_eq!(opts(&["-o", "all"]).ops, Op::ALL);
+        assert_eq!(opts(&["--collective", "all"]).collectives, Collective::ALL);
+        assert_eq!(opts(&["-d", "ALL"]).dtypes.len(), 10);
+        assert_eq!(
+            opts(&["-o", "max,sum,max", "-o", "SUM"]).ops,
+            [Op::Max, Op::Sum]
+        );
+        assert_eq!(
+            opts(&["-d", "bf16, fp32"]).dtypes,
+            [Dtype::Bfloat16, Dtype::Float]
+        );
+    }
+
+    #[test]
+    fn factor_and_byte_steps_give_the_expected_sizes() {
+        let k = 1024;
+        assert_eq!(
+            opts(&["-b", "1K", "-e", "1M", "-f", "4"]).sizes.sizes(),
+            [k, 4 * k, 16 * k, 64 * k, 256 * k, k * k]
+        );
+        assert_eq!(
+            opts(&["-b", "1K", "-e", "4K", "-i", "1K"]).sizes.sizes(),
+            [k, 2 * k, 3 * k, 4 * k]
+        );
+        assert_eq!(
+            opts(&["-b", "0", "-e", "1K", "-i", "512"]).sizes.sizes(),
+            [0, 512, 1024]
+        );
+        // The maximum is an upper bound, not a point that must be hit.
+        assert_eq!(
+            opts(&["-b", "1K", "-e", "3.5K", "-i", "1K"]).sizes.sizes(),
+            [k, 2 * k, 3 * k]
+        );
+        assert_eq!(opts(&["-b", "8", "-e", "8"]).sizes.sizes(), [8]);
+        assert_eq!(opts(&["-b", "0", "-e", "0"]).sizes.sizes(), [0]);
+        assert_eq!(opts(&[]).sizes.sizes().len(), 24);
+    }
+
+    #[test]
+    fn bad_sizes_and_steps_name_their_flag() {
+        usage(&["-b", "1Q"], "-b/--minbytes", "unknown unit 'Q'");
+        usage(&["--minbytes=-1"], "-b/--minbytes", "negative");
+        usage(&["-b", "-1"], "-b/--minbytes", "negative");
+        usage(&["-e", ""], "-e/--maxbytes", "empty");
+        usage(&["-e", "1.3K"], "-e/--maxbytes", "whole number of bytes");
+        usage(&["-e", "16777216T"], "-e/--maxbytes", "too large");
+        usage(
+            &["-b", "1M", "-e", "1K"],
+            "-b/--minbytes",
+            "lower -b or raise -e",
+        );
+        usage(&["-f", "1"], "-f/--stepfactor", "at least 2");
+        usage(&["-f", "0"], "-f/--stepfactor", "at least 2");
+        usage(&["-b", "0"], "-b/--minbytes", "-i");
+        usage(&["-i", "0"], "-i/--stepbytes", "more than 0");
+        usage(&["-i", "1X"], "-i/--stepbytes", "unknown unit");
+        usage(
+            &["-f", "2", "-i", "1K"],
+            "-f/--stepfactor",
+            "-i/--stepbytes",
+        );
+        usage(
+            &["-b", "1", "-e", "1G", "-i", "1"],
+            "-i/--stepbytes",
+            "10000",
+        );
+        usage(
+            &["--algo-threshold", "lots"],
+            "--algo-threshold",
+            "not a size",
+        );
+    }
+
+    #[test]
+    fn bad_counts_and_names_name_their_flag() {
+        usage(&["--np", "0"], "--np", "between 1 and 512");
+        usage(&["--np", "513"], "--np", "launcher");
+        usage(&["-n", "0"], "-n/--iters", "at least 1");
+        usage(&["-d", "float8"], "-d/--datatype", "bfloat16");
+        usage(&["-d", "float,,half"], "-d/--datatype", "empty");
+        usage(&["-o", "xor"], "-o/--op", "sum, prod, max, min, avg");
+        usage(
+            &["--collective", "allfoo"],
+            "--collective",
+            "all_reduce, all_gather",
+        );
+        usage(&["-a", "4"], "-a/--average", "3/max");
+        usage(&["-a", "median"], "-a/--average", "rank0");
+        usage(&["--algo", "fast"], "--algo", "auto, ring, rd or tree");
+        usage(&["--streams", "0"], "--streams", "between 1 and 16");
+        usage(&["--streams", "17"], "--streams", "between 1 and 16");
+        usage(&["--chunk", "1K"], "--chunk", "between 4 KiB and 64 MiB");
+        usage(&["--chunk", "128M"], "--chunk", "between 4 KiB and 64 MiB");
+        usage(&["--chunk", "4100"], "--chunk", "multiple of 16");
+        usage(&["--chunk", "1Q"], "--chunk", "unknown unit");
+        usage(&["-T", "0"], "-T/--timeout", "more than 0");
+        usage(&["-T", "-1"], "-T/--timeout", "more than 0");
+        usage(&["-T", "inf"], "-T/--timeout", "at most");
+        usage(&["-T", "NaN"], "-T/--timeout", "more than 0");
+        usage(&["-T", "1e9"], "-T/--timeout", "at most");
+        usage(&["-J", "x", "--csv", "x"], "--csv", "-J");
+    }
+
+    #[test]
+    fn accepted_edges() {
+        // The root is checked against the world size later; here it only has to parse.
+        assert_eq!(opts(&["-r", "1000"]).root, 1000);
+        assert_eq!(
+            opts(&["--np", "512", "--streams", "16", "--chunk", "64M"]).np,
+            512
+        );
+        assert_eq!(opts(&["--chunk", "4K"]).chunk_bytes, 4096);
+        // Sizes need not be a multiple of 16: each collective rounds them itself.
+        assert_eq!(opts(&["-b", "7", "-e", "1001"]).sizes.max, 1001);
+        for (a, s) in [
+            ("0", RankStat::Rank0),
+            ("1", RankStat::Avg),
+            ("2", RankStat::Min),
+            ("3", RankStat::Max),
+        ] {
+            assert_eq!(opts(&["-a", a]).rank_stat, s);
+            assert_eq!(opts(&["-a", s.name()]).rank_stat, s);
+        }
+        for a in [
+            AlgoChoice::Auto,
+            AlgoChoice::Ring,
+            AlgoChoice::RecDoubling,
+            AlgoChoice::Tree,
+        ] {
+            assert_eq!(opts(&["--algo", a.name()]).algo, a);
+        }
+    }
+
+    #[test]
+    fn memory_needed_counts_both_buffers_and_scratch() {
+        let o = Options::default();
+        // all_reduce at 64 MiB: 64 MiB send + 64 MiB receive; all_gather at 4 ranks needs 16 + 64 MiB.
+        let scratch = 2 * o.chunk_bytes as u64;
+        assert_eq!(o.memory_needed(), (128 << 20) + scratch);
+        let ag = Options {
+            collectives: vec![Collective::AllGather],
+            ..Options::default()
+        };
+        assert_eq!(ag.memory_needed(), (80 << 20) + scratch);
+        let rs = Options {
+            collectives: vec![Collective::ReduceScatter],
+            np: 3,
+            ..Options::default()
+        };
+        // 64 MiB of floats over 3 ranks: 5592405 per rank, rounded down to a multiple of 4 elements.
+        let per = 5_592_404u64 * 4;
+        assert_eq!(rs.memory_needed(), per * 3 + per + scratch);
+        // The largest dtype rounding wins; with all dtypes nothing exceeds twice the size plus scratch.
+        let all = Options {
+            collectives: Collective::ALL.to_vec(),
+            dtypes: Dtype::ALL.to_vec(),
+            ..Options::default()
+        };
+        assert_eq!(all.memory_needed(), (128 << 20) + scratch);
+    }
+
+    #[test]
+    fn check_memory_names_maxbytes_and_the_numbers() {
+        let o = Options::default();
+        let need = o.memory_needed();
+        assert!(o.check_memory(4, 4 * need).is_ok());
+        let err = o.check_memory(4, 4 * need - 1).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+        let msg = err.to_string();
+        for part in [
+            "-e/--maxbytes",
+            "129 MiB per rank x 4 local ranks = 516 MiB",
+            "lower -e or --np",
+            "64 MiB",
+        ] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        assert!(o.check_memory(usize::MAX, u64::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn meminfo_parses_mem_available() {
+        let text = "MemTotal:       16318412 kB\nMemFree:  1 kB\nMemAvailable:   12345678 kB\n";
+        assert_eq!(parse_meminfo(text), Some(12_345_678 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_meminfo("MemAvailable: x kB\n"), None);
+        assert_eq!(parse_meminfo("MemAvailable: 5 MB\n"), None);
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(Options::mem_available().is_some_and(|b| b > 0));
+        }
+    }
+
+    #[test]
+    fn consensus_ignores_local_fields_only() {
+        let base = Options::default();
+        let all = json(&base);
+        for f in LOCAL_ONLY_FIELDS {
+            // A renamed field must not silently turn into a compared one.
+            assert!(all.get(f).is_some(), "{f} is not a field of Options");
+            assert!(base.consensus_fields().get(f).is_none(), "{f}");
+        }
+        let local = Options {
+            np: 9,
+            json: Some(PathBuf::from("r.json")),
+            csv: Some(PathBuf::from("r.csv")),
+            force: true,
+            progress: Progress::Never,
+            ..Options::default()
+        };
+        assert_eq!(local.consensus_fields(), base.consensus_fields());
+        let c = base.consensus_fields();
+        assert_eq!(
+            c.as_object().unwrap().len(),
+            all.as_object().unwrap().len() - LOCAL_ONLY_FIELDS.len()
+        );
+        assert_eq!(c["iters"], 20);
+        assert_eq!(c["dtypes"], serde_json::json!(["float"]));
+        let differs = |o: Options| o.consensus_fields() != c;
+        assert!(differs(Options {
+            iters: 21,
+            ..Options::default()
+        }));
+        assert!(differs(Options {
+            root: 1,
+            ..Options::default()
+        }));
+        assert!(differs(Options {
+            timeout: Duration::from_secs(61),
+            ..Options::default()
+        }));
+        assert!(differs(Options {
+            sizes: SizeRange {
+                step: Step::Bytes(2),
+                ..base.sizes
+            },
+            ..Options::default()
+        }));
     }
 }

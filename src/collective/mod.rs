@@ -4,6 +4,10 @@
 //! algorithm bandwidth divides by is [`Layout::alg_bytes`], and bus bandwidth is algorithm bandwidth times
 //! [`Collective::bus_factor`]. This file is the one place that defines them.
 
+mod expect;
+
+pub use expect::Expect;
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -1,9 +1,25 @@
 //! Reporters: the nccl-tests style table on stdout, JSON and CSV files. Every reporter sees the same
 //! [`RunInfo`], the same [`Record`]s as points finish, and the same [`Summary`] at the end.
 
+pub mod csv;
+pub mod file;
+mod format;
+pub mod json;
+mod params;
 pub mod record;
+pub mod summary;
+pub mod table;
+#[cfg(test)]
+mod testutil;
 
-pub use record::{AvgBusBw, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
+pub use self::csv::CsvReporter;
+pub use self::file::check_writable;
+pub use self::json::JsonReporter;
+pub use self::summary::{avg_busbw, summarize};
+pub use self::table::TableReporter;
+pub use record::{
+    AvgBusBw, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION,
+};
 
 use crate::error::Result;
 

@@ -1,0 +1,205 @@
+//! Collective algorithms, written only against the [`Transport`] trait.
+//!
+//! - [`ring`]: pipelined ring all_reduce (reduce-scatter + all-gather), all_gather, reduce_scatter, and
+//!   pipelined chains for broadcast and reduce: bandwidth-optimal for large messages.
+//! - [`rd`]: recursive doubling all_reduce (and reduce_scatter on top of it), log2(n) steps.
+//! - [`bruck`]: Bruck all_gather, ceil(log2 n) steps for any n.
+//! - [`tree`]: binomial-tree broadcast and reduce, and all_reduce as reduce + broadcast.
+//! - [`pairwise`]: alltoall and sendrecv, every pair at once.
+//! - [`control`]: barrier and small gathers/broadcasts the runner uses for statistics.
+
+mod bruck;
+pub mod control;
+mod pairwise;
+mod rd;
+mod ring;
+mod tree;
+
+mod bufs;
+
+use std::fmt;
+
+use crate::collective::Collective;
+use crate::error::Result;
+use crate::memory::HostBuf;
+use crate::options::AlgoChoice;
+use crate::reduce::{Dtype, Op};
+use crate::transport::Transport;
+
+pub(crate) use bufs::Bufs;
+
+/// A concrete algorithm, as shown in the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algo {
+    Ring,
+    RecDoubling,
+    Bruck,
+    Tree,
+    Pairwise,
+}
+
+impl Algo {
+    /// Name shown in tables and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algo::Ring => "ring",
+            Algo::RecDoubling => "rec_doubling",
+            Algo::Bruck => "bruck",
+            Algo::Tree => "tree",
+            Algo::Pairwise => "pairwise",
+        }
+    }
+
+    /// The algorithms `coll` can run.
+    pub fn available(coll: Collective) -> &'static [Algo] {
+        match coll {
+            Collective::AllReduce => &[Algo::Ring, Algo::RecDoubling, Algo::Tree],
+            Collective::AllGather => &[Algo::Ring, Algo::Bruck],
+            Collective::ReduceScatter => &[Algo::Ring, Algo::RecDoubling],
+            Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
+            Collective::AllToAll | Collective::SendRecv => &[Algo::Pairwise],
+        }
+    }
+
+    /// The latency algorithm of `coll`, used below the size threshold.
+    pub fn latency(coll: Collective) -> Algo {
+        match coll {
+            Collective::AllReduce | Collective::ReduceScatter => Algo::RecDoubling,
+            Collective::AllGather => Algo::Bruck,
+            Collective::Broadcast | Collective::Reduce => Algo::Tree,
+            Collective::AllToAll | Collective::SendRecv => Algo::Pairwise,
+        }
+    }
+
+    /// Picks the algorithm for one point. A forced choice applies to the collectives that have it; the others
+    /// keep their automatic pick.
+    pub fn select(coll: Collective, choice: AlgoChoice, size_bytes: u64, threshold: u64) -> Algo {
+        let auto = || if size_bytes < threshold { Algo::latency(coll) } else { Algo::available(coll)[0] };
+        let wanted = match choice {
+            AlgoChoice::Auto => return auto(),
+            AlgoChoice::Ring => Algo::Ring,
+            AlgoChoice::RecDoubling => match coll {
+                Collective::AllGather => Algo::Bruck,
+                _ => Algo::RecDoubling,
+            },
+            AlgoChoice::Tree => Algo::Tree,
+        };
+        if Algo::available(coll).contains(&wanted) {
+            wanted
+        } else {
+            auto()
+        }
+    }
+}
+
+impl fmt::Display for Algo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Pipeline tuning of the ring and chain algorithms.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Bytes per pipeline chunk.
+    pub chunk_bytes: usize,
+    /// Receives posted ahead (and scratch slots), at most [`MAX_DEPTH`].
+    pub depth: usize,
+}
+
+/// Upper bound of [`Tuning::depth`].
+pub const MAX_DEPTH: usize = 8;
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { chunk_bytes: 512 << 10, depth: 4 }
+    }
+}
+
+/// One collective call: what to do and on which buffers.
+pub struct Args<'a> {
+    pub coll: Collective,
+    pub dtype: Dtype,
+    /// Reduction op (ignored by collectives that do not reduce).
+    pub op: Op,
+    /// Root rank (broadcast, reduce).
+    pub root: usize,
+    /// Per-rank element count (nccl-tests' `count` column).
+    pub count: usize,
+    /// Input buffer; `None` runs in place, with the input inside `recv` where nccl-tests puts it (all_gather:
+    /// this rank's block; reduce_scatter: `recv` holds all n blocks and the result lands in this rank's).
+    pub send: Option<&'a [u8]>,
+    /// Output buffer.
+    pub recv: &'a mut [u8],
+}
+
+/// Scratch bytes `algo` needs for `coll` with `count` elements of `elem` bytes on `n` ranks.
+pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n: usize, tune: &Tuning) -> usize {
+    let msg = count * elem;
+    let chunk = tune.chunk_bytes.div_ceil(elem) * elem;
+    match (coll, algo) {
+        (_, Algo::Ring) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
+        (Collective::AllReduce, Algo::RecDoubling) => msg,
+        (Collective::ReduceScatter, Algo::RecDoubling) => 2 * msg * n,
+        (Collective::AllGather, Algo::Bruck) => msg * n,
+        (Collective::Reduce | Collective::AllReduce, Algo::Tree) => 2 * msg,
+        (Collective::AllToAll, _) => msg * n,
+        (Collective::SendRecv, _) => msg,
+        _ => 0,
+    }
+}
+
+/// Runs one collective with `algo`; `ws` grows to what the algorithm needs.
+pub fn run<T: Transport + ?Sized>(t: &mut T, algo: Algo, args: Args<'_>, ws: &mut HostBuf, tune: &Tuning) -> Result<()> {
+    let n = t.size();
+    let es = args.dtype.size();
+    ws.ensure(scratch_bytes(args.coll, algo, args.count, es, n, tune));
+    let scratch: &mut [u8] = ws;
+    let Args { coll, dtype, op, root, count, send, recv } = args;
+    let b = Bufs::new(send, recv);
+    let r = match (coll, algo) {
+        (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
+        (Collective::AllReduce, Algo::RecDoubling) => rd::all_reduce(t, &b, count, dtype, op, scratch),
+        (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
+        (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune),
+        (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),
+        (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(t, &b, count, dtype, op, scratch, tune),
+        (Collective::ReduceScatter, Algo::RecDoubling) => rd::reduce_scatter(t, &b, count, dtype, op, scratch),
+        (Collective::Broadcast, Algo::Ring) => ring::broadcast(t, &b, count * es, root, tune),
+        (Collective::Broadcast, Algo::Tree) => tree::broadcast(t, &b, count * es, root),
+        (Collective::Reduce, Algo::Ring) => ring::reduce(t, &b, count, dtype, op, root, scratch, tune),
+        (Collective::Reduce, Algo::Tree) => tree::reduce(t, &b, count, dtype, op, root, scratch),
+        (Collective::AllToAll, _) => pairwise::alltoall(t, &b, count * es, scratch),
+        (Collective::SendRecv, _) => pairwise::sendrecv(t, &b, count * es, scratch),
+        (c, a) => panic!("{a} is not an algorithm of {c}; Algo::select never picks it"),
+    };
+    debug_assert!(r.is_err() || t.pending() == 0, "{coll}/{algo} left requests in flight");
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_picks_latency_algorithms_below_the_threshold() {
+        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Auto, 8, 65536), Algo::RecDoubling);
+        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Auto, 65536, 65536), Algo::Ring);
+        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::Auto, 8, 65536), Algo::Bruck);
+        assert_eq!(Algo::select(Collective::Broadcast, AlgoChoice::Auto, 8, 65536), Algo::Tree);
+        assert_eq!(Algo::select(Collective::AllToAll, AlgoChoice::Auto, 1 << 30, 65536), Algo::Pairwise);
+    }
+
+    #[test]
+    fn forced_choices_apply_where_they_exist() {
+        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, 65536), Algo::Ring);
+        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, 65536), Algo::Bruck);
+        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, 65536), Algo::Ring);
+        assert_eq!(Algo::select(Collective::SendRecv, AlgoChoice::Ring, 8, 65536), Algo::Pairwise);
+        for c in Collective::ALL {
+            for a in Algo::available(c) {
+                assert!(Algo::available(c).contains(&Algo::latency(c)), "{c} {a}");
+            }
+        }
+    }
+}

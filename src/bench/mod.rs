@@ -1,0 +1,83 @@
+//! The sweep runner: for every point, warm up, time, check, then combine all ranks' measurements on
+//! rank 0 and hand the record to the reporters as soon as it exists.
+
+pub mod plan;
+pub mod point;
+pub mod stats;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::memory::HostBuf;
+use crate::options::Options;
+use crate::report::{RankInfo, Record, Reporter};
+use point::{Buffers, RankPoint};
+
+/// What a finished sweep leaves behind.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Every record, on rank 0 only.
+    pub records: Vec<Record>,
+    /// Wrong elements over the whole sweep, known on every rank.
+    pub wrong: u64,
+}
+
+/// Runs every point of `opts` on engine `e`. Rank 0 passes reporters (and maybe a progress bar); the
+/// others pass none. Every rank returns the same `wrong` total.
+pub fn sweep<E: Engine>(
+    e: &mut E,
+    opts: &Options,
+    ranks: &[RankInfo],
+    reporters: &mut [Box<dyn Reporter>],
+    progress: Option<&ProgressBar>,
+) -> Result<Outcome> {
+    let n = e.size();
+    if opts.root >= n {
+        return Err(Error::usage("-r/--root", format!("root rank {} does not exist in a job of {n} ranks", opts.root)));
+    }
+    let points = plan::points(opts, n);
+    let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
+    let mut bufs = Buffers { send: HostBuf::new(send_bytes), recv: HostBuf::new(recv_bytes) };
+    if let Some(pb) = progress {
+        pb.set_length(points.len() as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+    }
+    let path = e.path();
+    let mut out = Outcome::default();
+    for p in &points {
+        let algo = e.algo(p.coll, p.layout.size_bytes as u64);
+        if let Some(pb) = progress {
+            pb.set_message(format!("{} {} {} B", p.coll, p.dtype, p.layout.size_bytes));
+        }
+        let mine = point::measure(e, p, algo, &mut bufs, opts)?;
+        let bytes = serde_json::to_vec(&mine).expect("a rank's measurement serialises");
+        if let Some(all) = e.gather(&bytes)? {
+            let per_rank: Vec<RankPoint> = all
+                .iter()
+                .enumerate()
+                .map(|(r, b)| {
+                    serde_json::from_slice(b).map_err(|err| {
+                        Error::Peer(format!("rank {r} sent an unreadable measurement ({err}); mixed collbench versions?"))
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let rec = stats::record(&path, algo.name(), p, opts.root, ranks, &per_rank, opts.rank_stat, opts.iters);
+            out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
+            for r in reporters.iter_mut() {
+                r.record(&rec)?;
+            }
+            out.records.push(rec);
+        }
+        if let Some(pb) = progress {
+            pb.inc(1);
+        }
+    }
+    // Every rank learns the verdict, so all exit with the same status.
+    let total = e.broadcast(&out.wrong.to_le_bytes())?;
+    out.wrong = u64::from_le_bytes(total.as_slice().try_into().map_err(|_| Error::Peer("malformed verdict from rank 0".into()))?);
+    Ok(out)
+}

@@ -1,0 +1,138 @@
+//! One point on one rank: fill, warm up, time every iteration, then check the data.
+
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::plan::Point;
+use crate::algorithm::{Algo, Args};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::memory::HostBuf;
+use crate::options::Options;
+use crate::reduce::pattern::{CheckOutcome, Pattern, Source};
+use crate::reduce::Op;
+
+/// What one rank measured for one placement.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankTiming {
+    pub avg_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Wrong elements on this rank; `None` when the check was off.
+    pub wrong: Option<u64>,
+    /// First wrong element: (offset, expected, got).
+    pub first: Option<(u64, String, String)>,
+}
+
+/// What one rank measured for one point.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RankPoint {
+    pub out_of_place: RankTiming,
+    pub in_place: RankTiming,
+}
+
+/// The buffers a sweep runs on, sized once for its largest point.
+pub struct Buffers {
+    pub send: HostBuf,
+    pub recv: HostBuf,
+}
+
+/// Measures `p` out of place and in place with `algo`.
+pub fn measure<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opts: &Options) -> Result<RankPoint> {
+    Ok(RankPoint {
+        out_of_place: measure_placement(e, p, algo, bufs, opts, false)?,
+        in_place: measure_placement(e, p, algo, bufs, opts, true)?,
+    })
+}
+
+fn measure_placement<E: Engine>(
+    e: &mut E,
+    p: &Point,
+    algo: Algo,
+    bufs: &mut Buffers,
+    opts: &Options,
+    in_place: bool,
+) -> Result<RankTiming> {
+    let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Sum), e.size());
+    prepare(e.rank(), p, &pattern, bufs, in_place);
+    for _ in 0..opts.warmup {
+        run_once(e, p, algo, bufs, opts, in_place)?;
+    }
+    e.barrier()?;
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
+    let mut total_ns: u128 = 0;
+    for _ in 0..opts.iters {
+        let t0 = Instant::now();
+        run_once(e, p, algo, bufs, opts, in_place)?;
+        let ns = t0.elapsed().as_nanos();
+        total_ns += ns;
+        hist.saturating_record((ns as u64).max(1));
+    }
+    let mut timing = RankTiming {
+        avg_us: total_ns as f64 / 1e3 / opts.iters.max(1) as f64,
+        p50_us: hist.value_at_quantile(0.5) as f64 / 1e3,
+        p99_us: hist.value_at_quantile(0.99) as f64 / 1e3,
+        wrong: None,
+        first: None,
+    };
+    if opts.check_iters > 0 {
+        let mut outcome = CheckOutcome::default();
+        for _ in 0..opts.check_iters {
+            prepare(e.rank(), p, &pattern, bufs, in_place);
+            run_once(e, p, algo, bufs, opts, in_place)?;
+            outcome.merge(verify(e.rank(), e.size(), p, &pattern, bufs, opts.root, in_place));
+        }
+        timing.wrong = Some(outcome.wrong);
+        timing.first = outcome.first.map(|m| (m.index as u64, m.expected, m.got));
+    }
+    Ok(timing)
+}
+
+fn run_once<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opts: &Options, in_place: bool) -> Result<()> {
+    let es = p.layout.elem_size;
+    let recv_len = p.coll.recv_elems(&p.layout, in_place) * es;
+    let args = Args {
+        coll: p.coll,
+        dtype: p.dtype,
+        op: p.op.unwrap_or(Op::Sum),
+        root: opts.root,
+        count: p.layout.count,
+        send: if in_place { None } else { Some(&bufs.send[..p.layout.send_count * es]) },
+        recv: &mut bufs.recv[..recv_len],
+    };
+    e.run(algo, args)
+}
+
+/// Fills this rank's input with its pattern and poisons the rest of the output, so stale data is caught.
+fn prepare(rank: usize, p: &Point, pattern: &Pattern, bufs: &mut Buffers, in_place: bool) {
+    let es = p.layout.elem_size;
+    let input_len = p.layout.send_count * es;
+    if in_place {
+        let view = &mut bufs.recv[..p.coll.recv_elems(&p.layout, true) * es];
+        let at = p.coll.in_place_input_at(&p.layout, rank) * es;
+        let (before, rest) = view.split_at_mut(at);
+        let (input, after) = rest.split_at_mut(input_len);
+        pattern.fill(Source::Rank(rank), 0, input);
+        pattern.poison(before);
+        pattern.poison(after);
+    } else {
+        pattern.fill(Source::Rank(rank), 0, &mut bufs.send[..input_len]);
+        pattern.poison(&mut bufs.recv[..p.layout.recv_count * es]);
+    }
+}
+
+/// Checks every output element this rank must hold; offsets in the result are receive-buffer elements.
+fn verify(rank: usize, n: usize, p: &Point, pattern: &Pattern, bufs: &Buffers, root: usize, in_place: bool) -> CheckOutcome {
+    let es = p.layout.elem_size;
+    let mut total = CheckOutcome::default();
+    for ex in p.coll.expected(&p.layout, rank, n, root, in_place) {
+        let mut o = pattern.check(ex.source, ex.first, &bufs.recv[ex.at * es..(ex.at + ex.len) * es]);
+        if let Some(m) = &mut o.first {
+            m.index += ex.at;
+        }
+        total.merge(o);
+    }
+    total
+}

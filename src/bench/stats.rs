@@ -1,0 +1,117 @@
+//! Cross-rank statistics: many ranks' measurements of one point become one record.
+
+use super::plan::Point;
+use super::point::{RankPoint, RankTiming};
+use crate::options::RankStat;
+use crate::report::{RankInfo, Record, Timing, WrongElement};
+
+/// Combines every rank's measurement of one placement.
+pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nranks: usize, iters: u32) -> Timing {
+    let avgs: Vec<f64> = per_rank.iter().map(|t| t.avg_us).collect();
+    let mean = avgs.iter().sum::<f64>() / avgs.len().max(1) as f64;
+    let min = avgs.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = avgs.iter().copied().fold(0.0, f64::max);
+    let rank0 = avgs.first().copied().unwrap_or(0.0);
+    let time_us = match stat {
+        RankStat::Rank0 => rank0,
+        RankStat::Avg => mean,
+        RankStat::Min => min,
+        RankStat::Max => max,
+    };
+    let (algbw, busbw) = p.layout.bandwidth(p.coll, nranks, time_us / 1e6);
+    let wrong = per_rank.iter().try_fold(0u64, |acc, t| t.wrong.map(|w| acc + w));
+    Timing {
+        time_us,
+        algbw,
+        busbw,
+        wrong,
+        rank0_us: rank0,
+        avg_us: mean,
+        min_us: min,
+        max_us: max,
+        p50_us: per_rank.iter().map(|t| t.p50_us).fold(0.0, f64::max),
+        p99_us: per_rank.iter().map(|t| t.p99_us).fold(0.0, f64::max),
+        iters,
+    }
+}
+
+/// One table row from every rank's measurement of `p`.
+pub fn record(
+    path: &str,
+    algo: &str,
+    p: &Point,
+    root: usize,
+    ranks: &[RankInfo],
+    per_rank: &[RankPoint],
+    stat: RankStat,
+    iters: u32,
+) -> Record {
+    let n = per_rank.len();
+    let oop: Vec<&RankTiming> = per_rank.iter().map(|r| &r.out_of_place).collect();
+    let ip: Vec<&RankTiming> = per_rank.iter().map(|r| &r.in_place).collect();
+    // The first wrong element: lowest rank, out-of-place before in-place.
+    let first_wrong = per_rank.iter().enumerate().find_map(|(rank, rp)| {
+        [(false, &rp.out_of_place), (true, &rp.in_place)].into_iter().find_map(|(in_place, t)| {
+            t.first.as_ref().map(|(offset, expected, got)| WrongElement {
+                rank,
+                host: ranks.get(rank).map(|r| r.host.clone()).unwrap_or_default(),
+                in_place,
+                offset: *offset,
+                expected: expected.clone(),
+                got: got.clone(),
+            })
+        })
+    });
+    Record {
+        path: path.to_string(),
+        collective: p.coll,
+        algo: algo.to_string(),
+        size: p.layout.size_bytes as u64,
+        count: p.layout.count as u64,
+        dtype: p.dtype,
+        op: p.op,
+        root: p.coll.rooted().then_some(root),
+        nranks: n,
+        out_of_place: combine_timing(&oop, stat, p, n, iters),
+        in_place: combine_timing(&ip, stat, p, n, iters),
+        first_wrong,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::reduce::{Dtype, Op};
+
+    fn point() -> Point {
+        let layout = Collective::AllReduce.layout(1_000_000, 4, 4);
+        Point { coll: Collective::AllReduce, dtype: Dtype::Float, op: Some(Op::Sum), requested: 1_000_000, layout }
+    }
+
+    fn t(avg: f64, wrong: Option<u64>) -> RankTiming {
+        RankTiming { avg_us: avg, p50_us: avg, p99_us: avg * 2.0, wrong, first: None }
+    }
+
+    #[test]
+    fn the_slowest_rank_sets_the_time_by_default() {
+        let (a, b, c) = (t(100.0, Some(0)), t(300.0, Some(2)), t(200.0, Some(1)));
+        let rows = [&a, &b, &c];
+        let m = combine_timing(&rows, RankStat::Max, &point(), 4, 20);
+        assert_eq!(m.time_us, 300.0);
+        assert_eq!((m.min_us, m.avg_us, m.rank0_us, m.p99_us), (100.0, 200.0, 100.0, 600.0));
+        assert_eq!(m.wrong, Some(3));
+        // 1e6 bytes in 300 us = 3.33 GB/s algbw; busbw x 1.5 at 4 ranks.
+        assert!((m.algbw - 1e6 / 300e-6 / 1e9).abs() < 1e-9);
+        assert!((m.busbw - m.algbw * 1.5).abs() < 1e-9);
+        assert_eq!(combine_timing(&rows, RankStat::Min, &point(), 4, 20).time_us, 100.0);
+        assert_eq!(combine_timing(&rows, RankStat::Avg, &point(), 4, 20).time_us, 200.0);
+        assert_eq!(combine_timing(&rows, RankStat::Rank0, &point(), 4, 20).time_us, 100.0);
+    }
+
+    #[test]
+    fn an_unchecked_rank_makes_the_count_unknown() {
+        let (a, b) = (t(1.0, Some(0)), t(1.0, None));
+        assert_eq!(combine_timing(&[&a, &b], RankStat::Max, &point(), 2, 1).wrong, None);
+    }
+}

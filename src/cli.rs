@@ -1,0 +1,313 @@
+//! The command line, clap derive only: flag names, defaults and help. Values that need checking stay
+//! strings here; [`crate::options::Options::from_cli`] validates them and names the flag in every error.
+//!
+//! Flags follow nccl-tests (same short letters, same long names such as `--minbytes`, `--warmup_iters`),
+//! with dashed aliases (`--min-bytes`) for people used to other tools. Defaults are taken from
+//! [`Options::default`] so the help text and the behaviour cannot drift apart.
+
+use std::path::PathBuf;
+use std::sync::LazyLock;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::options::Options;
+use crate::sizes::format_size_arg;
+
+/// Collective-communication benchmark and network validator, in the spirit of nccl-tests.
+#[derive(Debug, Parser)]
+#[command(name = "collbench", version, propagate_version = true)]
+// No subcommand prints help and exits 2 instead of defaulting to `run`: more verbs are coming (info,
+// preflight, pairwise, compare), and an explicit one keeps `collbench <flags>` from changing meaning
+// when they land, keeps each verb's --help to its own flags, and makes a mistyped verb an error
+// rather than a 64 MiB sweep on every core.
+#[command(arg_required_else_help = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands; each has its own argument struct so adding one is a variant plus a struct.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sweep message sizes over collectives and print an nccl-tests style table.
+    Run(RunArgs),
+}
+
+/// Headings that group `run --help`.
+const SIZES: &str = "Sizes";
+const WHAT: &str = "What to run";
+const TIMING: &str = "Timing and reporting";
+const TUNING: &str = "Algorithm and transport";
+const OUTPUT: &str = "Output";
+
+/// Flags of `collbench run`, as typed; see [`Options::from_cli`] for what each must satisfy.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Smallest message size (bytes, or K/M/G/T, binary).
+    #[arg(short = 'b', long = "minbytes", alias = "min-bytes", value_name = "SIZE", help_heading = SIZES,
+        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.min))]
+    pub minbytes: String,
+
+    /// Largest message size (bytes, or K/M/G/T, binary).
+    #[arg(short = 'e', long = "maxbytes", alias = "max-bytes", value_name = "SIZE", help_heading = SIZES,
+        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.max))]
+    pub maxbytes: String,
+
+    /// Multiply the size by this factor between points (>= 2) [default: 2]
+    #[arg(short = 'f', long = "stepfactor", alias = "step-factor", value_name = "N", help_heading = SIZES)]
+    pub stepfactor: Option<u64>,
+
+    /// Add this many bytes between points instead of multiplying by -f [default: none]
+    #[arg(short = 'i', long = "stepbytes", alias = "step-bytes", value_name = "SIZE", help_heading = SIZES,
+        allow_negative_numbers = true)]
+    pub stepbytes: Option<String>,
+
+    /// Collectives to run, comma-separated, or `all`.
+    #[arg(long = "collective", alias = "collectives", value_name = "LIST", value_delimiter = ',',
+        help_heading = WHAT, default_value = COLLECTIVES.as_str())]
+    pub collective: Vec<String>,
+
+    /// Element types, comma-separated, or `all`.
+    #[arg(short = 'd', long = "datatype", alias = "dtype", value_name = "LIST", value_delimiter = ',',
+        help_heading = WHAT, default_value = DTYPES.as_str())]
+    pub datatype: Vec<String>,
+
+    /// Reduction ops for reducing collectives, comma-separated, or `all`.
+    #[arg(short = 'o', long = "op", alias = "ops", value_name = "LIST", value_delimiter = ',',
+        help_heading = WHAT, default_value = OPS.as_str())]
+    pub op: Vec<String>,
+
+    /// Root rank of broadcast and reduce.
+    #[arg(short = 'r', long = "root", value_name = "RANK", help_heading = WHAT,
+        default_value_t = Options::default().root)]
+    pub root: usize,
+
+    /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
+    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = Options::default().np)]
+    pub np: usize,
+
+    /// Timed iterations per point.
+    #[arg(short = 'n', long = "iters", value_name = "N", help_heading = TIMING,
+        default_value_t = Options::default().iters)]
+    pub iters: u32,
+
+    /// Untimed warm-up iterations per point.
+    #[arg(short = 'w', long = "warmup_iters", aliases = ["warmup-iters", "warmup"], value_name = "N",
+        help_heading = TIMING, default_value_t = Options::default().warmup)]
+    pub warmup_iters: u32,
+
+    /// Data-check iterations per point; 0 turns the check off.
+    #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
+        default_value_t = Options::default().check_iters)]
+    pub check: u32,
+
+    /// Which rank's time to report: 0/rank0, 1/avg, 2/min, 3/max = the slowest (nccl-tests: avg).
+    #[arg(short = 'a', long = "average", value_name = "STAT", help_heading = TIMING,
+        default_value_t = Options::default().rank_stat.name().to_string())]
+    pub average: String,
+
+    /// Add p50/p99 iteration-time columns to the table.
+    #[arg(long = "percentiles", help_heading = TIMING)]
+    pub percentiles: bool,
+
+    /// Deadline in seconds for any single wait; a stuck peer ends the run with an error.
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().timeout.as_secs_f64())]
+    pub timeout: f64,
+
+    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above), ring, rd or tree.
+    #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
+        default_value_t = Options::default().algo.name().to_string())]
+    pub algo: String,
+
+    /// Message size at which --algo auto switches to the ring.
+    #[arg(long = "algo-threshold", alias = "algo_threshold", value_name = "SIZE", help_heading = TUNING,
+        default_value_t = format_size_arg(Options::default().algo_threshold))]
+    pub algo_threshold: String,
+
+    /// TCP streams per peer (1..=16).
+    #[arg(long = "streams", value_name = "N", help_heading = TUNING,
+        default_value_t = Options::default().streams)]
+    pub streams: usize,
+
+    /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
+    #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
+        default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
+    pub chunk: String,
+
+    /// Write results as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE",
+        help_heading = OUTPUT)]
+    pub output_file: Option<PathBuf>,
+
+    /// Write results as CSV to this file [default: none]
+    #[arg(long = "csv", value_name = "FILE", help_heading = OUTPUT)]
+    pub csv: Option<PathBuf>,
+
+    /// Overwrite output files that already exist.
+    #[arg(long = "force", help_heading = OUTPUT)]
+    pub force: bool,
+
+    /// Never draw the progress bar (it is drawn only when stderr is a terminal anyway).
+    #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
+    pub no_progress: bool,
+}
+
+/// A default list as the command line spells it: `all_reduce,all_gather`.
+fn names<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
+    items.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+}
+
+// List defaults are one comma-joined string (clap splits it like a typed value) so that help shows
+// the syntax to type; clap wants a `&'static str` for that, hence the statics.
+static COLLECTIVES: LazyLock<String> =
+    LazyLock::new(|| names(Options::default().collectives.iter()));
+static DTYPES: LazyLock<String> = LazyLock::new(|| names(Options::default().dtypes.iter()));
+static OPS: LazyLock<String> = LazyLock::new(|| names(Options::default().ops.iter()));
+
+#[cfg(test)]
+mod tests {
+    use clap::error::ErrorKind;
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn run(args: &[&str]) -> RunArgs {
+        let argv = ["collbench", "run"].iter().chain(args);
+        match Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .command
+        {
+            Command::Run(r) => r,
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_subcommand_prints_help_and_exits_2() {
+        let err = Cli::try_parse_from(["collbench"]).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("run"), "{err}");
+    }
+
+    #[test]
+    fn nccl_tests_short_and_long_names_parse() {
+        let short = run(&[
+            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "3", "-c", "0", "-o", "max", "-d",
+            "half", "-r", "2", "-a", "1", "-T", "9", "-J", "x.json",
+        ]);
+        let long = run(&[
+            "--minbytes",
+            "1K",
+            "--maxbytes",
+            "1M",
+            "--stepfactor",
+            "4",
+            "--iters",
+            "7",
+            "--warmup_iters",
+            "3",
+            "--check",
+            "0",
+            "--op",
+            "max",
+            "--datatype",
+            "half",
+            "--root",
+            "2",
+            "--average",
+            "1",
+            "--timeout",
+            "9",
+            "--output_file",
+            "x.json",
+        ]);
+        let dashed = run(&[
+            "--min-bytes",
+            "1K",
+            "--max-bytes",
+            "1M",
+            "--step-factor",
+            "4",
+            "--iters",
+            "7",
+            "--warmup-iters",
+            "3",
+            "--check",
+            "0",
+            "--op",
+            "max",
+            "--dtype",
+            "half",
+            "--root",
+            "2",
+            "--average",
+            "1",
+            "--timeout",
+            "9",
+            "--output-file",
+            "x.json",
+        ]);
+        for r in [&short, &long, &dashed] {
+            assert_eq!(
+                (r.minbytes.as_str(), r.maxbytes.as_str(), r.stepfactor),
+                ("1K", "1M", Some(4))
+            );
+            assert_eq!((r.iters, r.warmup_iters, r.check, r.root), (7, 3, 0, 2));
+            assert_eq!(
+                (r.op.clone(), r.datatype.clone()),
+                (vec!["max".to_string()], vec!["half".to_string()])
+            );
+            assert_eq!((r.average.as_str(), r.timeout), ("1", 9.0));
+            assert_eq!(r.output_file, Some(PathBuf::from("x.json")));
+        }
+    }
+
+    #[test]
+    fn lists_split_on_commas_and_accumulate() {
+        let r = run(&["-d", "float,half", "-d", "double", "--collective", "all"]);
+        assert_eq!(r.datatype, ["float", "half", "double"]);
+        assert_eq!(r.collective, ["all"]);
+        // The default list is split the same way as a typed one.
+        assert_eq!(run(&[]).collective, ["all_reduce", "all_gather"]);
+    }
+
+    #[test]
+    fn help_states_every_default() {
+        let mut cmd = Cli::command();
+        let run = cmd.find_subcommand_mut("run").unwrap();
+        for arg in run.get_arguments() {
+            let id = arg.get_id().as_str();
+            if arg.get_action().takes_values() && !["help", "version"].contains(&id) {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    !arg.get_default_values().is_empty() || help.contains("[default: "),
+                    "--{id}: {help}"
+                );
+            }
+        }
+        // -f has no clap default (so that -i can replace it); its stated default must be the real one.
+        let f = run
+            .get_arguments()
+            .find(|a| a.get_id() == "stepfactor")
+            .unwrap();
+        let n = match Options::default().sizes.step {
+            crate::options::Step::Factor(n) => n,
+            other => panic!("default step {other:?} is not a factor"),
+        };
+        assert!(f
+            .get_help()
+            .unwrap()
+            .to_string()
+            .contains(&format!("[default: {n}]")));
+    }
+}

@@ -1,0 +1,85 @@
+//! Engines: what runs one collective on one path. Today collbench's own algorithms over its own transport
+//! ([`Native`]); library baselines (MPI, NCCL) implement the same trait.
+
+use crate::algorithm::{self, control, Algo, Args, Tuning};
+use crate::collective::Collective;
+use crate::error::Result;
+use crate::memory::HostBuf;
+use crate::options::{AlgoChoice, Options};
+use crate::transport::Transport;
+
+/// Runs collectives on one path, plus the small control exchanges the runner needs.
+pub trait Engine {
+    /// The path measured, e.g. `tcp@lo`.
+    fn path(&self) -> String;
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// The algorithm that will run `coll` at `size_bytes`.
+    fn algo(&self, coll: Collective, size_bytes: u64) -> Algo;
+    /// Runs one collective.
+    fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()>;
+    /// No rank returns before every rank has entered.
+    fn barrier(&mut self) -> Result<()>;
+    /// Every rank's bytes on rank 0.
+    fn gather(&mut self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>>;
+    /// Rank 0's bytes on every rank.
+    fn broadcast(&mut self, data: &[u8]) -> Result<Vec<u8>>;
+}
+
+/// collbench's own algorithms over a [`Transport`].
+pub struct Native<T: Transport> {
+    pub transport: T,
+    workspace: HostBuf,
+    tune: Tuning,
+    choice: AlgoChoice,
+    threshold: u64,
+}
+
+impl<T: Transport> Native<T> {
+    /// An engine with the algorithm choice and tuning of `opts`.
+    pub fn new(transport: T, opts: &Options) -> Self {
+        Native {
+            transport,
+            workspace: HostBuf::new(0),
+            tune: Tuning { chunk_bytes: opts.chunk_bytes, ..Tuning::default() },
+            choice: opts.algo,
+            threshold: opts.algo_threshold,
+        }
+    }
+}
+
+impl<T: Transport> Engine for Native<T> {
+    fn path(&self) -> String {
+        self.transport.path()
+    }
+
+    fn rank(&self) -> usize {
+        self.transport.rank()
+    }
+
+    fn size(&self) -> usize {
+        self.transport.size()
+    }
+
+    fn algo(&self, coll: Collective, size_bytes: u64) -> Algo {
+        Algo::select(coll, self.choice, size_bytes, self.threshold)
+    }
+
+    fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()> {
+        algorithm::run(&mut self.transport, algo, args, &mut self.workspace, &self.tune)
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        control::barrier(&mut self.transport)
+    }
+
+    fn gather(&mut self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        control::gather(&mut self.transport, data)
+    }
+
+    fn broadcast(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        control::broadcast(&mut self.transport, data)
+    }
+}

@@ -1,0 +1,759 @@
+//! CPU reduction kernels: element-wise `op` over byte buffers holding elements of a dtype.
+//!
+//! Each entry point dispatches on (dtype, op) once, then runs a tight loop over typed slices that
+//! LLVM auto-vectorises. Semantics follow NCCL: integers wrap, floats are IEEE, half and bfloat16
+//! are widened to f32, combined and rounded back (round to nearest even), and `Avg` is a sum that
+//! [`finalize`] divides by the rank count (truncating for integers).
+
+use bytemuck::Pod;
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+
+use super::{Dtype, Op};
+
+/// Elements per block when half/bfloat16 are widened to f32 (two f32 stack blocks, 512 bytes).
+const BLOCK: usize = 64;
+
+/// dst[i] = dst[i] op src[i]. Avg accumulates as a sum; call `finalize` once at the end.
+pub fn reduce_inplace(dtype: Dtype, op: Op, dst: &mut [u8], src: &[u8]) {
+    assert_eq!(
+        dst.len(),
+        src.len(),
+        "reduce_inplace: dst has {} bytes but src has {}",
+        dst.len(),
+        src.len()
+    );
+    match dtype {
+        Dtype::Int8 => inplace::<i8>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Uint8 => inplace::<u8>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Int32 => inplace::<i32>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Uint32 => inplace::<u32>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Int64 => inplace::<i64>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Uint64 => inplace::<u64>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Float => inplace::<f32>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Double => inplace::<f64>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Half => narrow_inplace::<f16>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Bfloat16 => narrow_inplace::<bf16>(op, typed_mut(dtype, dst), typed(dtype, src)),
+    }
+}
+
+/// dst[i] = a[i] op b[i] (dst must not overlap a or b). Avg accumulates as a sum.
+pub fn reduce_into(dtype: Dtype, op: Op, dst: &mut [u8], a: &[u8], b: &[u8]) {
+    assert!(
+        dst.len() == a.len() && a.len() == b.len(),
+        "reduce_into: dst has {} bytes, a {} and b {}; they must match",
+        dst.len(),
+        a.len(),
+        b.len()
+    );
+    match dtype {
+        Dtype::Int8 => into::<i8>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Uint8 => into::<u8>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Int32 => into::<i32>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Uint32 => into::<u32>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Int64 => into::<i64>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Uint64 => into::<u64>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Float => into::<f32>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Double => into::<f64>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Half => {
+            narrow_into::<f16>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b))
+        }
+        Dtype::Bfloat16 => {
+            narrow_into::<bf16>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b))
+        }
+    }
+}
+
+/// For Op::Avg: divide every element by nranks (integers: truncating division like NCCL; floats: compute in f32 for half/bfloat16, f32/f64 otherwise). No-op for other ops.
+pub fn finalize(dtype: Dtype, op: Op, buf: &mut [u8], nranks: usize) {
+    if op != Op::Avg {
+        return;
+    }
+    assert!(nranks > 0, "finalize: nranks must be at least 1");
+    if nranks == 1 {
+        return;
+    }
+    match dtype {
+        // Through f64 the truncated quotient is exact for 32-bit operands (see `div_small`), and
+        // float division vectorises where integer division does not.
+        Dtype::Int8 => div_small(typed_mut::<i8>(dtype, buf), nranks),
+        Dtype::Uint8 => div_small(typed_mut::<u8>(dtype, buf), nranks),
+        Dtype::Int32 => div_small(typed_mut::<i32>(dtype, buf), nranks),
+        Dtype::Uint32 => div_small(typed_mut::<u32>(dtype, buf), nranks),
+        Dtype::Int64 => {
+            let d = Divisor::new(nranks as u64);
+            for x in typed_mut::<i64>(dtype, buf) {
+                *x = d.div_i64(*x);
+            }
+        }
+        Dtype::Uint64 => {
+            let d = Divisor::new(nranks as u64);
+            for x in typed_mut::<u64>(dtype, buf) {
+                *x = d.div_u64(*x);
+            }
+        }
+        Dtype::Float => {
+            let n = nranks as f32;
+            for x in typed_mut::<f32>(dtype, buf) {
+                *x /= n;
+            }
+        }
+        Dtype::Double => {
+            let n = nranks as f64;
+            for x in typed_mut::<f64>(dtype, buf) {
+                *x /= n;
+            }
+        }
+        Dtype::Half => narrow_div::<f16>(typed_mut(dtype, buf), nranks as f32),
+        Dtype::Bfloat16 => narrow_div::<bf16>(typed_mut(dtype, buf), nranks as f32),
+    }
+}
+
+/// Views a byte buffer as elements, with a message naming the dtype when it cannot.
+fn typed<T: Pod>(dtype: Dtype, bytes: &[u8]) -> &[T] {
+    bytemuck::try_cast_slice(bytes).unwrap_or_else(|e| {
+        panic!(
+            "buffer of {} bytes is not a {dtype} slice: {e:?}",
+            bytes.len()
+        )
+    })
+}
+
+/// Mutable counterpart of [`typed`].
+fn typed_mut<T: Pod>(dtype: Dtype, bytes: &mut [u8]) -> &mut [T] {
+    let len = bytes.len();
+    bytemuck::try_cast_slice_mut(bytes)
+        .unwrap_or_else(|e| panic!("buffer of {len} bytes is not a {dtype} slice: {e:?}"))
+}
+
+/// The four binary operations on one element type (Avg uses `sum`).
+trait Arith: Copy {
+    fn sum(self, other: Self) -> Self;
+    fn prod(self, other: Self) -> Self;
+    fn max(self, other: Self) -> Self;
+    fn min(self, other: Self) -> Self;
+}
+
+macro_rules! int_arith {
+    ($($t:ty),*) => {$(
+        impl Arith for $t {
+            #[inline(always)]
+            fn sum(self, other: Self) -> Self { self.wrapping_add(other) }
+            #[inline(always)]
+            fn prod(self, other: Self) -> Self { self.wrapping_mul(other) }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self { Ord::max(self, other) }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self { Ord::min(self, other) }
+        }
+    )*};
+}
+int_arith!(i8, u8, i32, u32, i64, u64);
+
+macro_rules! float_arith {
+    ($($t:ty),*) => {$(
+        impl Arith for $t {
+            #[inline(always)]
+            fn sum(self, other: Self) -> Self { self + other }
+            #[inline(always)]
+            fn prod(self, other: Self) -> Self { self * other }
+            // A plain comparison (not f32::max's NaN rules) compiles to a vector max/blend.
+            #[inline(always)]
+            fn max(self, other: Self) -> Self { if other > self { other } else { self } }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self { if other < self { other } else { self } }
+        }
+    )*};
+}
+float_arith!(f32, f64);
+
+/// Applies `op` in place; the match is outside the loops so each loop is monomorphic.
+fn inplace<T: Arith>(op: Op, dst: &mut [T], src: &[T]) {
+    match op {
+        Op::Sum | Op::Avg => zip_inplace(dst, src, T::sum),
+        Op::Prod => zip_inplace(dst, src, T::prod),
+        Op::Max => zip_inplace(dst, src, T::max),
+        Op::Min => zip_inplace(dst, src, T::min),
+    }
+}
+
+/// Applies `op` out of place.
+fn into<T: Arith>(op: Op, dst: &mut [T], a: &[T], b: &[T]) {
+    match op {
+        Op::Sum | Op::Avg => zip_into(dst, a, b, T::sum),
+        Op::Prod => zip_into(dst, a, b, T::prod),
+        Op::Max => zip_into(dst, a, b, T::max),
+        Op::Min => zip_into(dst, a, b, T::min),
+    }
+}
+
+#[inline(always)]
+fn zip_inplace<T: Copy>(dst: &mut [T], src: &[T], f: impl Fn(T, T) -> T) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f(*d, *s);
+    }
+}
+
+#[inline(always)]
+fn zip_into<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
+    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+        *d = f(*x, *y);
+    }
+}
+
+/// A 16-bit float that is computed on as f32, converted a block at a time.
+trait Narrow: Copy {
+    fn widen(src: &[Self], dst: &mut [f32]);
+    fn narrow(src: &[f32], dst: &mut [Self]);
+}
+
+impl Narrow for f16 {
+    // half's slice conversion uses F16C when the CPU has it (detected at run time).
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+impl Narrow for bf16 {
+    // half converts bfloat16 one branchy element at a time; these bit-level forms vectorise.
+    #[inline(always)]
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
+    #[inline(always)]
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = bf16::from_bits(f32_to_bf16_bits(*s));
+        }
+    }
+}
+
+/// f32 -> bfloat16 with round to nearest even (as __float2bfloat16_rn); NaN stays a quiet NaN.
+#[inline(always)]
+fn f32_to_bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    let is_nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    if is_nan {
+        ((b >> 16) | 0x40) as u16
+    } else {
+        rounded
+    }
+}
+
+/// In-place `op` on 16-bit floats.
+fn narrow_inplace<H: Narrow>(op: Op, dst: &mut [H], src: &[H]) {
+    match op {
+        Op::Sum | Op::Avg => narrow_blocks(dst, src, <f32 as Arith>::sum),
+        Op::Prod => narrow_blocks(dst, src, <f32 as Arith>::prod),
+        Op::Max => narrow_blocks(dst, src, <f32 as Arith>::max),
+        Op::Min => narrow_blocks(dst, src, <f32 as Arith>::min),
+    }
+}
+
+/// Out-of-place `op` on 16-bit floats.
+fn narrow_into<H: Narrow>(op: Op, dst: &mut [H], a: &[H], b: &[H]) {
+    match op {
+        Op::Sum | Op::Avg => narrow_blocks_into(dst, a, b, <f32 as Arith>::sum),
+        Op::Prod => narrow_blocks_into(dst, a, b, <f32 as Arith>::prod),
+        Op::Max => narrow_blocks_into(dst, a, b, <f32 as Arith>::max),
+        Op::Min => narrow_blocks_into(dst, a, b, <f32 as Arith>::min),
+    }
+}
+
+#[inline(always)]
+fn narrow_blocks<H: Narrow>(dst: &mut [H], src: &[H], f: impl Fn(f32, f32) -> f32) {
+    let mut x = [0f32; BLOCK];
+    let mut y = [0f32; BLOCK];
+    for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
+        let (x, y) = (&mut x[..d.len()], &mut y[..d.len()]);
+        H::widen(d, x);
+        H::widen(s, y);
+        zip_inplace(x, y, &f);
+        H::narrow(x, d);
+    }
+}
+
+#[inline(always)]
+fn narrow_blocks_into<H: Narrow>(dst: &mut [H], a: &[H], b: &[H], f: impl Fn(f32, f32) -> f32) {
+    let mut x = [0f32; BLOCK];
+    let mut y = [0f32; BLOCK];
+    for ((d, a), b) in dst
+        .chunks_mut(BLOCK)
+        .zip(a.chunks(BLOCK))
+        .zip(b.chunks(BLOCK))
+    {
+        let (x, y) = (&mut x[..d.len()], &mut y[..d.len()]);
+        H::widen(a, x);
+        H::widen(b, y);
+        zip_inplace(x, y, &f);
+        H::narrow(x, d);
+    }
+}
+
+/// Divides 16-bit floats by `n` in f32, as NCCL's half/bfloat16 kernels compute.
+fn narrow_div<H: Narrow>(buf: &mut [H], n: f32) {
+    let mut x = [0f32; BLOCK];
+    for d in buf.chunks_mut(BLOCK) {
+        let x = &mut x[..d.len()];
+        H::widen(d, x);
+        for v in x.iter_mut() {
+            *v /= n;
+        }
+        H::narrow(x, d);
+    }
+}
+
+/// Integers of at most 32 bits, divided through f64.
+trait SmallInt: Copy {
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+macro_rules! small_int {
+    ($($t:ty),*) => {$(
+        impl SmallInt for $t {
+            #[inline(always)]
+            fn to_f64(self) -> f64 { self as f64 }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self { v as $t }
+        }
+    )*};
+}
+small_int!(i8, u8, i32, u32);
+
+/// x / n truncated toward zero, for |x| < 2^32. Exact: a non-integer quotient is at least 1/n
+/// away from an integer, while the f64 rounding error is below 2^-53 * 2^32 / n.
+fn div_small<T: SmallInt>(buf: &mut [T], n: usize) {
+    let n = n as f64;
+    for x in buf {
+        // `as` truncates toward zero, which is C's integer division.
+        *x = T::from_f64(x.to_f64() / n);
+    }
+}
+
+/// Division of 64-bit integers by a fixed divisor through a multiply by its reciprocal, because
+/// a hardware 64-bit divide per element would make `finalize` slower than the reduction itself.
+#[derive(Clone, Copy)]
+struct Divisor {
+    n: u64,
+    /// floor((2^64 - 1) / n). Then x * recip / 2^64 >= x / n - x / 2^64 > x / n - 1, so its
+    /// floor is the quotient or one below it.
+    recip: u64,
+}
+
+impl Divisor {
+    fn new(n: u64) -> Self {
+        assert!(n > 0);
+        Divisor {
+            n,
+            recip: u64::MAX / n,
+        }
+    }
+
+    #[inline(always)]
+    fn div_u64(self, x: u64) -> u64 {
+        let mut q = ((x as u128 * self.recip as u128) >> 64) as u64;
+        // The estimate undershoots by at most 1 (see `recip`).
+        if x - q * self.n >= self.n {
+            q += 1;
+        }
+        q
+    }
+
+    /// Truncating signed division: divide the magnitude, then restore the sign.
+    #[inline(always)]
+    fn div_i64(self, x: i64) -> i64 {
+        let q = self.div_u64(x.unsigned_abs()) as i64;
+        if x < 0 {
+            q.wrapping_neg()
+        } else {
+            q
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random bytes (SplitMix64), so failures reproduce.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+    }
+
+    /// Reads element `i` as a number: integers exactly in i128, floats in f64.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Num {
+        I(i128),
+        F(f64),
+    }
+
+    fn get(dtype: Dtype, buf: &[u8], i: usize) -> Num {
+        let s = dtype.size();
+        let b = &buf[i * s..(i + 1) * s];
+        match dtype {
+            Dtype::Int8 => Num::I(b[0] as i8 as i128),
+            Dtype::Uint8 => Num::I(b[0] as i128),
+            Dtype::Int32 => Num::I(i32::from_ne_bytes(b.try_into().unwrap()) as i128),
+            Dtype::Uint32 => Num::I(u32::from_ne_bytes(b.try_into().unwrap()) as i128),
+            Dtype::Int64 => Num::I(i64::from_ne_bytes(b.try_into().unwrap()) as i128),
+            Dtype::Uint64 => Num::I(u64::from_ne_bytes(b.try_into().unwrap()) as i128),
+            Dtype::Half => Num::F(f16::from_ne_bytes(b.try_into().unwrap()).to_f64()),
+            Dtype::Bfloat16 => Num::F(bf16::from_ne_bytes(b.try_into().unwrap()).to_f64()),
+            Dtype::Float => Num::F(f32::from_ne_bytes(b.try_into().unwrap()) as f64),
+            Dtype::Double => Num::F(f64::from_ne_bytes(b.try_into().unwrap())),
+        }
+    }
+
+    /// Writes a number as element `i`, wrapping integers and rounding floats once (to nearest).
+    fn put(dtype: Dtype, buf: &mut [u8], i: usize, v: Num) {
+        let s = dtype.size();
+        let b = &mut buf[i * s..(i + 1) * s];
+        let (iv, fv) = match v {
+            Num::I(x) => (x, x as f64),
+            Num::F(x) => (x as i128, x),
+        };
+        match dtype {
+            Dtype::Int8 => b.copy_from_slice(&(iv as i8).to_ne_bytes()),
+            Dtype::Uint8 => b.copy_from_slice(&(iv as u8).to_ne_bytes()),
+            Dtype::Int32 => b.copy_from_slice(&(iv as i32).to_ne_bytes()),
+            Dtype::Uint32 => b.copy_from_slice(&(iv as u32).to_ne_bytes()),
+            Dtype::Int64 => b.copy_from_slice(&(iv as i64).to_ne_bytes()),
+            Dtype::Uint64 => b.copy_from_slice(&(iv as u64).to_ne_bytes()),
+            Dtype::Half => b.copy_from_slice(&f16::from_f64(fv).to_ne_bytes()),
+            Dtype::Bfloat16 => b.copy_from_slice(&bf16::from_f64(fv).to_ne_bytes()),
+            Dtype::Float => b.copy_from_slice(&(fv as f32).to_ne_bytes()),
+            Dtype::Double => b.copy_from_slice(&fv.to_ne_bytes()),
+        }
+    }
+
+    /// The scalar reference: exact integer arithmetic then wrap; floats in f64 then one rounding
+    /// (equal to the kernels' f32-then-narrow results, since f32 carries over 2p+2 bits).
+    fn reference(op: Op, a: Num, b: Num) -> Num {
+        match (a, b) {
+            (Num::I(x), Num::I(y)) => Num::I(match op {
+                Op::Sum | Op::Avg => x + y,
+                Op::Prod => x.wrapping_mul(y),
+                Op::Max => x.max(y),
+                Op::Min => x.min(y),
+            }),
+            (Num::F(x), Num::F(y)) => Num::F(match op {
+                Op::Sum | Op::Avg => x + y,
+                Op::Prod => x * y,
+                Op::Max => x.max(y),
+                Op::Min => x.min(y),
+            }),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Random elements: any bit pattern for integers, finite values of mixed sign and scale for
+    /// floats (so that products stay finite and comparisons are meaningful).
+    fn random_buf(dtype: Dtype, len: usize, rng: &mut Rng) -> Vec<u8> {
+        let mut buf = vec![0u8; len * dtype.size()];
+        for i in 0..len {
+            let r = rng.next();
+            let v = if dtype.is_float() {
+                let mant = (r >> 11) as f64 / (1u64 << 53) as f64 * 200.0 - 100.0;
+                Num::F(mant * [1.0, 0.5, 0.015625, 3.0][(r & 3) as usize])
+            } else {
+                Num::I(r as i64 as i128)
+            };
+            put(dtype, &mut buf, i, v);
+        }
+        buf
+    }
+
+    /// A u64-aligned copy, as the real buffers are element-aligned.
+    fn aligned(bytes: &[u8]) -> Vec<u64> {
+        let mut v = vec![0u64; bytes.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut v)[..bytes.len()].copy_from_slice(bytes);
+        v
+    }
+
+    fn bytes(v: &[u64], len: usize) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(v)[..len]
+    }
+
+    fn bytes_mut(v: &mut [u64], len: usize) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<u64, u8>(v)[..len]
+    }
+
+    #[test]
+    fn every_dtype_and_op_matches_the_scalar_reference() {
+        let mut rng = Rng(42);
+        for dtype in Dtype::ALL {
+            for op in Op::ALL {
+                for len in [0usize, 1, 7, 1003] {
+                    let nb = len * dtype.size();
+                    let a = random_buf(dtype, len, &mut rng);
+                    let b = random_buf(dtype, len, &mut rng);
+                    let mut want = vec![0u8; nb];
+                    for i in 0..len {
+                        let v = reference(op, get(dtype, &a, i), get(dtype, &b, i));
+                        put(dtype, &mut want, i, v);
+                    }
+                    let (a, b) = (aligned(&a), aligned(&b));
+
+                    let mut dst = a.clone();
+                    reduce_inplace(dtype, op, bytes_mut(&mut dst, nb), bytes(&b, nb));
+                    assert_eq!(bytes(&dst, nb), &want[..], "inplace {dtype} {op} len {len}");
+
+                    let mut out = vec![0u64; a.len()];
+                    reduce_into(
+                        dtype,
+                        op,
+                        bytes_mut(&mut out, nb),
+                        bytes(&a, nb),
+                        bytes(&b, nb),
+                    );
+                    assert_eq!(bytes(&out, nb), &want[..], "into {dtype} {op} len {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_integers_wrap() {
+        let mut a = [100i8, -100, 127, -128, 16];
+        let b = [100i8, -100, 1, -1, 16];
+        reduce_inplace(
+            Dtype::Int8,
+            Op::Sum,
+            bytemuck::cast_slice_mut(&mut a),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(a, [-56, 56, -128, 127, 32]);
+        let mut a = [100i8, -100, 127, -128, 16];
+        reduce_inplace(
+            Dtype::Int8,
+            Op::Prod,
+            bytemuck::cast_slice_mut(&mut a),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(a, [16, 16, 127, -128, 0]);
+
+        let mut a = [200u8, 255, 0, 16];
+        let b = [100u8, 1, 255, 16];
+        reduce_inplace(Dtype::Uint8, Op::Sum, &mut a, &b);
+        assert_eq!(a, [44, 0, 255, 32]);
+        let mut a = [200u8, 255, 0, 16];
+        reduce_inplace(Dtype::Uint8, Op::Prod, &mut a, &b);
+        // 255 is -1 modulo 256: 255 * 255 == 1 and -1 * x == 256 - x.
+        assert_eq!(a, [32, 255, 0, 0]);
+        let mut a = [255u8];
+        reduce_inplace(Dtype::Uint8, Op::Prod, &mut a, &[255u8]);
+        assert_eq!(a, [1]);
+    }
+
+    #[test]
+    fn half_and_bfloat16_round_to_nearest_even() {
+        let h = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        // Above 2048 half steps by 2: 2049 ties to 2048 (even), 2051 ties to 2052.
+        let mut a = h(&[2048.0, 2048.0, 1.0, 65504.0]);
+        let b = h(&[1.0, 3.0, 0.000_488_281_25, 65504.0]);
+        reduce_inplace(
+            Dtype::Half,
+            Op::Sum,
+            bytemuck::cast_slice_mut(&mut a),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(a, h(&[2048.0, 2052.0, 1.0, f32::INFINITY]));
+
+        let bf = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
+        // Above 256 bfloat16 steps by 2: 257 ties to 256, 259 ties to 260; 1 + 2^-8 ties to 1.
+        let mut a = bf(&[256.0, 256.0, 1.0, 3.0]);
+        let b = bf(&[1.0, 3.0, 0.003_906_25, 3.0]);
+        let mut out = a.clone();
+        reduce_into(
+            Dtype::Bfloat16,
+            Op::Sum,
+            bytemuck::cast_slice_mut(&mut out),
+            bytemuck::cast_slice(&a),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(out, bf(&[256.0, 260.0, 1.0, 6.0]));
+        // 3 * 1.0078125 = 3.0234375 is a tie between 3.015625 and 3.03125 (even mantissa).
+        a[0] = bf16::from_f32(3.0);
+        let b = bf(&[1.007_812_5, 1.0, 1.0, 1.0]);
+        reduce_inplace(
+            Dtype::Bfloat16,
+            Op::Prod,
+            bytemuck::cast_slice_mut(&mut a),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(a[0], bf16::from_f32(3.031_25));
+    }
+
+    #[test]
+    fn bfloat16_conversion_matches_half_crate() {
+        let mut rng = Rng(7);
+        let special = [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1e-40,
+        ];
+        for x in special
+            .into_iter()
+            .chain((0..100_000).map(|_| f32::from_bits(rng.next() as u32)))
+        {
+            let ours = bf16::from_bits(f32_to_bf16_bits(x));
+            let theirs = bf16::from_f32(x);
+            if x.is_nan() {
+                assert!(ours.is_nan(), "{x:e}");
+            } else {
+                assert_eq!(ours.to_bits(), theirs.to_bits(), "{x:e}");
+            }
+        }
+        assert!(
+            f32_to_bf16_bits(f32::from_bits(0x7f80_0001)) & 0x7f != 0,
+            "NaN must stay NaN"
+        );
+    }
+
+    #[test]
+    fn avg_finalize_truncates_integers() {
+        let mut a = [-7i32, 7, 6, -6, 0, i32::MIN, i32::MAX];
+        finalize(Dtype::Int32, Op::Avg, bytemuck::cast_slice_mut(&mut a), 4);
+        assert_eq!(a, [-1, 1, 1, -1, 0, i32::MIN / 4, i32::MAX / 4]);
+
+        let mut a = [-128i8, 127, -3, 3];
+        finalize(Dtype::Int8, Op::Avg, bytemuck::cast_slice_mut(&mut a), 3);
+        assert_eq!(a, [-42, 42, -1, 1]);
+        let mut a = [-128i8, 127];
+        finalize(Dtype::Int8, Op::Avg, bytemuck::cast_slice_mut(&mut a), 1024);
+        assert_eq!(a, [0, 0]);
+
+        let mut a = [255u8, 7];
+        finalize(Dtype::Uint8, Op::Avg, &mut a, 2);
+        assert_eq!(a, [127, 3]);
+
+        let mut a = [i64::MIN, i64::MAX, -7, 7, -1];
+        finalize(Dtype::Int64, Op::Avg, bytemuck::cast_slice_mut(&mut a), 2);
+        assert_eq!(a, [i64::MIN / 2, i64::MAX / 2, -3, 3, 0]);
+
+        let mut a = [u64::MAX, 10];
+        finalize(Dtype::Uint64, Op::Avg, bytemuck::cast_slice_mut(&mut a), 3);
+        assert_eq!(a, [u64::MAX / 3, 3]);
+
+        // Other ops are left alone.
+        let mut a = [9i32];
+        finalize(Dtype::Int32, Op::Sum, bytemuck::cast_slice_mut(&mut a), 4);
+        assert_eq!(a, [9]);
+    }
+
+    #[test]
+    fn fast_division_matches_hardware_division() {
+        let mut rng = Rng(3);
+        let divisors =
+            (1..300u64).chain([1023, 1024, 1 << 32, u64::MAX / 3, u64::MAX - 1, u64::MAX]);
+        for n in divisors {
+            let d = Divisor::new(n);
+            let xs = [
+                0,
+                1,
+                n - 1,
+                n,
+                n.wrapping_add(1),
+                u64::MAX,
+                u64::MAX - 1,
+                i64::MAX as u64,
+            ];
+            for x in xs.into_iter().chain((0..200).map(|_| rng.next())) {
+                assert_eq!(d.div_u64(x), x / n, "{x} / {n}");
+                let s = x as i64;
+                if n <= i64::MAX as u64 {
+                    assert_eq!(d.div_i64(s), s.wrapping_div(n as i64), "{s} / {n}");
+                }
+            }
+        }
+        for n in 1..1500usize {
+            let mut v = [i32::MIN, i32::MAX, -1, 1, -(n as i32) + 1, n as i32 * 3 - 1];
+            let want = v.map(|x| x / n as i32);
+            div_small(&mut v, n);
+            assert_eq!(v, want, "n = {n}");
+            let mut u = [u32::MAX, u32::MAX - 1, n as u32 * 7 - 1];
+            let want = u.map(|x| x / n as u32);
+            div_small(&mut u, n);
+            assert_eq!(u, want, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn avg_finalize_divides_floats() {
+        let mut a = [3.0f32, -1.5, 0.0];
+        finalize(Dtype::Float, Op::Avg, bytemuck::cast_slice_mut(&mut a), 3);
+        assert_eq!(a, [1.0, -0.5, 0.0]);
+        let mut a = [1.0f64, 7.0];
+        finalize(Dtype::Double, Op::Avg, bytemuck::cast_slice_mut(&mut a), 2);
+        assert_eq!(a, [0.5, 3.5]);
+        let mut a = [f16::from_f32(6.0), f16::from_f32(-3.0)];
+        finalize(Dtype::Half, Op::Avg, bytemuck::cast_slice_mut(&mut a), 4);
+        assert_eq!(a, [f16::from_f32(1.5), f16::from_f32(-0.75)]);
+        let mut a = [bf16::from_f32(96.0), bf16::from_f32(1.0)];
+        finalize(
+            Dtype::Bfloat16,
+            Op::Avg,
+            bytemuck::cast_slice_mut(&mut a),
+            3,
+        );
+        assert_eq!(a, [bf16::from_f32(32.0), bf16::from_f32(1.0 / 3.0)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "must match")]
+    fn mismatched_lengths_panic() {
+        let mut d = [0u8; 4];
+        reduce_into(Dtype::Uint8, Op::Sum, &mut d, &[0u8; 4], &[0u8; 3]);
+    }
+}
+#[cfg(test)]
+mod perf_tmp {
+    use super::*;
+    fn gbs(bytes: usize, reps: usize, f: &mut dyn FnMut()) -> f64 {
+        f();
+        let t0 = std::time::Instant::now();
+        for _ in 0..reps { f(); }
+        (reps * bytes) as f64 / t0.elapsed().as_secs_f64() / 1e9
+    }
+    #[test]
+    #[ignore]
+    fn perf() {
+        for bytes in [256usize << 10, 64 << 20] {
+            let reps = (1usize << 31) / bytes;
+            let src = vec![1u64; bytes / 8];
+            let mut dst = vec![1u64; bytes / 8];
+            let mut other = vec![1u64; bytes / 8];
+            let s: &[u8] = bytemuck::cast_slice(&src);
+            let m = gbs(bytes, reps, &mut || bytemuck::cast_slice_mut::<u64,u8>(&mut dst).copy_from_slice(s));
+            let naive = gbs(bytes, reps, &mut || { let d: &mut [f32] = bytemuck::cast_slice_mut(&mut dst); let s: &[f32] = bytemuck::cast_slice(&src); for i in 0..d.len() { d[i] += s[i]; } });
+            println!("{bytes}: memcpy {m:.1} naive f32 add {naive:.1}");
+            for dtype in Dtype::ALL { for op in [Op::Sum, Op::Max] {
+                let a = gbs(bytes, reps, &mut || reduce_inplace(dtype, op, bytemuck::cast_slice_mut(&mut dst), s));
+                let b = gbs(bytes, reps, &mut || reduce_into(dtype, op, bytemuck::cast_slice_mut(&mut other), bytemuck::cast_slice(&dst), s));
+                println!("{dtype:9} {op:5} inplace {a:6.1} GB/s  into {b:6.1} GB/s");
+            }
+            let a = gbs(bytes, reps, &mut || finalize(dtype, Op::Avg, bytemuck::cast_slice_mut(&mut dst), 3));
+            println!("{dtype:9} finalize {a:6.1} GB/s");
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The CSV file (`--csv`): a header row, then one row per (record, placement), appended and flushed
+//! after every record so an aborted run keeps every row measured. Empty cells mean "not measured"
+//! (`wrong` when the data check was off).
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::record::{Record, RunInfo, Summary, Timing};
+use super::Reporter;
+use crate::error::{Error, Result};
+
+/// The header row, in column order.
+pub const COLUMNS: [&str; 21] = [
+    "path",
+    "collective",
+    "algo",
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "nranks",
+    "in_place",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "rank0_us",
+    "avg_us",
+    "min_us",
+    "max_us",
+    "p50_us",
+    "p99_us",
+    "iters",
+];
+
+/// Writes the CSV results file at a path.
+pub struct CsvReporter {
+    path: PathBuf,
+    out: Option<BufWriter<File>>,
+}
+
+impl CsvReporter {
+    /// A reporter for `path`; check it first with [`check_writable`](super::check_writable).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        CsvReporter {
+            path: path.into(),
+            out: None,
+        }
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, e: std::io::Error) -> Error {
+        Error::io(format!("writing {}", self.path.display()), e)
+    }
+
+    /// Writes `rows` and flushes, creating the file with its header row first if needed.
+    fn append(&mut self, rows: &[String]) -> Result<()> {
+        if self.out.is_none() {
+            let f = File::create(&self.path).map_err(|e| self.io(e))?;
+            let mut w = BufWriter::new(f);
+            writeln!(w, "{}", COLUMNS.join(",")).map_err(|e| self.io(e))?;
+            self.out = Some(w);
+        }
+        let written = match self.out.as_mut() {
+            Some(w) => rows
+                .iter()
+                .try_for_each(|r| writeln!(w, "{r}"))
+                .and_then(|()| w.flush()),
+            None => Ok(()),
+        };
+        written.map_err(|e| self.io(e))
+    }
+}
+
+impl Reporter for CsvReporter {
+    fn begin(&mut self, _run: &RunInfo) -> Result<()> {
+        // A fresh file per run, even if this reporter wrote one before.
+        self.out = None;
+        self.append(&[])
+    }
+
+    fn record(&mut self, rec: &Record) -> Result<()> {
+        self.append(&[row(rec, false), row(rec, true)])
+    }
+
+    fn finish(&mut self, _summary: &Summary) -> Result<()> {
+        self.append(&[])
+    }
+}
+
+/// One placement of one record, in [`COLUMNS`] order; redop `none` and root -1 as in the table.
+fn row(rec: &Record, in_place: bool) -> String {
+    let t: &Timing = if in_place {
+        &rec.in_place
+    } else {
+        &rec.out_of_place
+    };
+    let cells: [Cow<str>; 21] = [
+        field(&rec.path),
+        rec.collective.name().into(),
+        field(&rec.algo),
+        rec.size.to_string().into(),
+        rec.count.to_string().into(),
+        rec.dtype.name().into(),
+        rec.op.map_or("none", |o| o.name()).into(),
+        rec.root.map_or(-1, |r| r as i64).to_string().into(),
+        rec.nranks.to_string().into(),
+        in_place.to_string().into(),
+        t.time_us.to_string().into(),
+        t.algbw.to_string().into(),
+        t.busbw.to_string().into(),
+        t.wrong.map_or_else(String::new, |w| w.to_string()).into(),
+        t.rank0_us.to_string().into(),
+        t.avg_us.to_string().into(),
+        t.min_us.to_string().into(),
+        t.max_us.to_string().into(),
+        t.p50_us.to_string().into(),
+        t.p99_us.to_string().into(),
+        t.iters.to_string().into(),
+    ];
+    cells.join(",")
+}
+
+/// RFC 4180 quoting for free-text cells: quoted when they hold a comma, quote or line break.
+fn field(s: &str) -> Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::report::summarize;
+    use crate::report::testutil::{record, run_info};
+
+    #[test]
+    fn header_then_two_rows_per_record_written_as_they_come() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CsvReporter::new(dir.path().join("r.csv"));
+        c.begin(&run_info(false)).unwrap();
+        let ar = record(Collective::AllReduce, 1024, 10.5, 2.0, Some(0));
+        let ag = record(Collective::AllGather, 64, 3.25, 0.5, None);
+        c.record(&ar).unwrap();
+        // Rows are on disk before the run ends.
+        let partial = std::fs::read_to_string(c.path()).unwrap();
+        assert_eq!(partial.lines().count(), 3);
+        c.record(&ag).unwrap();
+        c.finish(&summarize(&[ar, ag], String::new())).unwrap();
+        let text = std::fs::read_to_string(c.path()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "path,collective,algo,size,count,type,redop,root,nranks,in_place,time_us,algbw_gbps,busbw_gbps,wrong,\
+             rank0_us,avg_us,min_us,max_us,p50_us,p99_us,iters"
+        );
+        assert_eq!(lines[1], "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,false,10.5,1,2,0,9.5,10,8.5,10.5,10.25,13.5,20");
+        assert_eq!(lines[2], "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,true,10.5,1.5,3,0,9.5,10,8.5,10.5,10.25,13.5,20");
+        assert_eq!(lines[3], "tcp@lo,all_gather,ring,64,16,float,none,-1,4,false,3.25,0.25,0.5,,2.25,2.75,1.25,3.25,3,6.25,20");
+        assert_eq!(lines.len(), 5);
+        assert!(lines.iter().all(|l| l.split(',').count() == COLUMNS.len()));
+    }
+
+    #[test]
+    fn free_text_is_quoted() {
+        assert_eq!(field("tcp@lo"), "tcp@lo");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

@@ -1,0 +1,443 @@
+//! The nccl-tests style text table: a `#` header with the run parameters and ranks, then one table per
+//! (path, collective) whose first 13 columns are laid out exactly as nccl-tests lays them out (see
+//! `writeResultHeader`, `writeBenchmarkLinePreamble` and `writeBenchmarkLineBody` in nccl-tests'
+//! src/util.cu), so people and existing parsers read it. collbench's own columns (algorithm, then
+//! p50/p99 with `--percentiles`) come after those 13.
+
+use std::io::Write;
+
+use super::format::{bytes, float_col, g};
+use super::params::{or_unknown, Params, StepView};
+use super::record::{Record, RunInfo, Summary, Timing};
+use super::summary::{avg_busbw, out_of_bounds, AVG_FROM_BYTES};
+use super::Reporter;
+use crate::error::{Error, Result};
+
+/// Writes the table to `out` (stdout in production), flushing after every row so it streams.
+pub struct TableReporter<W: Write> {
+    out: W,
+    percentiles: bool,
+    /// Rows of the table being printed, for its footer.
+    table: Vec<Record>,
+}
+
+impl<W: Write> TableReporter<W> {
+    /// A reporter writing to `out`.
+    pub fn new(out: W) -> Self {
+        TableReporter {
+            out,
+            percentiles: false,
+            table: Vec::new(),
+        }
+    }
+
+    /// The writer back, with everything written so far.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn lines<I: IntoIterator<Item = String>>(&mut self, lines: I) -> Result<()> {
+        let io = |e| Error::io("writing the results table", e);
+        for l in lines {
+            // Trailing blanks carry nothing and would make `$NF` parsers see an empty column.
+            writeln!(self.out, "{}", l.trim_end()).map_err(io)?;
+        }
+        self.out.flush().map_err(io)
+    }
+
+    fn close_table(&mut self) -> Result<()> {
+        if self.table.is_empty() {
+            return Ok(());
+        }
+        let lines = footer(&self.table);
+        self.table.clear();
+        self.lines(lines)
+    }
+}
+
+impl<W: Write> Reporter for TableReporter<W> {
+    fn begin(&mut self, run: &RunInfo) -> Result<()> {
+        self.percentiles = Params::from_options(&run.options).percentiles;
+        self.lines(run_header(run))
+    }
+
+    fn record(&mut self, rec: &Record) -> Result<()> {
+        let new_table = self.table.last().map_or(true, |p| {
+            p.path != rec.path || p.collective != rec.collective
+        });
+        let mut lines = Vec::new();
+        if new_table {
+            self.close_table()?;
+            lines.push("#".to_string());
+            lines.push(format!(
+                "# {} on {}, {} ranks",
+                rec.collective.name(),
+                rec.path,
+                rec.nranks
+            ));
+            lines.extend(column_headers(self.percentiles));
+        }
+        lines.push(row(rec, self.percentiles));
+        self.table.push(rec.clone());
+        self.lines(lines)
+    }
+
+    fn finish(&mut self, summary: &Summary) -> Result<()> {
+        self.close_table()?;
+        let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
+        self.lines([
+            format!(
+                "# {:<20} : {} in {} out of bounds values {verdict}",
+                "Total wrong elements", summary.wrong, summary.out_of_bounds
+            ),
+            format!("# {:<20} : {}", "End time", summary.end_time),
+            "#".to_string(),
+        ])
+    }
+}
+
+/// The `#` lines before the first table: version, command line, parameters, launcher, one line per rank.
+fn run_header(run: &RunInfo) -> Vec<String> {
+    let p = Params::from_options(&run.options);
+    let step = match p.step {
+        Some(StepView::Factor(f)) => format!("{f}(factor)"),
+        Some(StepView::Bytes(b)) => format!("{b}(bytes)"),
+        None => "?".to_string(),
+    };
+    let timeout = p.timeout_s.map_or_else(|| "?".to_string(), g);
+    let mut lines = vec![
+        format!("# collbench version {}", run.version),
+        format!("# Command line: {}", run.args.join(" ")),
+        // The first line keeps nccl-tests' wording for the parameters both tools have.
+        format!(
+            "# nRanks {} minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} validation: {}",
+            run.nranks,
+            or_unknown(&p.min_bytes),
+            or_unknown(&p.max_bytes),
+            or_unknown(&p.warmup),
+            or_unknown(&p.iters),
+            or_unknown(&p.check_iters),
+        ),
+        format!(
+            "# rank stat: {} algo: {} streams: {} chunk bytes: {} timeout: {timeout} s",
+            or_unknown(&p.rank_stat),
+            or_unknown(&p.algo),
+            or_unknown(&p.streams),
+            or_unknown(&p.chunk_bytes),
+        ),
+        format!(
+            "# Launcher: {} bootstrap: {:.3} s connect: {:.3} s start: {}",
+            run.launcher, run.bootstrap_s, run.connect_s, run.start_time
+        ),
+        "#".to_string(),
+        "# Using ranks".to_string(),
+    ];
+    // nccl-tests' "#  Rank %2d Group %2d Pid %6d on %10s device ..." with the network end in place of a GPU.
+    lines.extend(run.ranks.iter().map(|r| {
+        format!(
+            "#  Rank {:2} Pid {:6} on {:>10} iface {} addr {}",
+            r.rank, r.pid, r.host, r.iface, r.addr
+        )
+    }));
+    lines
+}
+
+/// nccl-tests' three column-header lines (group, names, units), plus collbench's extra columns.
+fn column_headers(percentiles: bool) -> [String; 3] {
+    let group = format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place",
+        "", "", "", "", ""
+    );
+    let mut names = format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        placement_header("time", "algbw", "busbw", "#wrong"),
+        placement_header("time", "algbw", "busbw", "#wrong"),
+        "algo"
+    );
+    let mut units = format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        "(B)",
+        "(elements)",
+        "",
+        "",
+        "",
+        placement_header("(us)", "(GB/s)", "(GB/s)", ""),
+        placement_header("(us)", "(GB/s)", "(GB/s)", ""),
+        ""
+    );
+    if percentiles {
+        for name in ["oop_p50", "oop_p99", "ip_p50", "ip_p99"] {
+            names.push_str(&format!("  {name:>7}"));
+            units.push_str(&format!("  {:>7}", "(us)"));
+        }
+    }
+    [group, names, units]
+}
+
+fn placement_header(time: &str, algbw: &str, busbw: &str, wrong: &str) -> String {
+    format!("  {time:>7}  {algbw:>6}  {busbw:>6}  {wrong:>6}")
+}
+
+/// One table row: nccl-tests' 13 columns, then the algorithm, then p50/p99 when asked for.
+fn row(rec: &Record, percentiles: bool) -> String {
+    let op = rec.op.map_or("none", |o| o.name());
+    let root = rec.root.map_or(-1, |r| r as i64);
+    let mut s = format!(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        rec.size,
+        rec.count,
+        rec.dtype.name(),
+        op,
+        root,
+        placement(&rec.out_of_place),
+        placement(&rec.in_place),
+        rec.algo
+    );
+    if percentiles {
+        for t in [&rec.out_of_place, &rec.in_place] {
+            s.push_str(&format!(
+                "  {}  {}",
+                float_col(t.p50_us, 7),
+                float_col(t.p99_us, 7)
+            ));
+        }
+    }
+    s
+}
+
+fn placement(t: &Timing) -> String {
+    // nccl-tests prints #wrong with %6g; N/A is kept 6 wide too (nccl-tests pads it to 5, which shifts
+    // the in-place columns by one).
+    let wrong = t.wrong.map_or_else(|| "N/A".to_string(), |w| g(w as f64));
+    format!(
+        "  {}  {}  {}  {wrong:>6}",
+        float_col(t.time_us, 7),
+        float_col(t.algbw, 6),
+        float_col(t.busbw, 6)
+    )
+}
+
+/// nccl-tests' two footer lines for one table, with which sizes the average covers.
+fn footer(table: &[Record]) -> Vec<String> {
+    let oob = out_of_bounds(table);
+    let mut lines = vec![format!(
+        "# {:<20} : {oob} {}",
+        "Out of bounds values",
+        if oob == 0 { "OK" } else { "FAILED" }
+    )];
+    let avgs = avg_busbw(table);
+    let several = avgs.len() > 1;
+    for a in avgs {
+        // The value stays the sixth field, as in nccl-tests; the explanation gets its own line.
+        lines.push(format!("# {:<20} : {}", "Avg bus bandwidth", g(a.busbw)));
+        let label = if several {
+            format!("{} {}: ", a.dtype.name(), a.op.map_or("none", |o| o.name()))
+        } else {
+            String::new()
+        };
+        let over = if a.from_size >= AVG_FROM_BYTES {
+            format!("over {} sizes >= {}", a.points, bytes(a.from_size))
+        } else {
+            format!(
+                "over all {} sizes, none >= {}",
+                a.points,
+                bytes(AVG_FROM_BYTES)
+            )
+        };
+        lines.push(format!(
+            "#   ({label}mean of out-of-place and in-place busbw {over})"
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::reduce::Dtype;
+    use crate::report::testutil::{record, run_info};
+    use crate::report::{summarize, RankInfo};
+
+    fn render(percentiles: bool, recs: &[Record]) -> String {
+        let mut t = TableReporter::new(Vec::new());
+        t.begin(&run_info(percentiles)).unwrap();
+        for r in recs {
+            t.record(r).unwrap();
+        }
+        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into()))
+            .unwrap();
+        String::from_utf8(t.into_inner()).unwrap()
+    }
+
+    #[test]
+    fn golden_run_header() {
+        let mut t = TableReporter::new(Vec::new());
+        t.begin(&run_info(false)).unwrap();
+        let out = String::from_utf8(t.into_inner()).unwrap();
+        let want = "\
+# collbench version 0.1.0
+# Command line: collbench run --np 2
+# nRanks 2 minBytes 8 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+# rank stat: max algo: auto streams: 1 chunk bytes: 524288 timeout: 60 s
+# Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
+#
+# Using ranks
+#  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000
+#  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001
+";
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn golden_table_with_none_root_and_na() {
+        let mut ag = record(Collective::AllGather, 1024, 12.345, 1.5, None);
+        ag.count = 64;
+        ag.algo = "bruck".into();
+        let mut bc = record(Collective::Broadcast, 2 << 20, 12345.67, 123.456, Some(0));
+        bc.in_place.wrong = Some(1234567);
+        bc.path = "tcp@eth0".into();
+        let out = render(false, &[ag, bc]);
+        let body: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("# all_gather"))
+            .collect();
+        let want = [
+            "# all_gather on tcp@lo, 4 ranks",
+            "#                                                              out-of-place                       in-place",
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong          algo",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+            "        1024            64     float    none      -1    12.35    0.75    1.50     N/A    12.35    1.25    2.50     N/A         bruck",
+            "# Out of bounds values : 0 OK",
+            "# Avg bus bandwidth    : 2",
+            "#   (mean of out-of-place and in-place busbw over all 1 sizes, none >= 1 MiB)",
+            "#",
+            "# broadcast on tcp@eth0, 4 ranks",
+            "#                                                              out-of-place                       in-place",
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong          algo",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
+            "     2097152        524288     float    none       0  12345.7   61.73  123.46       0  12345.7   62.23  124.46  1.23457e+06          ring",
+            "# Out of bounds values : 1 FAILED",
+            "# Avg bus bandwidth    : 123.956",
+            "#   (mean of out-of-place and in-place busbw over 1 sizes >= 2 MiB)",
+            "# Total wrong elements : 1234567 in 1 out of bounds values FAILED",
+            "# End time             : 2025-03-04T05:07:00Z",
+            "#",
+        ];
+        assert_eq!(body, want);
+    }
+
+    #[test]
+    fn columns_line_up_with_their_headers() {
+        let mut rec = record(Collective::AllReduce, 8, 5.0, 0.01, Some(0));
+        rec.in_place.wrong = None;
+        let out = render(true, &[rec]);
+        let names = out.lines().find(|l| l.contains("#wrong")).unwrap();
+        let row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("8 "))
+            .unwrap();
+        // Every column is right-aligned: each header name ends where its value ends.
+        let ends = |s: &str| -> Vec<usize> {
+            let b = s.as_bytes();
+            (0..b.len())
+                .filter(|&i| b[i] != b' ' && (i + 1 == b.len() || b[i + 1] == b' '))
+                .collect()
+        };
+        // Index 0 is the header's leading '#'.
+        assert_eq!(ends(names)[1..], ends(row), "\n{names}\n{row}");
+        assert_eq!(ends(row).len(), 18);
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&fields[..5], &["8", "2", "float", "sum", "-1"]);
+        assert_eq!(fields[8], "0");
+        assert_eq!(fields[12], "N/A");
+        assert_eq!(&fields[13..], &["ring", "4.75", "8.00", "4.75", "8.00"]);
+    }
+
+    #[test]
+    fn footer_averages_sizes_from_one_mib_and_counts_out_of_bounds() {
+        let mut recs = vec![
+            record(Collective::AllReduce, 8, 5.0, 0.5, Some(0)),
+            record(Collective::AllReduce, 1 << 20, 50.0, 10.0, Some(2)),
+            record(Collective::AllReduce, 2 << 20, 90.0, 20.0, Some(0)),
+        ];
+        recs[1].in_place.wrong = Some(0);
+        recs[2].in_place.wrong = Some(5);
+        let out = render(false, &recs);
+        let footer: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("# Out of") || l.starts_with("# Avg"))
+            .collect();
+        assert_eq!(
+            footer,
+            [
+                "# Out of bounds values : 2 FAILED",
+                "# Avg bus bandwidth    : 15.5"
+            ]
+        );
+        assert!(
+            out.contains("#   (mean of out-of-place and in-place busbw over 2 sizes >= 1 MiB)\n")
+        );
+        assert!(out.contains("# Total wrong elements : 7 in 2 out of bounds values FAILED\n"));
+        // The sixth whitespace field is the value, as parsers of nccl-tests output expect.
+        let avg_line = footer[1].split_whitespace().collect::<Vec<_>>();
+        assert_eq!(avg_line[5], "15.5");
+    }
+
+    #[test]
+    fn one_table_per_path_and_collective_with_an_average_per_dtype() {
+        let a = record(Collective::AllReduce, 8, 5.0, 1.0, Some(0));
+        let mut b = a.clone();
+        b.dtype = Dtype::Double;
+        let c = record(Collective::AllGather, 8, 5.0, 1.0, Some(0));
+        let out = render(false, &[a.clone(), b, c, a]);
+        let titles: Vec<&str> = out.lines().filter(|l| l.contains(" on tcp@")).collect();
+        assert_eq!(
+            titles,
+            [
+                "# all_reduce on tcp@lo, 4 ranks",
+                "# all_gather on tcp@lo, 4 ranks",
+                "# all_reduce on tcp@lo, 4 ranks"
+            ]
+        );
+        assert_eq!(out.matches("# Out of bounds values").count(), 3);
+        assert!(out.contains("#   (float sum: mean of"));
+        assert!(out.contains("#   (double sum: mean of"));
+        assert!(out.lines().all(|l| l == l.trim_end()));
+    }
+
+    #[test]
+    fn rows_are_flushed_as_they_come() {
+        struct Counting(Vec<u8>, usize);
+        impl Write for Counting {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                self.1 += 1;
+                Ok(())
+            }
+        }
+        let mut t = TableReporter::new(Counting(Vec::new(), 0));
+        let mut run = run_info(false);
+        run.ranks.push(RankInfo {
+            rank: 2,
+            pid: 1,
+            host: "h".into(),
+            iface: "x".into(),
+            addr: "a".into(),
+        });
+        t.begin(&run).unwrap();
+        t.record(&record(Collective::AllReduce, 8, 5.0, 1.0, Some(0)))
+            .unwrap();
+        t.record(&record(Collective::AllReduce, 16, 5.0, 1.0, Some(0)))
+            .unwrap();
+        assert_eq!(t.into_inner().1, 3);
+    }
+}

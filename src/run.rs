@@ -1,0 +1,116 @@
+//! `collbench run`: launch local ranks, or be one rank of a launched job and sweep.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::time::SystemTime;
+
+use indicatif::ProgressBar;
+
+use crate::bench;
+use crate::cli::RunArgs;
+use crate::engine::Native;
+use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::options::{Options, Progress};
+use crate::report::{self, Reporter, RunInfo};
+use crate::session;
+use crate::world::{env, local, Identity};
+
+/// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
+pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
+    let opts = Options::from_cli(args)?;
+    match env::identity_from(|k| std::env::var(k).ok())? {
+        None => launch_local(&opts, argv),
+        Some(id) => run_rank(&opts, &id, argv),
+    }
+}
+
+/// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
+fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
+    if let Some(avail) = Options::mem_available() {
+        opts.check_memory(opts.np, avail)?;
+    }
+    check_outputs(opts)?;
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if opts.np > cpus {
+        eprintln!(
+            "collbench: warning: {} local ranks on {cpus} CPUs: ranks share cores, so times include scheduling \
+             delays. Use --np {cpus} or fewer to measure the transport rather than the scheduler",
+            opts.np
+        );
+    }
+    local::launch_processes(opts.np, &argv[1..], opts.timeout)
+}
+
+/// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
+fn check_outputs(opts: &Options) -> Result<()> {
+    if let Some(p) = &opts.json {
+        report::file::check_writable(p, opts.force, "-J/--output_file")?;
+    }
+    if let Some(p) = &opts.csv {
+        report::file::check_writable(p, opts.force, "--csv")?;
+    }
+    Ok(())
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// One rank of a job: bootstrap, connect, sweep, report (rank 0), and agree on the exit status.
+fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
+    let start_time = now_rfc3339();
+    // The embedded launcher checked the files already; any other launcher's rank 0 checks them here.
+    if id.rank == 0 && id.launcher != "local" {
+        check_outputs(opts)?;
+    }
+    let sess = session::connect(id, opts, opts.consensus_fields())?;
+    let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    if id.rank == 0 {
+        reporters.push(Box::new(report::table::TableReporter::new(std::io::stdout())));
+        if let Some(p) = &opts.json {
+            reporters.push(Box::new(report::json::JsonReporter::new(p.clone())));
+        }
+        if let Some(p) = &opts.csv {
+            reporters.push(Box::new(report::csv::CsvReporter::new(p.clone())));
+        }
+        let info = RunInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            args: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+            start_time,
+            nranks: sess.world.size,
+            launcher: sess.world.launcher.clone(),
+            bootstrap_s: sess.world.bootstrap_s,
+            connect_s: sess.connect_s,
+            ranks: sess.world.ranks.clone(),
+            options: serde_json::to_value(opts).expect("options serialise"),
+        };
+        for r in &mut reporters {
+            r.begin(&info)?;
+        }
+        let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
+        if !notes.is_empty() {
+            eprintln!("collbench: note: {} point(s) rounded like nccl-tests does, e.g. {}", notes.len(), notes[0]);
+        }
+    }
+    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal()).then(ProgressBar::new_spinner);
+    let ranks = sess.world.ranks.clone();
+    let mut engine = Native::new(sess.transport, opts);
+    let outcome = bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref());
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
+    }
+    let outcome = outcome?;
+    if id.rank == 0 {
+        let summary = report::summary::summarize(&outcome.records, now_rfc3339());
+        for r in &mut reporters {
+            r.finish(&summary)?;
+        }
+    }
+    Ok(if outcome.wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+}
+
+/// Prints `e` the way every collbench error reaches the user and returns its exit status.
+pub fn report_error(e: &Error) -> i32 {
+    eprintln!("collbench: error: {e}");
+    e.exit_code()
+}

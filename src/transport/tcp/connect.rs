@@ -1,0 +1,202 @@
+//! Connection set-up: every rank listens on its interface's address, the bootstrap publishes the
+//! addresses, then the higher rank of each pair connects `streams` times and says [`Hello`]; the lower
+//! rank accepts, authenticates and acks. Strangers (wrong magic, version or token) are logged and dropped
+//! and set-up goes on.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN, HELLO_LEN};
+use super::{PeerAddr, TcpConfig, TcpTransport};
+use crate::error::{Error, Result};
+
+/// How long an accepted connection may take to say hello before it is dropped.
+const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A bound data listener, created before the bootstrap so its address can be published.
+pub struct TcpListenerBound {
+    listener: TcpListener,
+    /// The address peers connect to.
+    pub addr: SocketAddr,
+    /// The interface the address belongs to, for the path name.
+    pub iface: String,
+}
+
+impl TcpListenerBound {
+    /// Listens on `ip` (an address of `iface`), on a port the kernel picks.
+    pub fn bind(ip: IpAddr, iface: &str) -> Result<Self> {
+        let ctx = |what: &str| format!("{what} data listener on {ip} ({iface})");
+        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, Some(Protocol::TCP))
+            .map_err(|e| Error::io(ctx("creating"), e))?;
+        sock.set_reuse_address(true).map_err(|e| Error::io(ctx("configuring"), e))?;
+        sock.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| Error::io(ctx("binding"), e))?;
+        // Deep backlog: every higher rank connects all its streams at once.
+        sock.listen(4096).map_err(|e| Error::io(ctx("listening on"), e))?;
+        let listener: TcpListener = sock.into();
+        let addr = listener.local_addr().map_err(|e| Error::io(ctx("reading the address of"), e))?;
+        Ok(TcpListenerBound { listener, addr, iface: iface.to_string() })
+    }
+}
+
+/// Opens and authenticates every connection of a full mesh and returns the ready transport.
+///
+/// `peers[r]` is rank r's published address (including this rank's own).
+pub fn connect_all(
+    bound: TcpListenerBound,
+    rank: usize,
+    host: &str,
+    peers: &[PeerAddr],
+    token: Token,
+    cfg: TcpConfig,
+) -> Result<TcpTransport> {
+    let n = peers.len();
+    let ns = cfg.streams;
+    let deadline = Instant::now() + cfg.timeout;
+    let me = format!("rank {rank} (host {host})");
+    let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..ns).map(|_| None).collect()).collect();
+
+    // 1. Connect to every lower rank and say hello; the kernel completes these through the peer's
+    //    backlog, so no rank waits on another's accept loop here.
+    let mut outgoing = Vec::new();
+    for p in peers.iter().take(rank) {
+        for s in 0..ns {
+            let mut sock = connect_retry(p, deadline, &me)?;
+            let hello = Hello { token, from: rank as u32, to: p.rank as u32, stream: s as u16, nstreams: ns as u16 };
+            sock.write_all(&hello.encode())
+                .map_err(|e| Error::Peer(format!("{me}: sending hello to {p} failed: {e}")))?;
+            outgoing.push((p.rank, s, sock));
+        }
+    }
+
+    // 2. Accept every higher rank's streams.
+    let expected = (n - rank - 1) * ns;
+    let mut accepted = 0;
+    bound
+        .listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
+    while accepted < expected {
+        let (mut sock, from_addr) = match bound.listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                wait_readable(&bound.listener, deadline).map_err(|_| {
+                    let missing: Vec<String> = (rank + 1..n)
+                        .filter(|&r| socks[r].iter().any(Option::is_none))
+                        .map(|r| peers[r].to_string())
+                        .collect();
+                    Error::Peer(format!(
+                        "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
+                         and able to reach {}? Raise -T/--timeout if they start slowly",
+                        cfg.timeout.as_secs_f64(),
+                        missing.join(", "),
+                        bound.addr
+                    ))
+                })?;
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(format!("{me}: accepting on {}", bound.addr), e)),
+        };
+        match read_hello(&mut sock, &token) {
+            Ok(h) if (h.from as usize) > rank
+                && (h.from as usize) < n
+                && h.to as usize == rank
+                && (h.stream as usize) < ns
+                && h.nstreams as usize == ns
+                && socks[h.from as usize][h.stream as usize].is_none() =>
+            {
+                if let Err(e) = sock.write_all(&encode_ack()) {
+                    return Err(Error::Peer(format!("{me}: acking {} failed: {e}", peers[h.from as usize])));
+                }
+                socks[h.from as usize][h.stream as usize] = Some(sock);
+                accepted += 1;
+            }
+            Ok(h) => eprintln!(
+                "collbench: {me}: dropped a connection from {from_addr}: unexpected hello (from rank {}, to rank {}, \
+                 stream {} of {}; this job has {n} ranks and {ns} streams per peer)",
+                h.from, h.to, h.stream, h.nstreams
+            ),
+            Err(why) => eprintln!("collbench: {me}: dropped a connection from {from_addr}: {why}"),
+        }
+    }
+
+    // 3. Collect the acks of our own connections.
+    for (peer, s, mut sock) in outgoing {
+        let p = &peers[peer];
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        sock.set_read_timeout(Some(left)).map_err(|e| Error::io(format!("{me}: configuring socket"), e))?;
+        let mut ack = [0u8; ACK_LEN];
+        sock.read_exact(&mut ack)
+            .map_err(|e| Error::Peer(format!("{me}: no answer to hello from {p}: {e}")))
+            .and_then(|_| decode_ack(&ack).map_err(|why| Error::Peer(format!("{me}: {p} refused us: {why}"))))?;
+        socks[peer][s] = Some(sock);
+    }
+
+    let mut conns = Vec::with_capacity(n);
+    for (r, streams) in socks.into_iter().enumerate() {
+        if r == rank {
+            conns.push(None);
+            continue;
+        }
+        let mut v = Vec::with_capacity(ns);
+        for sock in streams {
+            let sock = sock.expect("every stream is connected by now");
+            configure_data_socket(&sock).map_err(|e| Error::io(format!("{me}: configuring data socket"), e))?;
+            v.push(sock);
+        }
+        conns.push(Some((peers[r].clone(), v)));
+    }
+    Ok(TcpTransport::new(rank, host.to_string(), bound.iface, conns, cfg))
+}
+
+fn configure_data_socket(sock: &TcpStream) -> std::io::Result<()> {
+    sock.set_read_timeout(None)?;
+    sock.set_nodelay(true)?;
+    sock.set_nonblocking(true)
+}
+
+/// Connects, retrying refusals until the deadline (the peer may still be starting).
+fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream> {
+    let mut last_err;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(&p.addr, left.max(Duration::from_millis(1))) {
+            Ok(s) => return Ok(s),
+            Err(e) => last_err = e,
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Peer(format!(
+                "{me}: cannot connect to {p}: {last_err}; is it running and reachable from this host?"
+            )));
+        }
+        // Back off briefly before retrying a refused connection: the peer's listener is not up yet.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_hello(sock: &mut TcpStream, token: &Token) -> std::result::Result<Hello, String> {
+    sock.set_nonblocking(false).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(HELLO_DEADLINE)).map_err(|e| e.to_string())?;
+    let mut buf = [0u8; HELLO_LEN];
+    sock.read_exact(&mut buf).map_err(|e| format!("no complete hello within {HELLO_DEADLINE:?}: {e}"))?;
+    Hello::decode(&buf, token)
+}
+
+fn wait_readable(l: &TcpListener, deadline: Instant) -> std::result::Result<(), ()> {
+    use std::os::fd::AsRawFd;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(());
+    }
+    let mut pfd = libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if rc == 0 && Instant::now() >= deadline {
+        return Err(());
+    }
+    Ok(())
+}

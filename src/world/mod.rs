@@ -1,0 +1,122 @@
+//! Who am I, how many are we, how do I reach the others.
+//!
+//! A rank learns its identity from its launcher ([`env`]), binds its data listener, then joins the
+//! rendezvous ([`rendezvous`]), which checks that every rank runs the same options and version and hands
+//! back every rank's endpoint. With no launcher, [`local`] spawns the ranks itself.
+
+pub mod env;
+pub mod local;
+pub mod rendezvous;
+
+use std::net::SocketAddr;
+
+use crate::report::RankInfo;
+use crate::transport::tcp::handshake::Token;
+
+/// What a launcher tells a rank about itself.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub rank: usize,
+    pub size: usize,
+    /// Where the rendezvous service listens.
+    pub root: SocketAddr,
+    pub token: Token,
+    /// Which launcher started the rank ("local", ...).
+    pub launcher: String,
+}
+
+/// Everything a rank knows about the job after the bootstrap.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub rank: usize,
+    pub size: usize,
+    pub host: String,
+    pub launcher: String,
+    pub token: Token,
+    /// Every rank's pid, host, interface and data address, indexed by rank.
+    pub ranks: Vec<RankInfo>,
+    /// Seconds from process start of the bootstrap to knowing every peer.
+    pub bootstrap_s: f64,
+}
+
+/// This machine's host name, or "unknown-host".
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length; gethostname NUL-terminates within it on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A fresh random job token.
+pub fn new_token() -> Token {
+    let mut t = [0u8; 16];
+    getrandom::getrandom(&mut t).expect("the OS random source is available");
+    t
+}
+
+/// Token as hex, for environment variables.
+pub fn token_to_hex(t: &Token) -> String {
+    t.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a 32-digit hex token.
+pub fn token_from_hex(s: &str) -> Option<Token> {
+    if s.len() != 32 || !s.is_ascii() {
+        return None;
+    }
+    let mut t = [0u8; 16];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_through_hex() {
+        let t = new_token();
+        assert_eq!(token_from_hex(&token_to_hex(&t)), Some(t));
+        assert_eq!(token_from_hex("zz"), None);
+        assert_eq!(token_from_hex(&"g".repeat(32)), None);
+        assert_ne!(new_token(), new_token());
+    }
+}
+
+/// Joins the rendezvous as `id` with this rank's data endpoint and returns the world.
+pub fn bootstrap(
+    id: &Identity,
+    data_addr: SocketAddr,
+    iface: &str,
+    consensus: serde_json::Value,
+    timeout: std::time::Duration,
+) -> crate::error::Result<World> {
+    let started = std::time::Instant::now();
+    let host = hostname();
+    let me = rendezvous::Join {
+        rank: id.rank,
+        size: id.size,
+        host: host.clone(),
+        pid: std::process::id(),
+        iface: iface.to_string(),
+        addr: data_addr.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        consensus,
+    };
+    let ranks = rendezvous::join(id.root, &id.token, &me, timeout)?;
+    Ok(World {
+        rank: id.rank,
+        size: id.size,
+        host,
+        launcher: id.launcher.clone(),
+        token: id.token,
+        ranks,
+        bootstrap_s: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,323 @@
+//! The rendezvous service: every rank connects, presents the job token, its endpoint and the options it
+//! was started with; when all have arrived the service checks they agree and sends every rank the full
+//! table, or a refusal that names the ranks and fields that differ.
+//!
+//! Wire: `CBRV`, protocol version (u16 LE), token (16 bytes), then length-prefixed (u32 LE) JSON frames.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::report::RankInfo;
+use crate::transport::tcp::handshake::Token;
+
+const MAGIC: [u8; 4] = *b"CBRV";
+const VERSION: u16 = 1;
+const PREAMBLE_LEN: usize = 4 + 2 + 16;
+/// Largest frame accepted: a hello with its options is a few KiB.
+const MAX_FRAME: usize = 1 << 20;
+
+/// What a rank tells the rendezvous.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Join {
+    pub rank: usize,
+    pub size: usize,
+    pub host: String,
+    pub pid: u32,
+    pub iface: String,
+    pub addr: String,
+    /// collbench version.
+    pub version: String,
+    /// The options every rank must agree on.
+    pub consensus: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Reply {
+    Welcome(Vec<RankInfoWire>),
+    Refused(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct RankInfoWire {
+    rank: usize,
+    pid: u32,
+    host: String,
+    iface: String,
+    addr: String,
+}
+
+/// Serves one job's rendezvous on `listener` until all `size` ranks joined or `timeout` passed.
+pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration) -> Result<Vec<RankInfo>> {
+    let deadline = Instant::now() + timeout;
+    let where_ = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    listener.set_nonblocking(true).map_err(|e| Error::io("configuring the rendezvous listener", e))?;
+    let mut joined: Vec<Option<(Join, TcpStream)>> = (0..size).map(|_| None).collect();
+    let mut count = 0;
+    while count < size {
+        let (mut sock, from) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    let missing: Vec<String> = (0..size).filter(|&r| joined[r].is_none()).map(|r| r.to_string()).collect();
+                    let msg = format!(
+                        "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
+                         reach this address?",
+                        missing.join(", "),
+                        timeout.as_secs_f64()
+                    );
+                    refuse_all(&mut joined, &msg);
+                    return Err(Error::Peer(msg));
+                }
+                poll_readable(&listener, deadline);
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(format!("rendezvous at {where_}: accept"), e)),
+        };
+        match read_join(&mut sock, &token) {
+            Ok(j) if j.size != size => {
+                let msg = format!("rank {} (host {}) thinks the job has {} ranks, the rendezvous expects {size}", j.rank, j.host, j.size);
+                let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
+                refuse_all(&mut joined, &msg);
+                return Err(Error::Peer(msg));
+            }
+            Ok(j) if j.rank >= size || joined[j.rank].is_some() => {
+                let msg = format!("rank {} (host {}) joined twice or is out of range (job of {size} ranks)", j.rank, j.host);
+                let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
+                refuse_all(&mut joined, &msg);
+                return Err(Error::Peer(msg));
+            }
+            Ok(j) => {
+                let r = j.rank;
+                joined[r] = Some((j, sock));
+                count += 1;
+            }
+            Err(why) => eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}"),
+        }
+    }
+    let joins: Vec<&Join> = joined.iter().map(|j| &j.as_ref().expect("all joined").0).collect();
+    if let Some(msg) = disagreement(&joins) {
+        refuse_all(&mut joined, &msg);
+        return Err(Error::usage("options", msg));
+    }
+    let table: Vec<RankInfoWire> = joins
+        .iter()
+        .map(|j| RankInfoWire { rank: j.rank, pid: j.pid, host: j.host.clone(), iface: j.iface.clone(), addr: j.addr.clone() })
+        .collect();
+    let infos = table
+        .iter()
+        .map(|w| RankInfo { rank: w.rank, pid: w.pid, host: w.host.clone(), iface: w.iface.clone(), addr: w.addr.clone() })
+        .collect();
+    let reply = Reply::Welcome(table);
+    for (j, sock) in joined.iter_mut().flatten() {
+        if let Err(e) = write_frame(sock, &reply) {
+            eprintln!("collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}", j.rank, j.host);
+        }
+    }
+    Ok(infos)
+}
+
+/// Names every rank whose version or options differ from rank 0's, and the fields that differ.
+fn disagreement(joins: &[&Join]) -> Option<String> {
+    let base = joins.first()?;
+    let mut lines = Vec::new();
+    for j in &joins[1..] {
+        let mut fields = Vec::new();
+        if j.version != base.version {
+            fields.push(format!("version ({} vs {})", j.version, base.version));
+        }
+        if let (Some(a), Some(b)) = (j.consensus.as_object(), base.consensus.as_object()) {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                if a.get(k) != b.get(k) {
+                    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "unset".into());
+                    fields.push(format!("{k} ({} vs {})", show(a.get(k)), show(b.get(k))));
+                }
+            }
+        } else if j.consensus != base.consensus {
+            fields.push("options".into());
+        }
+        if !fields.is_empty() {
+            lines.push(format!("rank {} (host {}) differs from rank 0 in: {}", j.rank, j.host, fields.join(", ")));
+        }
+    }
+    if lines.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "ranks were started with different options: {}. Start every rank with the same command line and \
+             the same collbench version",
+            lines.join("; ")
+        ))
+    }
+}
+
+fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
+    for (_, sock) in joined.iter_mut().flatten() {
+        let _ = write_frame(sock, &Reply::Refused(msg.to_string()));
+    }
+}
+
+fn read_join(sock: &mut TcpStream, token: &Token) -> std::result::Result<Join, String> {
+    sock.set_nonblocking(false).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let mut pre = [0u8; PREAMBLE_LEN];
+    sock.read_exact(&mut pre).map_err(|e| format!("no complete preamble: {e}"))?;
+    if pre[0..4] != MAGIC {
+        return Err("bad magic (not a collbench rank)".into());
+    }
+    let v = u16::from_le_bytes([pre[4], pre[5]]);
+    if v != VERSION {
+        return Err(format!("rendezvous protocol version {v}, this service speaks {VERSION}"));
+    }
+    if pre[6..22].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
+        return Err("wrong job token".into());
+    }
+    let frame = read_frame(sock)?;
+    serde_json::from_slice(&frame).map_err(|e| format!("malformed join: {e}"))
+}
+
+fn write_frame<T: Serialize>(sock: &mut TcpStream, v: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(v).map_err(std::io::Error::other)?;
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&body);
+    sock.write_all(&out)
+}
+
+fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
+    let mut len = [0u8; 4];
+    sock.read_exact(&mut len).map_err(|e| format!("no frame length: {e}"))?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
+    }
+    let mut body = vec![0u8; len];
+    sock.read_exact(&mut body).map_err(|e| format!("truncated frame: {e}"))?;
+    Ok(body)
+}
+
+fn poll_readable(l: &TcpListener, deadline: Instant) {
+    use std::os::fd::AsRawFd;
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut pfd = libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
+}
+
+/// Joins the rendezvous at `root`, retrying until it is up, and returns every rank's info.
+pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Result<Vec<RankInfo>> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let who = format!("rank {} (host {})", me.rank, me.host);
+    let mut sock = loop {
+        match TcpStream::connect_timeout(&root, Duration::from_secs(1)) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() >= deadline => {
+                return Err(Error::Peer(format!(
+                    "{who}: cannot reach the rendezvous at {root} after trying for {:.1} s: {e}; is rank 0 (or the \
+                     launcher) running, and is the address right?",
+                    started.elapsed().as_secs_f64()
+                )))
+            }
+            // The service may not be listening yet; try again shortly.
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
+    let mut pre = Vec::with_capacity(PREAMBLE_LEN);
+    pre.extend_from_slice(&MAGIC);
+    pre.extend_from_slice(&VERSION.to_le_bytes());
+    pre.extend_from_slice(token);
+    sock.write_all(&pre).map_err(io_err)?;
+    write_frame(&mut sock, me).map_err(io_err)?;
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    sock.set_read_timeout(Some(left)).map_err(io_err)?;
+    let frame = read_frame(&mut sock).map_err(|why| {
+        Error::Peer(format!(
+            "{who}: no answer from the rendezvous at {root} within {:.1} s ({why}); are all {} ranks running?",
+            timeout.as_secs_f64(),
+            me.size
+        ))
+    })?;
+    match serde_json::from_slice::<Reply>(&frame) {
+        Ok(Reply::Welcome(t)) => Ok(t
+            .into_iter()
+            .map(|w| RankInfo { rank: w.rank, pid: w.pid, host: w.host, iface: w.iface, addr: w.addr })
+            .collect()),
+        Ok(Reply::Refused(msg)) => Err(Error::usage("options", format!("{who}: the rendezvous refused the job: {msg}"))),
+        Err(e) => Err(Error::Peer(format!("{who}: malformed answer from the rendezvous at {root}: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn join_msg(rank: usize, consensus: serde_json::Value) -> Join {
+        Join {
+            rank,
+            size: 2,
+            host: "h".into(),
+            pid: 1,
+            iface: "lo".into(),
+            addr: "127.0.0.1:1".into(),
+            version: "0.1.0".into(),
+            consensus,
+        }
+    }
+
+    #[test]
+    fn disagreement_names_ranks_and_fields() {
+        let a = join_msg(0, json!({"iters": 20, "dtypes": ["float"]}));
+        let b = join_msg(1, json!({"iters": 20, "dtypes": ["half"]}));
+        let msg = disagreement(&[&a, &b]).unwrap();
+        assert!(msg.contains("rank 1"), "{msg}");
+        assert!(msg.contains("dtypes"), "{msg}");
+        assert!(!msg.contains("iters"), "{msg}");
+        assert!(disagreement(&[&a, &a.clone()]).is_none());
+    }
+
+    #[test]
+    fn ranks_meet_and_strangers_are_dropped() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap();
+        let token = [9u8; 16];
+        let server = std::thread::spawn(move || serve(l, 2, token, Duration::from_secs(20)));
+        // A port scanner first: garbage, then a wrong token.
+        let mut s = TcpStream::connect(root).unwrap();
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n-------").unwrap();
+        drop(s);
+        let wrong = std::thread::spawn(move || join(root, &[1u8; 16], &join_msg(1, json!({})), Duration::from_secs(2)));
+        assert!(wrong.join().unwrap().is_err());
+        let t1 = std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"a": 1})), Duration::from_secs(20)));
+        let t0 = join(root, &token, &join_msg(0, json!({"a": 1})), Duration::from_secs(20)).unwrap();
+        let t1 = t1.join().unwrap().unwrap();
+        assert_eq!(t0, t1);
+        assert_eq!(t0.len(), 2);
+        assert_eq!(server.join().unwrap().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn differing_options_are_refused_before_any_data_moves() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap();
+        let token = [3u8; 16];
+        let server = std::thread::spawn(move || serve(l, 2, token, Duration::from_secs(20)));
+        let t1 = std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"iters": 5})), Duration::from_secs(20)));
+        let e0 = join(root, &token, &join_msg(0, json!({"iters": 20})), Duration::from_secs(20)).unwrap_err();
+        let e1 = t1.join().unwrap().unwrap_err();
+        for e in [e0.to_string(), e1.to_string()] {
+            assert!(e.contains("iters") && e.contains("rank 1"), "{e}");
+        }
+        assert_eq!(e0.exit_code(), crate::error::EXIT_USAGE);
+        assert!(server.join().unwrap().is_err());
+    }
+}
