@@ -161,8 +161,7 @@ fn names<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
 
 // List defaults are one comma-joined string (clap splits it like a typed value) so that help shows
 // the syntax to type; clap wants a `&'static str` for that, hence the statics.
-static COLLECTIVES: LazyLock<String> =
-    LazyLock::new(|| names(Options::default().collectives.iter()));
+static COLLECTIVES: LazyLock<String> = LazyLock::new(|| names(Options::default().collectives.iter()));
 static DTYPES: LazyLock<String> = LazyLock::new(|| names(Options::default().dtypes.iter()));
 static OPS: LazyLock<String> = LazyLock::new(|| names(Options::default().ops.iter()));
 
@@ -191,10 +190,7 @@ mod tests {
     #[test]
     fn no_subcommand_prints_help_and_exits_2() {
         let err = Cli::try_parse_from(["collbench"]).unwrap_err();
-        assert_eq!(
-            err.kind(),
-            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-        );
+        assert_eq!(err.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand);
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("run"), "{err}");
     }
@@ -202,8 +198,8 @@ mod tests {
     #[test]
     fn nccl_tests_short_and_long_names_parse() {
         let short = run(&[
-            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "3", "-c", "0", "-o", "max", "-d",
-            "half", "-r", "2", "-a", "1", "-T", "9", "-J", "x.json",
+            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "3", "-c", "0", "-o", "max", "-d", "half", "-r", "2",
+            "-a", "1", "-T", "9", "-J", "x.json",
         ]);
         let long = run(&[
             "--minbytes",
@@ -296,18 +292,11 @@ mod tests {
             }
         }
         // -f has no clap default (so that -i can replace it); its stated default must be the real one.
-        let f = run
-            .get_arguments()
-            .find(|a| a.get_id() == "stepfactor")
-            .unwrap();
+        let f = run.get_arguments().find(|a| a.get_id() == "stepfactor").unwrap();
         let n = match Options::default().sizes.step {
             crate::options::Step::Factor(n) => n,
             other => panic!("default step {other:?} is not a factor"),
         };
-        assert!(f
-            .get_help()
-            .unwrap()
-            .to_string()
-            .contains(&format!("[default: {n}]")));
+        assert!(f.get_help().unwrap().to_string().contains(&format!("[default: {n}]")));
     }
 }

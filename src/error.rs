@@ -34,12 +34,18 @@ pub enum Error {
 impl Error {
     /// A usage error naming `flag`.
     pub fn usage(flag: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Usage { flag: flag.into(), message: message.into() }
+        Error::Usage {
+            flag: flag.into(),
+            message: message.into(),
+        }
     }
 
     /// An I/O error with what was being done when it happened.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     /// The process exit status for this error.

@@ -118,11 +118,7 @@ impl FromStr for AlgoChoice {
             "ring" => AlgoChoice::Ring,
             "rd" | "rec_doubling" | "recursive_doubling" => AlgoChoice::RecDoubling,
             "tree" => AlgoChoice::Tree,
-            _ => {
-                return Err(format!(
-                    "unknown algorithm '{s}' (expected auto, ring, rd or tree)"
-                ))
-            }
+            _ => return Err(format!("unknown algorithm '{s}' (expected auto, ring, rd or tree)")),
         })
     }
 }
@@ -269,10 +265,7 @@ impl Options {
         let collectives = parse_list("--collective", &args.collective, &Collective::ALL)?;
         let dtypes = parse_list("-d/--datatype", &args.datatype, &Dtype::ALL)?;
         let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
-        let rank_stat = args
-            .average
-            .parse()
-            .map_err(|e| Error::usage("-a/--average", e))?;
+        let rank_stat = args.average.parse().map_err(|e| Error::usage("-a/--average", e))?;
         let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
         let algo_threshold = size_flag("--algo-threshold", &args.algo_threshold)?;
         if !(1..=MAX_STREAMS).contains(&args.streams) {
@@ -376,8 +369,7 @@ impl Options {
         let mut o = self.clone();
         o.json = None;
         o.csv = None;
-        let mut v = serde_json::to_value(&o)
-            .expect("Options serialises to JSON: no maps, no non-UTF-8 paths");
+        let mut v = serde_json::to_value(&o).expect("Options serialises to JSON: no maps, no non-UTF-8 paths");
         if let Some(map) = v.as_object_mut() {
             for f in LOCAL_ONLY_FIELDS {
                 map.remove(f);
@@ -448,17 +440,20 @@ fn size_range(args: &RunArgs) -> Result<SizeRange> {
             ))
         }
         Step::Bytes(0) => {
-            return Err(Error::usage("-i/--stepbytes", "must be more than 0 bytes; or multiply with -f instead"))
+            return Err(Error::usage(
+                "-i/--stepbytes",
+                "must be more than 0 bytes; or multiply with -f instead",
+            ))
         }
         Step::Bytes(b) if (max - min) / b >= MAX_POINTS => {
             return Err(Error::usage(
                 "-i/--stepbytes",
                 format!(
-                    "stepping from {} to {} by {} gives more than {MAX_POINTS} sizes; raise -i, narrow -b/-e, or use -f",
-                    format_size(min),
-                    format_size(max),
-                    format_size(b)
-                ),
+                "stepping from {} to {} by {} gives more than {MAX_POINTS} sizes; raise -i, narrow -b/-e, or use -f",
+                format_size(min),
+                format_size(max),
+                format_size(b)
+            ),
             ))
         }
         _ => {}
@@ -621,10 +616,7 @@ mod tests {
                 step: Step::Factor(4)
             }
         );
-        assert_eq!(
-            (o.iters, o.warmup, o.check_iters, o.root, o.np),
-            (7, 0, 0, 3, 8)
-        );
+        assert_eq!((o.iters, o.warmup, o.check_iters, o.root, o.np), (7, 0, 0, 3, 8));
         assert_eq!(
             (o.ops.clone(), o.dtypes.clone()),
             (vec![Op::Max, Op::Min], vec![Dtype::Half])
@@ -640,10 +632,7 @@ mod tests {
         );
         assert_eq!(o.collectives, [Collective::Broadcast]);
         assert!(o.force && o.percentiles);
-        assert_eq!(
-            (o.streams, o.chunk_bytes, o.progress),
-            (4, 1 << 20, Progress::Never)
-        );
+        assert_eq!((o.streams, o.chunk_bytes, o.progress), (4, 1 << 20, Progress::Never));
     }
 
     #[test]
@@ -652,14 +641,8 @@ mod tests {
         assert_eq!(opts(&["-o", "all"]).ops, Op::ALL);
         assert_eq!(opts(&["--collective", "all"]).collectives, Collective::ALL);
         assert_eq!(opts(&["-d", "ALL"]).dtypes.len(), 10);
-        assert_eq!(
-            opts(&["-o", "max,sum,max", "-o", "SUM"]).ops,
-            [Op::Max, Op::Sum]
-        );
-        assert_eq!(
-            opts(&["-d", "bf16, fp32"]).dtypes,
-            [Dtype::Bfloat16, Dtype::Float]
-        );
+        assert_eq!(opts(&["-o", "max,sum,max", "-o", "SUM"]).ops, [Op::Max, Op::Sum]);
+        assert_eq!(opts(&["-d", "bf16, fp32"]).dtypes, [Dtype::Bfloat16, Dtype::Float]);
     }
 
     #[test]
@@ -695,31 +678,15 @@ mod tests {
         usage(&["-e", ""], "-e/--maxbytes", "empty");
         usage(&["-e", "1.3K"], "-e/--maxbytes", "whole number of bytes");
         usage(&["-e", "16777216T"], "-e/--maxbytes", "too large");
-        usage(
-            &["-b", "1M", "-e", "1K"],
-            "-b/--minbytes",
-            "lower -b or raise -e",
-        );
+        usage(&["-b", "1M", "-e", "1K"], "-b/--minbytes", "lower -b or raise -e");
         usage(&["-f", "1"], "-f/--stepfactor", "at least 2");
         usage(&["-f", "0"], "-f/--stepfactor", "at least 2");
         usage(&["-b", "0"], "-b/--minbytes", "-i");
         usage(&["-i", "0"], "-i/--stepbytes", "more than 0");
         usage(&["-i", "1X"], "-i/--stepbytes", "unknown unit");
-        usage(
-            &["-f", "2", "-i", "1K"],
-            "-f/--stepfactor",
-            "-i/--stepbytes",
-        );
-        usage(
-            &["-b", "1", "-e", "1G", "-i", "1"],
-            "-i/--stepbytes",
-            "10000",
-        );
-        usage(
-            &["--algo-threshold", "lots"],
-            "--algo-threshold",
-            "not a size",
-        );
+        usage(&["-f", "2", "-i", "1K"], "-f/--stepfactor", "-i/--stepbytes");
+        usage(&["-b", "1", "-e", "1G", "-i", "1"], "-i/--stepbytes", "10000");
+        usage(&["--algo-threshold", "lots"], "--algo-threshold", "not a size");
     }
 
     #[test]
@@ -730,11 +697,7 @@ mod tests {
         usage(&["-d", "float8"], "-d/--datatype", "bfloat16");
         usage(&["-d", "float,,half"], "-d/--datatype", "empty");
         usage(&["-o", "xor"], "-o/--op", "sum, prod, max, min, avg");
-        usage(
-            &["--collective", "allfoo"],
-            "--collective",
-            "all_reduce, all_gather",
-        );
+        usage(&["--collective", "allfoo"], "--collective", "all_reduce, all_gather");
         usage(&["-a", "4"], "-a/--average", "3/max");
         usage(&["-a", "median"], "-a/--average", "rank0");
         usage(&["--algo", "fast"], "--algo", "auto, ring, rd or tree");
@@ -756,10 +719,7 @@ mod tests {
     fn accepted_edges() {
         // The root is checked against the world size later; here it only has to parse.
         assert_eq!(opts(&["-r", "1000"]).root, 1000);
-        assert_eq!(
-            opts(&["--np", "512", "--streams", "16", "--chunk", "64M"]).np,
-            512
-        );
+        assert_eq!(opts(&["--np", "512", "--streams", "16", "--chunk", "64M"]).np, 512);
         assert_eq!(opts(&["--chunk", "4K"]).chunk_bytes, 4096);
         // Sizes need not be a multiple of 16: each collective rounds them itself.
         assert_eq!(opts(&["-b", "7", "-e", "1001"]).sizes.max, 1001);

@@ -89,10 +89,15 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         }
         let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
         if !notes.is_empty() {
-            eprintln!("collbench: note: {} point(s) rounded like nccl-tests does, e.g. {}", notes.len(), notes[0]);
+            eprintln!(
+                "collbench: note: {} point(s) rounded like nccl-tests does, e.g. {}",
+                notes.len(),
+                notes[0]
+            );
         }
     }
-    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal()).then(ProgressBar::new_spinner);
+    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
+        .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
     let mut engine = Native::new(sess.transport, opts);
     let outcome = bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref());

@@ -17,7 +17,11 @@ pub struct Session {
 
 /// Transport tuning taken from the options.
 pub fn tcp_config(opts: &Options) -> TcpConfig {
-    TcpConfig { streams: opts.streams, stripe_min: 64 << 10, timeout: opts.timeout }
+    TcpConfig {
+        streams: opts.streams,
+        stripe_min: 64 << 10,
+        timeout: opts.timeout,
+    }
 }
 
 /// Bootstraps rank `id` and connects its data path on loopback.
@@ -35,11 +39,19 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value) -> R
                     ri.rank, ri.addr, ri.host
                 ))
             })?;
-            Ok(PeerAddr { rank: ri.rank, host: ri.host.clone(), addr })
+            Ok(PeerAddr {
+                rank: ri.rank,
+                host: ri.host.clone(),
+                addr,
+            })
         })
         .collect::<Result<_>>()?;
     let transport = connect_all(bound, world.rank, &world.host, &peers, world.token, tcp_config(opts))?;
-    Ok(Session { world, transport, connect_s: started.elapsed().as_secs_f64() })
+    Ok(Session {
+        world,
+        transport,
+        connect_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Runs `n` ranks as threads of this process, each connected over loopback, and returns what `f`
@@ -58,7 +70,10 @@ pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -
                 s.spawn(move || connect(id, opts, consensus).map(|mut sess| f(&mut sess)))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("rank thread panicked")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread panicked"))
+            .collect()
     });
     let _ = server.join();
     out

@@ -20,16 +20,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if t.starts_with('-') {
         return Err(format!("'{s}' is negative; sizes are 0 or more bytes"));
     }
-    let num_end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(num_end);
     let unit = unit.trim_start();
     if num.is_empty() {
         return Err(format!("'{s}' is not a size; {HOW}"));
     }
-    let shift =
-        unit_shift(unit).ok_or_else(|| format!("'{s}' has an unknown unit '{unit}'; {HOW}"))?;
+    let shift = unit_shift(unit).ok_or_else(|| format!("'{s}' has an unknown unit '{unit}'; {HOW}"))?;
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     if int.is_empty() || frac.contains('.') || (num.contains('.') && frac.is_empty()) {
         return Err(format!("'{s}' is not a number; {HOW}"));
@@ -48,9 +45,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         if frac.len() > MAX_DECIMALS {
             return Err(format!("'{s}' has too many decimals; use a smaller unit"));
         }
-        let digits: u128 = frac
-            .parse()
-            .map_err(|_| format!("'{s}' is not a number; {HOW}"))?;
+        let digits: u128 = frac.parse().map_err(|_| format!("'{s}' is not a number; {HOW}"))?;
         let scaled = digits << shift;
         let denom = 10u128.pow(frac.len() as u32);
         if scaled % denom != 0 {
@@ -224,18 +219,7 @@ mod tests {
 
     #[test]
     fn exact_labels_parse_back_to_the_same_bytes() {
-        for b in [
-            0,
-            8,
-            1000,
-            1024,
-            1536,
-            1280,
-            3 << 19,
-            64 << 20,
-            7 << 30,
-            5 << 40,
-        ] {
+        for b in [0, 8, 1000, 1024, 1536, 1280, 3 << 19, 64 << 20, 7 << 30, 5 << 40] {
             assert_eq!(parse_size(&format_size(b)), Ok(b), "{b}");
         }
     }

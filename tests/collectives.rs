@@ -46,12 +46,25 @@ fn input(dtype: Dtype, op: Op, n: usize, r: usize, i: usize) -> Num {
         }
         // Contributions that cancel over ranks: the average is the exact integer (i % 7) - 3.
         Op::Avg => {
-            let d = if r % 2 == 0 && r + 1 < n { 2 } else if r % 2 == 1 { -2 } else { 0 };
+            let d = if r % 2 == 0 && r + 1 < n {
+                2
+            } else if r % 2 == 1 {
+                -2
+            } else {
+                0
+            };
             (i % 7) as i64 - 3 + d
         }
         _ => ((r * 31 + i * 7) % 9) as i64 - 4,
     };
-    wrap(dtype, if dtype.is_float() { Num::F(v as f64) } else { Num::I(v as i128) })
+    wrap(
+        dtype,
+        if dtype.is_float() {
+            Num::F(v as f64)
+        } else {
+            Num::I(v as i128)
+        },
+    )
 }
 
 /// Brings an integer into the dtype's range the way the hardware would (two's complement wrap).
@@ -103,7 +116,10 @@ fn reduced(dtype: Dtype, op: Op, n: usize, i: usize) -> Num {
     let vals: Vec<Num> = (0..n).map(|r| input(dtype, op, n, r, i)).collect();
     match (vals[0], op) {
         (Num::F(_), _) => {
-            let f: Vec<f64> = vals.iter().map(|v| if let Num::F(x) = v { *x } else { unreachable!() }).collect();
+            let f: Vec<f64> = vals
+                .iter()
+                .map(|v| if let Num::F(x) = v { *x } else { unreachable!() })
+                .collect();
             Num::F(match op {
                 Op::Sum => f.iter().sum(),
                 Op::Avg => f.iter().sum::<f64>() / n as f64,
@@ -113,7 +129,10 @@ fn reduced(dtype: Dtype, op: Op, n: usize, i: usize) -> Num {
             })
         }
         (Num::I(_), _) => {
-            let v: Vec<i128> = vals.iter().map(|v| if let Num::I(x) = v { *x } else { unreachable!() }).collect();
+            let v: Vec<i128> = vals
+                .iter()
+                .map(|v| if let Num::I(x) = v { *x } else { unreachable!() })
+                .collect();
             let wrapped = |x: i128| match wrap(dtype, Num::I(x)) {
                 Num::I(y) => y,
                 _ => unreachable!(),
@@ -131,9 +150,10 @@ fn reduced(dtype: Dtype, op: Op, n: usize, i: usize) -> Num {
 }
 
 /// Which source each output element comes from; `None` where the output is unspecified.
-fn expected(coll: Collective, dtype: Dtype, op: Op, n: usize, r: usize, root: usize, c: usize, j: usize) -> Option<Num> {
+fn expected(case: &Case, n: usize, r: usize, j: usize) -> Option<Num> {
+    let (dtype, op, root, c) = (case.dtype, case.op, case.root, case.count);
     let inp = |rank: usize, i: usize| input(dtype, op, n, rank, i);
-    Some(match coll {
+    Some(match case.coll {
         Collective::AllReduce => reduced(dtype, op, n, j),
         Collective::AllGather => inp(j / c, j % c),
         Collective::ReduceScatter => reduced(dtype, op, n, r * c + j),
@@ -168,14 +188,30 @@ fn run_case(t: &mut collbench::transport::tcp::TcpTransport, case: &Case, ws: &m
         Collective::AllToAll => (c * n, c * n),
         _ => (c, c),
     };
-    let view_elems = if case.in_place { send_elems.max(recv_elems) } else { recv_elems };
+    let view_elems = if case.in_place {
+        send_elems.max(recv_elems)
+    } else {
+        recv_elems
+    };
     let mut send = HostBuf::new(send_elems * es);
     let mut recv = HostBuf::new(view_elems * es);
-    let input_at = if case.in_place && case.coll == Collective::AllGather { r * c } else { 0 };
+    let input_at = if case.in_place && case.coll == Collective::AllGather {
+        r * c
+    } else {
+        0
+    };
     {
-        let dst: &mut [u8] = if case.in_place { &mut recv[input_at * es..(input_at + send_elems) * es] } else { &mut send[..] };
+        let dst: &mut [u8] = if case.in_place {
+            &mut recv[input_at * es..(input_at + send_elems) * es]
+        } else {
+            &mut send[..]
+        };
         for i in 0..send_elems {
-            encode(case.dtype, input(case.dtype, case.op, n, r, i), &mut dst[i * es..(i + 1) * es]);
+            encode(
+                case.dtype,
+                input(case.dtype, case.op, n, r, i),
+                &mut dst[i * es..(i + 1) * es],
+            );
         }
     }
     let args = Args {
@@ -200,10 +236,14 @@ fn run_case(t: &mut collbench::transport::tcp::TcpTransport, case: &Case, ws: &m
         return vec![format!("{label}: error: {e}")];
     }
     assert_eq!(t.pending(), 0, "{label}: requests left in flight");
-    let out_at = if case.in_place && case.coll == Collective::ReduceScatter { r * c } else { 0 };
+    let out_at = if case.in_place && case.coll == Collective::ReduceScatter {
+        r * c
+    } else {
+        0
+    };
     let mut bad = Vec::new();
     for j in 0..recv_elems {
-        let Some(want) = expected(case.coll, case.dtype, case.op, n, r, case.root, c, j) else { continue };
+        let Some(want) = expected(case, n, r, j) else { continue };
         let at = (out_at + j) * es;
         let got = decode(case.dtype, &recv[at..at + es]);
         let want = decode(case.dtype, &{
@@ -226,7 +266,11 @@ fn check_collective(coll: Collective) {
     let mut failures = Vec::new();
     for (ni, &n) in RANKS.iter().enumerate() {
         for streams in [1usize, 3] {
-            let opts = Options { streams, timeout: std::time::Duration::from_secs(60), ..Options::default() };
+            let opts = Options {
+                streams,
+                timeout: std::time::Duration::from_secs(60),
+                ..Options::default()
+            };
             let results = session::run_threads(n, &opts, |sess| {
                 let mut bad = Vec::new();
                 let mut ws = HostBuf::new(0);
@@ -237,16 +281,41 @@ fn check_collective(coll: Collective) {
                         continue;
                     }
                     let tunings: &[Tuning] = if count > 4096 {
-                        &[Tuning { chunk_bytes: 256 << 10, depth: 4 }]
+                        &[Tuning {
+                            chunk_bytes: 256 << 10,
+                            depth: 4,
+                        }]
                     } else {
-                        &[Tuning { chunk_bytes: 64, depth: 3 }, Tuning { chunk_bytes: 1 << 20, depth: 1 }]
+                        &[
+                            Tuning {
+                                chunk_bytes: 64,
+                                depth: 3,
+                            },
+                            Tuning {
+                                chunk_bytes: 1 << 20,
+                                depth: 1,
+                            },
+                        ]
                     };
                     for algo in Algo::available(coll) {
                         for &tune in tunings {
                             for in_place in [false, true] {
                                 k += 1;
-                                let (dtype, op) = if count > 4096 { PAIRS[k % 2 * 5] } else { PAIRS[k % PAIRS.len()] };
-                                let case = Case { coll, algo: *algo, count, dtype, op, in_place, tune, root: (k * 7) % n };
+                                let (dtype, op) = if count > 4096 {
+                                    PAIRS[k % 2 * 5]
+                                } else {
+                                    PAIRS[k % PAIRS.len()]
+                                };
+                                let case = Case {
+                                    coll,
+                                    algo: *algo,
+                                    count,
+                                    dtype,
+                                    op,
+                                    in_place,
+                                    tune,
+                                    root: (k * 7) % n,
+                                };
                                 bad.extend(run_case(&mut sess.transport, &case, &mut ws));
                             }
                         }
@@ -262,7 +331,12 @@ fn check_collective(coll: Collective) {
             }
         }
     }
-    assert!(failures.is_empty(), "{} wrong results, first ones:\n{}", failures.len(), failures[..failures.len().min(20)].join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} wrong results, first ones:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
 }
 
 #[test]

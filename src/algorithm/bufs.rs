@@ -22,12 +22,23 @@ impl<'a> Bufs<'a> {
             Some(s) => (s.as_ptr(), s.len()),
             None => (out as *const u8, out_len),
         };
-        Bufs { inp, inp_len, out, out_len, in_place: send.is_none(), _life: PhantomData }
+        Bufs {
+            inp,
+            inp_len,
+            out,
+            out_len,
+            in_place: send.is_none(),
+            _life: PhantomData,
+        }
     }
 
     /// Input bytes `off..off+len`.
     pub fn inp(&self, off: usize, len: usize) -> &[u8] {
-        assert!(off + len <= self.inp_len, "input range {off}+{len} beyond {}", self.inp_len);
+        assert!(
+            off + len <= self.inp_len,
+            "input range {off}+{len} beyond {}",
+            self.inp_len
+        );
         // SAFETY: in bounds of the caller's input; callers never hold it across a write to the same bytes.
         unsafe { std::slice::from_raw_parts(self.inp.add(off), len) }
     }
@@ -35,7 +46,11 @@ impl<'a> Bufs<'a> {
     /// Output bytes `off..off+len`.
     #[allow(clippy::mut_from_ref)]
     pub fn out(&self, off: usize, len: usize) -> &mut [u8] {
-        assert!(off + len <= self.out_len, "output range {off}+{len} beyond {}", self.out_len);
+        assert!(
+            off + len <= self.out_len,
+            "output range {off}+{len} beyond {}",
+            self.out_len
+        );
         // SAFETY: in bounds of the caller's exclusive output borrow; callers take disjoint or sequential views.
         unsafe { std::slice::from_raw_parts_mut(self.out.add(off), len) }
     }
@@ -58,7 +73,7 @@ impl<'a> Bufs<'a> {
     pub fn copy_in_to_out(&self, src_off: usize, dst_off: usize, len: usize) {
         let (s, d) = (self.inp_ptr(src_off), self.out_ptr(dst_off));
         assert!(src_off + len <= self.inp_len && dst_off + len <= self.out_len);
-        if s != d as *const u8 && len > 0 {
+        if !std::ptr::eq(s, d) && len > 0 {
             // SAFETY: both ranges in bounds; copy handles overlap.
             unsafe { std::ptr::copy(s, d, len) }
         }

@@ -74,7 +74,13 @@ impl Algo {
     /// Picks the algorithm for one point. A forced choice applies to the collectives that have it; the others
     /// keep their automatic pick.
     pub fn select(coll: Collective, choice: AlgoChoice, size_bytes: u64, threshold: u64) -> Algo {
-        let auto = || if size_bytes < threshold { Algo::latency(coll) } else { Algo::available(coll)[0] };
+        let auto = || {
+            if size_bytes < threshold {
+                Algo::latency(coll)
+            } else {
+                Algo::available(coll)[0]
+            }
+        };
         let wanted = match choice {
             AlgoChoice::Auto => return auto(),
             AlgoChoice::Ring => Algo::Ring,
@@ -112,7 +118,10 @@ pub const MAX_DEPTH: usize = 8;
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { chunk_bytes: 512 << 10, depth: 4 }
+        Tuning {
+            chunk_bytes: 512 << 10,
+            depth: 4,
+        }
     }
 }
 
@@ -138,6 +147,7 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
     let msg = count * elem;
     let chunk = tune.chunk_bytes.div_ceil(elem) * elem;
     match (coll, algo) {
+        (Collective::ReduceScatter, Algo::Ring) => 2 * msg,
         (_, Algo::Ring) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
         (Collective::AllReduce, Algo::RecDoubling) => msg,
         (Collective::ReduceScatter, Algo::RecDoubling) => 2 * msg * n,
@@ -150,12 +160,26 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
 }
 
 /// Runs one collective with `algo`; `ws` grows to what the algorithm needs.
-pub fn run<T: Transport + ?Sized>(t: &mut T, algo: Algo, args: Args<'_>, ws: &mut HostBuf, tune: &Tuning) -> Result<()> {
+pub fn run<T: Transport + ?Sized>(
+    t: &mut T,
+    algo: Algo,
+    args: Args<'_>,
+    ws: &mut HostBuf,
+    tune: &Tuning,
+) -> Result<()> {
     let n = t.size();
     let es = args.dtype.size();
     ws.ensure(scratch_bytes(args.coll, algo, args.count, es, n, tune));
     let scratch: &mut [u8] = ws;
-    let Args { coll, dtype, op, root, count, send, recv } = args;
+    let Args {
+        coll,
+        dtype,
+        op,
+        root,
+        count,
+        send,
+        recv,
+    } = args;
     let b = Bufs::new(send, recv);
     let r = match (coll, algo) {
         (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
@@ -183,19 +207,46 @@ mod tests {
 
     #[test]
     fn auto_picks_latency_algorithms_below_the_threshold() {
-        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Auto, 8, 65536), Algo::RecDoubling);
-        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Auto, 65536, 65536), Algo::Ring);
-        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::Auto, 8, 65536), Algo::Bruck);
-        assert_eq!(Algo::select(Collective::Broadcast, AlgoChoice::Auto, 8, 65536), Algo::Tree);
-        assert_eq!(Algo::select(Collective::AllToAll, AlgoChoice::Auto, 1 << 30, 65536), Algo::Pairwise);
+        assert_eq!(
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 8, 65536),
+            Algo::RecDoubling
+        );
+        assert_eq!(
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 65536, 65536),
+            Algo::Ring
+        );
+        assert_eq!(
+            Algo::select(Collective::AllGather, AlgoChoice::Auto, 8, 65536),
+            Algo::Bruck
+        );
+        assert_eq!(
+            Algo::select(Collective::Broadcast, AlgoChoice::Auto, 8, 65536),
+            Algo::Tree
+        );
+        assert_eq!(
+            Algo::select(Collective::AllToAll, AlgoChoice::Auto, 1 << 30, 65536),
+            Algo::Pairwise
+        );
     }
 
     #[test]
     fn forced_choices_apply_where_they_exist() {
-        assert_eq!(Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, 65536), Algo::Ring);
-        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, 65536), Algo::Bruck);
-        assert_eq!(Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, 65536), Algo::Ring);
-        assert_eq!(Algo::select(Collective::SendRecv, AlgoChoice::Ring, 8, 65536), Algo::Pairwise);
+        assert_eq!(
+            Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, 65536),
+            Algo::Ring
+        );
+        assert_eq!(
+            Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, 65536),
+            Algo::Bruck
+        );
+        assert_eq!(
+            Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, 65536),
+            Algo::Ring
+        );
+        assert_eq!(
+            Algo::select(Collective::SendRecv, AlgoChoice::Ring, 8, 65536),
+            Algo::Pairwise
+        );
         for c in Collective::ALL {
             for a in Algo::available(c) {
                 assert!(Algo::available(c).contains(&Algo::latency(c)), "{c} {a}");

@@ -24,7 +24,13 @@ pub fn all_reduce<T: Transport + ?Sized>(
 }
 
 /// Recursive-doubling all-reduce of `data` in place; `tmp` is as long as `data`.
-fn all_reduce_in_place<T: Transport + ?Sized>(t: &mut T, data: &mut [u8], dtype: Dtype, op: Op, tmp: &mut [u8]) -> Result<()> {
+fn all_reduce_in_place<T: Transport + ?Sized>(
+    t: &mut T,
+    data: &mut [u8],
+    dtype: Dtype,
+    op: Op,
+    tmp: &mut [u8],
+) -> Result<()> {
     let (n, r) = (t.size(), t.rank());
     if n == 1 || data.is_empty() {
         finalize(dtype, op, data, n);

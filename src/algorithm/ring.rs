@@ -91,7 +91,11 @@ pub fn all_reduce<T: Transport + ?Sized>(
             let (rs, seg, j) = item(posted);
             let (o, l) = piece(seg, j);
             if l > 0 {
-                let dst = if rs { slot_ptr(scratch, posted % depth, slot_bytes) } else { b.out_ptr(o) };
+                let dst = if rs {
+                    slot_ptr(scratch, posted % depth, slot_bytes)
+                } else {
+                    b.out_ptr(o)
+                };
                 // SAFETY: a scratch slot is reused only after the item that used it was processed; output
                 // bytes are only written by this receive (see the module note on ordering).
                 reqs[posted % depth] = Some(unsafe { t.post_recv(left, dst, l)? });
@@ -219,6 +223,11 @@ impl<'s> ChainReduce<'s> {
 }
 
 /// Ring reduce_scatter: n-1 steps of receive, reduce, send on; the last step lands in the output.
+///
+/// Partials live in two block-sized buffers used by alternate steps, so a chunk received at step s only
+/// waits for the send of the same chunk at step s-2 (which the right neighbour consumed at step s-1).
+/// Reusing a small slot instead would make every rank wait on its right neighbour's progress all round
+/// the ring, which deadlocks once a block outgrows the kernel's socket buffers.
 pub fn reduce_scatter<T: Transport + ?Sized>(
     t: &mut T,
     b: &Bufs<'_>,
@@ -250,28 +259,43 @@ pub fn reduce_scatter<T: Transport + ?Sized>(
         let (o, l) = piece(j);
         isend(t, right, b.inp_ptr(first * blk + o), l)?;
     }
+    let partial = scratch[..2 * blk].as_mut_ptr();
+    // Byte offset in the partial buffers of item k (step k / nchunks, chunk k % nchunks).
+    let at = |k: usize| (k / nchunks % 2) * blk + piece(k % nchunks).0;
+    let mut sends: Vec<Option<Request>> = (0..2 * nchunks).map(|_| None).collect();
+    let mut recvs: [Option<Request>; MAX_DEPTH] = std::array::from_fn(|_| None);
     let total = (n - 1) * nchunks;
-    let mut chain = ChainReduce::new(scratch, ce * es, depth);
+    // Never post into bytes whose item (two steps back) has not been processed yet.
+    let window = depth.min(2 * nchunks);
     let mut posted = 0;
     for k in 0..total {
-        while posted < total && posted < k + depth {
-            chain.post(t, left, posted, piece(posted % nchunks).1)?;
+        while posted < total && posted < k + window {
+            let slot = posted % (2 * nchunks);
+            if let Some(prev) = sends[slot].take() {
+                t.wait(prev)?;
+            }
+            let l = piece(posted % nchunks).1;
+            // SAFETY: the bytes belong to this item alone: the send that used them last has completed.
+            recvs[posted % depth] = Some(unsafe { t.post_recv(left, partial.add(at(posted)), l)? });
             posted += 1;
         }
         let (step, j) = (k / nchunks, k % nchunks);
         let block = (r + 2 * n - step - 2) % n;
         let (o, l) = piece(j);
+        t.wait(recvs[k % depth].take().expect("posted above"))?;
         let mine = b.inp(block * blk + o, l);
-        let Some(slot) = chain.arrive(t, k, l)? else { continue };
+        // SAFETY: the receive into these bytes completed and no send of them is pending.
+        let got = unsafe { std::slice::from_raw_parts_mut(partial.add(at(k)), l) };
         if step < n - 2 {
-            reduce_inplace(dtype, op, slot, mine);
-            chain.forward(t, right, k, l)?;
+            reduce_inplace(dtype, op, got, mine);
+            // SAFETY: these bytes are not written again until this send is waited for, above.
+            sends[k % (2 * nchunks)] = Some(unsafe { t.post_send(right, got.as_ptr(), l)? });
         } else {
             let dst = b.out(out_off + o, l);
             if b.in_place {
-                reduce_inplace(dtype, op, dst, slot);
+                reduce_inplace(dtype, op, dst, got);
             } else {
-                reduce_into(dtype, op, dst, mine, slot);
+                reduce_into(dtype, op, dst, mine, got);
             }
             finalize(dtype, op, dst, n);
         }
@@ -280,7 +304,13 @@ pub fn reduce_scatter<T: Transport + ?Sized>(
 }
 
 /// Chain broadcast: root -> root+1 -> ... , each chunk forwarded as soon as it arrives.
-pub fn broadcast<T: Transport + ?Sized>(t: &mut T, b: &Bufs<'_>, bytes: usize, root: usize, tune: &Tuning) -> Result<()> {
+pub fn broadcast<T: Transport + ?Sized>(
+    t: &mut T,
+    b: &Bufs<'_>,
+    bytes: usize,
+    root: usize,
+    tune: &Tuning,
+) -> Result<()> {
     let (n, r) = (t.size(), t.rank());
     let pos = (r + n - root) % n;
     if r == root {

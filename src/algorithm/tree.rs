@@ -29,7 +29,14 @@ fn bcast_tree<T: Transport + ?Sized>(t: &mut T, data: &mut [u8], root: usize) ->
 }
 
 /// Reduces every rank's `acc` into `acc` on `root` along a binomial tree (other ranks' `acc` is clobbered).
-fn reduce_tree<T: Transport + ?Sized>(t: &mut T, acc: &mut [u8], tmp: &mut [u8], dtype: Dtype, op: Op, root: usize) -> Result<()> {
+fn reduce_tree<T: Transport + ?Sized>(
+    t: &mut T,
+    acc: &mut [u8],
+    tmp: &mut [u8],
+    dtype: Dtype,
+    op: Op,
+    root: usize,
+) -> Result<()> {
     let (n, r) = (t.size(), t.rank());
     let v = (r + n - root) % n;
     let mut mask = 1;

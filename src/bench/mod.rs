@@ -34,11 +34,17 @@ pub fn sweep<E: Engine>(
 ) -> Result<Outcome> {
     let n = e.size();
     if opts.root >= n {
-        return Err(Error::usage("-r/--root", format!("root rank {} does not exist in a job of {n} ranks", opts.root)));
+        return Err(Error::usage(
+            "-r/--root",
+            format!("root rank {} does not exist in a job of {n} ranks", opts.root),
+        ));
     }
     let points = plan::points(opts, n);
     let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
-    let mut bufs = Buffers { send: HostBuf::new(send_bytes), recv: HostBuf::new(recv_bytes) };
+    let mut bufs = Buffers {
+        send: HostBuf::new(send_bytes),
+        recv: HostBuf::new(recv_bytes),
+    };
     if let Some(pb) = progress {
         pb.set_length(points.len() as u64);
         pb.set_style(
@@ -47,6 +53,13 @@ pub fn sweep<E: Engine>(
         );
     }
     let path = e.path();
+    let ctx = stats::Context {
+        path: &path,
+        root: opts.root,
+        ranks,
+        stat: opts.rank_stat,
+        iters: opts.iters,
+    };
     let mut out = Outcome::default();
     for p in &points {
         let algo = e.algo(p.coll, p.layout.size_bytes as u64);
@@ -61,11 +74,13 @@ pub fn sweep<E: Engine>(
                 .enumerate()
                 .map(|(r, b)| {
                     serde_json::from_slice(b).map_err(|err| {
-                        Error::Peer(format!("rank {r} sent an unreadable measurement ({err}); mixed collbench versions?"))
+                        Error::Peer(format!(
+                            "rank {r} sent an unreadable measurement ({err}); mixed collbench versions?"
+                        ))
                     })
                 })
                 .collect::<Result<_>>()?;
-            let rec = stats::record(&path, algo.name(), p, opts.root, ranks, &per_rank, opts.rank_stat, opts.iters);
+            let rec = stats::record(&ctx, algo.name(), p, &per_rank);
             out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
             for r in reporters.iter_mut() {
                 r.record(&rec)?;
@@ -78,6 +93,11 @@ pub fn sweep<E: Engine>(
     }
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;
-    out.wrong = u64::from_le_bytes(total.as_slice().try_into().map_err(|_| Error::Peer("malformed verdict from rank 0".into()))?);
+    out.wrong = u64::from_le_bytes(
+        total
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Peer("malformed verdict from rank 0".into()))?,
+    );
     Ok(out)
 }

@@ -22,11 +22,21 @@ pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
     let mut out = Vec::new();
     for &coll in &opts.collectives {
         for &dtype in &opts.dtypes {
-            let ops: Vec<Option<Op>> = if coll.reduces() { opts.ops.iter().copied().map(Some).collect() } else { vec![None] };
+            let ops: Vec<Option<Op>> = if coll.reduces() {
+                opts.ops.iter().copied().map(Some).collect()
+            } else {
+                vec![None]
+            };
             for op in ops {
                 for &requested in &sizes {
                     let layout = coll.layout(requested as usize, dtype.size(), nranks);
-                    out.push(Point { coll, dtype, op, requested, layout });
+                    out.push(Point {
+                        coll,
+                        dtype,
+                        op,
+                        requested,
+                        layout,
+                    });
                 }
             }
         }
@@ -38,7 +48,10 @@ pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
 pub fn buffer_bytes(points: &[Point]) -> (usize, usize) {
     points.iter().fold((0, 0), |(s, r), p| {
         let es = p.layout.elem_size;
-        (s.max(p.layout.send_count * es), r.max(p.layout.send_count.max(p.layout.recv_count) * es))
+        (
+            s.max(p.layout.send_count * es),
+            r.max(p.layout.send_count.max(p.layout.recv_count) * es),
+        )
     })
 }
 

@@ -61,7 +61,8 @@ fn measure_placement<E: Engine>(
         run_once(e, p, algo, bufs, opts, in_place)?;
     }
     e.barrier()?;
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
+    let mut hist =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
     for _ in 0..opts.iters {
         let t0 = Instant::now();
@@ -90,7 +91,14 @@ fn measure_placement<E: Engine>(
     Ok(timing)
 }
 
-fn run_once<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opts: &Options, in_place: bool) -> Result<()> {
+fn run_once<E: Engine>(
+    e: &mut E,
+    p: &Point,
+    algo: Algo,
+    bufs: &mut Buffers,
+    opts: &Options,
+    in_place: bool,
+) -> Result<()> {
     let es = p.layout.elem_size;
     let recv_len = p.coll.recv_elems(&p.layout, in_place) * es;
     let args = Args {
@@ -99,7 +107,11 @@ fn run_once<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opt
         op: p.op.unwrap_or(Op::Sum),
         root: opts.root,
         count: p.layout.count,
-        send: if in_place { None } else { Some(&bufs.send[..p.layout.send_count * es]) },
+        send: if in_place {
+            None
+        } else {
+            Some(&bufs.send[..p.layout.send_count * es])
+        },
         recv: &mut bufs.recv[..recv_len],
     };
     e.run(algo, args)
@@ -124,7 +136,15 @@ fn prepare(rank: usize, p: &Point, pattern: &Pattern, bufs: &mut Buffers, in_pla
 }
 
 /// Checks every output element this rank must hold; offsets in the result are receive-buffer elements.
-fn verify(rank: usize, n: usize, p: &Point, pattern: &Pattern, bufs: &Buffers, root: usize, in_place: bool) -> CheckOutcome {
+fn verify(
+    rank: usize,
+    n: usize,
+    p: &Point,
+    pattern: &Pattern,
+    bufs: &Buffers,
+    root: usize,
+    in_place: bool,
+) -> CheckOutcome {
     let es = p.layout.elem_size;
     let mut total = CheckOutcome::default();
     for ex in p.coll.expected(&p.layout, rank, n, root, in_place) {

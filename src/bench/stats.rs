@@ -35,32 +35,43 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
     }
 }
 
-/// One table row from every rank's measurement of `p`.
-pub fn record(
-    path: &str,
-    algo: &str,
-    p: &Point,
-    root: usize,
-    ranks: &[RankInfo],
-    per_rank: &[RankPoint],
-    stat: RankStat,
-    iters: u32,
-) -> Record {
+/// What every record of a sweep shares.
+pub struct Context<'a> {
+    /// The path measured.
+    pub path: &'a str,
+    pub root: usize,
+    /// Every rank's info, for naming hosts.
+    pub ranks: &'a [RankInfo],
+    pub stat: RankStat,
+    pub iters: u32,
+}
+
+/// One table row from every rank's measurement of `p` with `algo`.
+pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) -> Record {
+    let Context {
+        path,
+        root,
+        ranks,
+        stat,
+        iters,
+    } = *ctx;
     let n = per_rank.len();
     let oop: Vec<&RankTiming> = per_rank.iter().map(|r| &r.out_of_place).collect();
     let ip: Vec<&RankTiming> = per_rank.iter().map(|r| &r.in_place).collect();
     // The first wrong element: lowest rank, out-of-place before in-place.
     let first_wrong = per_rank.iter().enumerate().find_map(|(rank, rp)| {
-        [(false, &rp.out_of_place), (true, &rp.in_place)].into_iter().find_map(|(in_place, t)| {
-            t.first.as_ref().map(|(offset, expected, got)| WrongElement {
-                rank,
-                host: ranks.get(rank).map(|r| r.host.clone()).unwrap_or_default(),
-                in_place,
-                offset: *offset,
-                expected: expected.clone(),
-                got: got.clone(),
+        [(false, &rp.out_of_place), (true, &rp.in_place)]
+            .into_iter()
+            .find_map(|(in_place, t)| {
+                t.first.as_ref().map(|(offset, expected, got)| WrongElement {
+                    rank,
+                    host: ranks.get(rank).map(|r| r.host.clone()).unwrap_or_default(),
+                    in_place,
+                    offset: *offset,
+                    expected: expected.clone(),
+                    got: got.clone(),
+                })
             })
-        })
     });
     Record {
         path: path.to_string(),
@@ -86,11 +97,23 @@ mod tests {
 
     fn point() -> Point {
         let layout = Collective::AllReduce.layout(1_000_000, 4, 4);
-        Point { coll: Collective::AllReduce, dtype: Dtype::Float, op: Some(Op::Sum), requested: 1_000_000, layout }
+        Point {
+            coll: Collective::AllReduce,
+            dtype: Dtype::Float,
+            op: Some(Op::Sum),
+            requested: 1_000_000,
+            layout,
+        }
     }
 
     fn t(avg: f64, wrong: Option<u64>) -> RankTiming {
-        RankTiming { avg_us: avg, p50_us: avg, p99_us: avg * 2.0, wrong, first: None }
+        RankTiming {
+            avg_us: avg,
+            p50_us: avg,
+            p99_us: avg * 2.0,
+            wrong,
+            first: None,
+        }
     }
 
     #[test]

@@ -38,19 +38,56 @@ impl Collective {
         let c = l.count;
         let n = nranks;
         match self {
-            Collective::AllReduce => vec![Expect { at: 0, len: c, source: Source::Reduced, first: 0 }],
-            Collective::AllGather => (0..n).map(|j| Expect { at: j * c, len: c, source: Source::Rank(j), first: 0 }).collect(),
+            Collective::AllReduce => vec![Expect {
+                at: 0,
+                len: c,
+                source: Source::Reduced,
+                first: 0,
+            }],
+            Collective::AllGather => (0..n)
+                .map(|j| Expect {
+                    at: j * c,
+                    len: c,
+                    source: Source::Rank(j),
+                    first: 0,
+                })
+                .collect(),
             Collective::ReduceScatter => {
                 let at = if in_place { rank * c } else { 0 };
-                vec![Expect { at, len: c, source: Source::Reduced, first: rank * c }]
+                vec![Expect {
+                    at,
+                    len: c,
+                    source: Source::Reduced,
+                    first: rank * c,
+                }]
             }
-            Collective::Broadcast => vec![Expect { at: 0, len: c, source: Source::Rank(root), first: 0 }],
-            Collective::Reduce if rank == root => vec![Expect { at: 0, len: c, source: Source::Reduced, first: 0 }],
+            Collective::Broadcast => vec![Expect {
+                at: 0,
+                len: c,
+                source: Source::Rank(root),
+                first: 0,
+            }],
+            Collective::Reduce if rank == root => vec![Expect {
+                at: 0,
+                len: c,
+                source: Source::Reduced,
+                first: 0,
+            }],
             Collective::Reduce => Vec::new(),
-            Collective::AllToAll => {
-                (0..n).map(|j| Expect { at: j * c, len: c, source: Source::Rank(j), first: rank * c }).collect()
-            }
-            Collective::SendRecv => vec![Expect { at: 0, len: c, source: Source::Rank((rank + n - 1) % n), first: 0 }],
+            Collective::AllToAll => (0..n)
+                .map(|j| Expect {
+                    at: j * c,
+                    len: c,
+                    source: Source::Rank(j),
+                    first: rank * c,
+                })
+                .collect(),
+            Collective::SendRecv => vec![Expect {
+                at: 0,
+                len: c,
+                source: Source::Rank((rank + n - 1) % n),
+                first: 0,
+            }],
         }
     }
 }

@@ -53,7 +53,10 @@ impl Collective {
 
     /// Whether the collective applies a reduction op (otherwise the table shows redop `none`).
     pub const fn reduces(self) -> bool {
-        matches!(self, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
     }
 
     /// Whether the collective has a root rank (otherwise the table shows root `-1`).
@@ -207,7 +210,14 @@ mod tests {
         let ar = Collective::AllReduce.layout(1 << 20, 4, 4);
         assert_eq!((ar.count, ar.alg_bytes), (262144, 1 << 20));
         // 1 GB/s algbw for 1e9 bytes in one second, busbw 1.5 at 4 ranks.
-        let l = Layout { count: 0, send_count: 0, recv_count: 0, alg_bytes: 1_000_000_000, size_bytes: 0, elem_size: 4 };
+        let l = Layout {
+            count: 0,
+            send_count: 0,
+            recv_count: 0,
+            alg_bytes: 1_000_000_000,
+            size_bytes: 0,
+            elem_size: 4,
+        };
         assert_eq!(l.bandwidth(Collective::AllReduce, 4, 1.0), (1.0, 1.5));
     }
 

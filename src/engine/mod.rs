@@ -43,7 +43,10 @@ impl<T: Transport> Native<T> {
         Native {
             transport,
             workspace: HostBuf::new(0),
-            tune: Tuning { chunk_bytes: opts.chunk_bytes, ..Tuning::default() },
+            tune: Tuning {
+                chunk_bytes: opts.chunk_bytes,
+                ..Tuning::default()
+            },
             choice: opts.algo,
             threshold: opts.algo_threshold,
         }

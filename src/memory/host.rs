@@ -22,7 +22,10 @@ impl HostBuf {
     /// Allocates `len` zeroed bytes aligned to [`ALIGN`]. Aborts like `Vec` if memory runs out.
     pub fn new(len: usize) -> Self {
         if len == 0 {
-            return HostBuf { ptr: NonNull::<u64>::dangling().cast(), len: 0 };
+            return HostBuf {
+                ptr: NonNull::<u64>::dangling().cast(),
+                len: 0,
+            };
         }
         let layout = Layout::from_size_align(len, ALIGN).expect("buffer size overflows the address space");
         // SAFETY: layout has non-zero size.

@@ -1,18 +1,15 @@
 //! CPU reduction kernels: element-wise `op` over byte buffers holding elements of a dtype.
 //!
 //! Each entry point dispatches on (dtype, op) once, then runs a tight loop over typed slices that
-//! LLVM auto-vectorises. Semantics follow NCCL: integers wrap, floats are IEEE, half and bfloat16
-//! are widened to f32, combined and rounded back (round to nearest even), and `Avg` is a sum that
-//! [`finalize`] divides by the rank count (truncating for integers).
+//! LLVM auto-vectorises; on x86-64 the same loops are also compiled for AVX2 and picked at run
+//! time, and half uses F16C conversions. Semantics follow NCCL: integers wrap, floats are IEEE,
+//! half and bfloat16 are widened to f32, combined and rounded back (round to nearest even), and
+//! `Avg` is a sum that [`finalize`] divides by the rank count (truncating for integers).
 
 use bytemuck::Pod;
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use super::{Dtype, Op};
-
-/// Elements per block when half/bfloat16 are widened to f32 (two f32 stack blocks, 512 bytes).
-const BLOCK: usize = 64;
 
 /// dst[i] = dst[i] op src[i]. Avg accumulates as a sum; call `finalize` once at the end.
 pub fn reduce_inplace(dtype: Dtype, op: Op, dst: &mut [u8], src: &[u8]) {
@@ -32,8 +29,8 @@ pub fn reduce_inplace(dtype: Dtype, op: Op, dst: &mut [u8], src: &[u8]) {
         Dtype::Uint64 => inplace::<u64>(op, typed_mut(dtype, dst), typed(dtype, src)),
         Dtype::Float => inplace::<f32>(op, typed_mut(dtype, dst), typed(dtype, src)),
         Dtype::Double => inplace::<f64>(op, typed_mut(dtype, dst), typed(dtype, src)),
-        Dtype::Half => narrow_inplace::<f16>(op, typed_mut(dtype, dst), typed(dtype, src)),
-        Dtype::Bfloat16 => narrow_inplace::<bf16>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Bfloat16 => inplace::<bf16>(op, typed_mut(dtype, dst), typed(dtype, src)),
+        Dtype::Half => fp16::inplace(op, typed_mut(dtype, dst), typed(dtype, src)),
     }
 }
 
@@ -55,12 +52,8 @@ pub fn reduce_into(dtype: Dtype, op: Op, dst: &mut [u8], a: &[u8], b: &[u8]) {
         Dtype::Uint64 => into::<u64>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
         Dtype::Float => into::<f32>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
         Dtype::Double => into::<f64>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
-        Dtype::Half => {
-            narrow_into::<f16>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b))
-        }
-        Dtype::Bfloat16 => {
-            narrow_into::<bf16>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b))
-        }
+        Dtype::Bfloat16 => into::<bf16>(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
+        Dtype::Half => fp16::into(op, typed_mut(dtype, dst), typed(dtype, a), typed(dtype, b)),
     }
 }
 
@@ -73,50 +66,48 @@ pub fn finalize(dtype: Dtype, op: Op, buf: &mut [u8], nranks: usize) {
     if nranks == 1 {
         return;
     }
+    // Integers of at most 32 bits divide through floats, which vectorises where integer division
+    // does not. Exact: a non-integer quotient is at least 1/n from an integer, more than the
+    // rounding error (2^-24 * 2^8 / n in f32, 2^-53 * 2^32 / n in f64), so truncation matches.
+    // The quotients are finite and, as n >= 2, fit in i32, so the unchecked conversion (a single
+    // instruction, unlike the saturating `as`) is sound.
+    let (n32, n64) = (nranks as f32, nranks as f64);
     match dtype {
-        // Through f64 the truncated quotient is exact for 32-bit operands (see `div_small`), and
-        // float division vectorises where integer division does not.
-        Dtype::Int8 => div_small(typed_mut::<i8>(dtype, buf), nranks),
-        Dtype::Uint8 => div_small(typed_mut::<u8>(dtype, buf), nranks),
-        Dtype::Int32 => div_small(typed_mut::<i32>(dtype, buf), nranks),
-        Dtype::Uint32 => div_small(typed_mut::<u32>(dtype, buf), nranks),
+        Dtype::Int8 => map(typed_mut::<i8>(dtype, buf), |x| {
+            // SAFETY: |x / n| <= 64, finite.
+            unsafe { (x as f32 / n32).to_int_unchecked::<i32>() as i8 }
+        }),
+        Dtype::Uint8 => map(typed_mut::<u8>(dtype, buf), |x| {
+            // SAFETY: 0 <= x / n <= 128, finite.
+            unsafe { (x as f32 / n32).to_int_unchecked::<i32>() as u8 }
+        }),
+        Dtype::Int32 => map(typed_mut::<i32>(dtype, buf), |x| {
+            // SAFETY: |x / n| <= 2^30, finite.
+            unsafe { (x as f64 / n64).to_int_unchecked::<i32>() }
+        }),
+        Dtype::Uint32 => map(typed_mut::<u32>(dtype, buf), |x| {
+            // SAFETY: 0 <= x / n < 2^31, finite.
+            unsafe { (x as f64 / n64).to_int_unchecked::<i32>() as u32 }
+        }),
         Dtype::Int64 => {
             let d = Divisor::new(nranks as u64);
-            for x in typed_mut::<i64>(dtype, buf) {
-                *x = d.div_i64(*x);
-            }
+            map(typed_mut::<i64>(dtype, buf), |x| d.div_i64(x))
         }
         Dtype::Uint64 => {
             let d = Divisor::new(nranks as u64);
-            for x in typed_mut::<u64>(dtype, buf) {
-                *x = d.div_u64(*x);
-            }
+            map(typed_mut::<u64>(dtype, buf), |x| d.div_u64(x))
         }
-        Dtype::Float => {
-            let n = nranks as f32;
-            for x in typed_mut::<f32>(dtype, buf) {
-                *x /= n;
-            }
-        }
-        Dtype::Double => {
-            let n = nranks as f64;
-            for x in typed_mut::<f64>(dtype, buf) {
-                *x /= n;
-            }
-        }
-        Dtype::Half => narrow_div::<f16>(typed_mut(dtype, buf), nranks as f32),
-        Dtype::Bfloat16 => narrow_div::<bf16>(typed_mut(dtype, buf), nranks as f32),
+        Dtype::Float => map(typed_mut::<f32>(dtype, buf), |x| x / n32),
+        Dtype::Double => map(typed_mut::<f64>(dtype, buf), |x| x / n64),
+        Dtype::Bfloat16 => map(typed_mut::<bf16>(dtype, buf), |x| bf16_via(x, n32, |a, n| a / n)),
+        Dtype::Half => fp16::divide(typed_mut(dtype, buf), n32),
     }
 }
 
 /// Views a byte buffer as elements, with a message naming the dtype when it cannot.
 fn typed<T: Pod>(dtype: Dtype, bytes: &[u8]) -> &[T] {
-    bytemuck::try_cast_slice(bytes).unwrap_or_else(|e| {
-        panic!(
-            "buffer of {} bytes is not a {dtype} slice: {e:?}",
-            bytes.len()
-        )
-    })
+    bytemuck::try_cast_slice(bytes)
+        .unwrap_or_else(|e| panic!("buffer of {} bytes is not a {dtype} slice: {e:?}", bytes.len()))
 }
 
 /// Mutable counterpart of [`typed`].
@@ -157,7 +148,7 @@ macro_rules! float_arith {
             fn sum(self, other: Self) -> Self { self + other }
             #[inline(always)]
             fn prod(self, other: Self) -> Self { self * other }
-            // A plain comparison (not f32::max's NaN rules) compiles to a vector max/blend.
+            // A plain comparison (not f32::max's NaN rules) compiles to a vector max.
             #[inline(always)]
             fn max(self, other: Self) -> Self { if other > self { other } else { self } }
             #[inline(always)]
@@ -166,6 +157,52 @@ macro_rules! float_arith {
     )*};
 }
 float_arith!(f32, f64);
+
+// bfloat16 widens to f32 by a shift and narrows by integer rounding, all vectorisable, so it
+// runs through the same element-wise loops as the other types.
+impl Arith for bf16 {
+    #[inline(always)]
+    fn sum(self, other: Self) -> Self {
+        bf16_via(self, bf16_to_f32(other), |a, b| a + b)
+    }
+    #[inline(always)]
+    fn prod(self, other: Self) -> Self {
+        bf16_via(self, bf16_to_f32(other), |a, b| a * b)
+    }
+    #[inline(always)]
+    fn max(self, other: Self) -> Self {
+        bf16_via(self, bf16_to_f32(other), <f32 as Arith>::max)
+    }
+    #[inline(always)]
+    fn min(self, other: Self) -> Self {
+        bf16_via(self, bf16_to_f32(other), <f32 as Arith>::min)
+    }
+}
+
+/// f(x, y) computed in f32 and rounded back to bfloat16.
+#[inline(always)]
+fn bf16_via(x: bf16, y: f32, f: impl Fn(f32, f32) -> f32) -> bf16 {
+    bf16::from_bits(f32_to_bf16_bits(f(bf16_to_f32(x), y)))
+}
+
+#[inline(always)]
+fn bf16_to_f32(x: bf16) -> f32 {
+    f32::from_bits((x.to_bits() as u32) << 16)
+}
+
+/// f32 -> bfloat16 with round to nearest even (as __float2bfloat16_rn); NaN stays a quiet NaN.
+/// Branch-free, unlike half's conversion, so that loops using it vectorise.
+#[inline(always)]
+fn f32_to_bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    let is_nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    if is_nan {
+        ((b >> 16) | 0x40) as u16
+    } else {
+        rounded
+    }
+}
 
 /// Applies `op` in place; the match is outside the loops so each loop is monomorphic.
 fn inplace<T: Arith>(op: Op, dst: &mut [T], src: &[T]) {
@@ -187,158 +224,75 @@ fn into<T: Arith>(op: Op, dst: &mut [T], a: &[T], b: &[T]) {
     }
 }
 
+/// dst[i] = f(dst[i], src[i]), compiled for AVX2 too when the CPU has it.
 #[inline(always)]
-fn zip_inplace<T: Copy>(dst: &mut [T], src: &[T], f: impl Fn(T, T) -> T) {
-    for (d, s) in dst.iter_mut().zip(src) {
+fn zip_inplace<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], src: &[T], f: F) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_avx2() {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { x86::zip_inplace_avx2(dst, src, f) };
+    }
+    zip_inplace_loop(dst, src, f)
+}
+
+/// dst[i] = f(a[i], b[i]), compiled for AVX2 too when the CPU has it.
+#[inline(always)]
+fn zip_into<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], a: &[T], b: &[T], f: F) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_avx2() {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { x86::zip_into_avx2(dst, a, b, f) };
+    }
+    zip_into_loop(dst, a, b, f)
+}
+
+/// buf[i] = f(buf[i]), compiled for AVX2 too when the CPU has it.
+#[inline(always)]
+fn map<T: Copy, F: Fn(T) -> T>(buf: &mut [T], f: F) {
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_avx2() {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { x86::map_avx2(buf, f) };
+    }
+    map_loop(buf, f)
+}
+
+/// Elements per step of the in-place loop.
+const LANES: usize = 32;
+
+// Results go to a stack block that is stored whole: with `*d = f(*d, *s)` LLVM turns max/min
+// into "store only where the source wins", a branchy scalar loop several times slower.
+#[inline(always)]
+fn zip_inplace_loop<T: Copy>(dst: &mut [T], src: &[T], f: impl Fn(T, T) -> T) {
+    let mut d = dst.chunks_exact_mut(LANES);
+    let mut s = src.chunks_exact(LANES);
+    for (d, s) in (&mut d).zip(&mut s) {
+        let r: [T; LANES] = std::array::from_fn(|k| f(d[k], s[k]));
+        d.copy_from_slice(&r);
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
         *d = f(*d, *s);
     }
 }
 
 #[inline(always)]
-fn zip_into<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
+fn zip_into_loop<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
     for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
         *d = f(*x, *y);
     }
 }
 
-/// A 16-bit float that is computed on as f32, converted a block at a time.
-trait Narrow: Copy {
-    fn widen(src: &[Self], dst: &mut [f32]);
-    fn narrow(src: &[f32], dst: &mut [Self]);
-}
-
-impl Narrow for f16 {
-    // half's slice conversion uses F16C when the CPU has it (detected at run time).
-    fn widen(src: &[Self], dst: &mut [f32]) {
-        src.convert_to_f32_slice(dst);
-    }
-    fn narrow(src: &[f32], dst: &mut [Self]) {
-        dst.convert_from_f32_slice(src);
-    }
-}
-
-impl Narrow for bf16 {
-    // half converts bfloat16 one branchy element at a time; these bit-level forms vectorise.
-    #[inline(always)]
-    fn widen(src: &[Self], dst: &mut [f32]) {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f32::from_bits((s.to_bits() as u32) << 16);
-        }
-    }
-    #[inline(always)]
-    fn narrow(src: &[f32], dst: &mut [Self]) {
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = bf16::from_bits(f32_to_bf16_bits(*s));
-        }
-    }
-}
-
-/// f32 -> bfloat16 with round to nearest even (as __float2bfloat16_rn); NaN stays a quiet NaN.
 #[inline(always)]
-fn f32_to_bf16_bits(x: f32) -> u16 {
-    let b = x.to_bits();
-    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
-    let is_nan = (b & 0x7fff_ffff) > 0x7f80_0000;
-    if is_nan {
-        ((b >> 16) | 0x40) as u16
-    } else {
-        rounded
-    }
-}
-
-/// In-place `op` on 16-bit floats.
-fn narrow_inplace<H: Narrow>(op: Op, dst: &mut [H], src: &[H]) {
-    match op {
-        Op::Sum | Op::Avg => narrow_blocks(dst, src, <f32 as Arith>::sum),
-        Op::Prod => narrow_blocks(dst, src, <f32 as Arith>::prod),
-        Op::Max => narrow_blocks(dst, src, <f32 as Arith>::max),
-        Op::Min => narrow_blocks(dst, src, <f32 as Arith>::min),
-    }
-}
-
-/// Out-of-place `op` on 16-bit floats.
-fn narrow_into<H: Narrow>(op: Op, dst: &mut [H], a: &[H], b: &[H]) {
-    match op {
-        Op::Sum | Op::Avg => narrow_blocks_into(dst, a, b, <f32 as Arith>::sum),
-        Op::Prod => narrow_blocks_into(dst, a, b, <f32 as Arith>::prod),
-        Op::Max => narrow_blocks_into(dst, a, b, <f32 as Arith>::max),
-        Op::Min => narrow_blocks_into(dst, a, b, <f32 as Arith>::min),
-    }
-}
-
-#[inline(always)]
-fn narrow_blocks<H: Narrow>(dst: &mut [H], src: &[H], f: impl Fn(f32, f32) -> f32) {
-    let mut x = [0f32; BLOCK];
-    let mut y = [0f32; BLOCK];
-    for (d, s) in dst.chunks_mut(BLOCK).zip(src.chunks(BLOCK)) {
-        let (x, y) = (&mut x[..d.len()], &mut y[..d.len()]);
-        H::widen(d, x);
-        H::widen(s, y);
-        zip_inplace(x, y, &f);
-        H::narrow(x, d);
-    }
-}
-
-#[inline(always)]
-fn narrow_blocks_into<H: Narrow>(dst: &mut [H], a: &[H], b: &[H], f: impl Fn(f32, f32) -> f32) {
-    let mut x = [0f32; BLOCK];
-    let mut y = [0f32; BLOCK];
-    for ((d, a), b) in dst
-        .chunks_mut(BLOCK)
-        .zip(a.chunks(BLOCK))
-        .zip(b.chunks(BLOCK))
-    {
-        let (x, y) = (&mut x[..d.len()], &mut y[..d.len()]);
-        H::widen(a, x);
-        H::widen(b, y);
-        zip_inplace(x, y, &f);
-        H::narrow(x, d);
-    }
-}
-
-/// Divides 16-bit floats by `n` in f32, as NCCL's half/bfloat16 kernels compute.
-fn narrow_div<H: Narrow>(buf: &mut [H], n: f32) {
-    let mut x = [0f32; BLOCK];
-    for d in buf.chunks_mut(BLOCK) {
-        let x = &mut x[..d.len()];
-        H::widen(d, x);
-        for v in x.iter_mut() {
-            *v /= n;
-        }
-        H::narrow(x, d);
-    }
-}
-
-/// Integers of at most 32 bits, divided through f64.
-trait SmallInt: Copy {
-    fn to_f64(self) -> f64;
-    fn from_f64(v: f64) -> Self;
-}
-
-macro_rules! small_int {
-    ($($t:ty),*) => {$(
-        impl SmallInt for $t {
-            #[inline(always)]
-            fn to_f64(self) -> f64 { self as f64 }
-            #[inline(always)]
-            fn from_f64(v: f64) -> Self { v as $t }
-        }
-    )*};
-}
-small_int!(i8, u8, i32, u32);
-
-/// x / n truncated toward zero, for |x| < 2^32. Exact: a non-integer quotient is at least 1/n
-/// away from an integer, while the f64 rounding error is below 2^-53 * 2^32 / n.
-fn div_small<T: SmallInt>(buf: &mut [T], n: usize) {
-    let n = n as f64;
+fn map_loop<T: Copy>(buf: &mut [T], f: impl Fn(T) -> T) {
     for x in buf {
-        // `as` truncates toward zero, which is C's integer division.
-        *x = T::from_f64(x.to_f64() / n);
+        *x = f(*x);
     }
 }
 
-/// Division of 64-bit integers by a fixed divisor through a multiply by its reciprocal, because
+/// Truncating 64-bit division by a fixed divisor through a multiply by its reciprocal, because
 /// a hardware 64-bit divide per element would make `finalize` slower than the reduction itself.
+/// (Integers of at most 32 bits divide through f64/f32 instead: a non-integer quotient is at
+/// least 1/n from an integer, more than the float rounding error, so truncation is exact.)
 #[derive(Clone, Copy)]
 struct Divisor {
     n: u64,
@@ -350,20 +304,18 @@ struct Divisor {
 impl Divisor {
     fn new(n: u64) -> Self {
         assert!(n > 0);
-        Divisor {
-            n,
-            recip: u64::MAX / n,
-        }
+        Divisor { n, recip: u64::MAX / n }
     }
 
     #[inline(always)]
     fn div_u64(self, x: u64) -> u64 {
-        let mut q = ((x as u128 * self.recip as u128) >> 64) as u64;
+        let q = ((x as u128 * self.recip as u128) >> 64) as u64;
         // The estimate undershoots by at most 1 (see `recip`).
         if x - q * self.n >= self.n {
-            q += 1;
+            q + 1
+        } else {
+            q
         }
-        q
     }
 
     /// Truncating signed division: divide the magnitude, then restore the sign.
@@ -374,6 +326,185 @@ impl Divisor {
             q.wrapping_neg()
         } else {
             q
+        }
+    }
+}
+
+/// Half precision: F16C conversions on x86-64 when present, half's slice conversions otherwise.
+mod fp16 {
+    use super::*;
+
+    /// In-place `op` on half values.
+    pub(super) fn inplace(op: Op, dst: &mut [f16], src: &[f16]) {
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_f16c() {
+            // SAFETY: the CPU supports AVX2 and F16C, checked just above.
+            return unsafe { x86::half_inplace(op, dst, src) };
+        }
+        portable(op, dst, src, None)
+    }
+
+    /// Out-of-place `op` on half values.
+    pub(super) fn into(op: Op, dst: &mut [f16], a: &[f16], b: &[f16]) {
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_f16c() {
+            // SAFETY: the CPU supports AVX2 and F16C, checked just above.
+            return unsafe { x86::half_into(op, dst, a, b) };
+        }
+        portable(op, dst, a, Some(b))
+    }
+
+    /// Divides half values by `n` in f32.
+    pub(super) fn divide(buf: &mut [f16], n: f32) {
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_f16c() {
+            // SAFETY: the CPU supports AVX2 and F16C, checked just above.
+            return unsafe { x86::half_divide(buf, n) };
+        }
+        divide_portable(buf, n)
+    }
+
+    /// `divide` without F16C.
+    pub(super) fn divide_portable(buf: &mut [f16], n: f32) {
+        for chunk in buf.chunks_mut(BLOCK) {
+            let mut x = [0f32; BLOCK];
+            let x = &mut x[..chunk.len()];
+            chunk.convert_to_f32_slice(x);
+            for v in x.iter_mut() {
+                *v /= n;
+            }
+            chunk.convert_from_f32_slice(x);
+        }
+    }
+
+    use ::half::slice::HalfFloatSliceExt;
+
+    /// Elements per block widened to f32 on the stack (512 bytes for two blocks).
+    const BLOCK: usize = 64;
+
+    /// `op` without F16C: dst = dst op a when `b` is None, else dst = a op b.
+    pub(super) fn portable(op: Op, dst: &mut [f16], a: &[f16], b: Option<&[f16]>) {
+        match op {
+            Op::Sum | Op::Avg => blocks(dst, a, b, <f32 as Arith>::sum),
+            Op::Prod => blocks(dst, a, b, <f32 as Arith>::prod),
+            Op::Max => blocks(dst, a, b, <f32 as Arith>::max),
+            Op::Min => blocks(dst, a, b, <f32 as Arith>::min),
+        }
+    }
+
+    /// dst = f(dst, a) when `b` is None, else dst = f(a, b); blockwise through f32.
+    fn blocks(dst: &mut [f16], a: &[f16], b: Option<&[f16]>, f: impl Fn(f32, f32) -> f32) {
+        let mut x = [0f32; BLOCK];
+        let mut y = [0f32; BLOCK];
+        for (k, d) in dst.chunks_mut(BLOCK).enumerate() {
+            let at = k * BLOCK..k * BLOCK + d.len();
+            let (x, y) = (&mut x[..d.len()], &mut y[..d.len()]);
+            match b {
+                None => d.convert_to_f32_slice(x),
+                Some(_) => a[at.clone()].convert_to_f32_slice(x),
+            }
+            b.unwrap_or(a)[at].convert_to_f32_slice(y);
+            zip_inplace_loop(x, y, &f);
+            d.convert_from_f32_slice(x);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use half::f16;
+
+    use super::{map_loop, zip_inplace_loop, zip_into_loop, Op};
+
+    /// True when the CPU has AVX2 (the answer is cached by std after the first call).
+    #[inline(always)]
+    pub(super) fn has_avx2() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+
+    /// True when the CPU has AVX2 and F16C.
+    #[inline(always)]
+    pub(super) fn has_f16c() -> bool {
+        has_avx2() && std::arch::is_x86_feature_detected!("f16c")
+    }
+
+    // The generic loops again, compiled with AVX2 enabled: `f` is inlined into them, so the
+    // whole loop is vectorised 256 bits wide.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn zip_inplace_avx2<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], src: &[T], f: F) {
+        zip_inplace_loop(dst, src, f)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn zip_into_avx2<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], a: &[T], b: &[T], f: F) {
+        zip_into_loop(dst, a, b, f)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn map_avx2<T: Copy, F: Fn(T) -> T>(buf: &mut [T], f: F) {
+        map_loop(buf, f)
+    }
+
+    /// In-place `op` on half values, eight at a time through F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn half_inplace(op: Op, dst: &mut [f16], src: &[f16]) {
+        let d = dst.as_mut_ptr() as *mut u16;
+        let n = dst.len().min(src.len());
+        match op {
+            Op::Sum | Op::Avg => half_loop(d, d, src.as_ptr() as _, n, |a, b| _mm256_add_ps(a, b)),
+            Op::Prod => half_loop(d, d, src.as_ptr() as _, n, |a, b| _mm256_mul_ps(a, b)),
+            // max_ps(x, y) is x > y ? x : y: the same choice as the scalar `Arith::max(d, s)`.
+            Op::Max => half_loop(d, d, src.as_ptr() as _, n, |a, b| _mm256_max_ps(b, a)),
+            Op::Min => half_loop(d, d, src.as_ptr() as _, n, |a, b| _mm256_min_ps(b, a)),
+        }
+    }
+
+    /// Out-of-place `op` on half values through F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn half_into(op: Op, dst: &mut [f16], a: &[f16], b: &[f16]) {
+        let d = dst.as_mut_ptr() as *mut u16;
+        let (x, y) = (a.as_ptr() as *const u16, b.as_ptr() as *const u16);
+        let n = dst.len().min(a.len()).min(b.len());
+        match op {
+            Op::Sum | Op::Avg => half_loop(d, x, y, n, |a, b| _mm256_add_ps(a, b)),
+            Op::Prod => half_loop(d, x, y, n, |a, b| _mm256_mul_ps(a, b)),
+            Op::Max => half_loop(d, x, y, n, |a, b| _mm256_max_ps(b, a)),
+            Op::Min => half_loop(d, x, y, n, |a, b| _mm256_min_ps(b, a)),
+        }
+    }
+
+    /// Divides half values by `n` in f32 through F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn half_divide(buf: &mut [f16], n: f32) {
+        let d = buf.as_mut_ptr() as *mut u16;
+        let nv = _mm256_set1_ps(n);
+        half_loop(d, d, d, buf.len(), |a, _| _mm256_div_ps(a, nv));
+    }
+
+    /// dst[i] = f(x[i], y[i]) for `n` half values; a tail of under eight goes through a padded
+    /// stack copy so every element is converted the same way. `dst` may equal `x` or `y`.
+    #[inline(always)]
+    unsafe fn half_loop(dst: *mut u16, x: *const u16, y: *const u16, n: usize, f: impl Fn(__m256, __m256) -> __m256) {
+        let step = |d: *mut u16, x: *const u16, y: *const u16| {
+            let a = _mm256_cvtph_ps(_mm_loadu_si128(x as *const __m128i));
+            let b = _mm256_cvtph_ps(_mm_loadu_si128(y as *const __m128i));
+            let r = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(f(a, b));
+            _mm_storeu_si128(d as *mut __m128i, r);
+        };
+        let mut i = 0;
+        while i + 8 <= n {
+            step(dst.add(i), x.add(i), y.add(i));
+            i += 8;
+        }
+        if i < n {
+            let rest = n - i;
+            let (mut a, mut b, mut r) = ([0u16; 8], [0u16; 8], [0u16; 8]);
+            std::ptr::copy_nonoverlapping(x.add(i), a.as_mut_ptr(), rest);
+            std::ptr::copy_nonoverlapping(y.add(i), b.as_mut_ptr(), rest);
+            step(r.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+            std::ptr::copy_nonoverlapping(r.as_ptr(), dst.add(i), rest);
         }
     }
 }
@@ -514,13 +645,7 @@ mod tests {
                     assert_eq!(bytes(&dst, nb), &want[..], "inplace {dtype} {op} len {len}");
 
                     let mut out = vec![0u64; a.len()];
-                    reduce_into(
-                        dtype,
-                        op,
-                        bytes_mut(&mut out, nb),
-                        bytes(&a, nb),
-                        bytes(&b, nb),
-                    );
+                    reduce_into(dtype, op, bytes_mut(&mut out, nb), bytes(&a, nb), bytes(&b, nb));
                     assert_eq!(bytes(&out, nb), &want[..], "into {dtype} {op} len {len}");
                 }
             }
@@ -663,8 +788,7 @@ mod tests {
     #[test]
     fn fast_division_matches_hardware_division() {
         let mut rng = Rng(3);
-        let divisors =
-            (1..300u64).chain([1023, 1024, 1 << 32, u64::MAX / 3, u64::MAX - 1, u64::MAX]);
+        let divisors = (1..300u64).chain([1023, 1024, 1 << 32, u64::MAX / 3, u64::MAX - 1, u64::MAX]);
         for n in divisors {
             let d = Divisor::new(n);
             let xs = [
@@ -688,12 +812,20 @@ mod tests {
         for n in 1..1500usize {
             let mut v = [i32::MIN, i32::MAX, -1, 1, -(n as i32) + 1, n as i32 * 3 - 1];
             let want = v.map(|x| x / n as i32);
-            div_small(&mut v, n);
+            finalize(Dtype::Int32, Op::Avg, bytemuck::cast_slice_mut(&mut v), n);
             assert_eq!(v, want, "n = {n}");
             let mut u = [u32::MAX, u32::MAX - 1, n as u32 * 7 - 1];
             let want = u.map(|x| x / n as u32);
-            div_small(&mut u, n);
+            finalize(Dtype::Uint32, Op::Avg, bytemuck::cast_slice_mut(&mut u), n);
             assert_eq!(u, want, "n = {n}");
+            let mut b: Vec<i8> = (-128..=127).collect();
+            let want: Vec<i8> = b.iter().map(|&x| (x as i32 / n as i32) as i8).collect();
+            finalize(Dtype::Int8, Op::Avg, bytemuck::cast_slice_mut(&mut b), n);
+            assert_eq!(b, want, "n = {n}");
+            let mut b: Vec<u8> = (0..=255).collect();
+            let want: Vec<u8> = b.iter().map(|&x| (x as usize / n) as u8).collect();
+            finalize(Dtype::Uint8, Op::Avg, &mut b, n);
+            assert_eq!(b, want, "n = {n}");
         }
     }
 
@@ -709,13 +841,55 @@ mod tests {
         finalize(Dtype::Half, Op::Avg, bytemuck::cast_slice_mut(&mut a), 4);
         assert_eq!(a, [f16::from_f32(1.5), f16::from_f32(-0.75)]);
         let mut a = [bf16::from_f32(96.0), bf16::from_f32(1.0)];
-        finalize(
-            Dtype::Bfloat16,
-            Op::Avg,
-            bytemuck::cast_slice_mut(&mut a),
-            3,
-        );
+        finalize(Dtype::Bfloat16, Op::Avg, bytemuck::cast_slice_mut(&mut a), 3);
         assert_eq!(a, [bf16::from_f32(32.0), bf16::from_f32(1.0 / 3.0)]);
+    }
+
+    /// The fallbacks for CPUs without AVX2/F16C agree with the dispatched paths.
+    #[test]
+    fn portable_paths_match_dispatched_ones() {
+        let mut rng = Rng(11);
+        for op in Op::ALL {
+            for len in [0usize, 1, 7, 8, 9, 200, 1003] {
+                let a = aligned(&random_buf(Dtype::Half, len, &mut rng));
+                let b = aligned(&random_buf(Dtype::Half, len, &mut rng));
+                let nb = len * 2;
+                let (a, b): (&[f16], &[f16]) =
+                    (bytemuck::cast_slice(bytes(&a, nb)), bytemuck::cast_slice(bytes(&b, nb)));
+                let mut want = a.to_vec();
+                reduce_inplace(
+                    Dtype::Half,
+                    op,
+                    bytemuck::cast_slice_mut(&mut want),
+                    bytemuck::cast_slice(b),
+                );
+                let mut got = a.to_vec();
+                fp16::portable(op, &mut got, b, None);
+                assert_eq!(got, want, "half {op} in place, len {len}");
+                let mut got = vec![f16::ZERO; len];
+                fp16::portable(op, &mut got, a, Some(b));
+                assert_eq!(got, want, "half {op} into, len {len}");
+                let mut want = a.to_vec();
+                finalize(Dtype::Half, Op::Avg, bytemuck::cast_slice_mut(&mut want), 3);
+                let mut got = a.to_vec();
+                fp16::divide_portable(&mut got, 3.0);
+                assert_eq!(got, want, "half divide, len {len}");
+
+                let a: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+                let b: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+                let mut want = a.clone();
+                inplace::<f32>(op, &mut want, &b);
+                let mut got = a.clone();
+                let f = match op {
+                    Op::Sum | Op::Avg => <f32 as Arith>::sum,
+                    Op::Prod => <f32 as Arith>::prod,
+                    Op::Max => <f32 as Arith>::max,
+                    Op::Min => <f32 as Arith>::min,
+                };
+                zip_inplace_loop(&mut got, &b, f);
+                assert_eq!(got, want, "float {op} len {len}");
+            }
+        }
     }
 
     #[test]
@@ -731,8 +905,55 @@ mod perf_tmp {
     fn gbs(bytes: usize, reps: usize, f: &mut dyn FnMut()) -> f64 {
         f();
         let t0 = std::time::Instant::now();
-        for _ in 0..reps { f(); }
+        for _ in 0..reps {
+            f();
+        }
         (reps * bytes) as f64 / t0.elapsed().as_secs_f64() / 1e9
+    }
+    #[test]
+    #[ignore]
+    fn perf2() {
+        for bytes in [256usize << 10, 64 << 20] {
+            let reps = (1usize << 31) / bytes;
+            for (name, v) in [("ones", 1.0f32), ("denorm", f32::from_bits(1))] {
+                let src = vec![v; bytes / 4];
+                let mut dst = vec![0.5f32; bytes / 4];
+                let mut other = vec![0.5f32; bytes / 4];
+                for op in [Op::Sum, Op::Max, Op::Min] {
+                    let a = gbs(bytes, reps, &mut || {
+                        reduce_inplace(
+                            Dtype::Float,
+                            op,
+                            bytemuck::cast_slice_mut(&mut dst),
+                            bytemuck::cast_slice(&src),
+                        )
+                    });
+                    let b = gbs(bytes, reps, &mut || {
+                        reduce_into(
+                            Dtype::Float,
+                            op,
+                            bytemuck::cast_slice_mut(&mut other),
+                            bytemuck::cast_slice(&dst),
+                            bytemuck::cast_slice(&src),
+                        )
+                    });
+                    println!("{bytes} {name} float {op}: inplace {a:.1} into {b:.1}");
+                }
+                let src = vec![v as f64; bytes / 8];
+                let mut dst = vec![0.5f64; bytes / 8];
+                for op in [Op::Max] {
+                    let a = gbs(bytes, reps, &mut || {
+                        reduce_inplace(
+                            Dtype::Double,
+                            op,
+                            bytemuck::cast_slice_mut(&mut dst),
+                            bytemuck::cast_slice(&src),
+                        )
+                    });
+                    println!("{bytes} {name} double {op}: inplace {a:.1}");
+                }
+            }
+        }
     }
     #[test]
     #[ignore]
@@ -743,16 +964,37 @@ mod perf_tmp {
             let mut dst = vec![1u64; bytes / 8];
             let mut other = vec![1u64; bytes / 8];
             let s: &[u8] = bytemuck::cast_slice(&src);
-            let m = gbs(bytes, reps, &mut || bytemuck::cast_slice_mut::<u64,u8>(&mut dst).copy_from_slice(s));
-            let naive = gbs(bytes, reps, &mut || { let d: &mut [f32] = bytemuck::cast_slice_mut(&mut dst); let s: &[f32] = bytemuck::cast_slice(&src); for i in 0..d.len() { d[i] += s[i]; } });
+            let m = gbs(bytes, reps, &mut || {
+                bytemuck::cast_slice_mut::<u64, u8>(&mut dst).copy_from_slice(s)
+            });
+            let naive = gbs(bytes, reps, &mut || {
+                let d: &mut [f32] = bytemuck::cast_slice_mut(&mut dst);
+                let s: &[f32] = bytemuck::cast_slice(&src);
+                for i in 0..d.len() {
+                    d[i] += s[i];
+                }
+            });
             println!("{bytes}: memcpy {m:.1} naive f32 add {naive:.1}");
-            for dtype in Dtype::ALL { for op in [Op::Sum, Op::Max] {
-                let a = gbs(bytes, reps, &mut || reduce_inplace(dtype, op, bytemuck::cast_slice_mut(&mut dst), s));
-                let b = gbs(bytes, reps, &mut || reduce_into(dtype, op, bytemuck::cast_slice_mut(&mut other), bytemuck::cast_slice(&dst), s));
-                println!("{dtype:9} {op:5} inplace {a:6.1} GB/s  into {b:6.1} GB/s");
-            }
-            let a = gbs(bytes, reps, &mut || finalize(dtype, Op::Avg, bytemuck::cast_slice_mut(&mut dst), 3));
-            println!("{dtype:9} finalize {a:6.1} GB/s");
+            for dtype in Dtype::ALL {
+                for op in [Op::Sum, Op::Max] {
+                    let a = gbs(bytes, reps, &mut || {
+                        reduce_inplace(dtype, op, bytemuck::cast_slice_mut(&mut dst), s)
+                    });
+                    let b = gbs(bytes, reps, &mut || {
+                        reduce_into(
+                            dtype,
+                            op,
+                            bytemuck::cast_slice_mut(&mut other),
+                            bytemuck::cast_slice(&dst),
+                            s,
+                        )
+                    });
+                    println!("{dtype:9} {op:5} inplace {a:6.1} GB/s  into {b:6.1} GB/s");
+                }
+                let a = gbs(bytes, reps, &mut || {
+                    finalize(dtype, Op::Avg, bytemuck::cast_slice_mut(&mut dst), 3)
+                });
+                println!("{dtype:9} finalize {a:6.1} GB/s");
             }
         }
     }

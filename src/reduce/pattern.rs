@@ -169,11 +169,7 @@ fn sum_mass(k: i128) -> i128 {
 fn avg_mass(k: i128) -> i128 {
     let m = k - 1;
     let p = m / 2;
-    let pairs = if m % 2 == 0 {
-        p * (p + 1)
-    } else {
-        (p + 1) * (p + 1)
-    };
+    let pairs = if m % 2 == 0 { p * (p + 1) } else { (p + 1) * (p + 1) };
     pairs + avg_tail(k)
 }
 
@@ -485,12 +481,8 @@ impl CheckOutcome {
 }
 
 fn elems<T: Pod>(dtype: Dtype, bytes: &[u8]) -> &[T] {
-    bytemuck::try_cast_slice(bytes).unwrap_or_else(|e| {
-        panic!(
-            "buffer of {} bytes is not a {dtype} slice: {e:?}",
-            bytes.len()
-        )
-    })
+    bytemuck::try_cast_slice(bytes)
+        .unwrap_or_else(|e| panic!("buffer of {} bytes is not a {dtype} slice: {e:?}", bytes.len()))
 }
 
 fn elems_mut<T: Pod>(dtype: Dtype, bytes: &mut [u8]) -> &mut [T] {
@@ -684,10 +676,7 @@ mod tests {
                 let forward: Vec<usize> = (0..n).collect();
                 let reverse: Vec<usize> = (0..n).rev().collect();
                 // A fixed shuffle: a stride coprime to n visits every rank once.
-                let stride = (1..=n)
-                    .rev()
-                    .find(|s| gcd(*s, n) == 1 && *s < n)
-                    .unwrap_or(1);
+                let stride = (1..=n).rev().find(|s| gcd(*s, n) == 1 && *s < n).unwrap_or(1);
                 let shuffled: Vec<usize> = (0..n).map(|k| (k * stride + 1) % n).collect();
                 let results = [
                     ("forward", reduce_in_order(&p, &bufs, &forward)),
@@ -697,12 +686,7 @@ mod tests {
                 ];
                 for (how, got) in results {
                     let out = p.check(Source::Reduced, first, got.get());
-                    assert_eq!(
-                        out,
-                        CheckOutcome::default(),
-                        "{} first={first} {how}",
-                        label(&p)
-                    );
+                    assert_eq!(out, CheckOutcome::default(), "{} first={first} {how}", label(&p));
                 }
             }
         }
@@ -723,10 +707,7 @@ mod tests {
     fn float_contributions_bound_every_partial_sum() {
         for dtype in [Dtype::Bfloat16, Dtype::Half, Dtype::Float, Dtype::Double] {
             let limit = float_limit(dtype).unwrap();
-            for n in RANKS
-                .into_iter()
-                .chain([5, 255, 256, 257, 1000, 1023, 3000])
-            {
+            for n in RANKS.into_iter().chain([5, 255, 256, 257, 1000, 1023, 3000]) {
                 for op in Op::ALL {
                     let p = Pattern::new(dtype, op, n);
                     for first in 0..2 * PERIOD {
@@ -754,11 +735,7 @@ mod tests {
                     }
                     let bufs = rank_bufs(&p, 11, 19);
                     let got = reduce_in_order(&p, &bufs, &(0..n).collect::<Vec<_>>());
-                    assert!(
-                        p.check(Source::Reduced, 11, got.get()).is_ok(),
-                        "{}",
-                        label(&p)
-                    );
+                    assert!(p.check(Source::Reduced, 11, got.get()).is_ok(), "{}", label(&p));
                 }
             }
         }
@@ -920,22 +897,10 @@ mod tests {
             })
         };
         let mut a = CheckOutcome::default();
-        a.merge(CheckOutcome {
-            wrong: 2,
-            first: m(5),
-        });
-        a.merge(CheckOutcome {
-            wrong: 3,
-            first: m(1),
-        });
+        a.merge(CheckOutcome { wrong: 2, first: m(5) });
+        a.merge(CheckOutcome { wrong: 3, first: m(1) });
         a.merge(CheckOutcome::default());
-        assert_eq!(
-            a,
-            CheckOutcome {
-                wrong: 5,
-                first: m(5)
-            }
-        );
+        assert_eq!(a, CheckOutcome { wrong: 5, first: m(5) });
     }
 
     #[test]
@@ -945,8 +910,7 @@ mod tests {
         let mut buf = Buf::new(Dtype::Bfloat16, PERIOD);
         p.fill(Source::Reduced, 0, buf.get_mut());
         let vals: &[bf16] = bytemuck::cast_slice(buf.get());
-        let want =
-            [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0].map(|c: f32| bf16::from_f32(c / 32.0));
+        let want = [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0].map(|c: f32| bf16::from_f32(c / 32.0));
         assert_eq!(vals, want);
     }
 }

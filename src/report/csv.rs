@@ -97,11 +97,7 @@ impl Reporter for CsvReporter {
 
 /// One placement of one record, in [`COLUMNS`] order; redop `none` and root -1 as in the table.
 fn row(rec: &Record, in_place: bool) -> String {
-    let t: &Timing = if in_place {
-        &rec.in_place
-    } else {
-        &rec.out_of_place
-    };
+    let t: &Timing = if in_place { &rec.in_place } else { &rec.out_of_place };
     let cells: [Cow<str>; 21] = [
         field(&rec.path),
         rec.collective.name().into(),
@@ -164,9 +160,18 @@ mod tests {
             "path,collective,algo,size,count,type,redop,root,nranks,in_place,time_us,algbw_gbps,busbw_gbps,wrong,\
              rank0_us,avg_us,min_us,max_us,p50_us,p99_us,iters"
         );
-        assert_eq!(lines[1], "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,false,10.5,1,2,0,9.5,10,8.5,10.5,10.25,13.5,20");
-        assert_eq!(lines[2], "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,true,10.5,1.5,3,0,9.5,10,8.5,10.5,10.25,13.5,20");
-        assert_eq!(lines[3], "tcp@lo,all_gather,ring,64,16,float,none,-1,4,false,3.25,0.25,0.5,,2.25,2.75,1.25,3.25,3,6.25,20");
+        assert_eq!(
+            lines[1],
+            "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,false,10.5,1,2,0,9.5,10,8.5,10.5,10.25,13.5,20"
+        );
+        assert_eq!(
+            lines[2],
+            "tcp@lo,all_reduce,ring,1024,256,float,sum,-1,4,true,10.5,1.5,3,0,9.5,10,8.5,10.5,10.25,13.5,20"
+        );
+        assert_eq!(
+            lines[3],
+            "tcp@lo,all_gather,ring,64,16,float,none,-1,4,false,3.25,0.25,0.5,,2.25,2.75,1.25,3.25,3,6.25,20"
+        );
         assert_eq!(lines.len(), 5);
         assert!(lines.iter().all(|l| l.split(',').count() == COLUMNS.len()));
     }

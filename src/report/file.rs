@@ -16,10 +16,7 @@ pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
     }
     // symlink_metadata also catches a dangling link, which exists() would call absent.
     if fs::symlink_metadata(path).is_ok() && !force {
-        return Err(Error::usage(
-            flag,
-            format!("{shown} exists; use --force to overwrite"),
-        ));
+        return Err(Error::usage(flag, format!("{shown} exists; use --force to overwrite")));
     }
     let dir = parent_dir(path);
     if !dir.is_dir() {
@@ -36,10 +33,7 @@ pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
             let _ = fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(Error::usage(
-            flag,
-            format!("cannot write in {}: {e}", dir.display()),
-        )),
+        Err(e) => Err(Error::usage(flag, format!("cannot write in {}: {e}", dir.display()))),
     }
 }
 
@@ -48,11 +42,7 @@ pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = temp_path(path);
     let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         // No fsync: this guards against the process dying mid-write, not against power loss, and an
         // fsync per point would add milliseconds to every point of a sweep.

@@ -46,10 +46,7 @@ pub fn g(value: f64) -> String {
     }
     // Rounding to six significant digits first decides the exponent, as C does (999999.5 -> 1e+06).
     let sci = format!("{value:.5e}");
-    let exp: i32 = sci
-        .split_once('e')
-        .and_then(|(_, e)| e.parse().ok())
-        .unwrap_or(0);
+    let exp: i32 = sci.split_once('e').and_then(|(_, e)| e.parse().ok()).unwrap_or(0);
     if !(-4..6).contains(&exp) {
         let (mant, _) = sci.split_once('e').unwrap_or((&sci, ""));
         format!("{}{}", strip_zeros(mant), exp_suffix(exp))
@@ -61,12 +58,7 @@ pub fn g(value: f64) -> String {
 
 /// Bytes in the largest binary unit that divides them exactly (`1 MiB`, `64 KiB`, `1000 B`).
 pub fn bytes(n: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 40, "TiB"),
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-    ];
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (unit, name) in UNITS {
         if n >= unit && n % unit == 0 {
             return format!("{} {name}", n / unit);

@@ -205,11 +205,7 @@ impl Serialize for JBool {
     }
 }
 
-fn document<'a>(
-    run: &'a RunInfo,
-    records: &'a [Record],
-    summary: Option<&'a Summary>,
-) -> Document<'a> {
+fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Summary>) -> Document<'a> {
     // While running, the totals cover the points so far, by the same definition as the final summary.
     let so_far;
     let totals = match summary {
@@ -375,8 +371,7 @@ mod tests {
             j.record(r).unwrap();
         }
         if finish {
-            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into()))
-                .unwrap();
+            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into())).unwrap();
         }
         let v = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
         (dir, v)
@@ -386,12 +381,8 @@ mod tests {
         let schema: Value = serde_json::from_str(SCHEMA).unwrap();
         let mut compiler = boon::Compiler::new();
         let mut schemas = boon::Schemas::new();
-        compiler
-            .add_resource("urn:collbench-results", schema)
-            .unwrap();
-        let idx = compiler
-            .compile("urn:collbench-results", &mut schemas)
-            .unwrap();
+        compiler.add_resource("urn:collbench-results", schema).unwrap();
+        let idx = compiler.compile("urn:collbench-results", &mut schemas).unwrap();
         if let Err(e) = schemas.validate(v, idx) {
             panic!("{e:#}\n{}", serde_json::to_string_pretty(v).unwrap());
         }
@@ -408,10 +399,7 @@ mod tests {
     #[test]
     fn schema_rejects_a_file_missing_nccl_tests_keys() {
         let (_d, mut v) = write_run(true);
-        v["results"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("out_of_place");
+        v["results"][0].as_object_mut().unwrap().remove("out_of_place");
         let schema: Value = serde_json::from_str(SCHEMA).unwrap();
         let mut compiler = boon::Compiler::new();
         let mut schemas = boon::Schemas::new();
@@ -472,10 +460,7 @@ mod tests {
         assert_eq!(c["step_factor"], 2);
         assert_eq!(c["blocking_collectives"], "false");
         assert_eq!(c["devices"][1]["hostname"], "node1");
-        assert_eq!(
-            c["devices"][1]["device_info"],
-            "iface lo addr 127.0.0.1:40001"
-        );
+        assert_eq!(c["devices"][1]["device_info"], "iface lo addr 127.0.0.1:40001");
 
         let r = &v["results"];
         assert_eq!(r.as_array().unwrap().len(), 3);
@@ -492,10 +477,7 @@ mod tests {
             assert!(r[0].get(k).is_some(), "missing result key {k}");
         }
         for k in ["time", "alg_bw", "bus_bw", "nwrong"] {
-            assert!(
-                r[0]["out_of_place"].get(k).is_some(),
-                "missing placement key {k}"
-            );
+            assert!(r[0]["out_of_place"].get(k).is_some(), "missing placement key {k}");
         }
         assert_eq!(r[0]["size"], 1 << 20);
         assert_eq!(r[0]["type"], "float");
@@ -555,10 +537,7 @@ mod tests {
     #[test]
     fn times_convert_to_nccl_tests_format() {
         assert_eq!(nccl_time("2025-03-04T05:06:07Z"), "2025-03-04 05:06:07");
-        assert_eq!(
-            nccl_time("2025-03-04T05:06:07.123456+00:00"),
-            "2025-03-04 05:06:07"
-        );
+        assert_eq!(nccl_time("2025-03-04T05:06:07.123456+00:00"), "2025-03-04 05:06:07");
         assert_eq!(nccl_time("yesterday"), "yesterday");
     }
 }

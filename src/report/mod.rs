@@ -17,9 +17,7 @@ pub use self::file::check_writable;
 pub use self::json::JsonReporter;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
-pub use record::{
-    AvgBusBw, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION,
-};
+pub use record::{AvgBusBw, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
 
 use crate::error::Result;
 

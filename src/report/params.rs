@@ -62,10 +62,7 @@ impl Params {
             streams: u("/streams"),
             chunk_bytes: u("/chunk_bytes"),
             timeout_s,
-            percentiles: o
-                .get("percentiles")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            percentiles: o.get("percentiles").and_then(Value::as_bool).unwrap_or(false),
             memory: s("/memory"),
         }
     }

@@ -54,11 +54,7 @@ fn same_table(a: &Record, b: &Record) -> bool {
 }
 
 fn average(group: &[&Record]) -> AvgBusBw {
-    let large: Vec<&Record> = group
-        .iter()
-        .copied()
-        .filter(|r| r.size >= AVG_FROM_BYTES)
-        .collect();
+    let large: Vec<&Record> = group.iter().copied().filter(|r| r.size >= AVG_FROM_BYTES).collect();
     let included: &[&Record] = if large.is_empty() { group } else { &large };
     let sum: f64 = included
         .iter()
@@ -135,35 +131,11 @@ mod tests {
         assert_eq!(
             keys,
             vec![
-                (
-                    "tcp@lo",
-                    Collective::AllReduce,
-                    Dtype::Float,
-                    Some(Op::Sum),
-                    2
-                ),
-                (
-                    "tcp@eth0",
-                    Collective::AllReduce,
-                    Dtype::Float,
-                    Some(Op::Sum),
-                    1
-                ),
+                ("tcp@lo", Collective::AllReduce, Dtype::Float, Some(Op::Sum), 2),
+                ("tcp@eth0", Collective::AllReduce, Dtype::Float, Some(Op::Sum), 1),
                 ("tcp@lo", Collective::AllGather, Dtype::Float, None, 1),
-                (
-                    "tcp@lo",
-                    Collective::AllReduce,
-                    Dtype::Double,
-                    Some(Op::Sum),
-                    1
-                ),
-                (
-                    "tcp@lo",
-                    Collective::AllReduce,
-                    Dtype::Float,
-                    Some(Op::Max),
-                    1
-                ),
+                ("tcp@lo", Collective::AllReduce, Dtype::Double, Some(Op::Sum), 1),
+                ("tcp@lo", Collective::AllReduce, Dtype::Float, Some(Op::Max), 1),
             ]
         );
         assert_eq!(avg[0].busbw, 2.5);

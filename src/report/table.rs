@@ -62,9 +62,10 @@ impl<W: Write> Reporter for TableReporter<W> {
     }
 
     fn record(&mut self, rec: &Record) -> Result<()> {
-        let new_table = self.table.last().map_or(true, |p| {
-            p.path != rec.path || p.collective != rec.collective
-        });
+        let new_table = self
+            .table
+            .last()
+            .map_or(true, |p| p.path != rec.path || p.collective != rec.collective);
         let mut lines = Vec::new();
         if new_table {
             self.close_table()?;
@@ -86,6 +87,7 @@ impl<W: Write> Reporter for TableReporter<W> {
         self.close_table()?;
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
         self.lines([
+            "#".to_string(),
             format!(
                 "# {:<20} : {} in {} out of bounds values {verdict}",
                 "Total wrong elements", summary.wrong, summary.out_of_bounds
@@ -200,11 +202,7 @@ fn row(rec: &Record, percentiles: bool) -> String {
     );
     if percentiles {
         for t in [&rec.out_of_place, &rec.in_place] {
-            s.push_str(&format!(
-                "  {}  {}",
-                float_col(t.p50_us, 7),
-                float_col(t.p99_us, 7)
-            ));
+            s.push_str(&format!("  {}  {}", float_col(t.p50_us, 7), float_col(t.p99_us, 7)));
         }
     }
     s
@@ -241,19 +239,21 @@ fn footer(table: &[Record]) -> Vec<String> {
             String::new()
         };
         let over = if a.from_size >= AVG_FROM_BYTES {
-            format!("over {} sizes >= {}", a.points, bytes(a.from_size))
+            format!("over {} >= {}", sizes(a.points), bytes(a.from_size))
         } else {
-            format!(
-                "over all {} sizes, none >= {}",
-                a.points,
-                bytes(AVG_FROM_BYTES)
-            )
+            format!("over all {}, none >= {}", sizes(a.points), bytes(AVG_FROM_BYTES))
         };
-        lines.push(format!(
-            "#   ({label}mean of out-of-place and in-place busbw {over})"
-        ));
+        lines.push(format!("#   ({label}mean of out-of-place and in-place busbw {over})"));
     }
     lines
+}
+
+fn sizes(n: usize) -> String {
+    if n == 1 {
+        "1 size".to_string()
+    } else {
+        format!("{n} sizes")
+    }
 }
 
 #[cfg(test)]
@@ -270,8 +270,7 @@ mod tests {
         for r in recs {
             t.record(r).unwrap();
         }
-        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into()))
-            .unwrap();
+        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into())).unwrap();
         String::from_utf8(t.into_inner()).unwrap()
     }
 
@@ -303,10 +302,7 @@ mod tests {
         bc.in_place.wrong = Some(1234567);
         bc.path = "tcp@eth0".into();
         let out = render(false, &[ag, bc]);
-        let body: Vec<&str> = out
-            .lines()
-            .skip_while(|l| !l.starts_with("# all_gather"))
-            .collect();
+        let body: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("# all_gather")).collect();
         let want = [
             "# all_gather on tcp@lo, 4 ranks",
             "#                                                              out-of-place                       in-place",
@@ -315,7 +311,7 @@ mod tests {
             "        1024            64     float    none      -1    12.35    0.75    1.50     N/A    12.35    1.25    2.50     N/A         bruck",
             "# Out of bounds values : 0 OK",
             "# Avg bus bandwidth    : 2",
-            "#   (mean of out-of-place and in-place busbw over all 1 sizes, none >= 1 MiB)",
+            "#   (mean of out-of-place and in-place busbw over all 1 size, none >= 1 MiB)",
             "#",
             "# broadcast on tcp@eth0, 4 ranks",
             "#                                                              out-of-place                       in-place",
@@ -324,7 +320,8 @@ mod tests {
             "     2097152        524288     float    none       0  12345.7   61.73  123.46       0  12345.7   62.23  124.46  1.23457e+06          ring",
             "# Out of bounds values : 1 FAILED",
             "# Avg bus bandwidth    : 123.956",
-            "#   (mean of out-of-place and in-place busbw over 1 sizes >= 2 MiB)",
+            "#   (mean of out-of-place and in-place busbw over 1 size >= 2 MiB)",
+            "#",
             "# Total wrong elements : 1234567 in 1 out of bounds values FAILED",
             "# End time             : 2025-03-04T05:07:00Z",
             "#",
@@ -338,10 +335,7 @@ mod tests {
         rec.in_place.wrong = None;
         let out = render(true, &[rec]);
         let names = out.lines().find(|l| l.contains("#wrong")).unwrap();
-        let row = out
-            .lines()
-            .find(|l| l.trim_start().starts_with("8 "))
-            .unwrap();
+        let row = out.lines().find(|l| l.trim_start().starts_with("8 ")).unwrap();
         // Every column is right-aligned: each header name ends where its value ends.
         let ends = |s: &str| -> Vec<usize> {
             let b = s.as_bytes();
@@ -375,14 +369,9 @@ mod tests {
             .collect();
         assert_eq!(
             footer,
-            [
-                "# Out of bounds values : 2 FAILED",
-                "# Avg bus bandwidth    : 15.5"
-            ]
+            ["# Out of bounds values : 2 FAILED", "# Avg bus bandwidth    : 15.5"]
         );
-        assert!(
-            out.contains("#   (mean of out-of-place and in-place busbw over 2 sizes >= 1 MiB)\n")
-        );
+        assert!(out.contains("#   (mean of out-of-place and in-place busbw over 2 sizes >= 1 MiB)\n"));
         assert!(out.contains("# Total wrong elements : 7 in 2 out of bounds values FAILED\n"));
         // The sixth whitespace field is the value, as parsers of nccl-tests output expect.
         let avg_line = footer[1].split_whitespace().collect::<Vec<_>>();
@@ -434,10 +423,8 @@ mod tests {
             addr: "a".into(),
         });
         t.begin(&run).unwrap();
-        t.record(&record(Collective::AllReduce, 8, 5.0, 1.0, Some(0)))
-            .unwrap();
-        t.record(&record(Collective::AllReduce, 16, 5.0, 1.0, Some(0)))
-            .unwrap();
+        t.record(&record(Collective::AllReduce, 8, 5.0, 1.0, Some(0))).unwrap();
+        t.record(&record(Collective::AllReduce, 16, 5.0, 1.0, Some(0))).unwrap();
         assert_eq!(t.into_inner().1, 3);
     }
 }

@@ -22,10 +22,18 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
     };
     let need = |name: &str| {
         get(name).ok_or_else(|| {
-            Error::usage(name, format!("{RANK} is set but {name} is not; a launcher must set {RANK}, {WORLD_SIZE}, {ROOT} and {JOB_TOKEN}"))
+            Error::usage(
+                name,
+                format!(
+                    "{RANK} is set but {name} is not; a launcher must set {RANK}, {WORLD_SIZE}, {ROOT} and {JOB_TOKEN}"
+                ),
+            )
         })
     };
-    let rank: usize = rank_s.trim().parse().map_err(|_| Error::usage(RANK, format!("'{rank_s}' is not a rank number")))?;
+    let rank: usize = rank_s
+        .trim()
+        .parse()
+        .map_err(|_| Error::usage(RANK, format!("'{rank_s}' is not a rank number")))?;
     let size_s = need(WORLD_SIZE)?;
     let size: usize = size_s
         .trim()
@@ -34,7 +42,10 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
         .filter(|&s| s > 0)
         .ok_or_else(|| Error::usage(WORLD_SIZE, format!("'{size_s}' is not a positive number of ranks")))?;
     if rank >= size {
-        return Err(Error::usage(RANK, format!("rank {rank} is not below {WORLD_SIZE}={size}")));
+        return Err(Error::usage(
+            RANK,
+            format!("rank {rank} is not below {WORLD_SIZE}={size}"),
+        ));
     }
     let root_s = need(ROOT)?;
     let root = std::net::ToSocketAddrs::to_socket_addrs(root_s.trim())
@@ -44,7 +55,13 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
     let tok_s = need(JOB_TOKEN)?;
     let token = token_from_hex(tok_s.trim()).ok_or_else(|| Error::usage(JOB_TOKEN, "expected 32 hex digits"))?;
     let launcher = get(LAUNCHER).unwrap_or_else(|| "env".into());
-    Ok(Some(Identity { rank, size, root, token, launcher }))
+    Ok(Some(Identity {
+        rank,
+        size,
+        root,
+        token,
+        launcher,
+    }))
 }
 
 #[cfg(test)]
@@ -66,9 +83,14 @@ mod tests {
 
     #[test]
     fn full_identity_parses() {
-        let id = identity_from(env(&[(RANK, "2"), (WORLD_SIZE, "4"), (ROOT, "127.0.0.1:5000"), (JOB_TOKEN, TOK)]))
-            .unwrap()
-            .unwrap();
+        let id = identity_from(env(&[
+            (RANK, "2"),
+            (WORLD_SIZE, "4"),
+            (ROOT, "127.0.0.1:5000"),
+            (JOB_TOKEN, TOK),
+        ]))
+        .unwrap()
+        .unwrap();
         assert_eq!((id.rank, id.size, id.root.port(), id.token[15]), (2, 4, 5000, 15));
     }
 
@@ -76,13 +98,23 @@ mod tests {
     fn bad_or_missing_variables_name_themselves() {
         let e = identity_from(env(&[(RANK, "1")])).unwrap_err().to_string();
         assert!(e.contains(WORLD_SIZE), "{e}");
-        let e = identity_from(env(&[(RANK, "4"), (WORLD_SIZE, "4"), (ROOT, "127.0.0.1:1"), (JOB_TOKEN, TOK)]))
-            .unwrap_err()
-            .to_string();
+        let e = identity_from(env(&[
+            (RANK, "4"),
+            (WORLD_SIZE, "4"),
+            (ROOT, "127.0.0.1:1"),
+            (JOB_TOKEN, TOK),
+        ]))
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("not below"), "{e}");
-        let e = identity_from(env(&[(RANK, "0"), (WORLD_SIZE, "2"), (ROOT, "127.0.0.1:1"), (JOB_TOKEN, "xyz")]))
-            .unwrap_err()
-            .to_string();
+        let e = identity_from(env(&[
+            (RANK, "0"),
+            (WORLD_SIZE, "2"),
+            (ROOT, "127.0.0.1:1"),
+            (JOB_TOKEN, "xyz"),
+        ]))
+        .unwrap_err()
+        .to_string();
         assert!(e.contains(JOB_TOKEN), "{e}");
     }
 }

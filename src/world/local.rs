@@ -10,17 +10,19 @@ use crate::error::{Error, Result, EXIT_PEER};
 use crate::transport::tcp::handshake::Token;
 use crate::world::{env, new_token, rendezvous, token_to_hex, Identity};
 
+/// The thread serving a rendezvous; it returns every rank's info once all joined.
+pub type RendezvousThread = std::thread::JoinHandle<Result<Vec<crate::report::RankInfo>>>;
+
 /// Loopback, where local ranks meet and move data.
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// Starts a rendezvous service on loopback for `size` ranks; returns its address and the thread serving it.
-pub fn start_rendezvous(
-    size: usize,
-    token: Token,
-    timeout: Duration,
-) -> Result<(SocketAddr, std::thread::JoinHandle<Result<Vec<crate::report::RankInfo>>>)> {
-    let l = TcpListener::bind(SocketAddr::new(LOOPBACK, 0)).map_err(|e| Error::io("binding the local rendezvous on 127.0.0.1", e))?;
-    let addr = l.local_addr().map_err(|e| Error::io("reading the rendezvous address", e))?;
+pub fn start_rendezvous(size: usize, token: Token, timeout: Duration) -> Result<(SocketAddr, RendezvousThread)> {
+    let l = TcpListener::bind(SocketAddr::new(LOOPBACK, 0))
+        .map_err(|e| Error::io("binding the local rendezvous on 127.0.0.1", e))?;
+    let addr = l
+        .local_addr()
+        .map_err(|e| Error::io("reading the rendezvous address", e))?;
     let h = std::thread::spawn(move || rendezvous::serve(l, size, token, timeout));
     Ok((addr, h))
 }
@@ -46,7 +48,10 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
             Ok(c) => children.push(c),
             Err(e) => {
                 kill_all(&mut children);
-                return Err(Error::io(format!("starting local rank {rank} of {np} ({})", exe.display()), e));
+                return Err(Error::io(
+                    format!("starting local rank {rank} of {np} ({})", exe.display()),
+                    e,
+                ));
             }
         }
     }
@@ -54,12 +59,18 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
     let mut left = np;
     while left > 0 {
         let (pid, status) = wait_any()?;
-        let Some(rank) = children.iter().position(|c| c.id() == pid) else { continue };
+        let Some(rank) = children.iter().position(|c| c.id() == pid) else {
+            continue;
+        };
         left -= 1;
         let code = if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
         } else {
-            let sig = if libc::WIFSIGNALED(status) { libc::WTERMSIG(status) } else { 0 };
+            let sig = if libc::WIFSIGNALED(status) {
+                libc::WTERMSIG(status)
+            } else {
+                0
+            };
             eprintln!("collbench: local rank {rank} (pid {pid}) was killed by signal {sig}; stopping the other ranks");
             EXIT_PEER
         };
@@ -94,9 +105,17 @@ fn wait_any() -> Result<(u32, i32)> {
 }
 
 /// Identities for `n` ranks sharing one fresh rendezvous on loopback, for running ranks as threads.
-pub fn thread_identities(n: usize, timeout: Duration) -> Result<(Vec<Identity>, std::thread::JoinHandle<Result<Vec<crate::report::RankInfo>>>)> {
+pub fn thread_identities(n: usize, timeout: Duration) -> Result<(Vec<Identity>, RendezvousThread)> {
     let token = new_token();
     let (root, server) = start_rendezvous(n, token, timeout)?;
-    let ids = (0..n).map(|rank| Identity { rank, size: n, root, token, launcher: "threads".into() }).collect();
+    let ids = (0..n)
+        .map(|rank| Identity {
+            rank,
+            size: n,
+            root,
+            token,
+            launcher: "threads".into(),
+        })
+        .collect();
     Ok((ids, server))
 }

@@ -75,20 +75,6 @@ pub fn token_from_hex(s: &str) -> Option<Token> {
     Some(t)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_round_trip_through_hex() {
-        let t = new_token();
-        assert_eq!(token_from_hex(&token_to_hex(&t)), Some(t));
-        assert_eq!(token_from_hex("zz"), None);
-        assert_eq!(token_from_hex(&"g".repeat(32)), None);
-        assert_ne!(new_token(), new_token());
-    }
-}
-
 /// Joins the rendezvous as `id` with this rank's data endpoint and returns the world.
 pub fn bootstrap(
     id: &Identity,
@@ -119,4 +105,18 @@ pub fn bootstrap(
         ranks,
         bootstrap_s: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_through_hex() {
+        let t = new_token();
+        assert_eq!(token_from_hex(&token_to_hex(&t)), Some(t));
+        assert_eq!(token_from_hex("zz"), None);
+        assert_eq!(token_from_hex(&"g".repeat(32)), None);
+        assert_ne!(new_token(), new_token());
+    }
 }

@@ -54,7 +54,9 @@ struct RankInfoWire {
 pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration) -> Result<Vec<RankInfo>> {
     let deadline = Instant::now() + timeout;
     let where_ = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    listener.set_nonblocking(true).map_err(|e| Error::io("configuring the rendezvous listener", e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("configuring the rendezvous listener", e))?;
     let mut joined: Vec<Option<(Join, TcpStream)>> = (0..size).map(|_| None).collect();
     let mut count = 0;
     while count < size {
@@ -62,7 +64,10 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             Ok(x) => x,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    let missing: Vec<String> = (0..size).filter(|&r| joined[r].is_none()).map(|r| r.to_string()).collect();
+                    let missing: Vec<String> = (0..size)
+                        .filter(|&r| joined[r].is_none())
+                        .map(|r| r.to_string())
+                        .collect();
                     let msg = format!(
                         "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
                          reach this address?",
@@ -80,13 +85,19 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         };
         match read_join(&mut sock, &token) {
             Ok(j) if j.size != size => {
-                let msg = format!("rank {} (host {}) thinks the job has {} ranks, the rendezvous expects {size}", j.rank, j.host, j.size);
+                let msg = format!(
+                    "rank {} (host {}) thinks the job has {} ranks, the rendezvous expects {size}",
+                    j.rank, j.host, j.size
+                );
                 let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
             }
             Ok(j) if j.rank >= size || joined[j.rank].is_some() => {
-                let msg = format!("rank {} (host {}) joined twice or is out of range (job of {size} ranks)", j.rank, j.host);
+                let msg = format!(
+                    "rank {} (host {}) joined twice or is out of range (job of {size} ranks)",
+                    j.rank, j.host
+                );
                 let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
@@ -106,16 +117,31 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     }
     let table: Vec<RankInfoWire> = joins
         .iter()
-        .map(|j| RankInfoWire { rank: j.rank, pid: j.pid, host: j.host.clone(), iface: j.iface.clone(), addr: j.addr.clone() })
+        .map(|j| RankInfoWire {
+            rank: j.rank,
+            pid: j.pid,
+            host: j.host.clone(),
+            iface: j.iface.clone(),
+            addr: j.addr.clone(),
+        })
         .collect();
     let infos = table
         .iter()
-        .map(|w| RankInfo { rank: w.rank, pid: w.pid, host: w.host.clone(), iface: w.iface.clone(), addr: w.addr.clone() })
+        .map(|w| RankInfo {
+            rank: w.rank,
+            pid: w.pid,
+            host: w.host.clone(),
+            iface: w.iface.clone(),
+            addr: w.addr.clone(),
+        })
         .collect();
     let reply = Reply::Welcome(table);
     for (j, sock) in joined.iter_mut().flatten() {
         if let Err(e) = write_frame(sock, &reply) {
-            eprintln!("collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}", j.rank, j.host);
+            eprintln!(
+                "collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}",
+                j.rank, j.host
+            );
         }
     }
     Ok(infos)
@@ -136,7 +162,8 @@ fn disagreement(joins: &[&Join]) -> Option<String> {
             keys.dedup();
             for k in keys {
                 if a.get(k) != b.get(k) {
-                    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "unset".into());
+                    let show =
+                        |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "unset".into());
                     fields.push(format!("{k} ({} vs {})", show(a.get(k)), show(b.get(k))));
                 }
             }
@@ -144,7 +171,12 @@ fn disagreement(joins: &[&Join]) -> Option<String> {
             fields.push("options".into());
         }
         if !fields.is_empty() {
-            lines.push(format!("rank {} (host {}) differs from rank 0 in: {}", j.rank, j.host, fields.join(", ")));
+            lines.push(format!(
+                "rank {} (host {}) differs from rank 0 in: {}",
+                j.rank,
+                j.host,
+                fields.join(", ")
+            ));
         }
     }
     if lines.is_empty() {
@@ -166,15 +198,19 @@ fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
 
 fn read_join(sock: &mut TcpStream, token: &Token) -> std::result::Result<Join, String> {
     sock.set_nonblocking(false).map_err(|e| e.to_string())?;
-    sock.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
     let mut pre = [0u8; PREAMBLE_LEN];
-    sock.read_exact(&mut pre).map_err(|e| format!("no complete preamble: {e}"))?;
+    sock.read_exact(&mut pre)
+        .map_err(|e| format!("no complete preamble: {e}"))?;
     if pre[0..4] != MAGIC {
         return Err("bad magic (not a collbench rank)".into());
     }
     let v = u16::from_le_bytes([pre[4], pre[5]]);
     if v != VERSION {
-        return Err(format!("rendezvous protocol version {v}, this service speaks {VERSION}"));
+        return Err(format!(
+            "rendezvous protocol version {v}, this service speaks {VERSION}"
+        ));
     }
     if pre[6..22].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
         return Err("wrong job token".into());
@@ -198,14 +234,19 @@ fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
         return Err(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
     }
     let mut body = vec![0u8; len];
-    sock.read_exact(&mut body).map_err(|e| format!("truncated frame: {e}"))?;
+    sock.read_exact(&mut body)
+        .map_err(|e| format!("truncated frame: {e}"))?;
     Ok(body)
 }
 
 fn poll_readable(l: &TcpListener, deadline: Instant) {
     use std::os::fd::AsRawFd;
     let left = deadline.saturating_duration_since(Instant::now());
-    let mut pfd = libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: l.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
     // SAFETY: one valid pollfd.
     unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -237,7 +278,9 @@ pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Re
     pre.extend_from_slice(token);
     sock.write_all(&pre).map_err(io_err)?;
     write_frame(&mut sock, me).map_err(io_err)?;
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
     sock.set_read_timeout(Some(left)).map_err(io_err)?;
     let frame = read_frame(&mut sock).map_err(|why| {
         Error::Peer(format!(
@@ -249,10 +292,21 @@ pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Re
     match serde_json::from_slice::<Reply>(&frame) {
         Ok(Reply::Welcome(t)) => Ok(t
             .into_iter()
-            .map(|w| RankInfo { rank: w.rank, pid: w.pid, host: w.host, iface: w.iface, addr: w.addr })
+            .map(|w| RankInfo {
+                rank: w.rank,
+                pid: w.pid,
+                host: w.host,
+                iface: w.iface,
+                addr: w.addr,
+            })
             .collect()),
-        Ok(Reply::Refused(msg)) => Err(Error::usage("options", format!("{who}: the rendezvous refused the job: {msg}"))),
-        Err(e) => Err(Error::Peer(format!("{who}: malformed answer from the rendezvous at {root}: {e}"))),
+        Ok(Reply::Refused(msg)) => Err(Error::usage(
+            "options",
+            format!("{who}: the rendezvous refused the job: {msg}"),
+        )),
+        Err(e) => Err(Error::Peer(format!(
+            "{who}: malformed answer from the rendezvous at {root}: {e}"
+        ))),
     }
 }
 
@@ -311,8 +365,15 @@ mod tests {
         let root = l.local_addr().unwrap();
         let token = [3u8; 16];
         let server = std::thread::spawn(move || serve(l, 2, token, Duration::from_secs(20)));
-        let t1 = std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"iters": 5})), Duration::from_secs(20)));
-        let e0 = join(root, &token, &join_msg(0, json!({"iters": 20})), Duration::from_secs(20)).unwrap_err();
+        let t1 =
+            std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"iters": 5})), Duration::from_secs(20)));
+        let e0 = join(
+            root,
+            &token,
+            &join_msg(0, json!({"iters": 20})),
+            Duration::from_secs(20),
+        )
+        .unwrap_err();
         let e1 = t1.join().unwrap().unwrap_err();
         for e in [e0.to_string(), e1.to_string()] {
             assert!(e.contains("iters") && e.contains("rank 1"), "{e}");

@@ -29,15 +29,27 @@ impl TcpListenerBound {
     /// Listens on `ip` (an address of `iface`), on a port the kernel picks.
     pub fn bind(ip: IpAddr, iface: &str) -> Result<Self> {
         let ctx = |what: &str| format!("{what} data listener on {ip} ({iface})");
-        let sock = Socket::new(Domain::for_address(SocketAddr::new(ip, 0)), Type::STREAM, Some(Protocol::TCP))
-            .map_err(|e| Error::io(ctx("creating"), e))?;
-        sock.set_reuse_address(true).map_err(|e| Error::io(ctx("configuring"), e))?;
-        sock.bind(&SocketAddr::new(ip, 0).into()).map_err(|e| Error::io(ctx("binding"), e))?;
+        let sock = Socket::new(
+            Domain::for_address(SocketAddr::new(ip, 0)),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(|e| Error::io(ctx("creating"), e))?;
+        sock.set_reuse_address(true)
+            .map_err(|e| Error::io(ctx("configuring"), e))?;
+        sock.bind(&SocketAddr::new(ip, 0).into())
+            .map_err(|e| Error::io(ctx("binding"), e))?;
         // Deep backlog: every higher rank connects all its streams at once.
         sock.listen(4096).map_err(|e| Error::io(ctx("listening on"), e))?;
         let listener: TcpListener = sock.into();
-        let addr = listener.local_addr().map_err(|e| Error::io(ctx("reading the address of"), e))?;
-        Ok(TcpListenerBound { listener, addr, iface: iface.to_string() })
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io(ctx("reading the address of"), e))?;
+        Ok(TcpListenerBound {
+            listener,
+            addr,
+            iface: iface.to_string(),
+        })
     }
 }
 
@@ -64,7 +76,13 @@ pub fn connect_all(
     for p in peers.iter().take(rank) {
         for s in 0..ns {
             let mut sock = connect_retry(p, deadline, &me)?;
-            let hello = Hello { token, from: rank as u32, to: p.rank as u32, stream: s as u16, nstreams: ns as u16 };
+            let hello = Hello {
+                token,
+                from: rank as u32,
+                to: p.rank as u32,
+                stream: s as u16,
+                nstreams: ns as u16,
+            };
             sock.write_all(&hello.encode())
                 .map_err(|e| Error::Peer(format!("{me}: sending hello to {p} failed: {e}")))?;
             outgoing.push((p.rank, s, sock));
@@ -101,15 +119,19 @@ pub fn connect_all(
             Err(e) => return Err(Error::io(format!("{me}: accepting on {}", bound.addr), e)),
         };
         match read_hello(&mut sock, &token) {
-            Ok(h) if (h.from as usize) > rank
-                && (h.from as usize) < n
-                && h.to as usize == rank
-                && (h.stream as usize) < ns
-                && h.nstreams as usize == ns
-                && socks[h.from as usize][h.stream as usize].is_none() =>
+            Ok(h)
+                if (h.from as usize) > rank
+                    && (h.from as usize) < n
+                    && h.to as usize == rank
+                    && (h.stream as usize) < ns
+                    && h.nstreams as usize == ns
+                    && socks[h.from as usize][h.stream as usize].is_none() =>
             {
                 if let Err(e) = sock.write_all(&encode_ack()) {
-                    return Err(Error::Peer(format!("{me}: acking {} failed: {e}", peers[h.from as usize])));
+                    return Err(Error::Peer(format!(
+                        "{me}: acking {} failed: {e}",
+                        peers[h.from as usize]
+                    )));
                 }
                 socks[h.from as usize][h.stream as usize] = Some(sock);
                 accepted += 1;
@@ -126,8 +148,11 @@ pub fn connect_all(
     // 3. Collect the acks of our own connections.
     for (peer, s, mut sock) in outgoing {
         let p = &peers[peer];
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        sock.set_read_timeout(Some(left)).map_err(|e| Error::io(format!("{me}: configuring socket"), e))?;
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        sock.set_read_timeout(Some(left))
+            .map_err(|e| Error::io(format!("{me}: configuring socket"), e))?;
         let mut ack = [0u8; ACK_LEN];
         sock.read_exact(&mut ack)
             .map_err(|e| Error::Peer(format!("{me}: no answer to hello from {p}: {e}")))
@@ -181,7 +206,8 @@ fn read_hello(sock: &mut TcpStream, token: &Token) -> std::result::Result<Hello,
     sock.set_nonblocking(false).map_err(|e| e.to_string())?;
     sock.set_read_timeout(Some(HELLO_DEADLINE)).map_err(|e| e.to_string())?;
     let mut buf = [0u8; HELLO_LEN];
-    sock.read_exact(&mut buf).map_err(|e| format!("no complete hello within {HELLO_DEADLINE:?}: {e}"))?;
+    sock.read_exact(&mut buf)
+        .map_err(|e| format!("no complete hello within {HELLO_DEADLINE:?}: {e}"))?;
     Hello::decode(&buf, token)
 }
 
@@ -191,7 +217,11 @@ fn wait_readable(l: &TcpListener, deadline: Instant) -> std::result::Result<(), 
     if left.is_zero() {
         return Err(());
     }
-    let mut pfd = libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: l.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
     // SAFETY: one valid pollfd.
     let rc = unsafe { libc::poll(&mut pfd, 1, ms) };

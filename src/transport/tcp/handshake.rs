@@ -103,7 +103,13 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_rejects_strangers() {
-        let h = Hello { token: TOKEN, from: 3, to: 1, stream: 2, nstreams: 4 };
+        let h = Hello {
+            token: TOKEN,
+            from: 3,
+            to: 1,
+            stream: 2,
+            nstreams: 4,
+        };
         let wire = h.encode();
         assert_eq!(Hello::decode(&wire, &TOKEN).unwrap(), h);
         assert!(Hello::decode(&wire, &[8; 16]).unwrap_err().contains("token"));

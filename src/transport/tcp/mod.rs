@@ -88,7 +88,17 @@ impl TcpTransport {
                 })
             })
             .collect();
-        TcpTransport { rank, host, iface, peers, slots: Vec::new(), free: Vec::new(), cfg, poisoned: None, pollfds: Vec::new() }
+        TcpTransport {
+            rank,
+            host,
+            iface,
+            peers,
+            slots: Vec::new(),
+            free: Vec::new(),
+            cfg,
+            poisoned: None,
+            pollfds: Vec::new(),
+        }
     }
 
     fn me(&self) -> String {
@@ -190,7 +200,11 @@ impl TcpTransport {
                     events |= libc::POLLIN;
                 }
                 if events != 0 {
-                    self.pollfds.push(libc::pollfd { fd: s.sock.as_raw_fd(), events, revents: 0 });
+                    self.pollfds.push(libc::pollfd {
+                        fd: s.sock.as_raw_fd(),
+                        events,
+                        revents: 0,
+                    });
                 }
             }
         }
@@ -230,7 +244,11 @@ impl TcpTransport {
              stopped or be unreachable; if the network is just slow, raise -T/--timeout",
             self.me(),
             self.cfg.timeout.as_secs_f64(),
-            if pending.is_empty() { "nothing".to_string() } else { pending.join(", ") }
+            if pending.is_empty() {
+                "nothing".to_string()
+            } else {
+                pending.join(", ")
+            }
         );
         self.poison(msg)
     }
@@ -238,7 +256,10 @@ impl TcpTransport {
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, is_send: bool) -> Result<Request> {
         self.check_usable(peer)?;
         if len > u32::MAX as usize {
-            return Err(Error::Peer(format!("{}: message of {len} bytes exceeds the 4 GiB frame limit", self.me())));
+            return Err(Error::Peer(format!(
+                "{}: message of {len} bytes exceeds the 4 GiB frame limit",
+                self.me()
+            )));
         }
         let p = self.peers[peer].as_ref().expect("checked");
         let nstreams = p.streams.len();

@@ -26,7 +26,14 @@ impl Op {
         let mut hdr = [0u8; HEADER_LEN];
         hdr[..4].copy_from_slice(&(len as u32).to_le_bytes());
         hdr[4..].copy_from_slice(&seq.to_le_bytes());
-        Op { slot, ptr, len, done: 0, seq, hdr }
+        Op {
+            slot,
+            ptr,
+            len,
+            done: 0,
+            seq,
+            hdr,
+        }
     }
 
     fn total(&self) -> usize {
@@ -35,7 +42,10 @@ impl Op {
 
     /// The not-yet-moved bytes as at most two iovecs (rest of header, rest of payload).
     fn iovecs(&mut self) -> ([libc::iovec; 2], usize) {
-        let empty = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
         let mut v = [empty, empty];
         let mut n = 0;
         if self.done < HEADER_LEN {
@@ -48,7 +58,10 @@ impl Op {
         let pdone = self.done.saturating_sub(HEADER_LEN);
         if pdone < self.len {
             // SAFETY: pdone < len, inside the posted region.
-            v[n] = libc::iovec { iov_base: unsafe { self.ptr.add(pdone) }.cast(), iov_len: self.len - pdone };
+            v[n] = libc::iovec {
+                iov_base: unsafe { self.ptr.add(pdone) }.cast(),
+                iov_len: self.len - pdone,
+            };
             n += 1;
         }
         (v, n)
@@ -67,7 +80,13 @@ pub struct Stream {
 impl Stream {
     /// Wraps a connected, handshaken socket.
     pub fn new(sock: TcpStream) -> Self {
-        Stream { sock, sendq: VecDeque::new(), recvq: VecDeque::new(), send_seq: 0, recv_seq: 0 }
+        Stream {
+            sock,
+            sendq: VecDeque::new(),
+            recvq: VecDeque::new(),
+            send_seq: 0,
+            recv_seq: 0,
+        }
     }
 
     /// Whether any operation is queued.
