@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// Never draw the progress bar (it is drawn only when stderr is a terminal anyway).
     #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
     pub no_progress: bool,
+
+    /// Testing aid: corrupt one output element on this rank in every data check, to prove the check,
+    /// the #wrong column and exit status 1 work end to end.
+    #[arg(long = "corrupt-rank", value_name = "RANK", hide = true)]
+    pub corrupt_rank: Option<usize>,
 }
 
 /// A default list as the command line spells it: `all_reduce,all_gather`.

@@ -205,6 +205,8 @@ pub struct Options {
     /// Pipeline chunk size in bytes (`--chunk`).
     pub chunk_bytes: usize,
     pub progress: Progress,
+    /// Testing aid (`--corrupt-rank`, hidden): this rank corrupts one output element in every data check.
+    pub corrupt_rank: Option<usize>,
 }
 
 impl Default for Options {
@@ -234,6 +236,7 @@ impl Default for Options {
             streams: 1,
             chunk_bytes: 512 << 10,
             progress: Progress::Auto,
+            corrupt_rank: None,
         }
     }
 }
@@ -316,6 +319,7 @@ impl Options {
             } else {
                 Progress::Auto
             },
+            corrupt_rank: args.corrupt_rank,
         })
         .and_then(|o| o.check_outputs())
     }

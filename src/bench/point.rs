@@ -83,6 +83,9 @@ fn measure_placement<E: Engine>(
         for _ in 0..opts.check_iters {
             prepare(e.rank(), p, &pattern, bufs, in_place);
             run_once(e, p, algo, bufs, opts, in_place)?;
+            if opts.corrupt_rank == Some(e.rank()) {
+                corrupt(e.rank(), e.size(), p, bufs, opts.root, in_place);
+            }
             outcome.merge(verify(e.rank(), e.size(), p, &pattern, bufs, opts.root, in_place));
         }
         timing.wrong = Some(outcome.wrong);
@@ -155,4 +158,18 @@ fn verify(
         total.merge(o);
     }
     total
+}
+
+/// Flips every bit of the first byte of the last element this rank must hold (testing aid).
+fn corrupt(rank: usize, n: usize, p: &Point, bufs: &mut Buffers, root: usize, in_place: bool) {
+    let es = p.layout.elem_size;
+    if let Some(ex) = p
+        .coll
+        .expected(&p.layout, rank, n, root, in_place)
+        .iter()
+        .rev()
+        .find(|ex| ex.len > 0)
+    {
+        bufs.recv[(ex.at + ex.len - 1) * es] ^= 0xff;
+    }
 }

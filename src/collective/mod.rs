@@ -22,7 +22,9 @@ pub enum Collective {
     ReduceScatter,
     Broadcast,
     Reduce,
+    #[serde(rename = "alltoall")]
     AllToAll,
+    #[serde(rename = "sendrecv")]
     SendRecv,
 }
 
@@ -236,6 +238,7 @@ mod tests {
     fn names_round_trip() {
         for c in Collective::ALL {
             assert_eq!(c.name().parse::<Collective>().unwrap(), c);
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name(), "JSON uses the same names");
         }
         assert_eq!("all_reduce_perf".parse::<Collective>().unwrap(), Collective::AllReduce);
         assert!("allfoo".parse::<Collective>().is_err());

@@ -79,6 +79,18 @@ impl<W: Write> Reporter for TableReporter<W> {
             lines.extend(column_headers(self.percentiles));
         }
         lines.push(row(rec, self.percentiles));
+        if let Some(w) = &rec.first_wrong {
+            // Say where the first wrong element is; a `#` line keeps column parsers undisturbed.
+            lines.push(format!(
+                "#   wrong data: rank {} (host {}) {} element {}: expected {}, got {}",
+                w.rank,
+                w.host,
+                if w.in_place { "in-place" } else { "out-of-place" },
+                w.offset,
+                w.expected,
+                w.got
+            ));
+        }
         self.table.push(rec.clone());
         self.lines(lines)
     }

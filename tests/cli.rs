@@ -1,0 +1,248 @@
+//! The binary as a user runs it: bad input, the default run, output files, wrong data, exit codes.
+
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn collbench() -> Command {
+    let mut c = Command::cargo_bin("collbench").expect("binary built");
+    // Keep the runs independent of the environment the tests run in.
+    c.env_remove("COLLBENCH_RANK")
+        .timeout(std::time::Duration::from_secs(300));
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    collbench().arg("run").args(args).output().expect("collbench runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Rows of the tables: lines that are not comments.
+fn rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn bad_input_names_the_flag_and_exits_2_without_running() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-b", "1Q"], "-b/--minbytes"),
+        (&["-b", "1M", "-e", "1K"], "-b"),
+        (&["-f", "1"], "-f"),
+        (&["--np", "0"], "--np"),
+        (&["--np", "100000"], "--np"),
+        (&["-d", "float7"], "-d"),
+        (&["-o", "median"], "-o"),
+        (&["--collective", "all_scatter"], "--collective"),
+        (&["--algo", "fastest"], "--algo"),
+        (&["-n", "0"], "-n"),
+        (&["-T", "0"], "-T"),
+        (&["--streams", "99"], "--streams"),
+        // More memory than any machine here has, checked before allocating.
+        (&["-e", "64T"], "-e/--maxbytes"),
+        // A root that does not exist in a 2-rank job is found once the world size is known.
+        (&["-r", "5", "--np", "2", "-e", "8"], "-r/--root"),
+    ];
+    for (args, flag) in cases {
+        let out = run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: exit status; stderr: {err}");
+        assert!(err.contains(flag), "{args:?}: message should name {flag}: {err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(rows(&text(&out.stdout)).is_empty(), "{args:?} should not run anything");
+    }
+    // The memory check says how much was needed and how much there is.
+    let err = text(&run(&["-e", "64T"]).stderr);
+    assert!(err.contains("GiB") && err.contains("available"), "{err}");
+}
+
+#[test]
+fn no_subcommand_prints_help_and_exits_2() {
+    let out = collbench().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("Usage"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn default_run_prints_both_tables_with_no_wrong_data() {
+    let out = collbench().arg("run").output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    // A header line per rank: rank, pid, host, interface.
+    for r in 0..4 {
+        assert!(
+            stdout.contains(&format!("#  Rank  {r} Pid")),
+            "no line for rank {r}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("iface lo"), "{stdout}");
+    assert!(stdout.contains("# all_reduce on tcp@lo, 4 ranks"), "{stdout}");
+    assert!(stdout.contains("# all_gather on tcp@lo, 4 ranks"), "{stdout}");
+    let rows = rows(&stdout);
+    // 8 B .. 64 MiB in x2 steps: 24 sizes per collective.
+    assert_eq!(rows.len(), 48, "{stdout}");
+    for r in &rows {
+        assert_eq!(r.len(), 14, "13 nccl-tests columns + algo: {r:?}");
+        assert_eq!((r[8].as_str(), r[12].as_str()), ("0", "0"), "#wrong must be 0: {r:?}");
+    }
+    assert_eq!(rows.last().unwrap()[0], "67108864");
+    assert!(rows.iter().any(|r| r[13] == "ring") && rows.iter().any(|r| r[13] == "rec_doubling"));
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    assert!(stdout.contains("# Avg bus bandwidth    :"), "{stdout}");
+    assert!(
+        stdout.contains(">= 1 MiB"),
+        "the footer says which sizes were averaged: {stdout}"
+    );
+}
+
+fn validate_against_schema(v: &Value) {
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/collbench-results.schema.json")).expect("schema parses");
+    let mut compiler = boon::Compiler::new();
+    let mut schemas = boon::Schemas::new();
+    compiler.add_resource("urn:collbench-results", schema).unwrap();
+    let idx = compiler.compile("urn:collbench-results", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("JSON output does not match the schema: {e:#}");
+    }
+}
+
+#[test]
+fn json_and_csv_cover_every_point_and_match_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let csv = dir.path().join("out.csv");
+    let args = [
+        "-e",
+        "256K",
+        "-f",
+        "4",
+        "--collective",
+        "all",
+        "-d",
+        "float,half",
+        "-o",
+        "sum,max",
+        "--np",
+        "3",
+    ];
+    let out = collbench()
+        .arg("run")
+        .args(args)
+        .arg("-J")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_against_schema(&v);
+    let results = v["results"].as_array().unwrap();
+    // 8 B .. 256 KiB in x4 steps = 8 sizes; 3 reducing collectives x 2 dtypes x 2 ops + 4 others x 2 dtypes.
+    assert_eq!(results.len(), 8 * (3 * 2 * 2 + 4 * 2));
+    for r in results {
+        for p in ["out_of_place", "in_place"] {
+            assert_eq!(r[p]["nwrong"].as_f64(), Some(0.0), "{r}");
+            assert!(r[p]["time"].as_f64().unwrap() >= 0.0);
+        }
+        assert_eq!(r["nranks"], 3);
+    }
+    assert_eq!(v["collbench"]["complete"], true);
+    assert_eq!(v["collbench"]["run"]["ranks"].as_array().unwrap().len(), 3);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    // A header, then one line per record and placement.
+    assert_eq!(csv_text.lines().count(), 1 + 2 * results.len());
+    assert!(csv_text.starts_with("path,collective,algo,size"));
+
+    // Existing files are not overwritten silently...
+    let again = collbench()
+        .arg("run")
+        .args(["-e", "8"])
+        .arg("-J")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    // ... unless asked.
+    let forced = collbench()
+        .arg("run")
+        .args(["-e", "8", "--force"])
+        .arg("-J")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["results"].as_array().unwrap().len(), 2, "one size, two collectives");
+}
+
+#[test]
+fn wrong_data_is_counted_located_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bad.json");
+    let out = collbench()
+        .arg("run")
+        .args([
+            "-e",
+            "4K",
+            "--corrupt-rank",
+            "2",
+            "--collective",
+            "all_reduce,broadcast",
+        ])
+        .arg("-J")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let rows = rows(&stdout);
+    assert!(!rows.is_empty());
+    for r in &rows {
+        // Exactly the one corrupted element per placement, summed over ranks.
+        assert_eq!((r[8].as_str(), r[12].as_str()), ("1", "1"), "{r:?}");
+    }
+    assert!(stdout.contains("wrong data: rank 2 (host"), "{stdout}");
+    assert!(stdout.contains("FAILED"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let first = &v["results"][0]["first_wrong"];
+    assert_eq!(first["rank"], 2, "{first}");
+    assert_ne!(first["expected"], first["got"]);
+}
+
+#[test]
+fn ranks_started_with_different_options_are_refused_before_data_moves() {
+    use collbench::world::{env, local, new_token, token_to_hex};
+    let token = new_token();
+    let (root, server) = local::start_rendezvous(2, token, std::time::Duration::from_secs(60)).unwrap();
+    let spawn = |rank: usize, iters: &str| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+            .args(["run", "-e", "8", "-n", iters])
+            .env(env::RANK, rank.to_string())
+            .env(env::WORLD_SIZE, "2")
+            .env(env::ROOT, root.to_string())
+            .env(env::JOB_TOKEN, token_to_hex(&token))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(0, "20"), spawn(1, "7"));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("rank 1") && err.contains("iters"), "{err}");
+        assert!(rows(&text(&out.stdout)).is_empty(), "no data may move");
+    }
+    assert!(server.join().unwrap().is_err());
+}
