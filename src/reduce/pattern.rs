@@ -96,8 +96,8 @@ impl CheckOutcome {
 /// is a mask); it is what makes a shifted block visible.
 const PERIOD: usize = 8;
 
-/// Elements compared per fast-path step of [`Pattern::check`] (a multiple of `PERIOD`).
-const CHUNK: usize = 256;
+/// Elements of expected values kept on the stack by fill and check (16 KiB at most).
+const CACHE: usize = 2048;
 
 /// The values each rank contributes and the exact reduced result, for one (dtype, op, nranks).
 #[derive(Clone, Copy, Debug)]
@@ -399,6 +399,64 @@ impl Pattern {
     }
 
     fn fill_typed<T: Elem>(&self, source: Source, first: usize, out: &mut [T]) {
+        let mut cache = [T::zeroed(); CACHE];
+        match self.cycle(source, first, out.len(), &mut cache) {
+            Some(cycle) => {
+                for chunk in out.chunks_mut(cycle.len()) {
+                    chunk.copy_from_slice(&cycle[..chunk.len()]);
+                }
+            }
+            None => self.fill_direct(source, first, out),
+        }
+    }
+
+    fn check_typed<T: Elem>(&self, source: Source, first: usize, got: &[T]) -> CheckOutcome {
+        let mut out = CheckOutcome::default();
+        let mut cache = [T::zeroed(); CACHE];
+        match self.cycle(source, first, got.len(), &mut cache) {
+            Some(cycle) => {
+                for (c, chunk) in got.chunks(cycle.len()).enumerate() {
+                    compare(chunk, &cycle[..chunk.len()], c * cycle.len(), &mut out);
+                }
+            }
+            None => {
+                for (c, chunk) in got.chunks(CACHE).enumerate() {
+                    let want = &mut cache[..chunk.len()];
+                    self.fill_direct(source, first + c * CACHE, want);
+                    compare(chunk, want, c * CACHE, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// The values of `source` from index `first` written into `cache` for a whole number of
+    /// periods (at least `total` elements where that fits), or None when one period does not fit.
+    /// Values repeat every PERIOD indices (Reduced) or lcm(nranks, PERIOD) indices (Rank), so
+    /// fill and check can copy and compare against this block instead of computing each element.
+    fn cycle<'a, T: Elem>(
+        &self,
+        source: Source,
+        first: usize,
+        total: usize,
+        cache: &'a mut [T; CACHE],
+    ) -> Option<&'a [T]> {
+        let period = match source {
+            Source::Reduced => PERIOD,
+            // lcm(nranks, PERIOD), PERIOD being 8.
+            Source::Rank(_) => self.nranks.saturating_mul(8 >> self.nranks.trailing_zeros().min(3)),
+        };
+        if period > CACHE {
+            return None;
+        }
+        let reps = (CACHE / period).min(total.div_ceil(period)).max(1);
+        let cycle = &mut cache[..period * reps];
+        self.fill_direct(source, first, cycle);
+        Some(cycle)
+    }
+
+    /// Computes the values of `source` element by element.
+    fn fill_direct<T: Elem>(&self, source: Source, first: usize, out: &mut [T]) {
         match source {
             Source::Reduced => {
                 let table = self.reduced_table::<T>();
@@ -415,43 +473,19 @@ impl Pattern {
             }
         }
     }
+}
 
-    fn check_typed<T: Elem>(&self, source: Source, first: usize, got: &[T]) -> CheckOutcome {
-        let mut out = CheckOutcome::default();
-        match source {
-            Source::Reduced => {
-                let table = self.reduced_table::<T>();
-                // Expected values for element k are rotated[k % PERIOD] when a block starts at a
-                // multiple of PERIOD; compare whole blocks branch-free and look closer on failure.
-                let rotated: [T; PERIOD] = std::array::from_fn(|k| table[(first + k) % PERIOD]);
-                for (b, block) in got.chunks(CHUNK).enumerate() {
-                    let mut clean = true;
-                    for group in block.chunks(PERIOD) {
-                        for (g, e) in group.iter().zip(&rotated) {
-                            clean &= g.same(*e);
-                        }
-                    }
-                    if !clean {
-                        for (k, (g, e)) in block.iter().zip(rotated.iter().cycle()).enumerate() {
-                            if !g.same(*e) {
-                                out.record(b * CHUNK + k, *e, *g);
-                            }
-                        }
-                    }
-                }
-            }
-            Source::Rank(r) => {
-                let mut c = self.cursor(r, first);
-                for (k, g) in got.iter().enumerate() {
-                    let e = T::from_i64(self.contribution(&c));
-                    if !g.same(e) {
-                        out.record(k, e, *g);
-                    }
-                    self.advance(&mut c);
-                }
+/// Counts the elements of `got` that differ from `want`; `offset` is `got`'s index in the region.
+#[inline]
+fn compare<T: Elem>(got: &[T], want: &[T], offset: usize, out: &mut CheckOutcome) {
+    // Branch-free pass first (it vectorises); look element by element only when something is off.
+    let clean = got.iter().zip(want).fold(true, |ok, (g, e)| ok & g.same(*e));
+    if !clean {
+        for (k, (g, e)) in got.iter().zip(want).enumerate() {
+            if !g.same(*e) {
+                out.record(offset + k, *e, *g);
             }
         }
-        out
     }
 }
 
