@@ -288,7 +288,7 @@ mod tests {
         let run = cmd.find_subcommand_mut("run").unwrap();
         for arg in run.get_arguments() {
             let id = arg.get_id().as_str();
-            if arg.get_action().takes_values() && !["help", "version"].contains(&id) {
+            if arg.get_action().takes_values() && !arg.is_hide_set() && !["help", "version"].contains(&id) {
                 let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
                 assert!(
                     !arg.get_default_values().is_empty() || help.contains("[default: "),

@@ -55,7 +55,8 @@ fn measure_placement<E: Engine>(
     opts: &Options,
     in_place: bool,
 ) -> Result<RankTiming> {
-    let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Sum), e.size());
+    // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
+    let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
     prepare(e.rank(), p, &pattern, bufs, in_place);
     for _ in 0..opts.warmup {
         run_once(e, p, algo, bufs, opts, in_place)?;

@@ -11,7 +11,7 @@ use half::{bf16, f16};
 
 use super::{Dtype, Op};
 
-/// dst[i] = dst[i] op src[i]. Avg accumulates as a sum; call `finalize` once at the end.
+/// `dst[i] = dst[i] op src[i]`. Avg accumulates as a sum; call `finalize` once at the end.
 pub fn reduce_inplace(dtype: Dtype, op: Op, dst: &mut [u8], src: &[u8]) {
     assert_eq!(
         dst.len(),
@@ -34,7 +34,7 @@ pub fn reduce_inplace(dtype: Dtype, op: Op, dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// dst[i] = a[i] op b[i] (dst must not overlap a or b). Avg accumulates as a sum.
+/// `dst[i] = a[i] op b[i]` (dst must not overlap a or b). Avg accumulates as a sum.
 pub fn reduce_into(dtype: Dtype, op: Op, dst: &mut [u8], a: &[u8], b: &[u8]) {
     assert!(
         dst.len() == a.len() && a.len() == b.len(),
@@ -226,7 +226,7 @@ fn into<T: Arith>(op: Op, dst: &mut [T], a: &[T], b: &[T]) {
     }
 }
 
-/// dst[i] = f(dst[i], src[i]), compiled for AVX2 too when the CPU has it.
+/// `dst[i] = f(dst[i], src[i])`, compiled for AVX2 too when the CPU has it.
 #[inline(always)]
 fn zip_inplace<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], src: &[T], f: F) {
     #[cfg(target_arch = "x86_64")]
@@ -237,7 +237,7 @@ fn zip_inplace<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], src: &[T], f: F) {
     zip_inplace_loop(dst, src, f)
 }
 
-/// dst[i] = f(a[i], b[i]), compiled for AVX2 too when the CPU has it.
+/// `dst[i] = f(a[i], b[i])`, compiled for AVX2 too when the CPU has it.
 #[inline(always)]
 fn zip_into<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], a: &[T], b: &[T], f: F) {
     #[cfg(target_arch = "x86_64")]
@@ -248,7 +248,7 @@ fn zip_into<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], a: &[T], b: &[T], f: F) {
     zip_into_loop(dst, a, b, f)
 }
 
-/// buf[i] = f(buf[i]), compiled for AVX2 too when the CPU has it.
+/// `buf[i] = f(buf[i])`, compiled for AVX2 too when the CPU has it.
 #[inline(always)]
 fn map<T: Copy, F: Fn(T) -> T>(buf: &mut [T], f: F) {
     #[cfg(target_arch = "x86_64")]
@@ -486,7 +486,7 @@ mod x86 {
         half_loop(d, d, d, buf.len(), |a, _| _mm256_div_ps(a, nv));
     }
 
-    /// dst[i] = f(x[i], y[i]) for `n` half values; a tail of under eight goes through a padded
+    /// `dst[i] = f(x[i], y[i])` for `n` half values; a tail of under eight goes through a padded
     /// stack copy so every element is converted the same way. `dst` may equal `x` or `y`.
     #[inline(always)]
     unsafe fn half_loop(dst: *mut u16, x: *const u16, y: *const u16, n: usize, f: impl Fn(__m256, __m256) -> __m256) {

@@ -314,7 +314,7 @@ impl Pattern {
         dispatch!(self.dtype, go)
     }
 
-    /// Compare `got` against the values of `source` for element indices first..; never allocates more than a small fixed block (stream in blocks of e.g. 4096 elements, computing expected values into a stack buffer). Mismatch.index is relative to the start of `got` (element index, not byte).
+    /// Compare `got` against the values of `source` for element indices first..; Mismatch.index is relative to the start of `got` (element index, not byte). Streams through a fixed stack block; allocates only to format the first mismatch.
     pub fn check(&self, source: Source, first: usize, got: &[u8]) -> CheckOutcome {
         macro_rules! go {
             ($t:ty) => {
@@ -890,6 +890,44 @@ mod tests {
         assert_eq!((first.expected.as_str(), first.got.as_str()), ("1", "NaN"));
     }
 
+    /// Fill and check copy a cached period when it fits on the stack and compute each element
+    /// otherwise; both must give the same values and report the same positions.
+    #[test]
+    fn cached_and_direct_paths_agree() {
+        for n in [1, 3, 8, 256, 257, 1500] {
+            for dtype in Dtype::ALL {
+                for op in [Op::Sum, Op::Avg, Op::Max] {
+                    let p = Pattern::new(dtype, op, n);
+                    let len = 5000;
+                    for source in [Source::Reduced, Source::Rank(n / 2)] {
+                        let mut via_fill = Buf::new(dtype, len);
+                        p.fill(source, 13, via_fill.get_mut());
+                        let mut direct = Buf::new(dtype, len);
+                        macro_rules! go {
+                            ($t:ty) => {
+                                p.fill_direct::<$t>(source, 13, elems_mut(dtype, direct.get_mut()))
+                            };
+                        }
+                        dispatch!(dtype, go);
+                        assert!(via_fill.get() == direct.get(), "{} {source:?}", label(&p));
+                        assert!(p.check(source, 13, direct.get()).is_ok(), "{}", label(&p));
+                        // Corrupt two elements in different blocks (inverting every bit never
+                        // gives an equal number): both are counted, the first is kept.
+                        let size = dtype.size();
+                        for k in [4500, 4999] {
+                            for b in &mut direct.get_mut()[k * size..(k + 1) * size] {
+                                *b = !*b;
+                            }
+                        }
+                        let out = p.check(source, 13, direct.get());
+                        assert_eq!(out.wrong, 2, "{} {source:?}", label(&p));
+                        assert_eq!(out.first.unwrap().index, 4500, "{}", label(&p));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn poison_fails_the_check() {
         for p in every_config() {
@@ -948,35 +986,5 @@ mod tests {
         let vals: &[bf16] = bytemuck::cast_slice(buf.get());
         let want = [1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0].map(|c: f32| bf16::from_f32(c / 32.0));
         assert_eq!(vals, want);
-    }
-}
-
-#[cfg(test)]
-mod perf_tmp {
-    use super::*;
-    #[test]
-    #[ignore]
-    fn perf() {
-        for dtype in [Dtype::Float, Dtype::Bfloat16, Dtype::Int8, Dtype::Double] {
-            for op in [Op::Sum, Op::Max] {
-                let p = Pattern::new(dtype, op, 8);
-                let bytes = 64usize << 20;
-                let mut buf = vec![0u64; bytes / 8];
-                let b: &mut [u8] = bytemuck::cast_slice_mut(&mut buf);
-                let t = std::time::Instant::now();
-                p.fill(Source::Rank(3), 0, b);
-                let fill_rank = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
-                let t = std::time::Instant::now();
-                let o = p.check(Source::Rank(3), 0, b);
-                let check_rank = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
-                assert!(o.is_ok());
-                p.fill(Source::Reduced, 0, b);
-                let t = std::time::Instant::now();
-                let o = p.check(Source::Reduced, 0, b);
-                let check_red = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
-                assert!(o.is_ok());
-                println!("{dtype} {op}: fill rank {fill_rank:.1} GB/s, check rank {check_rank:.1}, check reduced {check_red:.1}");
-            }
-        }
     }
 }
