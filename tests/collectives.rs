@@ -2,7 +2,7 @@
 //! several MiB} x dtype/op pairs x in-place and out-of-place x tunings (chunk size, streams), ranks as
 //! threads connected over loopback by collbench's own TCP transport.
 
-use collbench::algorithm::{self, Algo, Args, Tuning};
+use collbench::algorithm::{self, Algo, Args, Tuning, Workspace};
 use collbench::collective::Collective;
 use collbench::memory::HostBuf;
 use collbench::options::Options;
@@ -177,7 +177,7 @@ struct Case {
 }
 
 /// Runs one case on this rank and returns a description of each wrong element (at most a few).
-fn run_case(t: &mut collbench::transport::tcp::TcpTransport, case: &Case, ws: &mut HostBuf) -> Vec<String> {
+fn run_case(t: &mut collbench::transport::tcp::TcpTransport, case: &Case, ws: &mut Workspace) -> Vec<String> {
     use collbench::transport::Transport;
     let (n, r) = (t.size(), t.rank());
     let es = case.dtype.size();
@@ -273,7 +273,7 @@ fn check_collective(coll: Collective) {
             };
             let results = session::run_threads(n, &opts, |sess| {
                 let mut bad = Vec::new();
-                let mut ws = HostBuf::new(0);
+                let mut ws = Workspace::default();
                 let mut k = ni;
                 for &count in &COUNTS {
                     // The several-MiB cases run once per rank count (single stream, default tuning).

@@ -24,7 +24,7 @@ use crate::error::Result;
 use crate::memory::HostBuf;
 use crate::options::AlgoChoice;
 use crate::reduce::{Dtype, Op};
-use crate::transport::Transport;
+use crate::transport::{Request, Transport};
 
 pub(crate) use bufs::Bufs;
 
@@ -159,18 +159,28 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
     }
 }
 
-/// Runs one collective with `algo`; `ws` grows to what the algorithm needs.
+/// Memory an algorithm may use between calls, kept so the data path allocates nothing once warmed up.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    /// Scratch bytes, grown to the largest need seen.
+    pub bytes: HostBuf,
+    /// Request handles of algorithms that track many at once.
+    reqs: Vec<Option<Request>>,
+}
+
+/// Runs one collective with `algo`; the workspace grows to what the algorithm needs.
 pub fn run<T: Transport + ?Sized>(
     t: &mut T,
     algo: Algo,
     args: Args<'_>,
-    ws: &mut HostBuf,
+    ws: &mut Workspace,
     tune: &Tuning,
 ) -> Result<()> {
     let n = t.size();
     let es = args.dtype.size();
-    ws.ensure(scratch_bytes(args.coll, algo, args.count, es, n, tune));
-    let scratch: &mut [u8] = ws;
+    ws.bytes.ensure(scratch_bytes(args.coll, algo, args.count, es, n, tune));
+    let scratch: &mut [u8] = &mut ws.bytes;
+    let reqs = &mut ws.reqs;
     let Args {
         coll,
         dtype,
@@ -185,11 +195,11 @@ pub fn run<T: Transport + ?Sized>(
         (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
         (Collective::AllReduce, Algo::RecDoubling) => rd::all_reduce(t, &b, count, dtype, op, scratch),
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
-        (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune),
+        (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune, reqs),
         (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),
-        (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(t, &b, count, dtype, op, scratch, tune),
+        (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(t, &b, count, dtype, op, (scratch, reqs), tune),
         (Collective::ReduceScatter, Algo::RecDoubling) => rd::reduce_scatter(t, &b, count, dtype, op, scratch),
-        (Collective::Broadcast, Algo::Ring) => ring::broadcast(t, &b, count * es, root, tune),
+        (Collective::Broadcast, Algo::Ring) => ring::broadcast(t, &b, count * es, root, tune, reqs),
         (Collective::Broadcast, Algo::Tree) => tree::broadcast(t, &b, count * es, root),
         (Collective::Reduce, Algo::Ring) => ring::reduce(t, &b, count, dtype, op, root, scratch, tune),
         (Collective::Reduce, Algo::Tree) => tree::reduce(t, &b, count, dtype, op, root, scratch),

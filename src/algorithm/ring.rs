@@ -126,7 +126,13 @@ pub fn all_reduce<T: Transport + ?Sized>(
 }
 
 /// Ring all_gather: each block travels n-1 hops, forwarded chunk by chunk.
-pub fn all_gather<T: Transport + ?Sized>(t: &mut T, b: &Bufs<'_>, blk: usize, tune: &Tuning) -> Result<()> {
+pub fn all_gather<T: Transport + ?Sized>(
+    t: &mut T,
+    b: &Bufs<'_>,
+    blk: usize,
+    tune: &Tuning,
+    reqs: &mut Vec<Option<Request>>,
+) -> Result<()> {
     let (n, r) = (t.size(), t.rank());
     let in_off = if b.in_place { r * blk } else { 0 };
     if n == 1 || blk == 0 {
@@ -149,14 +155,14 @@ pub fn all_gather<T: Transport + ?Sized>(t: &mut T, b: &Bufs<'_>, blk: usize, tu
         let (o, l) = chunk(blk, cb, j);
         (step, block * blk + o, l)
     };
-    let mut reqs = Vec::with_capacity(total);
+    reqs.clear();
     for k in 0..total {
         let (_, o, l) = place(k);
         // SAFETY: distinct output bytes per receive, waited for below.
-        reqs.push(unsafe { t.post_recv(left, b.out_ptr(o), l)? });
+        reqs.push(Some(unsafe { t.post_recv(left, b.out_ptr(o), l)? }));
     }
-    for (k, req) in reqs.into_iter().enumerate() {
-        t.wait(req)?;
+    for (k, req) in reqs.iter_mut().enumerate() {
+        t.wait(req.take().expect("posted above"))?;
         let (step, o, l) = place(k);
         if step < n - 2 {
             isend(t, right, b.out_ptr(o), l)?;
@@ -234,7 +240,7 @@ pub fn reduce_scatter<T: Transport + ?Sized>(
     count: usize,
     dtype: Dtype,
     op: Op,
-    scratch: &mut [u8],
+    (scratch, sends): (&mut [u8], &mut Vec<Option<Request>>),
     tune: &Tuning,
 ) -> Result<()> {
     let (n, r, es) = (t.size(), t.rank(), dtype.size());
@@ -262,7 +268,8 @@ pub fn reduce_scatter<T: Transport + ?Sized>(
     let partial = scratch[..2 * blk].as_mut_ptr();
     // Byte offset in the partial buffers of item k (step k / nchunks, chunk k % nchunks).
     let at = |k: usize| (k / nchunks % 2) * blk + piece(k % nchunks).0;
-    let mut sends: Vec<Option<Request>> = (0..2 * nchunks).map(|_| None).collect();
+    sends.clear();
+    sends.resize_with(2 * nchunks, || None);
     let mut recvs: [Option<Request>; MAX_DEPTH] = std::array::from_fn(|_| None);
     let total = (n - 1) * nchunks;
     // Never post into bytes whose item (two steps back) has not been processed yet.
@@ -310,6 +317,7 @@ pub fn broadcast<T: Transport + ?Sized>(
     bytes: usize,
     root: usize,
     tune: &Tuning,
+    reqs: &mut Vec<Option<Request>>,
 ) -> Result<()> {
     let (n, r) = (t.size(), t.rank());
     let pos = (r + n - root) % n;
@@ -329,14 +337,14 @@ pub fn broadcast<T: Transport + ?Sized>(
         }
         return t.wait_all();
     }
-    let mut reqs = Vec::with_capacity(nchunks);
+    reqs.clear();
     for j in 0..nchunks {
         let (o, l) = chunk(bytes, cb, j);
         // SAFETY: distinct output bytes per receive, waited for below.
-        reqs.push(unsafe { t.post_recv(left, b.out_ptr(o), l)? });
+        reqs.push(Some(unsafe { t.post_recv(left, b.out_ptr(o), l)? }));
     }
-    for (j, req) in reqs.into_iter().enumerate() {
-        t.wait(req)?;
+    for (j, req) in reqs.iter_mut().enumerate() {
+        t.wait(req.take().expect("posted above"))?;
         if pos < n - 1 {
             let (o, l) = chunk(bytes, cb, j);
             isend(t, right, b.out_ptr(o), l)?;

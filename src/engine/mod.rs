@@ -1,10 +1,9 @@
 //! Engines: what runs one collective on one path. Today collbench's own algorithms over its own transport
 //! ([`Native`]); library baselines (MPI, NCCL) implement the same trait.
 
-use crate::algorithm::{self, control, Algo, Args, Tuning};
+use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
 use crate::collective::Collective;
 use crate::error::Result;
-use crate::memory::HostBuf;
 use crate::options::{AlgoChoice, Options};
 use crate::transport::Transport;
 
@@ -31,7 +30,7 @@ pub trait Engine {
 /// collbench's own algorithms over a [`Transport`].
 pub struct Native<T: Transport> {
     pub transport: T,
-    workspace: HostBuf,
+    workspace: Workspace,
     tune: Tuning,
     choice: AlgoChoice,
     threshold: u64,
@@ -42,7 +41,7 @@ impl<T: Transport> Native<T> {
     pub fn new(transport: T, opts: &Options) -> Self {
         Native {
             transport,
-            workspace: HostBuf::new(0),
+            workspace: Workspace::default(),
             tune: Tuning {
                 chunk_bytes: opts.chunk_bytes,
                 ..Tuning::default()

@@ -42,6 +42,12 @@ impl HostBuf {
     }
 }
 
+impl Default for HostBuf {
+    fn default() -> Self {
+        HostBuf::new(0)
+    }
+}
+
 impl Drop for HostBuf {
     fn drop(&mut self) {
         if self.len != 0 {

@@ -349,11 +349,12 @@ impl Transport for TcpTransport {
             }
             let busy = self.peers.iter().flatten().any(|p| p.streams.iter().any(|s| s.busy()));
             if !busy {
-                for slot in 0..self.slots.len() {
-                    if !self.free.contains(&slot) {
-                        self.release(slot);
-                    }
+                // Everything has completed: release every slot at once (stale handles see a new generation).
+                for s in &mut self.slots {
+                    s.1 = s.1.wrapping_add(1);
                 }
+                self.free.clear();
+                self.free.extend(0..self.slots.len());
                 return Ok(());
             }
             if !self.progress()? {
