@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::process::{Child, Command};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result, EXIT_PEER};
 use crate::transport::tcp::handshake::Token;
@@ -55,27 +55,71 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
             }
         }
     }
+    supervise(children)
+}
+
+/// How long the other ranks get, after one failed, to notice it themselves and say so before they are stopped.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Waits for every rank; returns the worst exit status. After the first failure (a signal, or a peer or
+/// transport error), the rest get [`GRACE`] to end on their own, then are killed, so nothing hangs.
+fn supervise(children: Vec<Child>) -> Result<i32> {
+    let mut running: Vec<Option<Child>> = children.into_iter().map(Some).collect();
     let mut worst = 0;
-    let mut left = np;
-    while left > 0 {
-        let (pid, status) = wait_any()?;
-        let Some(rank) = children.iter().position(|c| c.id() == pid) else {
+    let mut stop_at: Option<Instant> = None;
+    let mut killed = false;
+    while running.iter().any(Option::is_some) {
+        let reaped = match stop_at {
+            None => Some(wait_any(true)?.expect("a blocking wait returns a child")),
+            Some(deadline) => {
+                if !killed && Instant::now() >= deadline {
+                    let late: Vec<String> = running
+                        .iter_mut()
+                        .enumerate()
+                        .filter_map(|(rank, c)| c.as_mut().map(|c| (rank, c)))
+                        .map(|(rank, c)| {
+                            let _ = c.kill();
+                            rank.to_string()
+                        })
+                        .collect();
+                    eprintln!(
+                        "collbench: stopped local rank(s) {} still running {} s after the first failure",
+                        late.join(", "),
+                        GRACE.as_secs()
+                    );
+                    killed = true;
+                }
+                match wait_any(false)? {
+                    Some(x) => Some(x),
+                    None => {
+                        // Polling only while ranks are being wound down after a failure.
+                        std::thread::sleep(Duration::from_millis(10));
+                        None
+                    }
+                }
+            }
+        };
+        let Some((pid, status)) = reaped else { continue };
+        let Some(rank) = running.iter().position(|c| c.as_ref().is_some_and(|c| c.id() == pid)) else {
             continue;
         };
-        left -= 1;
+        // Reaped here, so the Child must never signal that pid again.
+        running[rank] = None;
         let code = if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
         } else {
-            let sig = if libc::WIFSIGNALED(status) {
-                libc::WTERMSIG(status)
-            } else {
-                0
-            };
-            eprintln!("collbench: local rank {rank} (pid {pid}) was killed by signal {sig}; stopping the other ranks");
+            if !killed {
+                let sig = if libc::WIFSIGNALED(status) {
+                    libc::WTERMSIG(status)
+                } else {
+                    0
+                };
+                eprintln!("collbench: local rank {rank} (pid {pid}) was killed by signal {sig}");
+            }
             EXIT_PEER
         };
-        if code >= EXIT_PEER || (code != 0 && !libc::WIFEXITED(status)) {
-            kill_all(&mut children);
+        if code >= EXIT_PEER && stop_at.is_none() {
+            stop_at = Some(Instant::now() + GRACE);
         }
         worst = worst.max(code);
     }
@@ -88,14 +132,17 @@ fn kill_all(children: &mut [Child]) {
     }
 }
 
-/// Waits for any child to end; returns its pid and raw wait status.
-fn wait_any() -> Result<(u32, i32)> {
+/// Reaps any child; with `block` false returns `None` when none has ended yet.
+fn wait_any(block: bool) -> Result<Option<(u32, i32)>> {
     loop {
         let mut status = 0;
         // SAFETY: plain waitpid on any child with a valid status pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        let pid = unsafe { libc::waitpid(-1, &mut status, if block { 0 } else { libc::WNOHANG }) };
         if pid > 0 {
-            return Ok((pid as u32, status));
+            return Ok(Some((pid as u32, status)));
+        }
+        if pid == 0 {
+            return Ok(None);
         }
         let e = std::io::Error::last_os_error();
         if e.kind() != std::io::ErrorKind::Interrupted {
