@@ -41,6 +41,19 @@ fn slot_ptr(scratch: &mut [u8], slot: usize, slot_bytes: usize) -> *mut u8 {
     scratch[slot * slot_bytes..(slot + 1) * slot_bytes].as_mut_ptr()
 }
 
+/// Output bytes `out_off..` become this rank's input bytes `in_off..` op `got` (in place, input and output
+/// are the same bytes) and are returned.
+fn fold_into_out<'b>(b: &'b Bufs<'_>, dtype: Dtype, op: Op, out_off: usize, in_off: usize, got: &[u8]) -> &'b mut [u8] {
+    let dst = b.out(out_off, got.len());
+    if b.in_place {
+        debug_assert_eq!(out_off, in_off, "in place, the input is the output");
+        reduce_inplace(dtype, op, dst, got);
+    } else {
+        reduce_into(dtype, op, dst, b.inp(in_off, got.len()), got);
+    }
+    dst
+}
+
 /// Ring all_reduce: reduce-scatter then all-gather, both pipelined in chunks.
 pub fn all_reduce<T: Transport + ?Sized>(
     t: &mut T,
@@ -108,14 +121,9 @@ pub fn all_reduce<T: Transport + ?Sized>(
         t.wait(req)?;
         let step = k / nchunks;
         if rs {
-            let slot = &scratch[(k % depth) * slot_bytes..][..l];
-            if b.in_place {
-                reduce_inplace(dtype, op, b.out(o, l), slot);
-            } else {
-                reduce_into(dtype, op, b.out(o, l), b.inp(o, l), slot);
-            }
+            let dst = fold_into_out(b, dtype, op, o, o, &scratch[(k % depth) * slot_bytes..][..l]);
             if step == n - 2 {
-                finalize(dtype, op, b.out(o, l), n);
+                finalize(dtype, op, dst, n);
             }
             isend(t, right, b.out_ptr(o), l)?;
         } else if step - (n - 1) < n - 2 {
@@ -298,12 +306,7 @@ pub fn reduce_scatter<T: Transport + ?Sized>(
             // SAFETY: these bytes are not written again until this send is waited for, above.
             sends[k % (2 * nchunks)] = Some(unsafe { t.post_send(right, got.as_ptr(), l)? });
         } else {
-            let dst = b.out(out_off + o, l);
-            if b.in_place {
-                reduce_inplace(dtype, op, dst, got);
-            } else {
-                reduce_into(dtype, op, dst, mine, got);
-            }
+            let dst = fold_into_out(b, dtype, op, out_off + o, block * blk + o, got);
             finalize(dtype, op, dst, n);
         }
     }
@@ -404,12 +407,7 @@ pub fn reduce<T: Transport + ?Sized>(
             reduce_inplace(dtype, op, slot, mine);
             chain.forward(t, right, k, l)?;
         } else {
-            let dst = b.out(o, l);
-            if b.in_place {
-                reduce_inplace(dtype, op, dst, slot);
-            } else {
-                reduce_into(dtype, op, dst, mine, slot);
-            }
+            let dst = fold_into_out(b, dtype, op, o, o, slot);
             finalize(dtype, op, dst, n);
         }
     }
