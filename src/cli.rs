@@ -126,6 +126,11 @@ pub struct RunArgs {
         default_value_t = format_size_arg(Options::default().algo_threshold))]
     pub algo_threshold: String,
 
+    /// Network interface the TCP path binds to [default: the one that reaches the rendezvous root; lo for
+    /// local ranks]
+    #[arg(long = "iface", value_name = "NAME", help_heading = TUNING)]
+    pub iface: Option<String>,
+
     /// TCP streams per peer (1..=16).
     #[arg(long = "streams", value_name = "N", help_heading = TUNING,
         default_value_t = Options::default().streams)]

@@ -19,6 +19,7 @@ pub mod collective;
 pub mod engine;
 pub mod error;
 pub mod memory;
+pub mod net;
 pub mod options;
 pub mod reduce;
 pub mod report;

@@ -200,6 +200,9 @@ pub struct Options {
     pub csv: Option<PathBuf>,
     /// Overwrite existing output files (`--force`).
     pub force: bool,
+    /// Interface the TCP path binds to (`--iface`); `None`: the one that reaches the rendezvous. Interface
+    /// names may differ between hosts, so ranks need not agree on it.
+    pub iface: Option<String>,
     /// TCP streams per peer (`--streams`).
     pub streams: usize,
     /// Pipeline chunk size in bytes (`--chunk`).
@@ -233,6 +236,7 @@ impl Default for Options {
             json: None,
             csv: None,
             force: false,
+            iface: None,
             streams: 1,
             chunk_bytes: 512 << 10,
             progress: Progress::Auto,
@@ -243,7 +247,7 @@ impl Default for Options {
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
 /// which a launcher overrides. Everything else must match on every rank (see [`Options::consensus_fields`]).
-pub const LOCAL_ONLY_FIELDS: [&str; 5] = ["np", "json", "csv", "force", "progress"];
+pub const LOCAL_ONLY_FIELDS: [&str; 6] = ["np", "json", "csv", "force", "progress", "iface"];
 
 impl Options {
     /// Validates `collbench run`'s flags; every error names the flag and says what to do instead.
@@ -311,6 +315,7 @@ impl Options {
             json: args.output_file.clone(),
             csv: args.csv.clone(),
             force: args.force,
+            iface: args.iface.clone(),
             streams: args.streams,
             // Bounded by MAX_CHUNK above, so it fits any usize.
             chunk_bytes: chunk as usize,

@@ -2,10 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::net;
 use crate::options::Options;
 use crate::transport::tcp::{connect_all, PeerAddr, TcpConfig, TcpListenerBound, TcpTransport};
-use crate::world::{self, local::LOOPBACK, Identity, World};
+use crate::world::{self, rendezvous, Identity, World};
 
 /// A rank that knows its peers and is connected to them.
 pub struct Session {
@@ -24,17 +25,41 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
     }
 }
 
-/// Bootstraps rank `id` and connects its data path on loopback.
+/// Bootstraps rank `id` and connects its data path.
+///
+/// The data listener binds to `--iface`'s address, or else to the address this host uses to reach the
+/// rendezvous (as NCCL picks the interface that reaches its root), which is loopback for local ranks.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value) -> Result<Session> {
-    let bound = TcpListenerBound::bind(LOOPBACK, "lo")?;
-    let world = world::bootstrap(id, bound.addr, &bound.iface, consensus, opts.timeout)?;
     let started = Instant::now();
+    let deadline = started + opts.timeout;
+    if id.serves_root {
+        let listener = rendezvous::bind_root(&id.root)?;
+        let (size, token, timeout) = (id.size, id.token, opts.timeout);
+        // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
+        std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
+    }
+    let who = format!("rank {} (host {})", id.rank, world::hostname());
+    let sock = rendezvous::connect(&id.root, deadline, &who)?;
+    let (ip, iface) = match &opts.iface {
+        Some(name) => (net::iface::address_of(name)?, name.clone()),
+        None => {
+            let ip = sock
+                .local_addr()
+                .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
+                .ip();
+            (ip, net::iface::name_of(ip).unwrap_or_else(|| ip.to_string()))
+        }
+    };
+    let bound = TcpListenerBound::bind(ip, &iface)?;
+    let mut world = world::bootstrap(id, sock, bound.addr, &bound.iface, consensus, deadline)?;
+    world.bootstrap_s = started.elapsed().as_secs_f64();
+    let connect_started = Instant::now();
     let peers: Vec<PeerAddr> = world
         .ranks
         .iter()
         .map(|ri| {
             let addr = ri.addr.parse().map_err(|_| {
-                crate::error::Error::Peer(format!(
+                Error::Peer(format!(
                     "rank {} published an unusable data address '{}' (host {})",
                     ri.rank, ri.addr, ri.host
                 ))
@@ -50,7 +75,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value) -> R
     Ok(Session {
         world,
         transport,
-        connect_s: started.elapsed().as_secs_f64(),
+        connect_s: connect_started.elapsed().as_secs_f64(),
     })
 }
 

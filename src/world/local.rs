@@ -41,6 +41,8 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
             .env(env::RANK, rank.to_string())
             .env(env::WORLD_SIZE, np.to_string())
             .env(env::ROOT, root.to_string())
+            // The rendezvous is served here; a rank's own COLLBENCH_* or launcher variables must not leak in.
+            .env_remove(env::JOB_TOKEN_FILE)
             .env(env::JOB_TOKEN, token_to_hex(&token))
             .env(env::LAUNCHER, "local")
             .spawn();
@@ -159,9 +161,11 @@ pub fn thread_identities(n: usize, timeout: Duration) -> Result<(Vec<Identity>, 
         .map(|rank| Identity {
             rank,
             size: n,
-            root,
+            root: root.to_string(),
             token,
+            token_from: "generated".into(),
             launcher: "threads".into(),
+            serves_root: false,
         })
         .collect();
     Ok((ids, server))

@@ -11,18 +11,22 @@ pub mod rendezvous;
 use std::net::SocketAddr;
 
 use crate::report::RankInfo;
-use crate::transport::tcp::handshake::Token;
+pub use crate::transport::tcp::handshake::Token;
 
 /// What a launcher tells a rank about itself.
 #[derive(Clone, Debug)]
 pub struct Identity {
     pub rank: usize,
     pub size: usize,
-    /// Where the rendezvous service listens.
-    pub root: SocketAddr,
+    /// `host:port` of the rendezvous service (resolved when used: in Kubernetes, names appear late).
+    pub root: String,
     pub token: Token,
-    /// Which launcher started the rank ("local", ...).
+    /// Where the token came from, for the header.
+    pub token_from: String,
+    /// Which launcher started the rank ("local", "mpirun (OpenMPI)", ...).
     pub launcher: String,
+    /// Whether this rank serves the rendezvous (rank 0, unless collbench's own launcher does).
+    pub serves_root: bool,
 }
 
 /// Everything a rank knows about the job after the bootstrap.
@@ -75,13 +79,14 @@ pub fn token_from_hex(s: &str) -> Option<Token> {
     Some(t)
 }
 
-/// Joins the rendezvous as `id` with this rank's data endpoint and returns the world.
+/// Joins the rendezvous over `sock` (already connected to `id.root`) with this rank's data endpoint.
 pub fn bootstrap(
     id: &Identity,
+    sock: std::net::TcpStream,
     data_addr: SocketAddr,
     iface: &str,
     consensus: serde_json::Value,
-    timeout: std::time::Duration,
+    deadline: std::time::Instant,
 ) -> crate::error::Result<World> {
     let started = std::time::Instant::now();
     let host = hostname();
@@ -95,7 +100,7 @@ pub fn bootstrap(
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
     };
-    let ranks = rendezvous::join(id.root, &id.token, &me, timeout)?;
+    let ranks = rendezvous::exchange(sock, &id.root, &id.token, &me, deadline)?;
     Ok(World {
         rank: id.rank,
         size: id.size,

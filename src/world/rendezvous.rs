@@ -252,25 +252,66 @@ fn poll_readable(l: &TcpListener, deadline: Instant) {
     unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
-/// Joins the rendezvous at `root`, retrying until it is up, and returns every rank's info.
-pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Result<Vec<RankInfo>> {
-    let started = Instant::now();
-    let deadline = started + timeout;
-    let who = format!("rank {} (host {})", me.rank, me.host);
-    let mut sock = loop {
-        match TcpStream::connect_timeout(&root, Duration::from_secs(1)) {
-            Ok(s) => break s,
-            Err(e) if Instant::now() >= deadline => {
-                return Err(Error::Peer(format!(
-                    "{who}: cannot reach the rendezvous at {root} after trying for {:.1} s: {e}; is rank 0 (or the \
-                     launcher) running, and is the address right?",
-                    started.elapsed().as_secs_f64()
-                )))
-            }
-            // The service may not be listening yet; try again shortly.
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+/// Resolves `root` (`host:port`) to socket addresses; names may take a while to appear (Kubernetes DNS).
+fn resolve(root: &str) -> std::io::Result<Vec<SocketAddr>> {
+    std::net::ToSocketAddrs::to_socket_addrs(root).map(|a| a.collect())
+}
+
+/// Binds the rendezvous service on `root` for rank 0: the address must belong to this host.
+pub fn bind_root(root: &str) -> Result<TcpListener> {
+    let addrs = resolve(root).map_err(|e| {
+        Error::usage(
+            super::env::ROOT,
+            format!("rank 0 cannot resolve the rendezvous address '{root}': {e}"),
+        )
+    })?;
+    let mut last = None;
+    for a in &addrs {
+        match TcpListener::bind(a) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(format!("{a}: {e}")),
         }
-    };
+    }
+    Err(Error::usage(
+        super::env::ROOT,
+        format!(
+            "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of              rank 0's own host and a free port",
+            super::hostname(),
+            last.unwrap_or_else(|| "no address".into())
+        ),
+    ))
+}
+
+/// Connects to the rendezvous at `root`, retrying (it may not be up yet, or its name not yet resolvable)
+/// until `deadline`.
+pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
+    let started = Instant::now();
+    loop {
+        let err = match resolve(root) {
+            Ok(addrs) => match addrs
+                .iter()
+                .find_map(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).ok())
+            {
+                Some(s) => return Ok(s),
+                None => format!("no answer at {addrs:?}"),
+            },
+            Err(e) => format!("cannot resolve it: {e}"),
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::Peer(format!(
+                "{who}: cannot reach the rendezvous at {root} after trying for {:.1} s ({err}); is rank 0 (or the \
+                 launcher) running, and is the address right? Raise -T/--timeout if ranks start far apart",
+                started.elapsed().as_secs_f64()
+            )));
+        }
+        // The service may not be listening yet; try again shortly.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
+pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
+    let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     let mut pre = Vec::with_capacity(PREAMBLE_LEN);
     pre.extend_from_slice(&MAGIC);
@@ -284,8 +325,8 @@ pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Re
     sock.set_read_timeout(Some(left)).map_err(io_err)?;
     let frame = read_frame(&mut sock).map_err(|why| {
         Error::Peer(format!(
-            "{who}: no answer from the rendezvous at {root} within {:.1} s ({why}); are all {} ranks running?",
-            timeout.as_secs_f64(),
+            "{who}: no answer from the rendezvous at {root} in time ({why}); are all {} ranks running, with the \
+             same job token?",
             me.size
         ))
     })?;
@@ -308,6 +349,14 @@ pub fn join(root: SocketAddr, token: &Token, me: &Join, timeout: Duration) -> Re
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
     }
+}
+
+/// Connects and joins in one go (tests and simple callers).
+pub fn join(root: &str, token: &Token, me: &Join, timeout: Duration) -> Result<Vec<RankInfo>> {
+    let deadline = Instant::now() + timeout;
+    let who = format!("rank {} (host {})", me.rank, me.host);
+    let sock = connect(root, deadline, &who)?;
+    exchange(sock, root, token, me, deadline)
 }
 
 #[cfg(test)]
@@ -342,17 +391,19 @@ mod tests {
     #[test]
     fn ranks_meet_and_strangers_are_dropped() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let root = l.local_addr().unwrap();
+        let root = l.local_addr().unwrap().to_string();
         let token = [9u8; 16];
         let server = std::thread::spawn(move || serve(l, 2, token, Duration::from_secs(20)));
         // A port scanner first: garbage, then a wrong token.
-        let mut s = TcpStream::connect(root).unwrap();
+        let mut s = TcpStream::connect(&root).unwrap();
         s.write_all(b"GET / HTTP/1.0\r\n\r\n-------").unwrap();
         drop(s);
-        let wrong = std::thread::spawn(move || join(root, &[1u8; 16], &join_msg(1, json!({})), Duration::from_secs(2)));
+        let r2 = root.clone();
+        let wrong = std::thread::spawn(move || join(&r2, &[1u8; 16], &join_msg(1, json!({})), Duration::from_secs(2)));
         assert!(wrong.join().unwrap().is_err());
-        let t1 = std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"a": 1})), Duration::from_secs(20)));
-        let t0 = join(root, &token, &join_msg(0, json!({"a": 1})), Duration::from_secs(20)).unwrap();
+        let r1 = root.clone();
+        let t1 = std::thread::spawn(move || join(&r1, &token, &join_msg(1, json!({"a": 1})), Duration::from_secs(20)));
+        let t0 = join(&root, &token, &join_msg(0, json!({"a": 1})), Duration::from_secs(20)).unwrap();
         let t1 = t1.join().unwrap().unwrap();
         assert_eq!(t0, t1);
         assert_eq!(t0.len(), 2);
@@ -362,13 +413,14 @@ mod tests {
     #[test]
     fn differing_options_are_refused_before_any_data_moves() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let root = l.local_addr().unwrap();
+        let root = l.local_addr().unwrap().to_string();
         let token = [3u8; 16];
         let server = std::thread::spawn(move || serve(l, 2, token, Duration::from_secs(20)));
+        let r1 = root.clone();
         let t1 =
-            std::thread::spawn(move || join(root, &token, &join_msg(1, json!({"iters": 5})), Duration::from_secs(20)));
+            std::thread::spawn(move || join(&r1, &token, &join_msg(1, json!({"iters": 5})), Duration::from_secs(20)));
         let e0 = join(
-            root,
+            &root,
             &token,
             &join_msg(0, json!({"iters": 20})),
             Duration::from_secs(20),

@@ -1,0 +1,3 @@
+//! What the machine's network looks like: interfaces and their addresses.
+
+pub mod iface;
