@@ -126,6 +126,12 @@ pub struct RunArgs {
         default_value_t = format_size_arg(Options::default().algo_threshold))]
     pub algo_threshold: String,
 
+    /// Paths to measure in turn, comma-separated: tcp (collbench's own transport), mpi (the MPI library's
+    /// collectives; needs a build with --features mpi and an MPI launcher)
+    #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
+        help_heading = TUNING, default_value = "tcp")]
+    pub transport: Vec<String>,
+
     /// Network interface the TCP path binds to [default: the one that reaches the rendezvous root; lo for
     /// local ranks]
     #[arg(long = "iface", value_name = "NAME", help_heading = TUNING)]

@@ -19,6 +19,8 @@ pub mod collective;
 pub mod engine;
 pub mod error;
 pub mod memory;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod net;
 pub mod options;
 pub mod reduce;

@@ -80,6 +80,52 @@ pub enum AlgoChoice {
     Tree,
 }
 
+/// A path to measure (`--transport`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathKind {
+    /// collbench's own TCP transport.
+    Tcp,
+    /// The MPI library's own collectives (feature `mpi`).
+    Mpi,
+}
+
+impl PathKind {
+    /// Every path kind, as `--transport` names them.
+    pub const ALL: [PathKind; 2] = [PathKind::Tcp, PathKind::Mpi];
+
+    /// The name used on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PathKind::Tcp => "tcp",
+            PathKind::Mpi => "mpi",
+        }
+    }
+}
+
+impl std::fmt::Display for PathKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PathKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tcp" => Ok(PathKind::Tcp),
+            "mpi" if cfg!(feature = "mpi") => Ok(PathKind::Mpi),
+            "mpi" => Err(
+                "this collbench was built without MPI; rebuild with `cargo build --release --features mpi` \
+                          (needs an MPI library such as libopenmpi-dev)"
+                    .into(),
+            ),
+            other => Err(format!("unknown transport '{other}' (expected tcp or mpi)")),
+        }
+    }
+}
+
 /// Which rank's time the table reports (nccl-tests' `-a`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -187,6 +233,8 @@ pub struct Options {
     /// Root rank of broadcast and reduce (`-r`).
     pub root: usize,
     pub algo: AlgoChoice,
+    /// Paths to sweep in turn (`--transport`).
+    pub transports: Vec<PathKind>,
     /// Message size in bytes at which `--algo auto` switches from the latency algorithm to the ring.
     pub algo_threshold: u64,
     pub rank_stat: RankStat,
@@ -229,6 +277,7 @@ impl Default for Options {
             ops: vec![Op::Sum],
             root: 0,
             algo: AlgoChoice::Auto,
+            transports: vec![PathKind::Tcp],
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
             percentiles: false,
@@ -274,6 +323,12 @@ impl Options {
         let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
         let rank_stat = args.average.parse().map_err(|e| Error::usage("-a/--average", e))?;
         let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
+        // `all` means every path this build has.
+        let built: Vec<PathKind> = PathKind::ALL
+            .into_iter()
+            .filter(|p| *p != PathKind::Mpi || cfg!(feature = "mpi"))
+            .collect();
+        let transports = parse_list("--transport", &args.transport, &built)?;
         let algo_threshold = size_flag("--algo-threshold", &args.algo_threshold)?;
         if !(1..=MAX_STREAMS).contains(&args.streams) {
             return Err(Error::usage(
@@ -308,6 +363,7 @@ impl Options {
             ops,
             root: args.root,
             algo,
+            transports,
             algo_threshold,
             rank_stat,
             percentiles: args.percentiles,

@@ -10,7 +10,7 @@ use crate::bench;
 use crate::cli::RunArgs;
 use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::options::{Options, Progress};
+use crate::options::{Options, PathKind, Progress};
 use crate::report::{self, Reporter, RunInfo};
 use crate::session;
 use crate::world::{env, local, Identity};
@@ -26,6 +26,13 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
 
 /// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
 fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
+    if opts.transports.contains(&PathKind::Mpi) {
+        return Err(Error::usage(
+            "--transport",
+            "mpi needs ranks started by an MPI launcher (mpirun, or srun with PMI/PMIx); collbench's own local \
+             launcher cannot start MPI ranks. Try: mpirun -np 4 collbench run --transport tcp,mpi",
+        ));
+    }
     if let Some(avail) = Options::mem_available() {
         opts.check_memory(opts.np, avail)?;
     }
@@ -63,7 +70,31 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     if id.rank == 0 && id.launcher != "local" {
         check_outputs(opts)?;
     }
-    let sess = session::connect(id, opts, opts.consensus_fields())?;
+    #[cfg(feature = "mpi")]
+    let mpi = if opts.transports.contains(&PathKind::Mpi) || id.root.is_none() {
+        let m = crate::mpi::Mpi::init()?;
+        if m.size() != id.size {
+            return Err(Error::usage(
+                "--transport",
+                format!(
+                    "MPI sees {} rank(s) but {} says the job has {}: MPI needs ranks started by an MPI launcher \
+                     (mpirun, or srun with PMI/PMIx)",
+                    m.size(),
+                    id.launcher,
+                    id.size
+                ),
+            ));
+        }
+        Some(m)
+    } else {
+        None
+    };
+    let exchange = session::Exchange::choose(
+        id,
+        #[cfg(feature = "mpi")]
+        mpi.as_ref(),
+    )?;
+    let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     if id.rank == 0 {
         reporters.push(Box::new(report::table::TableReporter::new(std::io::stdout())));
@@ -99,19 +130,45 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
-    let mut engine = Native::new(sess.transport, opts);
-    let outcome = bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref());
+    let mut records = Vec::new();
+    let mut wrong = 0;
+    for path in &opts.transports {
+        let outcome = match path {
+            PathKind::Tcp => {
+                let mut engine = Native::new(&mut sess.transport, opts);
+                bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref())
+            }
+            #[cfg(feature = "mpi")]
+            PathKind::Mpi => {
+                let m = mpi.as_ref().expect("MPI is initialised when --transport has mpi");
+                let mut engine = crate::mpi::engine::MpiEngine::new(m);
+                bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref())
+            }
+            #[cfg(not(feature = "mpi"))]
+            PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+        };
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(pb) = &progress {
+                    pb.finish_and_clear();
+                }
+                return Err(e);
+            }
+        };
+        records.extend(outcome.records);
+        wrong += outcome.wrong;
+    }
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
-    let outcome = outcome?;
     if id.rank == 0 {
-        let summary = report::summary::summarize(&outcome.records, now_rfc3339());
+        let summary = report::summary::summarize(&records, now_rfc3339());
         for r in &mut reporters {
             r.finish(&summary)?;
         }
     }
-    Ok(if outcome.wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+    Ok(if wrong > 0 { EXIT_WRONG } else { EXIT_OK })
 }
 
 /// Prints `e` the way every collbench error reaches the user and returns its exit status.

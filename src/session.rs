@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::net;
 use crate::options::Options;
+#[cfg(feature = "mpi")]
+use crate::report::RankInfo;
 use crate::transport::tcp::{connect_all, PeerAddr, TcpConfig, TcpListenerBound, TcpTransport};
 use crate::world::{self, rendezvous, Identity, World};
 
@@ -25,33 +27,58 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
     }
 }
 
+/// How ranks exchange their endpoints.
+pub enum Exchange<'a> {
+    /// Through the rendezvous service at this `host:port`.
+    Rendezvous(&'a str),
+    /// Through MPI collectives, under an MPI launcher (feature `mpi`).
+    #[cfg(feature = "mpi")]
+    Mpi(&'a crate::mpi::Mpi),
+}
+
+impl<'a> Exchange<'a> {
+    /// The rendezvous when the launcher named one; else MPI when it is available; else an error saying
+    /// what to set.
+    pub fn choose(id: &'a Identity, #[cfg(feature = "mpi")] mpi: Option<&'a crate::mpi::Mpi>) -> Result<Self> {
+        if let Some(root) = &id.root {
+            return Ok(Exchange::Rendezvous(root));
+        }
+        #[cfg(feature = "mpi")]
+        if let Some(m) = mpi {
+            return Ok(Exchange::Mpi(m));
+        }
+        Err(Error::usage(
+            world::env::ROOT,
+            format!(
+                "{} gives rank {} of {}, but there is no rendezvous address: set {}=HOST:PORT (an address of rank 0's \
+                 host; rank 0 serves it) or MASTER_ADDR and MASTER_PORT{}",
+                id.launcher,
+                id.rank,
+                id.size,
+                world::env::ROOT,
+                if cfg!(feature = "mpi") {
+                    ""
+                } else {
+                    ", or use a collbench built with --features mpi under mpirun"
+                }
+            ),
+        ))
+    }
+}
+
 /// Bootstraps rank `id` and connects its data path.
 ///
-/// The data listener binds to `--iface`'s address, or else to the address this host uses to reach the
-/// rendezvous (as NCCL picks the interface that reaches its root), which is loopback for local ranks.
-pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value) -> Result<Session> {
+/// The data listener binds to `--iface`'s address, or else (rendezvous) to the address this host uses to
+/// reach the rendezvous, as NCCL picks the interface that reaches its root, which is loopback for local
+/// ranks; (MPI) loopback when every rank is on this host, else the interface of the default route.
+pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
     let started = Instant::now();
     let deadline = started + opts.timeout;
-    if id.serves_root {
-        let listener = rendezvous::bind_root(&id.root)?;
-        let (size, token, timeout) = (id.size, id.token, opts.timeout);
-        // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
-        std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
-    }
-    let who = format!("rank {} (host {})", id.rank, world::hostname());
-    let sock = rendezvous::connect(&id.root, deadline, &who)?;
-    let (ip, iface) = match &opts.iface {
-        Some(name) => (net::iface::address_of(name)?, name.clone()),
-        None => {
-            let ip = sock
-                .local_addr()
-                .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
-                .ip();
-            (ip, net::iface::name_of(ip).unwrap_or_else(|| ip.to_string()))
-        }
+    let (mut world, bound) = match exchange {
+        Exchange::Rendezvous(root) => via_rendezvous(id, opts, consensus, root, deadline)?,
+        #[cfg(feature = "mpi")]
+        Exchange::Mpi(m) => via_mpi(id, opts, consensus, m)?,
     };
-    let bound = TcpListenerBound::bind(ip, &iface)?;
-    let mut world = world::bootstrap(id, sock, bound.addr, &bound.iface, consensus, deadline)?;
     world.bootstrap_s = started.elapsed().as_secs_f64();
     let connect_started = Instant::now();
     let peers: Vec<PeerAddr> = world
@@ -79,6 +106,115 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value) -> R
     })
 }
 
+fn via_rendezvous(
+    id: &Identity,
+    opts: &Options,
+    consensus: serde_json::Value,
+    root: &str,
+    deadline: Instant,
+) -> Result<(World, TcpListenerBound)> {
+    if id.serves_root {
+        let listener = rendezvous::bind_root(root)?;
+        let (size, token, timeout) = (id.size, id.token, opts.timeout);
+        // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
+        std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
+    }
+    let who = format!("rank {} (host {})", id.rank, world::hostname());
+    let sock = rendezvous::connect(root, deadline, &who)?;
+    let (ip, iface) = match &opts.iface {
+        Some(name) => (net::iface::address_of(name)?, name.clone()),
+        None => {
+            let ip = sock
+                .local_addr()
+                .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
+                .ip();
+            (ip, net::iface::name_of(ip).unwrap_or_else(|| ip.to_string()))
+        }
+    };
+    let bound = TcpListenerBound::bind(ip, &iface)?;
+    let world = world::bootstrap(id, sock, bound.addr, &bound.iface, consensus, deadline)?;
+    Ok((world, bound))
+}
+
+#[cfg(feature = "mpi")]
+fn via_mpi(
+    id: &Identity,
+    opts: &Options,
+    consensus: serde_json::Value,
+    m: &crate::mpi::Mpi,
+) -> Result<(World, TcpListenerBound)> {
+    if m.size() != id.size || m.rank() != id.rank {
+        return Err(Error::usage(
+            "launcher",
+            format!(
+                "{} says rank {} of {}, but MPI says rank {} of {}; was collbench started by a different launcher than \
+                 the MPI library expects?",
+                id.launcher,
+                id.rank,
+                id.size,
+                m.rank(),
+                m.size()
+            ),
+        ));
+    }
+    let host = world::hostname();
+    let hosts = m.allgather_bytes(host.as_bytes());
+    let (ip, iface) = match &opts.iface {
+        Some(name) => (net::iface::address_of(name)?, name.clone()),
+        None if hosts.iter().all(|h| h == host.as_bytes()) => (world::local::LOOPBACK, "lo".to_string()),
+        None => net::iface::default_iface()?,
+    };
+    let bound = TcpListenerBound::bind(ip, &iface)?;
+    // MPI's own channel is trusted: rank 0's random token reaches every rank through it.
+    let tok = m.broadcast_bytes(&world::new_token());
+    let token: world::Token = tok
+        .as_slice()
+        .try_into()
+        .map_err(|_| Error::Peer("malformed token from rank 0".into()))?;
+    let me = rendezvous::Join {
+        rank: id.rank,
+        size: id.size,
+        host: host.clone(),
+        pid: std::process::id(),
+        iface: iface.clone(),
+        addr: bound.addr.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        consensus,
+    };
+    let joins: Vec<rendezvous::Join> = m
+        .allgather_bytes(&serde_json::to_vec(&me).expect("a join serialises"))
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| Error::Peer(format!("rank {r} sent an unreadable endpoint: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    let refs: Vec<&rendezvous::Join> = joins.iter().collect();
+    if let Some(msg) = rendezvous::disagreement(&refs) {
+        return Err(Error::usage("options", msg));
+    }
+    let ranks = joins
+        .into_iter()
+        .map(|j| RankInfo {
+            rank: j.rank,
+            pid: j.pid,
+            host: j.host,
+            iface: j.iface,
+            addr: j.addr,
+        })
+        .collect();
+    let world = World {
+        rank: id.rank,
+        size: id.size,
+        host,
+        launcher: format!("{} (endpoints exchanged through MPI)", id.launcher),
+        token,
+        ranks,
+        bootstrap_s: 0.0,
+    };
+    Ok((world, bound))
+}
+
 /// Runs `n` ranks as threads of this process, each connected over loopback, and returns what `f`
 /// returned on each rank (in rank order). For tests and benchmarks of the library.
 pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -> R + Sync) -> Vec<Result<R>> {
@@ -92,7 +228,10 @@ pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -
             .iter()
             .map(|id| {
                 let (f, consensus) = (&f, consensus.clone());
-                s.spawn(move || connect(id, opts, consensus).map(|mut sess| f(&mut sess)))
+                s.spawn(move || {
+                    let ex = Exchange::Rendezvous(id.root.as_deref().expect("thread ranks have a rendezvous"));
+                    connect(id, opts, consensus, ex).map(|mut sess| f(&mut sess))
+                })
             })
             .collect();
         handles
@@ -102,4 +241,34 @@ pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -
     });
     let _ = server.join();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_rendezvous_and_no_mpi_says_what_to_set() {
+        let id = Identity {
+            rank: 1,
+            size: 2,
+            root: None,
+            token: [0; 16],
+            token_from: String::new(),
+            launcher: "mpirun (OpenMPI)".into(),
+            serves_root: false,
+        };
+        let e = match Exchange::choose(
+            &id,
+            #[cfg(feature = "mpi")]
+            None,
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("must refuse"),
+        };
+        assert!(
+            e.contains("COLLBENCH_ROOT") && e.contains("MASTER_ADDR") && e.contains("OpenMPI"),
+            "{e}"
+        );
+    }
 }

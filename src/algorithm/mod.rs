@@ -36,6 +36,8 @@ pub enum Algo {
     Bruck,
     Tree,
     Pairwise,
+    /// A library's own choice (MPI, NCCL): collbench does not know which algorithm it ran.
+    Library,
 }
 
 impl Algo {
@@ -47,6 +49,7 @@ impl Algo {
             Algo::Bruck => "bruck",
             Algo::Tree => "tree",
             Algo::Pairwise => "pairwise",
+            Algo::Library => "library",
         }
     }
 

@@ -61,7 +61,19 @@ pub fn sweep<E: Engine>(
         iters: opts.iters,
     };
     let mut out = Outcome::default();
+    let mut skipped: Vec<String> = Vec::new();
     for p in &points {
+        if let Some(why) = e.unsupported(p.dtype, p.op) {
+            // Every rank skips the same points; rank 0 says so once per reason.
+            if e.rank() == 0 && !skipped.contains(&why) {
+                eprintln!("collbench: note: skipping {} points on {path}: {why}", p.dtype);
+                skipped.push(why);
+            }
+            if let Some(pb) = progress {
+                pb.inc(1);
+            }
+            continue;
+        }
         let algo = e.algo(p.coll, p.layout.size_bytes as u64);
         if let Some(pb) = progress {
             pb.set_message(format!("{} {} {} B", p.coll, p.dtype, p.layout.size_bytes));

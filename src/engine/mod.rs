@@ -5,6 +5,7 @@ use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
 use crate::collective::Collective;
 use crate::error::Result;
 use crate::options::{AlgoChoice, Options};
+use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.
@@ -17,6 +18,10 @@ pub trait Engine {
     fn size(&self) -> usize;
     /// The algorithm that will run `coll` at `size_bytes`.
     fn algo(&self, coll: Collective, size_bytes: u64) -> Algo;
+    /// Why this engine cannot run `dtype`/`op` (points it cannot run are skipped with that reason).
+    fn unsupported(&self, _dtype: Dtype, _op: Option<Op>) -> Option<String> {
+        None
+    }
     /// Runs one collective.
     fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()>;
     /// No rank returns before every rank has entered.

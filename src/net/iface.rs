@@ -33,6 +33,45 @@ pub fn address_of(name: &str) -> Result<IpAddr> {
         })
 }
 
+/// Interfaces never picked by default for traffic between hosts: container bridges and their veth ends.
+const NOT_BY_DEFAULT: [&str; 5] = ["docker", "virbr", "br-", "veth", "cni"];
+
+/// The interface of the default route (`/proc/net/route`), if there is one.
+fn default_route_iface() -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/route").ok()?;
+    table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[1] == "00000000")
+        .map(|f| f[0].to_string())
+}
+
+/// The interface for traffic between hosts when none is given: the default route's, else the first by name
+/// that is not loopback or a container bridge; with its address.
+pub fn default_iface() -> Result<(IpAddr, String)> {
+    if let Some(name) = default_route_iface() {
+        if let Ok(ip) = address_of(&name) {
+            return Ok((ip, name));
+        }
+    }
+    let mut all: Vec<(String, IpAddr)> = addresses()
+        .into_iter()
+        .filter(|(n, a)| !a.is_loopback() && a.is_ipv4() && !NOT_BY_DEFAULT.iter().any(|p| n.starts_with(p)))
+        .collect();
+    all.sort();
+    all.into_iter().next().map(|(n, a)| (a, n)).ok_or_else(|| {
+        Error::usage(
+            "--iface",
+            format!(
+                "host {} has no default route and no non-loopback IPv4 interface to reach other hosts; name one \
+                 with --iface",
+                crate::world::hostname()
+            ),
+        )
+    })
+}
+
 /// The interface that holds `ip`, if any.
 pub fn name_of(ip: IpAddr) -> Option<String> {
     addresses().into_iter().find(|(_, a)| *a == ip).map(|(n, _)| n)

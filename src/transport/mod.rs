@@ -87,3 +87,33 @@ pub fn sendrecv<T: Transport + ?Sized>(
         t.wait(s)
     }
 }
+
+/// A borrowed transport is a transport, so one connection set can serve several engines in turn.
+impl<T: Transport + ?Sized> Transport for &mut T {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+    fn path(&self) -> String {
+        (**self).path()
+    }
+    unsafe fn post_send(&mut self, peer: usize, ptr: *const u8, len: usize) -> Result<Request> {
+        // SAFETY: forwarded contract.
+        unsafe { (**self).post_send(peer, ptr, len) }
+    }
+    unsafe fn post_recv(&mut self, peer: usize, ptr: *mut u8, len: usize) -> Result<Request> {
+        // SAFETY: forwarded contract.
+        unsafe { (**self).post_recv(peer, ptr, len) }
+    }
+    fn wait(&mut self, req: Request) -> Result<()> {
+        (**self).wait(req)
+    }
+    fn wait_all(&mut self) -> Result<()> {
+        (**self).wait_all()
+    }
+    fn pending(&self) -> usize {
+        (**self).pending()
+    }
+}

@@ -96,25 +96,20 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
         ));
     }
     let root = match (get(ROOT), get("MASTER_ADDR")) {
-        (Some(r), _) => r.trim().to_string(),
+        (Some(r), _) => Some(r.trim().to_string()),
         (None, Some(addr)) => {
             let port = get("MASTER_PORT").unwrap_or_else(|| DEFAULT_PORT.to_string());
-            format!("{}:{}", addr.trim(), port.trim())
+            Some(format!("{}:{}", addr.trim(), port.trim()))
         }
-        (None, None) => {
-            return Err(Error::usage(
-                ROOT,
-                format!(
-                    "{launcher} gives rank {rank} of {size}, but there is no rendezvous address: set {ROOT}=HOST:PORT \
-                     (an address of rank 0's host; rank 0 serves it) or MASTER_ADDR and MASTER_PORT"
-                ),
-            ))
-        }
+        // Under mpirun, MPI itself can exchange the endpoints (feature "mpi"); the session decides.
+        (None, None) => None,
     };
-    if !root.contains(':') {
-        return Err(Error::usage(ROOT, format!("'{root}' has no port; expected HOST:PORT")));
+    if let Some(r) = &root {
+        if !r.contains(':') {
+            return Err(Error::usage(ROOT, format!("'{r}' has no port; expected HOST:PORT")));
+        }
     }
-    let (token, token_from) = token(&get, &root, size)?;
+    let (token, token_from) = token(&get, root.as_deref().unwrap_or(""), size)?;
     // Rank 0 serves the rendezvous, except under collbench's own launcher, which serves it itself.
     let serves_root = rank == 0 && get(LAUNCHER).as_deref() != Some("local");
     Ok(Some(Identity {
@@ -193,8 +188,8 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(
-            (id.rank, id.size, id.root.as_str(), id.token[15]),
-            (2, 4, "127.0.0.1:5000", 15)
+            (id.rank, id.size, id.root.as_deref(), id.token[15]),
+            (2, 4, Some("127.0.0.1:5000"), 15)
         );
         assert!(!id.serves_root);
     }
@@ -222,7 +217,10 @@ mod tests {
             all.push(("MASTER_ADDR", "node0"));
             let id = identity_from(env(&all)).unwrap().unwrap();
             assert!(id.launcher.contains(name), "{} for {vars:?}", id.launcher);
-            assert_eq!((id.rank, id.size, id.root.as_str()), (rank, size, "node0:29500"));
+            assert_eq!(
+                (id.rank, id.size, id.root.as_deref()),
+                (rank, size, Some("node0:29500"))
+            );
             assert_eq!(id.serves_root, rank == 0);
         }
     }
@@ -249,13 +247,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("JOB_COMPLETION_INDEX=1") && e.contains(WORLD_SIZE), "{e}");
-        let e = identity_from(env(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains(ROOT) && e.contains("MASTER_ADDR") && e.contains("OpenMPI"),
-            "{e}"
-        );
+        // No rendezvous address: left to the session, which bootstraps through MPI or says what is missing.
+        let id = identity_from(env(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]))
+            .unwrap()
+            .unwrap();
+        assert!(id.root.is_none());
         let e = identity_from(env(&[("RANK", "4"), ("WORLD_SIZE", "4"), (ROOT, "h:1")]))
             .unwrap_err()
             .to_string();

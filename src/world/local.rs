@@ -161,7 +161,7 @@ pub fn thread_identities(n: usize, timeout: Duration) -> Result<(Vec<Identity>, 
         .map(|rank| Identity {
             rank,
             size: n,
-            root: root.to_string(),
+            root: Some(root.to_string()),
             token,
             token_from: "generated".into(),
             launcher: "threads".into(),

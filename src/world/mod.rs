@@ -18,8 +18,9 @@ pub use crate::transport::tcp::handshake::Token;
 pub struct Identity {
     pub rank: usize,
     pub size: usize,
-    /// `host:port` of the rendezvous service (resolved when used: in Kubernetes, names appear late).
-    pub root: String,
+    /// `host:port` of the rendezvous service (resolved when used: in Kubernetes, names appear late);
+    /// `None` under an MPI launcher that sets none, where MPI exchanges the endpoints.
+    pub root: Option<String>,
     pub token: Token,
     /// Where the token came from, for the header.
     pub token_from: String,
@@ -100,7 +101,8 @@ pub fn bootstrap(
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
     };
-    let ranks = rendezvous::exchange(sock, &id.root, &id.token, &me, deadline)?;
+    let root = id.root.as_deref().unwrap_or("?");
+    let ranks = rendezvous::exchange(sock, root, &id.token, &me, deadline)?;
     Ok(World {
         rank: id.rank,
         size: id.size,

@@ -148,7 +148,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
 }
 
 /// Names every rank whose version or options differ from rank 0's, and the fields that differ.
-fn disagreement(joins: &[&Join]) -> Option<String> {
+pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
     let base = joins.first()?;
     let mut lines = Vec::new();
     for j in &joins[1..] {

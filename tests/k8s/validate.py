@@ -1,0 +1,713 @@
+#!/usr/bin/env python3
+"""Offline validation of collbench's Kubernetes manifests (k8s/*.yaml), as strict as the API server.
+
+Run by tests/k8s/validate.sh, which makes the virtual environment this needs (tests/k8s/requirements.txt).
+
+Every document of every file is checked by:
+- schema: kind MPIJob (kubeflow.org/v2beta1) against the openAPIV3Schema of the MPIJob CRD (--crd), any
+  other kind against the strict JSON schemas of Kubernetes itself that kubernetes-validate bundles, for
+  each Kubernetes version in --k8s-versions. "Strict" means unknown fields are errors, as with
+  `kubectl apply` (field validation "Strict"). A CRD schema leaves objects open unless told otherwise
+  (the API server prunes what it does not know, and strict field validation reports it), so every
+  object in the CRD schema without properties-for-all (additionalProperties) or
+  x-kubernetes-preserve-unknown-fields is closed here. The CRD's root `metadata` is a bare
+  `type: object` (the API server checks it as ObjectMeta), so it is checked against Kubernetes'
+  ObjectMeta; each MPIJob pod template is also checked against Kubernetes' PodTemplateSpec, because
+  the operator turns it into real pods of the cluster's version. Lists marked x-kubernetes-list-type
+  map/set must not repeat a key or an item (the API server refuses that for custom resources);
+  formats int32, int64 and byte (base64) are checked.
+- pod rules the API server applies beyond the schema: every container has an image, volume mounts
+  name a volume of the pod, port names are IANA service names, resource amounts are quantities.
+- MPI Operator rules (its pkg/apis/kubeflow/validation, after its defaults): only Launcher and Worker,
+  one Launcher, at least one Worker, restart policies, clean pod policy, worker host names <= 63.
+- collbench rules: the launcher runs `collbench run`; an mpirun -np agrees with Worker replicas x
+  slotsPerWorker; hostNetwork pods use dnsPolicy ClusterFirstWithHostNet; an Indexed Job agrees with
+  its headless Service, COLLBENCH_WORLD_SIZE, COLLBENCH_ROOT and the token Secret of the same file.
+
+With --expect-fail, each file must fail, and every `# expect: TEXT` line in it must match (as a
+substring) at least one reported error: the self-test that proves the checks can fail.
+Exit status: 0 all valid (or all bad files failed as expected), 1 not so, 2 setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import yaml
+from jsonschema import FormatChecker, ValidationError, validators
+from jsonschema.exceptions import best_match
+from kubernetes_validate import utils as kv
+from kubernetes_validate.version import __version__ as KV_VERSION
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+DEFS_URI = "https://kubernetes.io/api/_definitions.json"
+OBJECT_META = "/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+POD_TEMPLATE = "/api/_definitions.json#/$defs/io.k8s.api.core.v1.PodTemplateSpec"
+# Kubernetes' resource.Quantity syntax (the pattern the CRD uses; Kubernetes' own JSON schemas say only
+# "string or number").
+QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+EXPECT = re.compile(r"^#\s*expect:\s*(.+?)\s*$", re.MULTILINE)
+
+Path_ = tuple  # a path into a document: keys and list indices
+
+
+# ---------------------------------------------------------------- YAML with line numbers
+
+
+class StrictLoader(yaml.SafeLoader):
+    """Safe YAML that refuses a key repeated in one mapping (PyYAML keeps the last silently; kubectl's
+    strict decoding refuses it)."""
+
+
+def _mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    loader.flatten_mapping(node)
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _index_lines(node, path: Path_, lines: dict) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            _index_lines(value_node, path + (key,), lines)
+            lines[path + (key,)] = key_node.start_mark.line + 1  # an error at a key points at the key
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_lines(item, path + (i,), lines)
+
+
+@dataclass
+class Doc:
+    file: str
+    number: int  # 1-based among the file's non-empty documents
+    data: object
+    lines: dict  # path -> line
+
+    def line(self, path: Path_) -> int:
+        for end in range(len(path), -1, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return 0
+
+    @property
+    def label(self) -> str:
+        d = self.data if isinstance(self.data, dict) else {}
+        meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        return f"{d.get('kind', '?')}/{meta.get('name', '?')}"
+
+
+def load_docs(path: str) -> list[Doc]:
+    text = Path(path).read_text()
+    loader = StrictLoader(text)
+    docs = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            data = loader.construct_document(node)
+            if data is None:  # an empty document (a lone '---' or comments only)
+                continue
+            lines: dict = {}
+            _index_lines(node, (), lines)
+            docs.append(Doc(path, len(docs) + 1, data, lines))
+    finally:
+        loader.dispose()
+    return docs
+
+
+# ---------------------------------------------------------------- errors
+
+
+@dataclass
+class Problem:
+    doc: Doc | None
+    file: str
+    path: Path_
+    message: str
+    sources: list = field(default_factory=list)
+
+    def render(self) -> str:
+        head = f"{self.file}:{self.doc.line(self.path)}: doc {self.doc.number} {self.doc.label}" if self.doc else self.file
+        at = f" {dotted(self.path)}:" if self.path else ""
+        src = f" [{', '.join(self.sources)}]" if self.sources else ""
+        return f"{head}:{at} {self.message}{src}"
+
+
+def dotted(path: Path_) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+class Report:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self._index: dict = {}
+
+    def add(self, doc: Doc | None, path: Path_, message: str, source: str, file: str = "") -> None:
+        key = (doc.file if doc else file, doc.number if doc else 0, tuple(path), message)
+        if key in self._index:  # the same finding from several checks or versions: one line
+            if source not in self._index[key].sources:
+                self._index[key].sources.append(source)
+            return
+        p = Problem(doc, doc.file if doc else file, tuple(path), message, [source])
+        self._index[key] = p
+        self.problems.append(p)
+
+
+# ---------------------------------------------------------------- schemas
+
+
+def _list_type(validator, value, instance, schema):
+    """x-kubernetes-list-type: a "set" repeats no item; a "map" repeats no key tuple
+    (x-kubernetes-list-map-keys; a missing key counts as its default where the schema gives one)."""
+    if not validator.is_type(instance, "array"):
+        return
+    seen: dict = {}
+    if value == "set":
+        for i, item in enumerate(instance):
+            key = json.dumps(item, sort_keys=True)
+            if key in seen:
+                yield ValidationError(f"{item!r} repeats item [{seen[key]}] (x-kubernetes-list-type: set)", path=[i])
+            seen.setdefault(key, i)
+    elif value == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        props = items.get("properties") or {}
+        for i, item in enumerate(instance):
+            if not isinstance(item, dict) or not keys:
+                continue
+            key = tuple(item.get(k, (props.get(k) or {}).get("default")) for k in keys)
+            if key in seen:
+                shown = ", ".join(f"{k}={v!r}" for k, v in zip(keys, key))
+                yield ValidationError(
+                    f"entry with {shown} repeats entry [{seen[key]}] (x-kubernetes-list-type: map)", path=[i]
+                )
+            seen.setdefault(key, i)
+
+
+K8sValidator = validators.extend(jsonschema.Draft202012Validator, {"x-kubernetes-list-type": _list_type})
+
+FORMATS = FormatChecker(formats=())
+
+
+@FORMATS.checks("int32")
+def _int32(v) -> bool:
+    return not isinstance(v, int) or isinstance(v, bool) or -(2**31) <= v < 2**31
+
+
+@FORMATS.checks("int64")
+def _int64(v) -> bool:
+    return not isinstance(v, int) or isinstance(v, bool) or -(2**63) <= v < 2**63
+
+
+@FORMATS.checks("byte", raises=(binascii.Error, ValueError))
+def _byte(v) -> bool:
+    if isinstance(v, str):
+        base64.b64decode(v, validate=True)
+    return True
+
+
+@dataclass
+class CrdStats:
+    closed: int = 0
+    open_paths: list = field(default_factory=list)  # x-kubernetes-preserve-unknown-fields
+
+
+def strictify(node, stats: CrdStats, path: str = ""):
+    """A structural CRD schema as the API server reads it with strict field validation, in JSON Schema:
+    objects without additionalProperties or x-kubernetes-preserve-unknown-fields take no unknown fields."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k != "description"}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: strictify(v, stats, f"{path}.{k}") for k, v in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = strictify(out["items"], stats, f"{path}[]")
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = strictify(out["additionalProperties"], stats, f"{path}.*")
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(out.get(key), list):
+            out[key] = [strictify(s, stats, path) for s in out[key]]
+    if out.get("type") == "object":
+        if out.get("x-kubernetes-preserve-unknown-fields"):
+            stats.open_paths.append(path or "(root)")
+        elif "additionalProperties" not in out:
+            if out.get("x-kubernetes-embedded-resource"):
+                out.setdefault("properties", {})
+                out["properties"].setdefault("apiVersion", {"type": "string"})
+                out["properties"].setdefault("kind", {"type": "string"})
+                out["properties"].setdefault("metadata", {"$ref": OBJECT_META})
+            out["additionalProperties"] = False
+            stats.closed += 1
+    return out
+
+
+def load_crds(path: str) -> tuple[dict, CrdStats]:
+    """{(apiVersion, kind): strict schema} for every served version of every CRD in the file."""
+    stats = CrdStats()
+    out = {}
+    with open(path) as f:
+        docs = [d for d in yaml.safe_load_all(f) if isinstance(d, dict)]
+    for crd in docs:
+        if crd.get("kind") != "CustomResourceDefinition":
+            continue
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            if not version.get("served", False):
+                continue
+            schema = strictify(version["schema"]["openAPIV3Schema"], stats)
+            # The API server checks a custom resource's metadata as ObjectMeta; the CRD says only "object".
+            schema.setdefault("properties", {})["metadata"] = {"$ref": OBJECT_META}
+            schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata"})
+            schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+            schema["$id"] = f"https://kubernetes.io/api/crd/{crd['metadata']['name']}/{version['name']}"
+            out[(f"{group}/{version['name']}", kind)] = schema
+    if not out:
+        raise SystemExit(f"setup: no served CustomResourceDefinition version in {path}")
+    return out, stats
+
+
+class NoSchema(Exception):
+    pass
+
+
+class Schemas:
+    def __init__(self, crds: dict, versions: list[str]) -> None:
+        self.crds = crds
+        bundled = kv.all_versions()
+        self.versions = []  # (short "1.29", schema folder "v1.29.0-local-strict")
+        for v in versions:
+            full = [b for b in bundled if kv.major_minor(b) == v]
+            if not full:
+                raise SystemExit(
+                    f"setup: kubernetes-validate {KV_VERSION} bundles no Kubernetes {v} "
+                    f"(it has {', '.join(kv.major_minor(b) for b in bundled)})"
+                )
+            self.versions.append((v, f"v{full[-1]}-local-strict"))
+        self._registries: dict = {}
+        self._validators: dict = {}
+
+    def _contents(self, folder: str, name: str, version: str):
+        return kv.schema_contents(f"kubernetes-json-schema/{folder}/{name}", version)
+
+    def registry(self, version: str, folder: str) -> Registry:
+        if folder not in self._registries:
+            defs = self._contents(folder, "_definitions.json", version)
+            self._registries[folder] = Registry().with_resource(DEFS_URI, Resource.from_contents(defs))
+        return self._registries[folder]
+
+    def _make(self, schema: dict, version: str, folder: str):
+        registry = self.registry(version, folder)
+        registry = registry.with_resource(schema["$id"], Resource(schema, specification=DRAFT202012))
+        return K8sValidator(schema, registry=registry, format_checker=FORMATS)
+
+    def for_doc(self, api_version: str, kind: str, version: str, folder: str):
+        key = ("doc", api_version, kind, folder)
+        if key not in self._validators:
+            if (api_version, kind) in self.crds:
+                self._validators[key] = self._make(self.crds[(api_version, kind)], version, folder)
+            else:
+                group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+                try:
+                    schema = self._contents(folder, f"{kind.lower()}-{group_version}.json", version)
+                except FileNotFoundError:
+                    raise NoSchema(
+                        f"no schema for kind {kind!r} apiVersion {api_version!r}, neither Kubernetes' nor the "
+                        f"CRD's (a misspelt kind or apiVersion?)"
+                    ) from None
+                self._validators[key] = self._make(schema, version, folder)
+        return self._validators[key]
+
+    def for_ref(self, ref: str, version: str, folder: str):
+        key = ("ref", ref, folder)
+        if key not in self._validators:
+            schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": ref}
+            schema["$id"] = f"https://kubernetes.io/api/ref/{ref.rsplit('/', 1)[-1]}"
+            self._validators[key] = self._make(schema, version, folder)
+        return self._validators[key]
+
+
+def schema_errors(validator, instance) -> list[tuple[Path_, str]]:
+    out = []
+    for e in validator.iter_errors(instance):
+        path = tuple(e.absolute_path)
+        message = e.message
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            # Point at each unknown field itself.
+            known = set((e.schema.get("properties") or {}).keys())
+            for extra in sorted(set(e.instance) - known, key=str):
+                out.append((path + (extra,), f"unknown field {extra!r}"))
+            continue
+        if e.validator == "pattern" and e.validator_value == QUANTITY.pattern:
+            message = f"{e.instance!r} is not a quantity (like 500m, 4, 2Gi)"
+        if e.context:  # anyOf/oneOf: say why the closest branch failed
+            inner = best_match(e.context)
+            message = f"{message} ({dotted(tuple(inner.relative_path)) + ': ' if inner.relative_path else ''}{inner.message})"
+        out.append((path, message))
+    return out
+
+
+# ---------------------------------------------------------------- rules beyond the schema
+
+
+def iana_svc_name(name: str) -> bool:
+    return (
+        len(name) <= 15
+        and re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", name) is not None
+        and "--" not in name
+        and re.search(r"[a-z]", name) is not None
+    )
+
+
+def pod_rules(spec, path: Path_) -> list[tuple[Path_, str]]:
+    """What the API server refuses in a pod spec although the schema allows it."""
+    out: list = []
+    if not isinstance(spec, dict):
+        return out
+    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+    names = [v.get("name") for v in volumes]
+    if not spec.get("containers"):
+        out.append((path + ("containers",), "a pod needs at least one container"))
+    if spec.get("hostNetwork") and spec.get("dnsPolicy") != "ClusterFirstWithHostNet":
+        out.append(
+            (
+                path + ("dnsPolicy",),
+                "hostNetwork: true needs dnsPolicy: ClusterFirstWithHostNet to resolve the job's Service names",
+            )
+        )
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(group) or []):
+            if not isinstance(c, dict):
+                continue
+            p = path + (group, i)
+            if not c.get("image"):
+                out.append((p + ("image",), "required: every container needs an image"))
+            for j, m in enumerate(c.get("volumeMounts") or []):
+                if isinstance(m, dict) and m.get("name") not in names:
+                    out.append(
+                        (p + ("volumeMounts", j, "name"), f"no volume named {m.get('name')!r} in this pod (volumes: {names})")
+                    )
+            for j, port in enumerate(c.get("ports") or []):
+                if isinstance(port, dict) and isinstance(port.get("name"), str) and not iana_svc_name(port["name"]):
+                    out.append((p + ("ports", j, "name"), f"{port['name']!r} is not an IANA service name (<= 15 of a-z 0-9 -)"))
+            resources = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+            for section in ("limits", "requests"):
+                for k, v in (resources.get(section) or {}).items():
+                    if isinstance(v, bool) or not QUANTITY.match(str(v)):
+                        out.append((p + ("resources", section, k), f"{v!r} is not a quantity (like 500m, 4, 2Gi)"))
+    for i, v in enumerate(volumes):
+        limit = (v.get("emptyDir") or {}).get("sizeLimit") if isinstance(v.get("emptyDir"), dict) else None
+        if limit is not None and (isinstance(limit, bool) or not QUANTITY.match(str(limit))):
+            out.append((path + ("volumes", i, "emptyDir", "sizeLimit"), f"{limit!r} is not a quantity"))
+    return out
+
+
+def script_of(container) -> str:
+    if not isinstance(container, dict):
+        return ""
+    return " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
+
+
+def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
+    """The MPI Operator's own validation (after its defaults), then collbench's expectations."""
+    op, cb = "mpi-operator", "collbench"
+    out: list = []
+    spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+    specs = spec.get("mpiReplicaSpecs") if isinstance(spec.get("mpiReplicaSpecs"), dict) else {}
+    base = ("spec", "mpiReplicaSpecs")
+    for k in specs:
+        if k not in ("Launcher", "Worker"):
+            out.append((base + (k,), "the operator knows only the replica types Launcher and Worker", op))
+    for k, rs in specs.items():
+        if not isinstance(rs, dict):
+            continue
+        rp = rs.get("restartPolicy")
+        if rp is not None and rp not in ("Never", "OnFailure"):
+            out.append((base + (k, "restartPolicy"), f"{rp!r}: the operator accepts Never or OnFailure", op))
+        pod = ((rs.get("template") or {}).get("spec")) or {}
+        if not (isinstance(pod, dict) and pod.get("containers")):
+            out.append((base + (k, "template", "spec", "containers"), "must define at least one container", op))
+    launcher, worker = specs.get("Launcher"), specs.get("Worker")
+    if not isinstance(launcher, dict):
+        out.append((base, "must have a Launcher replica spec", op))
+    elif launcher.get("replicas", 1) != 1:
+        out.append((base + ("Launcher", "replicas"), "must be 1", op))
+    workers = worker.get("replicas", 0) if isinstance(worker, dict) else 0
+    if isinstance(worker, dict) and (not isinstance(workers, int) or workers < 1):
+        out.append((base + ("Worker", "replicas"), "must be 1 or more", op))
+    if not isinstance(worker, dict):
+        out.append((base, "collbench's ranks run on the workers: a Worker replica spec is needed", cb))
+    policy = (spec.get("runPolicy") or {}).get("cleanPodPolicy") if isinstance(spec.get("runPolicy"), dict) else None
+    if policy is not None and policy not in ("None", "Running", "All"):
+        out.append((("spec", "runPolicy", "cleanPodPolicy"), f"{policy!r}: one of None, Running, All", op))
+    for k in ("activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished"):
+        v = (spec.get("runPolicy") or {}).get(k) if isinstance(spec.get("runPolicy"), dict) else None
+        if isinstance(v, int) and v < 0:
+            out.append((("spec", "runPolicy", k), "must not be negative", op))
+    slots = spec.get("slotsPerWorker", 1)
+    if isinstance(slots, int) and slots < 0:
+        out.append((("spec", "slotsPerWorker"), "must not be negative", op))
+    name = (d.get("metadata") or {}).get("name", "") if isinstance(d.get("metadata"), dict) else ""
+    host = f"{name}-worker-{max(workers if isinstance(workers, int) else 1, 1) - 1}"
+    if name and (len(host) > 63 or not DNS_LABEL.match(host)):
+        out.append((("metadata", "name"), f"worker host name {host!r} is not a DNS label (<= 63 of a-z 0-9 -)", op))
+
+    # collbench: the launcher runs collbench, and an explicit rank count agrees with the job.
+    if isinstance(launcher, dict):
+        containers = ((launcher.get("template") or {}).get("spec") or {}).get("containers") or []
+        script = script_of(containers[0]) if containers else ""
+        p = base + ("Launcher", "template", "spec", "containers", 0)
+        if "collbench run" not in script:
+            out.append((p, "the launcher's first container does not run `collbench run`", cb))
+        for m in re.finditer(r"\bmpirun\b(.*?)(?=\bcollbench\b|\bmpirun\b|$)", script, re.S):
+            np = re.search(r"(?:^|\s)(?:-np|--np|-n|--n|-c)\s+(\S+)", m.group(1))
+            if np and np.group(1).isdigit() and isinstance(workers, int) and isinstance(slots, int):
+                if int(np.group(1)) != workers * slots:
+                    out.append(
+                        (p, f"mpirun -np {np.group(1)} but the job has {workers} workers x {slots} slots", cb)
+                    )
+    return out
+
+
+def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
+    """A collbench Indexed Job agrees with itself and with the Service and Secret of its file."""
+    out: list = []
+    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    pod = ((spec.get("template") or {}).get("spec")) or {}
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    i, c = next(
+        ((i, c) for i, c in enumerate(containers) if any(e.get("name", "").startswith("COLLBENCH_") for e in c.get("env") or [])),
+        (None, None),
+    )
+    if c is None:
+        return out  # not a collbench Job
+    cp: Path_ = ("spec", "template", "spec", "containers", i)
+    env = {e.get("name"): (j, e.get("value")) for j, e in enumerate(c.get("env") or []) if isinstance(e, dict)}
+    name = (job.get("metadata") or {}).get("name", "")
+    others = [d.data for d in docs if isinstance(d.data, dict)]
+
+    if spec.get("completionMode") != "Indexed":
+        out.append((("spec", "completionMode"), "must be Indexed: the completion index is the rank"))
+    completions, parallelism = spec.get("completions"), spec.get("parallelism")
+    if completions != parallelism:
+        out.append((("spec", "parallelism"), f"{parallelism!r} != completions {completions!r}: all ranks must run at once"))
+    if "COLLBENCH_WORLD_SIZE" not in env:
+        out.append((cp + ("env",), "COLLBENCH_WORLD_SIZE is not set (the number of ranks, = completions)"))
+    elif str(env["COLLBENCH_WORLD_SIZE"][1]) != str(completions):
+        j = env["COLLBENCH_WORLD_SIZE"][0]
+        out.append((cp + ("env", j, "value"), f"COLLBENCH_WORLD_SIZE {env['COLLBENCH_WORLD_SIZE'][1]!r} != completions {completions}"))
+
+    sub = pod.get("subdomain")
+    services = [o for o in others if o.get("kind") == "Service" and (o.get("metadata") or {}).get("name") == sub]
+    if not sub:
+        out.append((("spec", "template", "spec"), "no subdomain: rank 0 has no DNS name (set it to the headless Service's name)"))
+    elif not services:
+        out.append((("spec", "template", "spec", "subdomain"), f"no Service named {sub!r} in this file"))
+    else:
+        svc = services[0].get("spec") or {}
+        if svc.get("clusterIP") != "None":
+            out.append((("spec", "template", "spec", "subdomain"), f"Service {sub!r} must be headless (clusterIP: None)"))
+        selector = svc.get("selector") or {}
+        if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            out.append((("spec", "template", "metadata", "labels"), f"Service {sub!r}'s selector {selector} does not select these pods"))
+        if not svc.get("publishNotReadyAddresses"):
+            out.append((("spec", "template", "spec", "subdomain"), f"Service {sub!r} needs publishNotReadyAddresses: true (ranks resolve rank 0 while starting)"))
+
+    if "COLLBENCH_ROOT" in env:
+        j, root = env["COLLBENCH_ROOT"]
+        host, _, port = str(root).rpartition(":")
+        want = f"{name}-0.{sub}"
+        ports = [p.get("containerPort") for p in c.get("ports") or [] if isinstance(p, dict)]
+        if not (host == want or host.startswith(want + ".")):
+            out.append((cp + ("env", j, "value"), f"COLLBENCH_ROOT host {host!r} is not rank 0's name {want!r}"))
+        if not port.isdigit() or int(port) not in ports:
+            out.append((cp + ("env", j, "value"), f"COLLBENCH_ROOT port {port!r} is not a containerPort of this container {ports}"))
+    elif "MASTER_ADDR" not in env:
+        out.append((cp + ("env",), "neither COLLBENCH_ROOT nor MASTER_ADDR is set: ranks cannot find rank 0"))
+
+    if "COLLBENCH_JOB_TOKEN_FILE" in env:
+        j, token_path = env["COLLBENCH_JOB_TOKEN_FILE"]
+        volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
+        mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        hit = [m for m in mounts if str(token_path).startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]
+        where = cp + ("env", j, "value")
+        if not hit:
+            out.append((where, f"{token_path!r} is under no volume mount of this container"))
+        else:
+            m = max(hit, key=lambda m: len(m.get("mountPath", "")))
+            secret = (volumes.get(m.get("name")) or {}).get("secret")
+            key = str(token_path)[len(str(m["mountPath"]).rstrip("/")) + 1 :]
+            if not isinstance(secret, dict):
+                out.append((where, f"{token_path!r} is not in a Secret volume"))
+            else:
+                sname = secret.get("secretName")
+                found = [o for o in others if o.get("kind") == "Secret" and (o.get("metadata") or {}).get("name") == sname]
+                if not found:
+                    out.append((where, f"no Secret named {sname!r} in this file"))
+                elif key not in (found[0].get("data") or {}) and key not in (found[0].get("stringData") or {}):
+                    out.append((where, f"Secret {sname!r} has no key {key!r}"))
+    return out
+
+
+# ---------------------------------------------------------------- driver
+
+
+def validate_file(path: str, schemas: Schemas, report: Report) -> list[Doc]:
+    """Checks one file into `report`; returns its documents."""
+    try:
+        docs = load_docs(path)
+    except OSError as e:
+        report.add(None, (), f"cannot be read: {e}", "file", file=path)
+        return []
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else path
+        what = "; ".join(str(x) for x in (e.context, e.problem) if x)
+        report.add(None, (), f"not valid YAML: {what}", "yaml", file=where)
+        return []
+    except yaml.YAMLError as e:
+        report.add(None, (), f"not valid YAML: {e}", "yaml", file=path)
+        return []
+    if not docs:
+        report.add(None, (), "holds no document", "yaml", file=path)
+    for doc in docs:
+        d = doc.data
+        if not isinstance(d, dict):
+            report.add(doc, (), "a document must be a mapping (a Kubernetes object)", "yaml")
+            continue
+        api_version, kind = d.get("apiVersion"), d.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            report.add(doc, (), "apiVersion and kind are required strings", "schema")
+            continue
+        meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        if not meta.get("name"):
+            report.add(doc, ("metadata",), "metadata.name is required (kubectl apply needs it)", "schema")
+        for version, folder in schemas.versions:
+            tag = f"k8s {version}"
+            try:
+                validator = schemas.for_doc(api_version, kind, version, folder)
+            except NoSchema as e:
+                report.add(doc, ("kind",), str(e), tag)
+                continue
+            crd = (api_version, kind) in schemas.crds
+            for p, msg in schema_errors(validator, d):
+                # A custom resource's schema is the CRD's, but for its metadata (Kubernetes' ObjectMeta).
+                source = tag if not crd else (f"CRD + {tag} ObjectMeta" if p[:1] == ("metadata",) else "CRD")
+                report.add(doc, p, msg, source)
+            if kind == "MPIJob":
+                specs = (d.get("spec") or {}).get("mpiReplicaSpecs") if isinstance(d.get("spec"), dict) else None
+                for rtype, rs in (specs or {}).items() if isinstance(specs, dict) else []:
+                    if isinstance(rs, dict) and "template" in rs:
+                        pt = schemas.for_ref(POD_TEMPLATE, version, folder)
+                        for p, msg in schema_errors(pt, rs["template"]):
+                            p2 = ("spec", "mpiReplicaSpecs", rtype, "template") + p
+                            report.add(doc, p2, msg, f"{tag} PodTemplateSpec")
+        # Rules beyond the schema.
+        if kind == "MPIJob":
+            specs = (d.get("spec") or {}).get("mpiReplicaSpecs") if isinstance(d.get("spec"), dict) else None
+            for rtype, rs in (specs or {}).items() if isinstance(specs, dict) else []:
+                pod = ((rs or {}).get("template") or {}).get("spec") if isinstance(rs, dict) else None
+                for p, msg in pod_rules(pod, ("spec", "mpiReplicaSpecs", rtype, "template", "spec")):
+                    report.add(doc, p, msg, "pod rules")
+            for p, msg, source in mpijob_rules(d):
+                report.add(doc, p, msg, source)
+        elif kind in ("Job", "Pod", "Deployment", "StatefulSet", "DaemonSet"):
+            spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+            pod = spec if kind == "Pod" else ((spec.get("template") or {}).get("spec"))
+            prefix = ("spec",) if kind == "Pod" else ("spec", "template", "spec")
+            for p, msg in pod_rules(pod, prefix):
+                report.add(doc, p, msg, "pod rules")
+            if kind == "Job":
+                rp = (pod or {}).get("restartPolicy") if isinstance(pod, dict) else None
+                if rp not in ("Never", "OnFailure"):
+                    report.add(doc, prefix + ("restartPolicy",), f"{rp!r}: a Job's pods need Never or OnFailure", "pod rules")
+                for p, msg in indexed_job_rules(d, docs):
+                    report.add(doc, p, msg, "collbench")
+    return docs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--crd", required=True, help="YAML file with the MPIJob CustomResourceDefinition")
+    ap.add_argument("--k8s-versions", default="1.29,1.37", help="Kubernetes versions to check against (default %(default)s)")
+    ap.add_argument("--expect-fail", action="store_true", help="self-test: every file must fail, as its '# expect:' lines say")
+    args = ap.parse_args()
+
+    start = time.monotonic()
+    crds, stats = load_crds(args.crd)
+    schemas = Schemas(crds, [v.strip() for v in args.k8s_versions.split(",") if v.strip()])
+    versions = ", ".join(v for v, _ in schemas.versions)
+    if not args.expect_fail:
+        print(
+            f"schemas: {', '.join(f'{k} {a}' for a, k in crds)} from {args.crd} ({stats.closed} objects closed to "
+            f"unknown fields; open by x-kubernetes-preserve-unknown-fields: {', '.join(stats.open_paths) or 'none'}); "
+            f"Kubernetes {versions} (kubernetes-validate {KV_VERSION}, strict)"
+        )
+
+    failed = False
+    ndocs = 0
+    for path in args.files:
+        report = Report()
+        docs = validate_file(path, schemas, report)
+        ndocs += len(docs)
+        if not args.expect_fail:
+            if report.problems:
+                failed = True
+                for p in report.problems:
+                    print(f"FAIL {p.render()}")
+            else:
+                print(f"ok   {path}: {', '.join(d.label for d in docs)}")
+            continue
+        # Self-test: this file must fail, for each of the reasons it names.
+        expected = EXPECT.findall(Path(path).read_text())
+        lines = [p.render() for p in report.problems]
+        missing = [e for e in expected if not any(e in line for line in lines)]
+        if not expected:
+            failed = True
+            print(f"FAIL {path}: a self-test file needs '# expect: TEXT' lines naming the errors it must cause")
+        elif not report.problems:
+            failed = True
+            print(f"FAIL {path}: passed validation, but it is broken on purpose: the checks are too weak")
+        elif missing:
+            failed = True
+            print(f"FAIL {path}: failed, but without the expected error(s): {missing}; it reported:")
+        else:
+            print(f"ok   {path}: fails as it must ({len(lines)} errors, {len(expected)} expected ones among them)")
+        for line in lines:
+            print(f"       {line}")
+
+    took = time.monotonic() - start
+    what = "self-test files" if args.expect_fail else "files"
+    print(f"{'FAILED' if failed else 'passed'}: {len(args.files)} {what}, {ndocs} documents, Kubernetes {versions}, {took:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

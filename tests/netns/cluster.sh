@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# A small cluster on one machine: hosts are network namespaces on a software switch, with a VXLAN
+# overlay on top (the shape of Flannel's VXLAN backend). collbench's multi-host tests run on it.
+#
+#   cluster.sh check                         can this machine build clusters? (root, tools, kernel)
+#   cluster.sh up NAME HOSTS [--rate RATE] [--id N]
+#                                            build cluster NAME with HOSTS hosts NAME-h0..NAME-h{HOSTS-1};
+#                                            --rate shapes every host's eth0 egress (tc tbf, e.g. 1gbit)
+#   cluster.sh down NAME                     remove everything of NAME (idempotent; kills what runs in it)
+#   cluster.sh exec NAME HOST CMD...         run CMD in HOST (0, h0 or NAME-h0), with HOST as hostname
+#   cluster.sh hosts NAME                    host names, one a line
+#   cluster.sh addr NAME HOST [IFACE]        IPv4 address of IFACE (eth0) in HOST
+#   cluster.sh cidr NAME [eth0|vxlan0]       the underlay (default) or overlay subnet
+#   cluster.sh hostfile NAME                 path of an mpirun hostfile (one slot per host)
+#   cluster.sh rsh-agent NAME                path of a script for mpirun's --mca plm_rsh_agent
+#   cluster.sh bytes NAME HOST IFACE         "RX_BYTES TX_BYTES" of IFACE in HOST
+#   cluster.sh counters NAME [IFACE...]      "HOST IFACE RX_BYTES TX_BYTES" for every host (eth0 vxlan0)
+#
+# Layout of cluster NAME with id N (10.213.N.0/24 underlay, 10.214.N.0/24 overlay):
+#   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
+#   namespace NAME-hI : lo; eth0 (veth peer of vNhI, MTU 1500, 10.213.N.(10+I)/24);
+#                       vxlan0 (VNI 42, UDP 4789 over eth0, MTU 1450, 10.214.N.(10+I)/24)
+# Nothing is created in the root namespace, so traffic can only reach these hosts, and interface names
+# cannot collide with the machine's or another cluster's. State lives in $CLUSTER_STATE (default
+# /run/collbench-netns): one folder per cluster, and an id claim per cluster so concurrent clusters
+# get distinct subnets (not needed for isolation, but it keeps addresses unambiguous in logs).
+set -euo pipefail
+
+STATE=${CLUSTER_STATE:-/run/collbench-netns}
+SELF=$(readlink -f "$0")
+VNI=42
+VXLAN_PORT=4789
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+valid_name() {
+  # Hyphens are reserved: NAME-h3 must split back into NAME and h3 unambiguously.
+  [[ $1 =~ ^[A-Za-z0-9_]{1,24}$ ]] || die "cluster name '$1' must be 1-24 of [A-Za-z0-9_]"
+}
+
+# ---- state of one cluster -------------------------------------------------------------------------
+
+state_of() { echo "$STATE/$1"; }
+id_of() { cat "$(state_of "$1")/id" 2>/dev/null || die "no cluster '$1' (no $(state_of "$1")/id); run: $0 up $1 HOSTS"; }
+nhosts_of() { cat "$(state_of "$1")/hosts"; }
+underlay_ip() { echo "10.213.$1.$((10 + $2))"; }   # id, host index
+overlay_ip() { echo "10.214.$1.$((10 + $2))"; }
+# Fixed MACs on vxlan0, so the static FDB and neighbour entries can be written before any packet flows.
+overlay_mac() { printf '02:cb:00:%02x:00:%02x' "$1" "$2"; }
+
+# Host argument -> index: "2", "h2" and "NAME-h2" all mean host 2 of NAME.
+host_index() {
+  local name=$1 host=$2 i
+  case $host in
+    "$name"-h*) i=${host#"$name"-h} ;;
+    h*) i=${host#h} ;;
+    *) i=$host ;;
+  esac
+  [[ $i =~ ^[0-9]+$ ]] && ((i < $(nhosts_of "$name"))) || die "cluster '$name' has no host '$host'"
+  echo "$i"
+}
+
+# Claims the lowest free id in 1..254 (mkdir is atomic, so two clusters coming up at once cannot both win).
+claim_id() {
+  local name=$1 want=${2:-} id
+  mkdir -p "$STATE/.ids"
+  for id in ${want:-$(seq 1 254)}; do
+    if mkdir "$STATE/.ids/$id" 2>/dev/null; then
+      echo "$name" >"$STATE/.ids/$id/name"
+      echo "$id"
+      return
+    fi
+  done
+  die "no free cluster id${want:+ ($want is taken by $(cat "$STATE/.ids/$want/name" 2>/dev/null))}"
+}
+
+# ---- check ----------------------------------------------------------------------------------------
+
+cmd_check() {
+  (($(id -u) == 0)) || die "needs root (network namespaces); running as uid $(id -u)"
+  local t
+  for t in ip bridge tc unshare sysctl seq; do
+    command -v "$t" >/dev/null || die "'$t' is not installed (Debian: iproute2, util-linux, procps, coreutils)"
+  done
+  # Build a throwaway cluster (as a separate process, so set -e holds in it): proves namespaces, veth,
+  # bridge, VXLAN and tbf in this kernel.
+  local probe="cbprobe$$" out rc=0
+  out=$("$SELF" up "$probe" 2 --rate 1gbit 2>&1) || rc=$?
+  "$SELF" down "$probe" >/dev/null 2>&1 || true
+  ((rc == 0)) || die "cannot build a probe cluster: $out"
+  echo "ok: namespaces, veth, bridge, vxlan and tbf work here"
+}
+
+# ---- up -------------------------------------------------------------------------------------------
+
+cmd_up() {
+  local name=${1:-} n=${2:-} rate="" want_id=""
+  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--id N]"
+  valid_name "$name"
+  [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 200)) || die "HOSTS must be 1..200, not '$n'"
+  shift 2
+  while (($#)); do
+    case $1 in
+      --rate) rate=${2:?--rate needs a value such as 1gbit}; shift 2 ;;
+      --id) want_id=${2:?--id needs 1..254}; [[ $want_id =~ ^[0-9]+$ ]] && ((want_id >= 1 && want_id <= 254)) \
+              || die "--id must be 1..254"; shift 2 ;;
+      *) die "up: unknown option '$1'" ;;
+    esac
+  done
+  [[ ! -e $(state_of "$name") ]] || die "cluster '$name' exists; run: $0 down $name"
+  mkdir -p "$STATE"
+  local id
+  id=$(claim_id "$name" "$want_id")
+  local st
+  st=$(state_of "$name")
+  mkdir -p "$st"
+  echo "$id" >"$st/id"
+  echo "$n" >"$st/hosts"
+  # From here on, any failure (set -e, die) or Ctrl-C removes what was built so far.
+  trap 'cmd_down "$name" >/dev/null 2>&1' EXIT
+  trap 'exit 130' INT TERM
+
+  local sw="$name-sw" br="br$id" i ns
+  ip netns add "$sw"
+  # IPv6 off everywhere: no router solicitations or MLD reports adding bytes to the counters.
+  ip netns exec "$sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+  ip -n "$sw" link add "$br" type bridge forward_delay 0 stp_state 0
+  ip -n "$sw" link set "$br" up
+
+  for ((i = 0; i < n; i++)); do
+    ns="$name-h$i"
+    ip netns add "$ns"
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+    ip -n "$ns" link set lo up
+    # The veth pair is born with one end in the switch and the other in the host: it never exists in
+    # the root namespace, so 'eth0' can be its name in every host.
+    ip -n "$sw" link add "v${id}h$i" mtu 1500 type veth peer name eth0 netns "$ns"
+    ip -n "$sw" link set "v${id}h$i" master "$br" up
+    ip -n "$ns" link set eth0 mtu 1500 up
+    ip -n "$ns" addr add "$(underlay_ip "$id" "$i")/24" dev eth0
+    # The overlay: VXLAN over eth0 without learning (entries below are static, as Flannel writes them).
+    ip -n "$ns" link add vxlan0 address "$(overlay_mac "$id" "$i")" mtu 1450 type vxlan id $VNI \
+      dstport $VXLAN_PORT dev eth0 local "$(underlay_ip "$id" "$i")" nolearning
+    ip -n "$ns" addr add "$(overlay_ip "$id" "$i")/24" dev vxlan0
+    ip -n "$ns" link set vxlan0 up
+    if [[ -n $rate ]]; then
+      # Egress shaping of the host's link (the overlay rides on it, so it is shaped too).
+      tc -n "$ns" qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+      echo "$rate" >"$st/rate"
+    fi
+  done
+
+  # Flannel-style static overlay: per peer, where its VXLAN MAC lives (FDB) and which MAC its overlay
+  # address has (permanent neighbour), so no flooding or ARP is needed on vxlan0.
+  local j
+  for ((i = 0; i < n; i++)); do
+    for ((j = 0; j < n; j++)); do
+      ((i != j)) || continue
+      bridge -n "$name-h$i" fdb append "$(overlay_mac "$id" "$j")" dev vxlan0 dst "$(underlay_ip "$id" "$j")" \
+        self permanent
+      ip -n "$name-h$i" neigh replace "$(overlay_ip "$id" "$j")" lladdr "$(overlay_mac "$id" "$j")" \
+        dev vxlan0 nud permanent
+    done
+  done
+
+  for ((i = 0; i < n; i++)); do echo "$name-h$i slots=1"; done >"$st/hostfile"
+  # mpirun calls the agent as "AGENT HOST COMMAND..."; this one only knows this cluster's hosts.
+  cat >"$st/rsh-agent" <<EOF
+#!/bin/sh
+# mpirun's rsh agent for cluster $name (generated by $SELF): "ssh" into a namespace host.
+exec "$SELF" agent "$name" "\$@"
+EOF
+  chmod +x "$st/rsh-agent"
+
+  wait_links "$name" "$n"
+  trap - EXIT INT TERM
+  echo "cluster $name: $n hosts, id $id, underlay 10.213.$id.0/24 (eth0), overlay 10.214.$id.0/24 (vxlan0)${rate:+, egress $rate}"
+}
+
+# Bounded poll until every host's eth0 has carrier and every switch port forwards (no fixed sleep).
+wait_links() {
+  local name=$1 n=$2 try i ok
+  for ((try = 0; try < 200; try++)); do
+    ok=1
+    for ((i = 0; i < n; i++)); do
+      ip -n "$name-h$i" -o link show dev eth0 | grep -q 'state UP' || { ok=0; break; }
+    done
+    if ((ok)) && (($(bridge -n "$name-sw" link show | grep -c 'state forwarding') == n)); then
+      return 0
+    fi
+    sleep 0.05
+  done
+  die "links of cluster '$name' did not come up within 10 s"
+}
+
+# ---- down -----------------------------------------------------------------------------------------
+
+cmd_down() {
+  local name=${1:-}
+  [[ -n $name ]] || die "usage: $0 down NAME"
+  valid_name "$name"
+  local ns pid
+  # Every namespace of this cluster, found by name even if the state folder is gone.
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${name}-(sw|h[0-9]+)$" || true); do
+    # Processes left inside (ranks, orted) would keep the namespace alive after its name is removed.
+    for pid in $(ip netns pids "$ns" 2>/dev/null || true); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  local st id
+  st=$(state_of "$name")
+  if [[ -f $st/id ]]; then
+    id=$(cat "$st/id")
+    # Release the id only if it is still ours.
+    if [[ $(cat "$STATE/.ids/$id/name" 2>/dev/null) == "$name" ]]; then rm -rf "${STATE:?}/.ids/$id"; fi
+  fi
+  rm -rf "$st"
+}
+
+# ---- running things in hosts ----------------------------------------------------------------------
+
+# Runs "$@" in host namespace $2 of cluster $1 in its own UTS namespace named after the host, so
+# hostname() differs per host (as on real machines; OpenMPI also keys its session folder on it).
+in_host() {
+  local name=$1 i=$2
+  shift 2
+  exec ip netns exec "$name-h$i" unshare --uts -- \
+    sh -c 'echo "$0" >/proc/sys/kernel/hostname && exec "$@"' "$name-h$i" "$@"
+}
+
+cmd_exec() {
+  local name=${1:-} host=${2:-}
+  [[ -n $name && -n $host && $# -ge 3 ]] || die "usage: $0 exec NAME HOST CMD..."
+  valid_name "$name"
+  shift 2
+  in_host "$name" "$(host_index "$name" "$host")" "$@"
+}
+
+# mpirun's plm_rsh_agent protocol: [ssh-style options] HOST COMMAND-WORDS...; like ssh, the words are
+# joined and run by a shell on the "remote" host (ORTE quotes its arguments for that shell).
+cmd_agent() {
+  local name=${1:-}
+  shift || true
+  valid_name "$name"
+  while [[ ${1:-} == -* ]]; do shift; done
+  local host=${1:?agent: no host given}
+  shift
+  in_host "$name" "$(host_index "$name" "$host")" sh -c "$*"
+}
+
+# ---- facts about a cluster ------------------------------------------------------------------------
+
+cmd_hosts() {
+  local i n
+  n=$(nhosts_of "$1")
+  for ((i = 0; i < n; i++)); do echo "$1-h$i"; done
+}
+
+cmd_addr() {
+  local name=$1 host=$2 iface=${3:-eth0} id i
+  id=$(id_of "$name")
+  i=$(host_index "$name" "$host")
+  case $iface in
+    eth0) underlay_ip "$id" "$i" ;;
+    vxlan0) overlay_ip "$id" "$i" ;;
+    *) ip -n "$name-h$i" -4 -o addr show dev "$iface" | awk '{split($4, a, "/"); print a[1]; exit}' ;;
+  esac
+}
+
+cmd_cidr() {
+  local id
+  id=$(id_of "$1")
+  case ${2:-eth0} in
+    eth0 | underlay) echo "10.213.$id.0/24" ;;
+    vxlan0 | overlay) echo "10.214.$id.0/24" ;;
+    *) die "cidr: '$2' is neither eth0 nor vxlan0" ;;
+  esac
+}
+
+# Counters from the host's own /sys (ip netns exec mounts the namespace's sysfs).
+cmd_bytes() {
+  local name=$1 host=$2 iface=${3:-eth0} i
+  i=$(host_index "$name" "$host")
+  ip netns exec "$name-h$i" sh -c \
+    'd=/sys/class/net/$1/statistics; [ -d "$d" ] || { echo "no interface $1" >&2; exit 1; }
+     echo "$(cat "$d/rx_bytes") $(cat "$d/tx_bytes")"' sh "$iface"
+}
+
+cmd_counters() {
+  local name=$1 i n f
+  shift
+  local ifaces=("$@")
+  ((${#ifaces[@]})) || ifaces=(eth0 vxlan0)
+  n=$(nhosts_of "$name")
+  for ((i = 0; i < n; i++)); do
+    for f in "${ifaces[@]}"; do echo "$name-h$i $f $(cmd_bytes "$name" "$i" "$f")"; done
+  done
+}
+
+main() {
+  local cmd=${1:-}
+  shift || true
+  case $cmd in
+    check) cmd_check ;;
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    exec) cmd_exec "$@" ;;
+    agent) cmd_agent "$@" ;;
+    hosts) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; cmd_hosts "$1" ;;
+    addr) valid_name "${1:?NAME}"; cmd_addr "$1" "${2:?HOST}" "${3:-eth0}" ;;
+    cidr) valid_name "${1:?NAME}"; cmd_cidr "$1" "${2:-eth0}" ;;
+    hostfile) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; echo "$(state_of "$1")/hostfile" ;;
+    rsh-agent) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; echo "$(state_of "$1")/rsh-agent" ;;
+    bytes) valid_name "${1:?NAME}"; cmd_bytes "$1" "${2:?HOST}" "${3:-eth0}" ;;
+    counters) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; cmd_counters "$@" ;;
+    *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+  esac
+}
+
+main "$@"
