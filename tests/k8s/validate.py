@@ -469,6 +469,12 @@ def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
         v = (spec.get("runPolicy") or {}).get(k) if isinstance(spec.get("runPolicy"), dict) else None
         if isinstance(v, int) and v < 0:
             out.append((("spec", "runPolicy", k), "must not be negative", op))
+    lcp = spec.get("launcherCreationPolicy")
+    if lcp is not None and lcp not in ("AtStartup", "WaitForWorkersReady"):
+        out.append((("spec", "launcherCreationPolicy"), f"{lcp!r}: one of AtStartup, WaitForWorkersReady", op))
+    managed = (spec.get("runPolicy") or {}).get("managedBy") if isinstance(spec.get("runPolicy"), dict) else None
+    if managed not in (None, "", "kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"):
+        out.append((("spec", "runPolicy", "managedBy"), f"{managed!r}: the operator would ignore this job", op))
     slots = spec.get("slotsPerWorker", 1)
     if isinstance(slots, int) and slots < 0:
         out.append((("spec", "slotsPerWorker"), "must not be negative", op))
