@@ -24,7 +24,7 @@ done
 
 n=$(( $(tr ',' '\n' <<<"$hosts" | grep -c .) * ppn ))
 hostspec=$(tr ',' '\n' <<<"$hosts" | sed "s/\$/:$ppn/" | paste -sd, -)
-flags=(--host "$hostspec" -np "$n" --map-by "ppr:$ppn:node" --mca pml ob1 --mca btl tcp,self)
+flags=(--host "$hostspec" -np "$n" --map-by "ppr:$ppn:node" --mca pml ob1 --mca btl "tcp,self")
 coll=()
 if [ -n "$iface" ]; then
     flags+=(--mca btl_tcp_if_include "$iface" --mca oob_tcp_if_include "$iface")
