@@ -112,6 +112,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             launcher: sess.world.launcher.clone(),
             bootstrap_s: sess.world.bootstrap_s,
             connect_s: sess.connect_s,
+            auth: sess.world.token_from.clone(),
             ranks: sess.world.ranks.clone(),
             options: serde_json::to_value(opts).expect("options serialise"),
         };

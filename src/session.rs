@@ -209,6 +209,7 @@ fn via_mpi(
         host,
         launcher: format!("{} (endpoints exchanged through MPI)", id.launcher),
         token,
+        token_from: "random, from rank 0 through MPI".into(),
         ranks,
         bootstrap_s: 0.0,
     };

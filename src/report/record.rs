@@ -36,6 +36,8 @@ pub struct RunInfo {
     pub bootstrap_s: f64,
     /// Seconds to open and authenticate every data connection.
     pub connect_s: f64,
+    /// Where the job token came from (and whether it authenticates anything).
+    pub auth: String,
     pub ranks: Vec<RankInfo>,
     /// Validated options, as the run used them.
     pub options: serde_json::Value,

@@ -143,6 +143,7 @@ fn run_header(run: &RunInfo) -> Vec<String> {
             "# Launcher: {} bootstrap: {:.3} s connect: {:.3} s start: {}",
             run.launcher, run.bootstrap_s, run.connect_s, run.start_time
         ),
+        format!("# Job token: {}", run.auth),
         "#".to_string(),
         "# Using ranks".to_string(),
     ];
@@ -297,6 +298,7 @@ mod tests {
 # nRanks 2 minBytes 8 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
 # rank stat: max algo: auto streams: 1 chunk bytes: 524288 timeout: 60 s
 # Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
+# Job token: COLLBENCH_JOB_TOKEN
 #
 # Using ranks
 #  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000

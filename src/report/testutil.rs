@@ -52,6 +52,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
         launcher: "local".into(),
         bootstrap_s: 0.0123,
         connect_s: 0.0456,
+        auth: "COLLBENCH_JOB_TOKEN".into(),
         ranks: vec![
             RankInfo {
                 rank: 0,

@@ -38,6 +38,8 @@ pub struct World {
     pub host: String,
     pub launcher: String,
     pub token: Token,
+    /// Where the token came from, for the header.
+    pub token_from: String,
     /// Every rank's pid, host, interface and data address, indexed by rank.
     pub ranks: Vec<RankInfo>,
     /// Seconds from process start of the bootstrap to knowing every peer.
@@ -109,6 +111,7 @@ pub fn bootstrap(
         host,
         launcher: id.launcher.clone(),
         token: id.token,
+        token_from: id.token_from.clone(),
         ranks,
         bootstrap_s: started.elapsed().as_secs_f64(),
     })

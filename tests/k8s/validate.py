@@ -156,6 +156,10 @@ class Problem:
         return f"{head}:{at} {self.message}{src}"
 
 
+def ordered(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.doc.number if p.doc else 0, p.doc.line(p.path) if p.doc else 0))
+
+
 def dotted(path: Path_) -> str:
     out = ""
     for p in path:
@@ -686,14 +690,14 @@ def main() -> int:
         if not args.expect_fail:
             if report.problems:
                 failed = True
-                for p in report.problems:
+                for p in ordered(report.problems):
                     print(f"FAIL {p.render()}")
             else:
                 print(f"ok   {path}: {', '.join(d.label for d in docs)}")
             continue
         # Self-test: this file must fail, for each of the reasons it names.
         expected = EXPECT.findall(Path(path).read_text())
-        lines = [p.render() for p in report.problems]
+        lines = [p.render() for p in ordered(report.problems)]
         missing = [e for e in expected if not any(e in line for line in lines)]
         if not expected:
             failed = True
