@@ -37,6 +37,9 @@ fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
         opts.check_memory(opts.np, avail)?;
     }
     check_outputs(opts)?;
+    if let Some(name) = &opts.iface {
+        crate::net::iface::address_of(name)?;
+    }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if opts.np > cpus {
         eprintln!(

@@ -45,6 +45,8 @@ fn bad_input_names_the_flag_and_exits_2_without_running() {
         (&["-n", "0"], "-n"),
         (&["-T", "0"], "-T"),
         (&["--streams", "99"], "--streams"),
+        (&["--transport", "udp"], "--transport"),
+        (&["--iface", "nosuch0"], "--iface"),
         // More memory than any machine here has, checked before allocating.
         (&["-e", "64T"], "-e/--maxbytes"),
         // A root that does not exist in a 2-rank job is found once the world size is known.
