@@ -21,6 +21,7 @@ pub fn address_of(name: &str) -> Result<IpAddr> {
         .copied()
         .ok_or_else(|| {
             let mut names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+            names.sort_unstable();
             names.dedup();
             Error::usage(
                 "--iface",

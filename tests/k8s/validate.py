@@ -150,7 +150,9 @@ class Problem:
     sources: list = field(default_factory=list)
 
     def render(self) -> str:
-        head = f"{self.file}:{self.doc.line(self.path)}: doc {self.doc.number} {self.doc.label}" if self.doc else self.file
+        head = (
+            f"{self.file}:{self.doc.line(self.path)}: doc {self.doc.number} {self.doc.label}" if self.doc else self.file
+        )
         at = f" {dotted(self.path)}:" if self.path else ""
         src = f" [{', '.join(self.sources)}]" if self.sources else ""
         return f"{head}:{at} {self.message}{src}"
@@ -201,13 +203,14 @@ def _list_type(validator, value, instance, schema):
     elif value == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
         items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        props = items.get("properties") or {}
+        props = mapping(items.get("properties"))
         for i, item in enumerate(instance):
             if not isinstance(item, dict) or not keys:
                 continue
-            key = tuple(item.get(k, (props.get(k) or {}).get("default")) for k in keys)
+            values = tuple(item.get(k, mapping(props.get(k)).get("default")) for k in keys)
+            key = json.dumps(values, sort_keys=True, default=str)  # values may be anything, even mappings
             if key in seen:
-                shown = ", ".join(f"{k}={v!r}" for k, v in zip(keys, key))
+                shown = ", ".join(f"{k}={v!r}" for k, v in zip(keys, values))
                 yield ValidationError(
                     f"entry with {shown} repeats entry [{seen[key]}] (x-kubernetes-list-type: map)", path=[i]
                 )
@@ -292,7 +295,7 @@ def load_crds(path: str) -> tuple[dict, CrdStats]:
             schema["$id"] = f"https://kubernetes.io/api/crd/{crd['metadata']['name']}/{version['name']}"
             out[(f"{group}/{version['name']}", kind)] = schema
     if not out:
-        raise SystemExit(f"setup: no served CustomResourceDefinition version in {path}")
+        raise setup_error(f"no served CustomResourceDefinition version in {path}")
     return out, stats
 
 
@@ -300,16 +303,21 @@ class NoSchema(Exception):
     pass
 
 
+def setup_error(message: str) -> SystemExit:
+    print(f"setup: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
 class Schemas:
     def __init__(self, crds: dict, versions: list[str]) -> None:
         self.crds = crds
-        bundled = kv.all_versions()
+        bundled = sorted(set(kv.all_versions()), key=lambda b: tuple(int(x) for x in b.split(".")))
         self.versions = []  # (short "1.29", schema folder "v1.29.0-local-strict")
         for v in versions:
             full = [b for b in bundled if kv.major_minor(b) == v]
             if not full:
-                raise SystemExit(
-                    f"setup: kubernetes-validate {KV_VERSION} bundles no Kubernetes {v} "
+                raise setup_error(
+                    f"kubernetes-validate {KV_VERSION} bundles no Kubernetes {v} "
                     f"(it has {', '.join(kv.major_minor(b) for b in bundled)})"
                 )
             self.versions.append((v, f"v{full[-1]}-local-strict"))
@@ -371,12 +379,32 @@ def schema_errors(validator, instance) -> list[tuple[Path_, str]]:
             message = f"{e.instance!r} is not a quantity (like 500m, 4, 2Gi)"
         if e.context:  # anyOf/oneOf: say why the closest branch failed
             inner = best_match(e.context)
-            message = f"{message} ({dotted(tuple(inner.relative_path)) + ': ' if inner.relative_path else ''}{inner.message})"
+            message = (
+                f"{message} ({dotted(tuple(inner.relative_path)) + ': ' if inner.relative_path else ''}{inner.message})"
+            )
         out.append((path, message))
     return out
 
 
 # ---------------------------------------------------------------- rules beyond the schema
+
+
+def dig(obj, *keys, default=None):
+    """obj[k1][k2]..., or `default` where a step is missing or not a mapping (broken input must give
+    errors, not a traceback)."""
+    for k in keys:
+        if not isinstance(obj, dict) or k not in obj or obj[k] is None:
+            return default
+        obj = obj[k]
+    return obj
+
+
+def mapping(obj) -> dict:
+    return obj if isinstance(obj, dict) else {}
+
+
+def seq(obj) -> list:
+    return obj if isinstance(obj, list) else []
 
 
 def iana_svc_name(name: str) -> bool:
@@ -388,53 +416,53 @@ def iana_svc_name(name: str) -> bool:
     )
 
 
-def pod_rules(spec, path: Path_) -> list[tuple[Path_, str]]:
-    """What the API server refuses in a pod spec although the schema allows it."""
+def pod_rules(spec, path: Path_) -> list[tuple[Path_, str, str]]:
+    """What the API server refuses in a pod spec although the schema allows it ("pod rules"), and what
+    collbench's pods need ("collbench")."""
     out: list = []
     if not isinstance(spec, dict):
         return out
-    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+    volumes = [v for v in seq(spec.get("volumes")) if isinstance(v, dict)]
     names = [v.get("name") for v in volumes]
     if not spec.get("containers"):
-        out.append((path + ("containers",), "a pod needs at least one container"))
+        out.append((path + ("containers",), "a pod needs at least one container", "pod rules"))
     if spec.get("hostNetwork") and spec.get("dnsPolicy") != "ClusterFirstWithHostNet":
-        out.append(
-            (
-                path + ("dnsPolicy",),
-                "hostNetwork: true needs dnsPolicy: ClusterFirstWithHostNet to resolve the job's Service names",
-            )
-        )
+        why = "hostNetwork: true needs dnsPolicy: ClusterFirstWithHostNet to resolve the job's Service names"
+        out.append((path + ("dnsPolicy",), why, "collbench"))
     for group in ("initContainers", "containers"):
-        for i, c in enumerate(spec.get(group) or []):
+        for i, c in enumerate(seq(spec.get(group))):
             if not isinstance(c, dict):
                 continue
             p = path + (group, i)
             if not c.get("image"):
-                out.append((p + ("image",), "required: every container needs an image"))
-            for j, m in enumerate(c.get("volumeMounts") or []):
+                out.append((p + ("image",), "required: every container needs an image", "pod rules"))
+            for j, m in enumerate(seq(c.get("volumeMounts"))):
                 if isinstance(m, dict) and m.get("name") not in names:
-                    out.append(
-                        (p + ("volumeMounts", j, "name"), f"no volume named {m.get('name')!r} in this pod (volumes: {names})")
-                    )
-            for j, port in enumerate(c.get("ports") or []):
-                if isinstance(port, dict) and isinstance(port.get("name"), str) and not iana_svc_name(port["name"]):
-                    out.append((p + ("ports", j, "name"), f"{port['name']!r} is not an IANA service name (<= 15 of a-z 0-9 -)"))
+                    why = f"no volume named {m.get('name')!r} in this pod (volumes: {names})"
+                    out.append((p + ("volumeMounts", j, "name"), why, "pod rules"))
+            for j, port in enumerate(seq(c.get("ports"))):
+                name = port.get("name") if isinstance(port, dict) else None
+                if isinstance(name, str) and not iana_svc_name(name):
+                    why = f"{name!r} is not an IANA service name (<= 15 of a-z 0-9 -)"
+                    out.append((p + ("ports", j, "name"), why, "pod rules"))
             resources = c.get("resources") if isinstance(c.get("resources"), dict) else {}
             for section in ("limits", "requests"):
-                for k, v in (resources.get(section) or {}).items():
+                for k, v in mapping(resources.get(section)).items():
                     if isinstance(v, bool) or not QUANTITY.match(str(v)):
-                        out.append((p + ("resources", section, k), f"{v!r} is not a quantity (like 500m, 4, 2Gi)"))
+                        why = f"{v!r} is not a quantity (like 500m, 4, 2Gi)"
+                        out.append((p + ("resources", section, k), why, "pod rules"))
     for i, v in enumerate(volumes):
-        limit = (v.get("emptyDir") or {}).get("sizeLimit") if isinstance(v.get("emptyDir"), dict) else None
+        limit = dig(v, "emptyDir", "sizeLimit")
         if limit is not None and (isinstance(limit, bool) or not QUANTITY.match(str(limit))):
-            out.append((path + ("volumes", i, "emptyDir", "sizeLimit"), f"{limit!r} is not a quantity"))
+            why = f"{limit!r} is not a quantity (like 500m, 4, 2Gi)"
+            out.append((path + ("volumes", i, "emptyDir", "sizeLimit"), why, "pod rules"))
     return out
 
 
 def script_of(container) -> str:
     if not isinstance(container, dict):
         return ""
-    return " ".join(str(x) for x in (container.get("command") or []) + (container.get("args") or []))
+    return " ".join(str(x) for x in seq(container.get("command")) + seq(container.get("args")))
 
 
 def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
@@ -453,7 +481,7 @@ def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
         rp = rs.get("restartPolicy")
         if rp is not None and rp not in ("Never", "OnFailure"):
             out.append((base + (k, "restartPolicy"), f"{rp!r}: the operator accepts Never or OnFailure", op))
-        pod = ((rs.get("template") or {}).get("spec")) or {}
+        pod = dig(rs, "template", "spec")
         if not (isinstance(pod, dict) and pod.get("containers")):
             out.append((base + (k, "template", "spec", "containers"), "must define at least one container", op))
     launcher, worker = specs.get("Launcher"), specs.get("Worker")
@@ -466,30 +494,31 @@ def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
         out.append((base + ("Worker", "replicas"), "must be 1 or more", op))
     if not isinstance(worker, dict):
         out.append((base, "collbench's ranks run on the workers: a Worker replica spec is needed", cb))
-    policy = (spec.get("runPolicy") or {}).get("cleanPodPolicy") if isinstance(spec.get("runPolicy"), dict) else None
+    policy = dig(spec, "runPolicy", "cleanPodPolicy")
     if policy is not None and policy not in ("None", "Running", "All"):
         out.append((("spec", "runPolicy", "cleanPodPolicy"), f"{policy!r}: one of None, Running, All", op))
     for k in ("activeDeadlineSeconds", "backoffLimit", "ttlSecondsAfterFinished"):
-        v = (spec.get("runPolicy") or {}).get(k) if isinstance(spec.get("runPolicy"), dict) else None
+        v = dig(spec, "runPolicy", k)
         if isinstance(v, int) and v < 0:
             out.append((("spec", "runPolicy", k), "must not be negative", op))
     lcp = spec.get("launcherCreationPolicy")
     if lcp is not None and lcp not in ("AtStartup", "WaitForWorkersReady"):
         out.append((("spec", "launcherCreationPolicy"), f"{lcp!r}: one of AtStartup, WaitForWorkersReady", op))
-    managed = (spec.get("runPolicy") or {}).get("managedBy") if isinstance(spec.get("runPolicy"), dict) else None
+    managed = dig(spec, "runPolicy", "managedBy")
     if managed not in (None, "", "kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue"):
         out.append((("spec", "runPolicy", "managedBy"), f"{managed!r}: the operator would ignore this job", op))
     slots = spec.get("slotsPerWorker", 1)
     if isinstance(slots, int) and slots < 0:
         out.append((("spec", "slotsPerWorker"), "must not be negative", op))
-    name = (d.get("metadata") or {}).get("name", "") if isinstance(d.get("metadata"), dict) else ""
+    name = str(dig(d, "metadata", "name", default=""))
     host = f"{name}-worker-{max(workers if isinstance(workers, int) else 1, 1) - 1}"
     if name and (len(host) > 63 or not DNS_LABEL.match(host)):
         out.append((("metadata", "name"), f"worker host name {host!r} is not a DNS label (<= 63 of a-z 0-9 -)", op))
 
     # collbench: the launcher runs collbench, and an explicit rank count agrees with the job.
     if isinstance(launcher, dict):
-        containers = ((launcher.get("template") or {}).get("spec") or {}).get("containers") or []
+        containers = dig(launcher, "template", "spec", "containers", default=[])
+        containers = containers if isinstance(containers, list) else []
         script = script_of(containers[0]) if containers else ""
         p = base + ("Launcher", "template", "spec", "containers", 0)
         if "collbench run" not in script:
@@ -498,9 +527,7 @@ def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
             np = re.search(r"(?:^|\s)(?:-np|--np|-n|--n|-c)\s+(\S+)", m.group(1))
             if np and np.group(1).isdigit() and isinstance(workers, int) and isinstance(slots, int):
                 if int(np.group(1)) != workers * slots:
-                    out.append(
-                        (p, f"mpirun -np {np.group(1)} but the job has {workers} workers x {slots} slots", cb)
-                    )
+                    out.append((p, f"mpirun -np {np.group(1)} but the job has {workers} workers x {slots} slots", cb))
     return out
 
 
@@ -508,76 +535,109 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
     """A collbench Indexed Job agrees with itself and with the Service and Secret of its file."""
     out: list = []
     spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
-    pod = ((spec.get("template") or {}).get("spec")) or {}
-    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    pod = mapping(dig(spec, "template", "spec"))
+    labels = mapping(dig(spec, "template", "metadata", "labels"))
+    containers = [c if isinstance(c, dict) else {} for c in seq(dig(pod, "containers"))]
     i, c = next(
-        ((i, c) for i, c in enumerate(containers) if any(e.get("name", "").startswith("COLLBENCH_") for e in c.get("env") or [])),
+        (
+            (i, c)
+            for i, c in enumerate(containers)
+            if any(isinstance(e, dict) and str(e.get("name", "")).startswith("COLLBENCH_") for e in seq(c.get("env")))
+        ),
         (None, None),
     )
     if c is None:
         return out  # not a collbench Job
     cp: Path_ = ("spec", "template", "spec", "containers", i)
-    env = {e.get("name"): (j, e.get("value")) for j, e in enumerate(c.get("env") or []) if isinstance(e, dict)}
-    name = (job.get("metadata") or {}).get("name", "")
+    env = {e.get("name"): (j, e.get("value")) for j, e in enumerate(seq(c.get("env"))) if isinstance(e, dict)}
+    name = str(dig(job, "metadata", "name", default=""))
     others = [d.data for d in docs if isinstance(d.data, dict)]
 
     if spec.get("completionMode") != "Indexed":
         out.append((("spec", "completionMode"), "must be Indexed: the completion index is the rank"))
     completions, parallelism = spec.get("completions"), spec.get("parallelism")
     if completions != parallelism:
-        out.append((("spec", "parallelism"), f"{parallelism!r} != completions {completions!r}: all ranks must run at once"))
+        out.append(
+            (("spec", "parallelism"), f"{parallelism!r} != completions {completions!r}: all ranks must run at once")
+        )
     if "COLLBENCH_WORLD_SIZE" not in env:
         out.append((cp + ("env",), "COLLBENCH_WORLD_SIZE is not set (the number of ranks, = completions)"))
     elif str(env["COLLBENCH_WORLD_SIZE"][1]) != str(completions):
         j = env["COLLBENCH_WORLD_SIZE"][0]
-        out.append((cp + ("env", j, "value"), f"COLLBENCH_WORLD_SIZE {env['COLLBENCH_WORLD_SIZE'][1]!r} != completions {completions}"))
+        out.append(
+            (
+                cp + ("env", j, "value"),
+                f"COLLBENCH_WORLD_SIZE {env['COLLBENCH_WORLD_SIZE'][1]!r} != completions {completions}",
+            )
+        )
 
     sub = pod.get("subdomain")
-    services = [o for o in others if o.get("kind") == "Service" and (o.get("metadata") or {}).get("name") == sub]
+    services = [o for o in others if o.get("kind") == "Service" and dig(o, "metadata", "name") == sub]
     if not sub:
-        out.append((("spec", "template", "spec"), "no subdomain: rank 0 has no DNS name (set it to the headless Service's name)"))
+        out.append(
+            (
+                ("spec", "template", "spec"),
+                "no subdomain: rank 0 has no DNS name (set it to the headless Service's name)",
+            )
+        )
     elif not services:
         out.append((("spec", "template", "spec", "subdomain"), f"no Service named {sub!r} in this file"))
     else:
         svc = services[0].get("spec") or {}
         if svc.get("clusterIP") != "None":
-            out.append((("spec", "template", "spec", "subdomain"), f"Service {sub!r} must be headless (clusterIP: None)"))
+            out.append(
+                (("spec", "template", "spec", "subdomain"), f"Service {sub!r} must be headless (clusterIP: None)")
+            )
         selector = svc.get("selector") or {}
         if not selector or any(labels.get(k) != v for k, v in selector.items()):
-            out.append((("spec", "template", "metadata", "labels"), f"Service {sub!r}'s selector {selector} does not select these pods"))
+            out.append(
+                (
+                    ("spec", "template", "metadata", "labels"),
+                    f"Service {sub!r}'s selector {selector} does not select these pods",
+                )
+            )
         if not svc.get("publishNotReadyAddresses"):
-            out.append((("spec", "template", "spec", "subdomain"), f"Service {sub!r} needs publishNotReadyAddresses: true (ranks resolve rank 0 while starting)"))
+            out.append(
+                (
+                    ("spec", "template", "spec", "subdomain"),
+                    f"Service {sub!r} needs publishNotReadyAddresses: true (ranks resolve rank 0 while starting)",
+                )
+            )
 
     if "COLLBENCH_ROOT" in env:
         j, root = env["COLLBENCH_ROOT"]
         host, _, port = str(root).rpartition(":")
         want = f"{name}-0.{sub}"
-        ports = [p.get("containerPort") for p in c.get("ports") or [] if isinstance(p, dict)]
+        ports = [p.get("containerPort") for p in seq(c.get("ports")) if isinstance(p, dict)]
         if not (host == want or host.startswith(want + ".")):
             out.append((cp + ("env", j, "value"), f"COLLBENCH_ROOT host {host!r} is not rank 0's name {want!r}"))
         if not port.isdigit() or int(port) not in ports:
-            out.append((cp + ("env", j, "value"), f"COLLBENCH_ROOT port {port!r} is not a containerPort of this container {ports}"))
+            out.append(
+                (
+                    cp + ("env", j, "value"),
+                    f"COLLBENCH_ROOT port {port!r} is not a containerPort of this container {ports}",
+                )
+            )
     elif "MASTER_ADDR" not in env:
         out.append((cp + ("env",), "neither COLLBENCH_ROOT nor MASTER_ADDR is set: ranks cannot find rank 0"))
 
     if "COLLBENCH_JOB_TOKEN_FILE" in env:
         j, token_path = env["COLLBENCH_JOB_TOKEN_FILE"]
-        volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
-        mounts = [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        volumes = {v.get("name"): v for v in seq(pod.get("volumes")) if isinstance(v, dict)}
+        mounts = [m for m in seq(c.get("volumeMounts")) if isinstance(m, dict)]
         hit = [m for m in mounts if str(token_path).startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]
         where = cp + ("env", j, "value")
         if not hit:
             out.append((where, f"{token_path!r} is under no volume mount of this container"))
         else:
             m = max(hit, key=lambda m: len(m.get("mountPath", "")))
-            secret = (volumes.get(m.get("name")) or {}).get("secret")
+            secret = dig(volumes, m.get("name"), "secret")
             key = str(token_path)[len(str(m["mountPath"]).rstrip("/")) + 1 :]
             if not isinstance(secret, dict):
                 out.append((where, f"{token_path!r} is not in a Secret volume"))
             else:
                 sname = secret.get("secretName")
-                found = [o for o in others if o.get("kind") == "Secret" and (o.get("metadata") or {}).get("name") == sname]
+                found = [o for o in others if o.get("kind") == "Secret" and dig(o, "metadata", "name") == sname]
                 if not found:
                     out.append((where, f"no Secret named {sname!r} in this file"))
                 elif key not in (found[0].get("data") or {}) and key not in (found[0].get("stringData") or {}):
@@ -631,8 +691,7 @@ def validate_file(path: str, schemas: Schemas, report: Report) -> list[Doc]:
                 source = tag if not crd else (f"CRD + {tag} ObjectMeta" if p[:1] == ("metadata",) else "CRD")
                 report.add(doc, p, msg, source)
             if kind == "MPIJob":
-                specs = (d.get("spec") or {}).get("mpiReplicaSpecs") if isinstance(d.get("spec"), dict) else None
-                for rtype, rs in (specs or {}).items() if isinstance(specs, dict) else []:
+                for rtype, rs in mapping(dig(d, "spec", "mpiReplicaSpecs")).items():
                     if isinstance(rs, dict) and "template" in rs:
                         pt = schemas.for_ref(POD_TEMPLATE, version, folder)
                         for p, msg in schema_errors(pt, rs["template"]):
@@ -640,23 +699,24 @@ def validate_file(path: str, schemas: Schemas, report: Report) -> list[Doc]:
                             report.add(doc, p2, msg, f"{tag} PodTemplateSpec")
         # Rules beyond the schema.
         if kind == "MPIJob":
-            specs = (d.get("spec") or {}).get("mpiReplicaSpecs") if isinstance(d.get("spec"), dict) else None
-            for rtype, rs in (specs or {}).items() if isinstance(specs, dict) else []:
-                pod = ((rs or {}).get("template") or {}).get("spec") if isinstance(rs, dict) else None
-                for p, msg in pod_rules(pod, ("spec", "mpiReplicaSpecs", rtype, "template", "spec")):
-                    report.add(doc, p, msg, "pod rules")
+            for rtype, rs in mapping(dig(d, "spec", "mpiReplicaSpecs")).items():
+                pod = dig(rs, "template", "spec")
+                for p, msg, source in pod_rules(pod, ("spec", "mpiReplicaSpecs", rtype, "template", "spec")):
+                    report.add(doc, p, msg, source)
             for p, msg, source in mpijob_rules(d):
                 report.add(doc, p, msg, source)
         elif kind in ("Job", "Pod", "Deployment", "StatefulSet", "DaemonSet"):
             spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
-            pod = spec if kind == "Pod" else ((spec.get("template") or {}).get("spec"))
+            pod = spec if kind == "Pod" else dig(spec, "template", "spec")
             prefix = ("spec",) if kind == "Pod" else ("spec", "template", "spec")
-            for p, msg in pod_rules(pod, prefix):
-                report.add(doc, p, msg, "pod rules")
+            for p, msg, source in pod_rules(pod, prefix):
+                report.add(doc, p, msg, source)
             if kind == "Job":
-                rp = (pod or {}).get("restartPolicy") if isinstance(pod, dict) else None
+                rp = dig(pod, "restartPolicy")
                 if rp not in ("Never", "OnFailure"):
-                    report.add(doc, prefix + ("restartPolicy",), f"{rp!r}: a Job's pods need Never or OnFailure", "pod rules")
+                    report.add(
+                        doc, prefix + ("restartPolicy",), f"{rp!r}: a Job's pods need Never or OnFailure", "pod rules"
+                    )
                 for p, msg in indexed_job_rules(d, docs):
                     report.add(doc, p, msg, "collbench")
     return docs
@@ -666,12 +726,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--crd", required=True, help="YAML file with the MPIJob CustomResourceDefinition")
-    ap.add_argument("--k8s-versions", default="1.29,1.37", help="Kubernetes versions to check against (default %(default)s)")
-    ap.add_argument("--expect-fail", action="store_true", help="self-test: every file must fail, as its '# expect:' lines say")
+    ap.add_argument(
+        "--k8s-versions", default="1.29,1.37", help="Kubernetes versions to check against (default %(default)s)"
+    )
+    ap.add_argument(
+        "--expect-fail", action="store_true", help="self-test: every file must fail, as its '# expect:' lines say"
+    )
     args = ap.parse_args()
 
     start = time.monotonic()
-    crds, stats = load_crds(args.crd)
+    try:
+        crds, stats = load_crds(args.crd)
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+        raise setup_error(f"cannot read the CRD from {args.crd}: {e}") from None
     schemas = Schemas(crds, [v.strip() for v in args.k8s_versions.split(",") if v.strip()])
     versions = ", ".join(v for v, _ in schemas.versions)
     if not args.expect_fail:
@@ -715,7 +782,9 @@ def main() -> int:
 
     took = time.monotonic() - start
     what = "self-test files" if args.expect_fail else "files"
-    print(f"{'FAILED' if failed else 'passed'}: {len(args.files)} {what}, {ndocs} documents, Kubernetes {versions}, {took:.1f} s")
+    print(
+        f"{'FAILED' if failed else 'passed'}: {len(args.files)} {what}, {ndocs} documents, Kubernetes {versions}, {took:.1f} s"
+    )
     return 1 if failed else 0
 
 
