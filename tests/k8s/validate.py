@@ -6,7 +6,9 @@ Run by tests/k8s/validate.sh, which makes the virtual environment this needs (te
 Every document of every file is checked by:
 - schema: kind MPIJob (kubeflow.org/v2beta1) against the openAPIV3Schema of the MPIJob CRD (--crd), any
   other kind against the strict JSON schemas of Kubernetes itself that kubernetes-validate bundles, for
-  each Kubernetes version in --k8s-versions. "Strict" means unknown fields are errors, as with
+  each Kubernetes version in --k8s-versions (read here directly: its validate() stops at the first
+  error and only warns about a kind it has no schema for; here every error is listed and an unknown
+  kind is one). "Strict" means unknown fields are errors, as with
   `kubectl apply` (field validation "Strict"). A CRD schema leaves objects open unless told otherwise
   (the API server prunes what it does not know, and strict field validation reports it), so every
   object in the CRD schema without properties-for-all (additionalProperties) or
@@ -14,12 +16,14 @@ Every document of every file is checked by:
   `type: object` (the API server checks it as ObjectMeta), so it is checked against Kubernetes'
   ObjectMeta; each MPIJob pod template is also checked against Kubernetes' PodTemplateSpec, because
   the operator turns it into real pods of the cluster's version. Lists marked x-kubernetes-list-type
-  map/set must not repeat a key or an item (the API server refuses that for custom resources);
-  formats int32, int64 and byte (base64) are checked.
+  map/set must not repeat a key or an item (the API server refuses that in custom resources; in its own
+  kinds it may only warn, e.g. a repeated env name, which is a mistake all the same); formats int32,
+  int64 and byte (base64) are checked.
 - pod rules the API server applies beyond the schema: every container has an image, volume mounts
   name a volume of the pod, port names are IANA service names, resource amounts are quantities.
 - MPI Operator rules (its pkg/apis/kubeflow/validation, after its defaults): only Launcher and Worker,
-  one Launcher, at least one Worker, restart policies, clean pod policy, worker host names <= 63.
+  one Launcher, at least one Worker, restart policies, clean pod policy, launcherCreationPolicy,
+  managedBy, worker host names <= 63.
 - collbench rules: the launcher runs `collbench run`; an mpirun -np agrees with Worker replicas x
   slotsPerWorker; hostNetwork pods use dnsPolicy ClusterFirstWithHostNet; an Indexed Job agrees with
   its headless Service, COLLBENCH_WORLD_SIZE, COLLBENCH_ROOT and the token Secret of the same file.
@@ -393,7 +397,7 @@ def dig(obj, *keys, default=None):
     """obj[k1][k2]..., or `default` where a step is missing or not a mapping (broken input must give
     errors, not a traceback)."""
     for k in keys:
-        if not isinstance(obj, dict) or k not in obj or obj[k] is None:
+        if not isinstance(obj, dict) or not isinstance(k, (str, int)) or obj.get(k) is None:
             return default
         obj = obj[k]
     return obj
@@ -549,7 +553,11 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
     if c is None:
         return out  # not a collbench Job
     cp: Path_ = ("spec", "template", "spec", "containers", i)
-    env = {e.get("name"): (j, e.get("value")) for j, e in enumerate(seq(c.get("env"))) if isinstance(e, dict)}
+    env = {
+        e["name"]: (j, e.get("value"))
+        for j, e in enumerate(seq(c.get("env")))
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    }
     name = str(dig(job, "metadata", "name", default=""))
     others = [d.data for d in docs if isinstance(d.data, dict)]
 
@@ -583,12 +591,12 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
     elif not services:
         out.append((("spec", "template", "spec", "subdomain"), f"no Service named {sub!r} in this file"))
     else:
-        svc = services[0].get("spec") or {}
+        svc = mapping(services[0].get("spec"))
         if svc.get("clusterIP") != "None":
             out.append(
                 (("spec", "template", "spec", "subdomain"), f"Service {sub!r} must be headless (clusterIP: None)")
             )
-        selector = svc.get("selector") or {}
+        selector = mapping(svc.get("selector"))
         if not selector or any(labels.get(k) != v for k, v in selector.items()):
             out.append(
                 (
@@ -623,16 +631,18 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
 
     if "COLLBENCH_JOB_TOKEN_FILE" in env:
         j, token_path = env["COLLBENCH_JOB_TOKEN_FILE"]
-        volumes = {v.get("name"): v for v in seq(pod.get("volumes")) if isinstance(v, dict)}
-        mounts = [m for m in seq(c.get("volumeMounts")) if isinstance(m, dict)]
-        hit = [m for m in mounts if str(token_path).startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]
+        volumes = {
+            v["name"]: v for v in seq(pod.get("volumes")) if isinstance(v, dict) and isinstance(v.get("name"), str)
+        }
+        mounts = [m for m in seq(c.get("volumeMounts")) if isinstance(m, dict) and isinstance(m.get("mountPath"), str)]
+        hit = [m for m in mounts if str(token_path).startswith(m["mountPath"].rstrip("/") + "/")]
         where = cp + ("env", j, "value")
         if not hit:
             out.append((where, f"{token_path!r} is under no volume mount of this container"))
         else:
-            m = max(hit, key=lambda m: len(m.get("mountPath", "")))
+            m = max(hit, key=lambda m: len(m["mountPath"]))
             secret = dig(volumes, m.get("name"), "secret")
-            key = str(token_path)[len(str(m["mountPath"]).rstrip("/")) + 1 :]
+            key = str(token_path)[len(m["mountPath"].rstrip("/")) + 1 :]
             if not isinstance(secret, dict):
                 out.append((where, f"{token_path!r} is not in a Secret volume"))
             else:
@@ -640,7 +650,7 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
                 found = [o for o in others if o.get("kind") == "Secret" and dig(o, "metadata", "name") == sname]
                 if not found:
                     out.append((where, f"no Secret named {sname!r} in this file"))
-                elif key not in (found[0].get("data") or {}) and key not in (found[0].get("stringData") or {}):
+                elif key not in mapping(found[0].get("data")) and key not in mapping(found[0].get("stringData")):
                     out.append((where, f"Secret {sname!r} has no key {key!r}"))
     return out
 
@@ -782,9 +792,8 @@ def main() -> int:
 
     took = time.monotonic() - start
     what = "self-test files" if args.expect_fail else "files"
-    print(
-        f"{'FAILED' if failed else 'passed'}: {len(args.files)} {what}, {ndocs} documents, Kubernetes {versions}, {took:.1f} s"
-    )
+    verdict = "FAILED" if failed else "passed"
+    print(f"{verdict}: {len(args.files)} {what}, {ndocs} documents, Kubernetes {versions}, {took:.1f} s")
     return 1 if failed else 0
 
 
