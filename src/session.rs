@@ -119,10 +119,15 @@ fn via_rendezvous(
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
+    // A bad --iface is found before this rank joins, not after the others started waiting for it.
+    let pinned = match &opts.iface {
+        Some(name) => Some((net::iface::address_of(name)?, name.clone())),
+        None => None,
+    };
     let who = format!("rank {} (host {})", id.rank, world::hostname());
     let sock = rendezvous::connect(root, deadline, &who)?;
-    let (ip, iface) = match &opts.iface {
-        Some(name) => (net::iface::address_of(name)?, name.clone()),
+    let (ip, iface) = match pinned {
+        Some(p) => p,
         None => {
             let ip = sock
                 .local_addr()

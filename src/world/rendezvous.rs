@@ -38,7 +38,10 @@ pub struct Join {
 #[derive(Serialize, Deserialize)]
 enum Reply {
     Welcome(Vec<RankInfoWire>),
+    /// The ranks disagree on how the job is set up (options, versions, size): a usage error everywhere.
     Refused(String),
+    /// A rank did not turn up: a peer failure everywhere.
+    Failed(String),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -74,7 +77,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                         missing.join(", "),
                         timeout.as_secs_f64()
                     );
-                    refuse_all(&mut joined, &msg);
+                    tell_all(&mut joined, &Reply::Failed(msg.clone()));
                     return Err(Error::Peer(msg));
                 }
                 poll_readable(&listener, deadline);
@@ -191,8 +194,12 @@ pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
 }
 
 fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
+    tell_all(joined, &Reply::Refused(msg.to_string()));
+}
+
+fn tell_all(joined: &mut [Option<(Join, TcpStream)>], reply: &Reply) {
     for (_, sock) in joined.iter_mut().flatten() {
-        let _ = write_frame(sock, &Reply::Refused(msg.to_string()));
+        let _ = write_frame(sock, reply);
     }
 }
 
@@ -275,7 +282,8 @@ pub fn bind_root(root: &str) -> Result<TcpListener> {
     Err(Error::usage(
         super::env::ROOT,
         format!(
-            "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of              rank 0's own host and a free port",
+            "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of \
+             rank 0's own host and a free port",
             super::hostname(),
             last.unwrap_or_else(|| "no address".into())
         ),
@@ -345,6 +353,7 @@ pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadl
             "options",
             format!("{who}: the rendezvous refused the job: {msg}"),
         )),
+        Ok(Reply::Failed(msg)) => Err(Error::Peer(format!("{who}: the job could not start: {msg}"))),
         Err(e) => Err(Error::Peer(format!(
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
@@ -431,6 +440,22 @@ mod tests {
             assert!(e.contains("iters") && e.contains("rank 1"), "{e}");
         }
         assert_eq!(e0.exit_code(), crate::error::EXIT_USAGE);
+        assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_rank_that_never_joins_is_a_peer_failure_naming_it() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [5u8; 16];
+        let server = std::thread::spawn(move || serve(l, 3, token, Duration::from_millis(300)));
+        let me = Join {
+            size: 3,
+            ..join_msg(0, json!({}))
+        };
+        let e = join(&root, &token, &me, Duration::from_secs(20)).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_PEER, "{e}");
+        assert!(e.to_string().contains("ranks 1, 2 did not join"), "{e}");
         assert!(server.join().unwrap().is_err());
     }
 }
