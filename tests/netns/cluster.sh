@@ -3,10 +3,13 @@
 # overlay on top (the shape of Flannel's VXLAN backend). collbench's multi-host tests run on it.
 #
 #   cluster.sh check                         can this machine build clusters? (root, tools, kernel)
-#   cluster.sh up NAME HOSTS [--rate RATE] [--id N]
+#   cluster.sh up NAME HOSTS [--rate RATE] [--id N] [--owner PID]
 #                                            build cluster NAME with HOSTS hosts NAME-h0..NAME-h{HOSTS-1};
-#                                            --rate shapes every host's eth0 egress (tc tbf, e.g. 1gbit)
+#                                            --rate shapes every host's eth0 egress (tc tbf, e.g. 1gbit);
+#                                            --owner: the process the cluster belongs to (see gc)
 #   cluster.sh down NAME                     remove everything of NAME (idempotent; kills what runs in it)
+#   cluster.sh gc                            down every cluster whose --owner process is gone (a test
+#                                            killed with SIGKILL never ran its teardown)
 #   cluster.sh exec NAME HOST CMD...         run CMD in HOST (0, h0 or NAME-h0), with HOST as hostname
 #   cluster.sh hosts NAME                    host names, one a line
 #   cluster.sh addr NAME HOST [IFACE]        IPv4 address of IFACE (eth0) in HOST
@@ -25,6 +28,7 @@
 # /run/collbench-netns): one folder per cluster, and an id claim per cluster so concurrent clusters
 # get distinct subnets (not needed for isolation, but it keeps addresses unambiguous in logs).
 set -euo pipefail
+shopt -s inherit_errexit # set -e inside $(...) too, so a die in a helper stops the caller
 
 STATE=${CLUSTER_STATE:-/run/collbench-netns}
 SELF=$(readlink -f "$0")
@@ -32,6 +36,8 @@ VNI=42
 VXLAN_PORT=4789
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+# int_in LO HI V: V is a whole number in LO..HI.
+int_in() { [[ $3 =~ ^[0-9]+$ ]] && ((10#$3 >= $1 && 10#$3 <= $2)); }
 
 valid_name() {
   # Hyphens are reserved: NAME-h3 must split back into NAME and h3 unambiguously.
@@ -42,7 +48,10 @@ valid_name() {
 
 state_of() { echo "$STATE/$1"; }
 id_of() { cat "$(state_of "$1")/id" 2>/dev/null || die "no cluster '$1' (no $(state_of "$1")/id); run: $0 up $1 HOSTS"; }
-nhosts_of() { cat "$(state_of "$1")/hosts"; }
+nhosts_of() {
+  [[ -f $(state_of "$1")/hosts ]] || die "no cluster '$1'; run: $0 up $1 HOSTS"
+  cat "$(state_of "$1")/hosts"
+}
 underlay_ip() { echo "10.213.$1.$((10 + $2))"; }   # id, host index
 overlay_ip() { echo "10.214.$1.$((10 + $2))"; }
 # Fixed MACs on vxlan0, so the static FDB and neighbour entries can be written before any packet flows.
@@ -56,8 +65,10 @@ host_index() {
     h*) i=${host#h} ;;
     *) i=$host ;;
   esac
-  [[ $i =~ ^[0-9]+$ ]] && ((i < $(nhosts_of "$name"))) || die "cluster '$name' has no host '$host'"
-  echo "$i"
+  local n
+  n=$(nhosts_of "$name")
+  int_in 0 $((n - 1)) "$i" || die "cluster '$name' has no host '$host'"
+  echo $((10#$i))
 }
 
 # Claims the lowest free id in 1..254 (mkdir is atomic, so two clusters coming up at once cannot both win).
@@ -79,14 +90,14 @@ claim_id() {
 cmd_check() {
   (($(id -u) == 0)) || die "needs root (network namespaces); running as uid $(id -u)"
   local t
-  for t in ip bridge tc unshare sysctl seq; do
-    command -v "$t" >/dev/null || die "'$t' is not installed (Debian: iproute2, util-linux, procps, coreutils)"
+  for t in ip bridge tc unshare; do
+    command -v "$t" >/dev/null || die "'$t' is not installed (Debian: iproute2, util-linux)"
   done
   # Build a throwaway cluster (as a separate process, so set -e holds in it): proves namespaces, veth,
   # bridge, VXLAN and tbf in this kernel.
   local probe="cbprobe$$" out rc=0
-  out=$("$SELF" up "$probe" 2 --rate 1gbit 2>&1) || rc=$?
-  "$SELF" down "$probe" >/dev/null 2>&1 || true
+  out=$(bash "$SELF" up "$probe" 2 --rate 1gbit 2>&1) || rc=$?
+  bash "$SELF" down "$probe" >/dev/null 2>&1 || true
   ((rc == 0)) || die "cannot build a probe cluster: $out"
   echo "ok: namespaces, veth, bridge, vxlan and tbf work here"
 }
@@ -94,43 +105,47 @@ cmd_check() {
 # ---- up -------------------------------------------------------------------------------------------
 
 cmd_up() {
-  local name=${1:-} n=${2:-} rate="" want_id=""
-  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--id N]"
+  local name=${1:-} n=${2:-} rate="" want_id="" owner=""
+  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--id N] [--owner PID]"
   valid_name "$name"
-  [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 200)) || die "HOSTS must be 1..200, not '$n'"
+  int_in 1 200 "$n" || die "HOSTS must be 1..200, not '$n'"
+  n=$((10#$n))
   shift 2
   while (($#)); do
     case $1 in
       --rate) rate=${2:?--rate needs a value such as 1gbit}; shift 2 ;;
-      --id) want_id=${2:?--id needs 1..254}; [[ $want_id =~ ^[0-9]+$ ]] && ((want_id >= 1 && want_id <= 254)) \
-              || die "--id must be 1..254"; shift 2 ;;
+      --id) want_id=${2:?--id needs 1..254}; int_in 1 254 "$want_id" || die "--id must be 1..254"
+        want_id=$((10#$want_id)); shift 2 ;;
+      --owner) owner=${2:?--owner needs a pid}; [[ $owner =~ ^[0-9]+$ ]] || die "--owner must be a pid"; shift 2 ;;
       *) die "up: unknown option '$1'" ;;
     esac
   done
-  [[ ! -e $(state_of "$name") ]] || die "cluster '$name' exists; run: $0 down $name"
-  mkdir -p "$STATE"
-  local id
-  id=$(claim_id "$name" "$want_id")
-  local st
+  local st id
   st=$(state_of "$name")
-  mkdir -p "$st"
+  mkdir -p "$STATE"
+  # mkdir is atomic: of two "up NAME" at once, one fails here before touching anything.
+  mkdir "$st" 2>/dev/null || die "cluster '$name' exists; run: $0 down $name"
+  # From here on, any failure (set -e, die) or Ctrl-C removes what was built so far.
+  # (Expanded now: $name is local and gone by the time an exit runs the trap; it is [A-Za-z0-9_] only.)
+  # shellcheck disable=SC2064
+  trap "cmd_down $name >/dev/null 2>&1" EXIT
+  trap 'exit 130' INT TERM
+  id=$(claim_id "$name" "$want_id")
   echo "$id" >"$st/id"
   echo "$n" >"$st/hosts"
-  # From here on, any failure (set -e, die) or Ctrl-C removes what was built so far.
-  trap 'cmd_down "$name" >/dev/null 2>&1' EXIT
-  trap 'exit 130' INT TERM
+  [[ -z $owner ]] || echo "$owner" >"$st/owner"
 
   local sw="$name-sw" br="br$id" i ns
   ip netns add "$sw"
   # IPv6 off everywhere: no router solicitations or MLD reports adding bytes to the counters.
-  ip netns exec "$sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+  no_ipv6 "$sw"
   ip -n "$sw" link add "$br" type bridge forward_delay 0 stp_state 0
   ip -n "$sw" link set "$br" up
 
   for ((i = 0; i < n; i++)); do
     ns="$name-h$i"
     ip netns add "$ns"
-    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+    no_ipv6 "$ns"
     ip -n "$ns" link set lo up
     # The veth pair is born with one end in the switch and the other in the host: it never exists in
     # the root namespace, so 'eth0' can be its name in every host.
@@ -168,13 +183,21 @@ cmd_up() {
   cat >"$st/rsh-agent" <<EOF
 #!/bin/sh
 # mpirun's rsh agent for cluster $name (generated by $SELF): "ssh" into a namespace host.
-exec "$SELF" agent "$name" "\$@"
+exec bash "$SELF" agent "$name" "\$@"
 EOF
   chmod +x "$st/rsh-agent"
 
   wait_links "$name" "$n"
   trap - EXIT INT TERM
   echo "cluster $name: $n hosts, id $id, underlay 10.213.$id.0/24 (eth0), overlay 10.214.$id.0/24 (vxlan0)${rate:+, egress $rate}"
+}
+
+# IPv6 off in namespace $1 (interfaces created later inherit "default"); /proc/sys/net is per namespace.
+# Not fatal: a kernel without IPv6 has nothing to turn off.
+no_ipv6() {
+  # shellcheck disable=SC2016 # $f belongs to the inner shell
+  ip netns exec "$1" sh -c 'for f in all default; do echo 1 >/proc/sys/net/ipv6/conf/$f/disable_ipv6; done' \
+    2>/dev/null || true
 }
 
 # Bounded poll until every host's eth0 has carrier and every switch port forwards (no fixed sleep).
@@ -218,6 +241,19 @@ cmd_down() {
   rm -rf "$st"
 }
 
+cmd_gc() {
+  local st name owner
+  for st in "$STATE"/*/; do
+    [[ -f $st/owner ]] || continue
+    name=$(basename "$st")
+    owner=$(cat "$st/owner")
+    if ! kill -0 "$owner" 2>/dev/null; then
+      echo "cluster.sh: removing cluster $name (owner $owner is gone)" >&2
+      cmd_down "$name"
+    fi
+  done
+}
+
 # ---- running things in hosts ----------------------------------------------------------------------
 
 # Runs "$@" in host namespace $2 of cluster $1 in its own UTS namespace named after the host, so
@@ -225,6 +261,7 @@ cmd_down() {
 in_host() {
   local name=$1 i=$2
   shift 2
+  # shellcheck disable=SC2016 # $0 and $@ belong to the inner shell
   exec ip netns exec "$name-h$i" unshare --uts -- \
     sh -c 'echo "$0" >/proc/sys/kernel/hostname && exec "$@"' "$name-h$i" "$@"
 }
@@ -234,7 +271,9 @@ cmd_exec() {
   [[ -n $name && -n $host && $# -ge 3 ]] || die "usage: $0 exec NAME HOST CMD..."
   valid_name "$name"
   shift 2
-  in_host "$name" "$(host_index "$name" "$host")" "$@"
+  local i
+  i=$(host_index "$name" "$host")
+  in_host "$name" "$i" "$@"
 }
 
 # mpirun's plm_rsh_agent protocol: [ssh-style options] HOST COMMAND-WORDS...; like ssh, the words are
@@ -244,9 +283,10 @@ cmd_agent() {
   shift || true
   valid_name "$name"
   while [[ ${1:-} == -* ]]; do shift; done
-  local host=${1:?agent: no host given}
+  local host=${1:?agent: no host given} i
   shift
-  in_host "$name" "$(host_index "$name" "$host")" sh -c "$*"
+  i=$(host_index "$name" "$host")
+  in_host "$name" "$i" sh -c "$*"
 }
 
 # ---- facts about a cluster ------------------------------------------------------------------------
@@ -282,6 +322,7 @@ cmd_cidr() {
 cmd_bytes() {
   local name=$1 host=$2 iface=${3:-eth0} i
   i=$(host_index "$name" "$host")
+  # shellcheck disable=SC2016 # $1 and $d belong to the inner shell
   ip netns exec "$name-h$i" sh -c \
     'd=/sys/class/net/$1/statistics; [ -d "$d" ] || { echo "no interface $1" >&2; exit 1; }
      echo "$(cat "$d/rx_bytes") $(cat "$d/tx_bytes")"' sh "$iface"
@@ -305,6 +346,7 @@ main() {
     check) cmd_check ;;
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
+    gc) cmd_gc ;;
     exec) cmd_exec "$@" ;;
     agent) cmd_agent "$@" ;;
     hosts) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; cmd_hosts "$1" ;;

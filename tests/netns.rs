@@ -1,0 +1,700 @@
+//! Multi-host runs for real on one machine: hosts are network namespaces on a software switch, with a
+//! VXLAN overlay on top, built by `tests/netns/cluster.sh` (see `tests/netns/README.md`).
+//!
+//! - mpirun (OpenMPI) starts one rank per host; collbench's TCP path (and, in a build with the `mpi`
+//!   feature, MPI's own collectives) runs over the hosts' `eth0`;
+//! - ranks started in each host by hand with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (no MPI);
+//! - the same over the VXLAN overlay (`--iface vxlan0`).
+//!
+//! Every run must report `#wrong` 0 and exit 0, and the hosts' interface byte counters must have grown by
+//! at least what the sweep has to move (see [`LowerBound`]). No timing is asserted.
+//!
+//! These tests need root (network namespaces) and, for the first, OpenMPI's mpirun. Where that is not
+//! possible they print why and pass, except in CI (`CI=true`), where that is a failure.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Hosts of every cluster (one rank each).
+const HOSTS: usize = 4;
+/// How long any one run may take before it is killed and the test fails (a sweep takes seconds).
+const RUN_DEADLINE: Duration = Duration::from_secs(240);
+/// The sweep each test runs; small, so a run takes seconds on two cores.
+const SWEEP: [&str; 4] = ["--collective", "all_reduce,all_gather", "-e", "4M"];
+/// The rendezvous port (each cluster is its own set of namespaces, so no port can collide).
+const ROOT_PORT: &str = "29500";
+
+/// Serialises the tests of this file: each one starts four busy ranks, and on two cores three runs at
+/// once only make each slower. (Names are unique per test anyway, so concurrent runs would not collide.)
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn harness() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/netns/cluster.sh")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Says why a test cannot run here: a skip on a developer's machine, a failure in CI.
+fn cannot_run(reason: &str) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: these tests must run in CI)");
+    }
+    // Straight to stderr, past the test harness's capture: a skip should be seen without --nocapture.
+    let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+}
+
+/// Whether this machine can build namespace clusters (root, iproute2, util-linux, kernel support); asked
+/// once per test binary.
+fn namespaces_available() -> bool {
+    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
+    let check = CHECK.get_or_init(|| match Command::new("bash").arg(harness()).arg("check").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "network-namespace hosts are not available: {}",
+            text(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run bash {}: {e}", harness().display())),
+    });
+    match check {
+        Ok(()) => true,
+        Err(reason) => {
+            cannot_run(reason);
+            false
+        }
+    }
+}
+
+fn mpirun_available() -> bool {
+    let ok = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success() && text(&o.stdout).contains("Open MPI"));
+    if !ok {
+        cannot_run("OpenMPI's mpirun is not installed (Debian: apt-get install openmpi-bin)");
+    }
+    ok
+}
+
+/// Launcher variables of the environment the tests run in, which would otherwise decide the ranks'
+/// identity (collbench looks at OMPI_*, PMI_*, SLURM_*, ... before RANK/WORLD_SIZE).
+fn clean_env(c: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let launcher = ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
+            .iter()
+            .any(|p| k.starts_with(p));
+        let torch = [
+            "RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "JOB_COMPLETION_INDEX",
+        ]
+        .contains(&&*k);
+        if launcher || torch {
+            c.env_remove(&*k);
+        }
+    }
+    c
+}
+
+/// One cluster of namespace hosts; `Drop` tears it down, also when the test panics.
+struct Cluster {
+    name: String,
+}
+
+impl Cluster {
+    /// Builds `hosts` hosts named after this process and `tag`, so no two runs share a name.
+    fn up(tag: &str, hosts: usize) -> Cluster {
+        let name = format!("cbt{}{tag}", std::process::id());
+        // Clusters left behind by test processes that were killed before their teardown.
+        let _ = Command::new("bash").arg(harness()).arg("gc").status();
+        let c = Cluster { name };
+        // Only a dead process with our pid could have left a cluster of this name; remove it.
+        c.run(&["down"]);
+        let pid = std::process::id().to_string();
+        let out = c.run(&["up", &hosts.to_string(), "--owner", &pid]);
+        eprintln!("{}", out.trim());
+        c
+    }
+
+    /// Runs `cluster.sh SUBCOMMAND NAME ARGS...` and returns its stdout; panics on failure.
+    fn run(&self, args: &[&str]) -> String {
+        let (sub, rest) = args.split_first().expect("a subcommand");
+        let out = Command::new("bash")
+            .arg(harness())
+            .arg(sub)
+            .arg(&self.name)
+            .args(rest)
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "cluster.sh {sub} {} {rest:?}: {}",
+            self.name,
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    }
+
+    fn host(&self, i: usize) -> String {
+        format!("{}-h{i}", self.name)
+    }
+
+    fn addr(&self, host: usize, iface: &str) -> String {
+        self.run(&["addr", &host.to_string(), iface]).trim().to_string()
+    }
+
+    fn cidr(&self, iface: &str) -> String {
+        self.run(&["cidr", iface]).trim().to_string()
+    }
+
+    /// (rx, tx) bytes of `iface` in every host.
+    fn counters(&self, iface: &str) -> Vec<(u64, u64)> {
+        (0..HOSTS)
+            .map(|h| {
+                let s = self.run(&["bytes", &h.to_string(), iface]);
+                let v: Vec<u64> = s.split_whitespace().map(|x| x.parse().expect("a byte count")).collect();
+                assert_eq!(v.len(), 2, "cluster.sh bytes: {s}");
+                (v[0], v[1])
+            })
+            .collect()
+    }
+
+    /// A command that runs `program args` inside host `host`, with the host's name as hostname.
+    fn exec(&self, host: usize, program: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new("bash");
+        c.arg(harness())
+            .args(["exec", &self.name, &host.to_string()])
+            .arg(program)
+            .args(args);
+        clean_env(&mut c);
+        c
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ok = Command::new("bash")
+            .arg(harness())
+            .args(["down", &self.name])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cluster.sh down {} failed; remove it by hand", self.name);
+        }
+    }
+}
+
+/// A started process whose stdout and stderr go to files (no pipe can fill up and stall it).
+struct Proc {
+    what: String,
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+fn spawn(mut c: Command, what: &str, dir: &Path) -> Proc {
+    let out = dir.join(format!("{what}.out"));
+    let err = dir.join(format!("{what}.err"));
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).unwrap())
+        .stderr(File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    Proc {
+        what: what.to_string(),
+        child,
+        out,
+        err,
+    }
+}
+
+struct Done {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Waits for every process (a bounded poll); on the deadline kills the ones still running and panics
+/// with what they printed. The cluster's teardown kills anything they left inside its hosts.
+fn wait_all(mut procs: Vec<Proc>) -> Vec<Done> {
+    let deadline = Instant::now() + RUN_DEADLINE;
+    let mut status: Vec<Option<ExitStatus>> = vec![None; procs.len()];
+    while status.iter().any(Option::is_none) {
+        for (p, s) in procs.iter_mut().zip(status.iter_mut()) {
+            if s.is_none() {
+                *s = p.child.try_wait().expect("wait for a child");
+            }
+        }
+        if Instant::now() > deadline && status.iter().any(Option::is_none) {
+            let mut report = String::new();
+            for (p, s) in procs.iter_mut().zip(&status) {
+                if s.is_none() {
+                    let _ = p.child.kill();
+                    let _ = p.child.wait();
+                }
+                let out = std::fs::read_to_string(&p.out).unwrap_or_default();
+                let err = std::fs::read_to_string(&p.err).unwrap_or_default();
+                report += &format!("--- {} ({s:?})\nstdout:\n{out}\nstderr:\n{err}\n", p.what);
+            }
+            panic!("runs did not finish within {RUN_DEADLINE:?}:\n{report}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    procs
+        .iter()
+        .zip(status)
+        .map(|(p, s)| Done {
+            status: s.unwrap(),
+            stdout: std::fs::read_to_string(&p.out).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&p.err).unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// One table of collbench's output: `# all_reduce on tcp@eth0, 4 ranks` and its rows.
+struct Table {
+    collective: String,
+    path: String,
+    nranks: usize,
+    rows: Vec<Vec<String>>,
+}
+
+fn tables(stdout: &str) -> Vec<Table> {
+    let mut out: Vec<Table> = Vec::new();
+    for l in stdout.lines() {
+        if let Some(title) = l.strip_prefix("# ").and_then(|r| r.strip_suffix(" ranks")) {
+            if let Some((coll, rest)) = title.split_once(" on ") {
+                if let Some((path, n)) = rest.split_once(", ") {
+                    out.push(Table {
+                        collective: coll.to_string(),
+                        path: path.to_string(),
+                        nranks: n.parse().expect("rank count in a table title"),
+                        rows: Vec::new(),
+                    });
+                    continue;
+                }
+            }
+        }
+        if !l.starts_with('#') && !l.trim().is_empty() {
+            let row: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+            out.last_mut()
+                .unwrap_or_else(|| panic!("a row before any table title: {l}\n{stdout}"))
+                .rows
+                .push(row);
+        }
+    }
+    out
+}
+
+/// The timed iterations per point, from the header (`... warmup iters: 5 iters: 20 validation: 1`).
+fn timed_iters(stdout: &str) -> u64 {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("# nRanks"))
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // "iters:" that is not "warmup iters:".
+            let i = (1..w.len()).find(|&i| w[i] == "iters:" && w[i - 1] != "warmup")?;
+            w.get(i + 1)?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no 'iters: N' in the header:\n{stdout}"))
+}
+
+/// (host, interface, data address) of each rank, from the header lines
+/// `#  Rank  0 Pid   4074 on      t1-h0 iface eth0 addr 10.213.1.10:42061`.
+fn ranks(stdout: &str) -> Vec<(String, String, String)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("#  Rank"))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let after = |key: &str| {
+                let i = w
+                    .iter()
+                    .position(|x| *x == key)
+                    .unwrap_or_else(|| panic!("no '{key}' in {l}"));
+                w[i + 1].to_string()
+            };
+            let addr = after("addr");
+            let ip = addr.rsplit_once(':').map_or(addr.clone(), |(ip, _)| ip.to_string());
+            (after("on"), after("iface"), ip)
+        })
+        .collect()
+}
+
+/// What every host's interface must at least have sent and received during a run, in bytes.
+///
+/// Per iteration of one point of size S (the table's `size` column) over n ranks, assuming only that
+/// payload is not compressed (every element travels as at least its own bytes):
+/// - all_reduce: every rank's output depends on every element of every other rank's input, so each rank
+///   must receive at least one element-sized value per element (>= S bytes) and must send at least one
+///   value carrying its own contribution per element (>= S bytes), whatever the algorithm (a ring moves
+///   2(n-1)/n x S each way, recursive doubling log2(n) x S, a tree S..2S).
+/// - all_gather: S is the whole output; each rank must receive the n-1 blocks it does not hold
+///   (>= (n-1)/n x S) and send its own block at least once (>= S/n).
+///
+/// Only the timed iterations (-n) of the placements that report a time count; warm-up and check
+/// iterations, the rendezvous, the connection set-up, TCP/IP and Ethernet headers (and VXLAN
+/// encapsulation on eth0) all add to the counters, never subtract, so the bound holds with a margin
+/// (measured: about 2x).
+#[derive(Debug, Default, Clone, Copy)]
+struct LowerBound {
+    tx: u64,
+    rx: u64,
+}
+
+fn lower_bound(tables: &[Table], iters: u64) -> LowerBound {
+    let mut b = LowerBound::default();
+    for t in tables {
+        let n = t.nranks as u64;
+        for r in &t.rows {
+            let size: u64 = r[0].parse().unwrap_or_else(|_| panic!("size column of {r:?}"));
+            // Out-of-place and in-place times are columns 5 and 9; a placement that did not run has none.
+            let placements = [5, 9].iter().filter(|&&i| r[i].parse::<f64>().is_ok()).count() as u64;
+            let (tx, rx) = match t.collective.as_str() {
+                "all_reduce" => (size, size),
+                "all_gather" => (size / n, size / n * (n - 1)),
+                other => panic!("no traffic bound for {other}"),
+            };
+            b.tx += tx * iters * placements;
+            b.rx += rx * iters * placements;
+        }
+    }
+    b
+}
+
+/// Checks one finished run: exit 0, every table of `paths` present for both collectives, 14 columns and
+/// `#wrong` 0 everywhere. Returns the tables.
+fn check_run(stdout: &str, stderr: &str, status: ExitStatus, paths: &[&str]) -> Vec<Table> {
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "collbench failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let ts = tables(stdout);
+    let mut want: Vec<(String, String)> = Vec::new();
+    for p in paths {
+        for c in ["all_reduce", "all_gather"] {
+            want.push((c.to_string(), p.to_string()));
+        }
+    }
+    let mut have: Vec<(String, String)> = ts.iter().map(|t| (t.collective.clone(), t.path.clone())).collect();
+    have.sort();
+    want.sort();
+    assert_eq!(have, want, "tables (collective, path):\n{stdout}");
+    for t in &ts {
+        assert_eq!(t.nranks, HOSTS, "{} on {}", t.collective, t.path);
+        // 8 B .. 4 MiB by factors of 2.
+        assert_eq!(t.rows.len(), 20, "{} on {}:\n{stdout}", t.collective, t.path);
+        for r in &t.rows {
+            assert_eq!(r.len(), 14, "row of {} on {}: {r:?}", t.collective, t.path);
+            assert_eq!(
+                (r[8].as_str(), r[12].as_str()),
+                ("0", "0"),
+                "#wrong of {} on {}: {r:?}\n{stdout}",
+                t.collective,
+                t.path
+            );
+        }
+    }
+    ts
+}
+
+/// Asserts that every host's counters grew by at least `b`; prints the growth.
+fn check_growth(label: &str, before: &[(u64, u64)], after: &[(u64, u64)], b: LowerBound) -> Vec<(u64, u64)> {
+    let grown: Vec<(u64, u64)> = before.iter().zip(after).map(|(x, y)| (y.0 - x.0, y.1 - x.1)).collect();
+    eprintln!(
+        "{label}: per host (rx, tx) grew by {grown:?}; lower bound rx {} tx {}",
+        b.rx, b.tx
+    );
+    for (h, (rx, tx)) in grown.iter().enumerate() {
+        assert!(
+            *tx >= b.tx && *rx >= b.rx,
+            "{label}: host {h} moved rx {rx} tx {tx} bytes, less than the sweep must move (rx {} tx {}); \
+             did the data go another way?",
+            b.rx,
+            b.tx
+        );
+    }
+    grown
+}
+
+/// The hosts and data addresses in the header are the cluster's own, one rank per host, on `iface`.
+fn check_ranks(stdout: &str, cluster: &Cluster, iface: &str) {
+    let rs = ranks(stdout);
+    assert_eq!(rs.len(), HOSTS, "rank lines:\n{stdout}");
+    let hosts: BTreeSet<&str> = rs.iter().map(|r| r.0.as_str()).collect();
+    let want: BTreeSet<String> = (0..HOSTS).map(|h| cluster.host(h)).collect();
+    assert_eq!(
+        hosts,
+        want.iter().map(String::as_str).collect(),
+        "each rank on its own host:\n{stdout}"
+    );
+    for (host, ifc, ip) in &rs {
+        let h: usize = host.rsplit_once("-h").unwrap().1.parse().unwrap();
+        assert_eq!(
+            (ifc.as_str(), ip.as_str()),
+            (iface, cluster.addr(h, iface).as_str()),
+            "{host}"
+        );
+    }
+}
+
+fn collbench() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("collbench")
+}
+
+/// Whether the binary under test can run the mpi path. Asked of the binary itself, not of this test's
+/// features: target/release/collbench is whichever build linked it last, and a build with other features
+/// in the same target folder replaces it. In CI (nothing else builds there) the two must agree.
+fn binary_has_mpi() -> bool {
+    let bin = collbench();
+    let help = Command::new(&bin)
+        .args(["run", "--help"])
+        .output()
+        .expect("collbench runs");
+    let has = text(&help.stdout).contains("--transport") && {
+        // Outside a launcher this stops at option checking either way; only a build without MPI says so.
+        let mut probe = Command::new(&bin);
+        clean_env(&mut probe).args(["run", "--transport", "tcp,mpi", "-e", "8"]);
+        let out = probe.output().expect("collbench runs");
+        !text(&out.stderr).contains("without MPI")
+    };
+    if has != cfg!(feature = "mpi") {
+        let msg = format!(
+            "{} {} MPI but this test was built {} the mpi feature: another build with other features replaced it",
+            bin.display(),
+            if has { "has" } else { "has no" },
+            if cfg!(feature = "mpi") { "with" } else { "without" }
+        );
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{msg}");
+        }
+        let _ = writeln!(std::io::stderr(), "note: {msg}; testing what the binary can do");
+    }
+    has
+}
+
+/// mpirun started in the first host, reaching the others through cluster.sh's rsh agent.
+fn mpirun(cluster: &Cluster, env: &[(&str, String)], args: &[&str]) -> Command {
+    let hostfile = cluster.run(&["hostfile"]).trim().to_string();
+    let agent = cluster.run(&["rsh-agent"]).trim().to_string();
+    let cidr = cluster.cidr("eth0");
+    let mut a: Vec<String> = [
+        "--allow-run-as-root",
+        "--oversubscribe",
+        // Every "host" sees the same 2 cores; binding would pin all ranks to core 0.
+        "--bind-to",
+        "none",
+        "-np",
+        &HOSTS.to_string(),
+        "--hostfile",
+        &hostfile,
+        "--mca",
+        "plm_rsh_agent",
+        &agent,
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_include",
+        &cidr,
+        "--mca",
+        "oob_tcp_if_include",
+        &cidr,
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "mpi_yield_when_idle",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (k, v) in env {
+        a.push("-x".into());
+        a.push(format!("{k}={v}"));
+    }
+    a.push(collbench().display().to_string());
+    a.push("run".into());
+    a.extend(args.iter().map(|s| s.to_string()));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    cluster.exec(0, Path::new("mpirun"), &a)
+}
+
+/// Runs one mpirun job and checks its tables, its ranks and the growth of the hosts' eth0 counters.
+fn mpirun_sweep(cluster: &Cluster, dir: &Path, label: &str, env: &[(&str, String)], extra: &[&str], paths: &[&str]) {
+    let mut args: Vec<&str> = SWEEP.to_vec();
+    args.extend(["--iface", "eth0"]);
+    args.extend(extra);
+    let before = cluster.counters("eth0");
+    let done = wait_all(vec![spawn(mpirun(cluster, env, &args), label, dir)]);
+    let after = cluster.counters("eth0");
+    let d = &done[0];
+    let ts = check_run(&d.stdout, &d.stderr, d.status, paths);
+    check_ranks(&d.stdout, cluster, "eth0");
+    check_growth(label, &before, &after, lower_bound(&ts, timed_iters(&d.stdout)));
+}
+
+#[test]
+fn mpirun_one_rank_per_namespace_host() {
+    let _one = serial();
+    if !namespaces_available() || !mpirun_available() {
+        return;
+    }
+    let cluster = Cluster::up("m", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let root = format!("{}:{ROOT_PORT}", cluster.addr(0, "eth0"));
+    let env = [("COLLBENCH_ROOT", root)];
+    if binary_has_mpi() {
+        mpirun_sweep(
+            &cluster,
+            dir.path(),
+            "mpirun tcp",
+            &env,
+            &["--transport", "tcp"],
+            &["tcp@eth0"],
+        );
+        mpirun_sweep(
+            &cluster,
+            dir.path(),
+            "mpirun tcp,mpi",
+            &env,
+            &["--transport", "tcp,mpi"],
+            &["tcp@eth0", "mpi"],
+        );
+        // No rendezvous address: the endpoints are exchanged through MPI, --iface picks the data path.
+        mpirun_sweep(
+            &cluster,
+            dir.path(),
+            "mpirun tcp,mpi (MPI bootstrap)",
+            &[],
+            &["--transport", "tcp,mpi"],
+            &["tcp@eth0", "mpi"],
+        );
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: {} has no MPI: only the tcp path (cargo test --features mpi adds mpi)",
+            collbench().display()
+        );
+        mpirun_sweep(&cluster, dir.path(), "mpirun tcp", &env, &[], &["tcp@eth0"]);
+    }
+}
+
+/// Starts one rank per host with the torchrun-style variables and waits for all of them.
+fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<Done> {
+    let bin = collbench();
+    let mut procs = Vec::new();
+    for h in 0..HOSTS {
+        let mut run_args = vec!["run"];
+        run_args.extend(args);
+        let mut c = cluster.exec(h, &bin, &run_args);
+        c.env("RANK", h.to_string())
+            .env("WORLD_SIZE", HOSTS.to_string())
+            .env("MASTER_ADDR", master)
+            .env("MASTER_PORT", ROOT_PORT);
+        procs.push(spawn(c, &format!("rank{h}"), dir));
+    }
+    let done = wait_all(procs);
+    for (h, d) in done.iter().enumerate() {
+        assert_eq!(
+            d.status.code(),
+            Some(0),
+            "rank {h} failed\nstdout:\n{}\nstderr:\n{}",
+            d.stdout,
+            d.stderr
+        );
+    }
+    done
+}
+
+#[test]
+fn ranks_started_in_each_host_with_rank_and_world_size() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("e", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let before = cluster.counters("eth0");
+    // No --iface: the data path is the interface that reaches MASTER_ADDR, eth0 in every host.
+    let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "eth0"), &SWEEP);
+    let after = cluster.counters("eth0");
+    let d = &done[0];
+    assert!(d.stdout.contains("# Launcher: RANK/WORLD_SIZE"), "{}", d.stdout);
+    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@eth0"]);
+    check_ranks(&d.stdout, &cluster, "eth0");
+    check_growth("env eth0", &before, &after, lower_bound(&ts, timed_iters(&d.stdout)));
+}
+
+#[test]
+fn ranks_over_the_vxlan_overlay() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("v", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
+    // Rendezvous and data both on the overlay, as pods on a Flannel network see it.
+    let mut args: Vec<&str> = SWEEP.to_vec();
+    args.extend(["--iface", "vxlan0"]);
+    let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "vxlan0"), &args);
+    let (eth_after, vx_after) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
+    let d = &done[0];
+    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@vxlan0"]);
+    check_ranks(&d.stdout, &cluster, "vxlan0");
+    let b = lower_bound(&ts, timed_iters(&d.stdout));
+    let vx = check_growth("overlay vxlan0", &vx_before, &vx_after, b);
+    let eth = check_growth("overlay eth0", &eth_before, &eth_after, b);
+    // The underlay carried the encapsulated overlay: at least as many bytes as vxlan0 itself.
+    for (h, (v, e)) in vx.iter().zip(&eth).enumerate() {
+        assert!(e.1 >= v.1 && e.0 >= v.0, "host {h}: eth0 grew {e:?} < vxlan0 {v:?}");
+    }
+}
+
+#[test]
+fn the_harness_removes_everything_it_builds() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let name = {
+        let c = Cluster::up("d", 2);
+        let netns = text(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout);
+        for ns in [format!("{}-sw", c.name), c.host(0), c.host(1)] {
+            assert!(
+                netns.lines().any(|l| l.split_whitespace().next() == Some(&ns)),
+                "{ns} in {netns}"
+            );
+        }
+        assert_eq!(c.addr(1, "eth0").rsplit('.').next(), Some("11"));
+        assert_eq!(c.addr(1, "vxlan0").rsplit('.').next(), Some("11"));
+        c.name.clone()
+    };
+    let netns = text(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout);
+    assert!(!netns.contains(&format!("{name}-")), "left behind: {netns}");
+    // Down again is a no-op.
+    let again = Command::new("bash")
+        .arg(harness())
+        .args(["down", &name])
+        .status()
+        .unwrap();
+    assert!(again.success());
+}
