@@ -61,6 +61,8 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring the rendezvous listener", e))?;
     let mut joined: Vec<Option<(Join, TcpStream)>> = (0..size).map(|_| None).collect();
+    // Connections refused on the way, so a rank that never joined can be explained.
+    let mut dropped: Vec<String> = Vec::new();
     let mut count = 0;
     while count < size {
         let (mut sock, from) = match listener.accept() {
@@ -73,9 +75,14 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                         .collect();
                     let msg = format!(
                         "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
-                         reach this address?",
+                         reach this address?{}",
                         missing.join(", "),
-                        timeout.as_secs_f64()
+                        timeout.as_secs_f64(),
+                        if dropped.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" Refused on the way: {}", dropped.join("; "))
+                        }
                     );
                     tell_all(&mut joined, &Reply::Failed(msg.clone()));
                     return Err(Error::Peer(msg));
@@ -110,7 +117,10 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 joined[r] = Some((j, sock));
                 count += 1;
             }
-            Err(why) => eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}"),
+            Err(why) => {
+                eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
+                dropped.push(format!("{from}: {why}"));
+            }
         }
     }
     let joins: Vec<&Join> = joined.iter().map(|j| &j.as_ref().expect("all joined").0).collect();
@@ -220,6 +230,16 @@ fn read_join(sock: &mut TcpStream, token: &Token) -> std::result::Result<Join, S
         ));
     }
     if pre[6..22].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
+        // A collbench rank of the wrong job (or a typo in its token): tell it, so it stops at once with the
+        // reason instead of waiting out its deadline. The answer reveals nothing about the right token.
+        let _ = write_frame(
+            sock,
+            &Reply::Refused(
+                "this rendezvous belongs to another job: wrong job token; every rank needs the same \
+                 COLLBENCH_JOB_TOKEN (or token file)"
+                    .into(),
+            ),
+        );
         return Err("wrong job token".into());
     }
     let frame = read_frame(sock)?;
@@ -235,7 +255,11 @@ fn write_frame<T: Serialize>(sock: &mut TcpStream, v: &T) -> std::io::Result<()>
 
 fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
     let mut len = [0u8; 4];
-    sock.read_exact(&mut len).map_err(|e| format!("no frame length: {e}"))?;
+    sock.read_exact(&mut len).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => "the connection was closed without an answer".to_string(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "no answer before the deadline".to_string(),
+        _ => format!("no frame length: {e}"),
+    })?;
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
         return Err(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
@@ -333,8 +357,8 @@ pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadl
     sock.set_read_timeout(Some(left)).map_err(io_err)?;
     let frame = read_frame(&mut sock).map_err(|why| {
         Error::Peer(format!(
-            "{who}: no answer from the rendezvous at {root} in time ({why}); are all {} ranks running, with the \
-             same job token?",
+            "{who}: no welcome from the rendezvous at {root} ({why}); are all {} ranks running, with the same \
+             job token and collbench version?",
             me.size
         ))
     })?;
@@ -457,5 +481,29 @@ mod tests {
         assert_eq!(e.exit_code(), crate::error::EXIT_PEER, "{e}");
         assert!(e.to_string().contains("ranks 1, 2 did not join"), "{e}");
         assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_wrong_token_is_told_at_once_and_named_when_the_job_fails() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || serve(l, 1, [1u8; 16], Duration::from_millis(500)));
+        let e = join(
+            &root,
+            &[2u8; 16],
+            &Join {
+                size: 1,
+                ..join_msg(0, json!({}))
+            },
+            Duration::from_secs(20),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("wrong job token"), "{e}");
+        let e = server.join().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("did not join") && e.contains("Refused on the way") && e.contains("wrong job token"),
+            "{e}"
+        );
     }
 }
