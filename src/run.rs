@@ -69,9 +69,16 @@ fn now_rfc3339() -> String {
 /// One rank of a job: bootstrap, connect, sweep, report (rank 0), and agree on the exit status.
 fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let start_time = now_rfc3339();
-    // The embedded launcher checked the files already; any other launcher's rank 0 checks them here.
-    if id.rank == 0 && id.launcher != "local" {
-        check_outputs(opts)?;
+    // The embedded launcher checked the files and the memory already; under any other launcher each rank
+    // checks memory for the ranks its launcher says share this host, before anything is allocated.
+    if id.launcher != "local" {
+        if id.rank == 0 {
+            check_outputs(opts)?;
+        }
+        if let Some(avail) = Options::mem_available() {
+            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+            opts.check_memory(local, avail)?;
+        }
     }
     #[cfg(feature = "mpi")]
     let mpi = if opts.transports.contains(&PathKind::Mpi) || id.root.is_none() {

@@ -123,6 +123,15 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
     }))
 }
 
+/// Ranks on this host, where the launcher says (OpenMPI, MPICH/Hydra, Slurm); for the memory check.
+pub fn local_size_from(get: impl Fn(&str) -> Option<String>) -> Option<usize> {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"]
+        .iter()
+        .filter_map(|k| get(k))
+        // Slurm may write "2(x3)" (2 tasks on each of 3 nodes): the leading number is this node's.
+        .find_map(|v| v.split('(').next().and_then(|n| n.trim().parse().ok()))
+}
+
 /// The job token: given, read from a file, or (not a secret) derived from the launcher's job identifiers.
 fn token(get: &impl Fn(&str) -> Option<String>, root: &str, size: usize) -> Result<(Token, String)> {
     if let Some(t) = get(JOB_TOKEN) {
@@ -307,5 +316,12 @@ mod tests {
             "other jobs differ"
         );
         assert!(a.token_from.contains("not a secret"), "{}", a.token_from);
+    }
+
+    #[test]
+    fn local_rank_counts_come_from_the_launcher() {
+        assert_eq!(local_size_from(env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "8")])), Some(8));
+        assert_eq!(local_size_from(env(&[("SLURM_NTASKS_PER_NODE", "2(x3)")])), Some(2));
+        assert_eq!(local_size_from(env(&[])), None);
     }
 }

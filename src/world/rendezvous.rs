@@ -288,6 +288,26 @@ fn resolve(root: &str) -> std::io::Result<Vec<SocketAddr>> {
     std::net::ToSocketAddrs::to_socket_addrs(root).map(|a| a.collect())
 }
 
+/// [`resolve`], giving up at `deadline`: the system resolver can block for many seconds on a name that
+/// does not exist yet (a pod or container still starting), which must not overrun `-T`.
+fn resolve_until(root: &str, deadline: Instant) -> std::io::Result<Vec<SocketAddr>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = root.to_string();
+    // A lookup still blocked at the deadline finishes on its own later; its answer is simply dropped.
+    std::thread::spawn(move || {
+        let _ = tx.send(resolve(&name));
+    });
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    rx.recv_timeout(left).unwrap_or_else(|_| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "name lookup did not finish before the deadline",
+        ))
+    })
+}
+
 /// Binds the rendezvous service on `root` for rank 0: the address must belong to this host.
 pub fn bind_root(root: &str) -> Result<TcpListener> {
     let addrs = resolve(root).map_err(|e| {
@@ -319,7 +339,7 @@ pub fn bind_root(root: &str) -> Result<TcpListener> {
 pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
     let started = Instant::now();
     loop {
-        let err = match resolve(root) {
+        let err = match resolve_until(root, deadline) {
             Ok(addrs) => match addrs
                 .iter()
                 .find_map(|a| TcpStream::connect_timeout(a, Duration::from_secs(1)).ok())
