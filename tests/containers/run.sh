@@ -9,8 +9,9 @@
 # 3. builds the test image from the repository's own build file: k8s/Containerfile, target "prebuilt",
 #    on that base, with the binary as the build context;
 # 4. starts 4 containers on a private (internal) bridge network, one rank each, bootstrapped through
-#    the environment (RANK, WORLD_SIZE, MASTER_ADDR = rank 0's container name, MASTER_PORT,
-#    COLLBENCH_JOB_TOKEN), and checks: every exit status 0, both tables on rank 0, #wrong 0 on every
+#    the environment (round 1: RANK, WORLD_SIZE, MASTER_ADDR = rank 0's container name, MASTER_PORT,
+#    COLLBENCH_JOB_TOKEN; round 2: the Indexed Job's JOB_COMPLETION_INDEX, COLLBENCH_WORLD_SIZE,
+#    COLLBENCH_ROOT and a token file), and checks: every exit status 0, both tables on rank 0, #wrong 0 on every
 #    row, 4 ranks with 4 distinct addresses on eth0;
 # 5. runs the same sweep as 4 bare processes on loopback (the same checks), in rounds that alternate
 #    which side goes first, and prints container busbw / bare busbw per collective and size, each
@@ -301,11 +302,22 @@ run_containers() {
   if [ "$round" = 1 ]; then order=(3 2 1 0); else order=(0 1 2 3); fi
   token=$(hex 16)
   t=$SECONDS
+  # Round 1 speaks torchrun's variables; round 2 exactly what k8s/indexed-job.yaml gives a pod: the
+  # completion index, the size, rank 0's name and the token as a mounted secret file.
+  local tokfile="$work/token-$round"
+  printf '%s\n' "$token" >"$tokfile"
+  chmod 0444 "$tokfile"
   for i in "${order[@]}"; do
+    local ident=()
+    if [ "$round" = 1 ]; then
+      ident=(-e RANK="$i" -e WORLD_SIZE="$NRANKS" -e MASTER_ADDR="${names[0]}" -e MASTER_PORT="$PORT"
+        -e COLLBENCH_JOB_TOKEN="$token")
+    else
+      ident=(-e JOB_COMPLETION_INDEX="$i" -e COLLBENCH_WORLD_SIZE="$NRANKS" -e COLLBENCH_ROOT="${names[0]}:$PORT"
+        -v "$tokfile:/var/run/secrets/collbench/token:ro" -e COLLBENCH_JOB_TOKEN_FILE=/var/run/secrets/collbench/token)
+    fi
     docker run -d --name "${names[i]}" --hostname "${names[i]}" --network "$net" --label "$label" \
-      -e RANK="$i" -e WORLD_SIZE="$NRANKS" -e MASTER_ADDR="${names[0]}" -e MASTER_PORT="$PORT" \
-      -e COLLBENCH_JOB_TOKEN="$token" \
-      "$img" collbench run "${sweep[@]}" --iface eth0 >/dev/null
+      "${ident[@]}" "$img" collbench run "${sweep[@]}" --iface eth0 >/dev/null
   done
   [ "$mtu" != "?" ] || mtu=$(cat "/sys/class/net/br-${net_id:0:12}/mtu" 2>/dev/null || echo "?")
   # In the background, so that a signal reaches the teardown at once (bash runs traps only between
