@@ -81,31 +81,44 @@ pub enum AlgoChoice {
 }
 
 /// A path to measure (`--transport`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathKind {
-    /// collbench's own TCP transport.
-    Tcp,
+    /// collbench's own TCP transport, on the named interface (`tcp@eth0`) or, without one, on `--iface` or
+    /// the interface that reaches the rendezvous.
+    Tcp(Option<String>),
     /// The MPI library's own collectives (feature `mpi`).
     Mpi,
 }
 
 impl PathKind {
-    /// Every path kind, as `--transport` names them.
-    pub const ALL: [PathKind; 2] = [PathKind::Tcp, PathKind::Mpi];
-
-    /// The name used on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            PathKind::Tcp => "tcp",
-            PathKind::Mpi => "mpi",
+    /// Every kind of path, as `--transport all` expands (this build's).
+    pub fn all() -> Vec<PathKind> {
+        let mut v = vec![PathKind::Tcp(None)];
+        if cfg!(feature = "mpi") {
+            v.push(PathKind::Mpi);
         }
+        v
+    }
+
+    /// Whether this is a TCP path.
+    pub fn is_tcp(&self) -> bool {
+        matches!(self, PathKind::Tcp(_))
     }
 }
 
 impl std::fmt::Display for PathKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            PathKind::Tcp(None) => f.write_str("tcp"),
+            PathKind::Tcp(Some(i)) => write!(f, "tcp@{i}"),
+            PathKind::Mpi => f.write_str("mpi"),
+        }
+    }
+}
+
+impl Serialize for PathKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -113,15 +126,24 @@ impl std::str::FromStr for PathKind {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "tcp" => Ok(PathKind::Tcp),
-            "mpi" if cfg!(feature = "mpi") => Ok(PathKind::Mpi),
-            "mpi" => Err(
-                "this collbench was built without MPI; rebuild with `cargo build --release --features mpi` \
-                          (needs an MPI library such as libopenmpi-dev)"
-                    .into(),
-            ),
-            other => Err(format!("unknown transport '{other}' (expected tcp or mpi)")),
+        let s = s.trim();
+        match s.split_once('@') {
+            Some(("tcp", iface)) if !iface.is_empty() && !iface.contains(char::is_whitespace) => {
+                Ok(PathKind::Tcp(Some(iface.to_string())))
+            }
+            Some((kind, _)) => Err(format!(
+                "'{s}': only tcp takes an interface (tcp@IFACE); '{kind}@' is not a path this collbench knows"
+            )),
+            None => match s.to_ascii_lowercase().as_str() {
+                "tcp" => Ok(PathKind::Tcp(None)),
+                "mpi" if cfg!(feature = "mpi") => Ok(PathKind::Mpi),
+                "mpi" => Err(
+                    "this collbench was built without MPI; rebuild with `cargo build --release --features \
+                              mpi` (needs an MPI library such as libopenmpi-dev)"
+                        .into(),
+                ),
+                other => Err(format!("unknown transport '{other}' (expected tcp, tcp@IFACE or mpi)")),
+            },
         }
     }
 }
@@ -277,7 +299,7 @@ impl Default for Options {
             ops: vec![Op::Sum],
             root: 0,
             algo: AlgoChoice::Auto,
-            transports: vec![PathKind::Tcp],
+            transports: vec![PathKind::Tcp(None)],
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
             percentiles: false,
@@ -323,12 +345,8 @@ impl Options {
         let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
         let rank_stat = args.average.parse().map_err(|e| Error::usage("-a/--average", e))?;
         let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
-        // `all` means every path this build has.
-        let built: Vec<PathKind> = PathKind::ALL
-            .into_iter()
-            .filter(|p| *p != PathKind::Mpi || cfg!(feature = "mpi"))
-            .collect();
-        let transports = parse_list("--transport", &args.transport, &built)?;
+        // `all` means every kind of path this build has.
+        let transports = parse_list("--transport", &args.transport, &PathKind::all())?;
         let algo_threshold = size_flag("--algo-threshold", &args.algo_threshold)?;
         if !(1..=MAX_STREAMS).contains(&args.streams) {
             return Err(Error::usage(
@@ -529,7 +547,7 @@ fn size_range(args: &RunArgs) -> Result<SizeRange> {
 /// A comma list of names (already split by clap) or `all`, duplicates dropped, order kept.
 fn parse_list<T>(flag: &str, items: &[String], all: &[T]) -> Result<Vec<T>>
 where
-    T: FromStr<Err = String> + Copy + PartialEq,
+    T: FromStr<Err = String> + Clone + PartialEq,
 {
     if items.is_empty() {
         return Err(Error::usage(flag, "give at least one name, or all"));
@@ -911,5 +929,21 @@ mod tests {
             },
             ..Options::default()
         }));
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::PathKind;
+
+    #[test]
+    fn transports_name_an_interface_or_not() {
+        assert_eq!("tcp".parse::<PathKind>(), Ok(PathKind::Tcp(None)));
+        assert_eq!("tcp@eth0".parse::<PathKind>(), Ok(PathKind::Tcp(Some("eth0".into()))));
+        assert_eq!(PathKind::Tcp(Some("vxlan0".into())).to_string(), "tcp@vxlan0");
+        assert!("tcp@".parse::<PathKind>().unwrap_err().contains("tcp@IFACE"));
+        assert!("mpi@eth0".parse::<PathKind>().unwrap_err().contains("only tcp"));
+        assert!("udp".parse::<PathKind>().unwrap_err().contains("unknown transport"));
+        assert_eq!(serde_json::to_value(PathKind::Tcp(Some("ib0".into()))).unwrap(), "tcp@ib0");
     }
 }

@@ -143,10 +143,13 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let ranks = sess.world.ranks.clone();
     let mut records = Vec::new();
     let mut wrong = 0;
+    // TCP paths map, in order, onto the session's transports.
+    let mut tcp_index = 0;
     for path in &opts.transports {
         let outcome = match path {
-            PathKind::Tcp => {
-                let mut engine = Native::new(&mut sess.transport, opts);
+            PathKind::Tcp(_) => {
+                let mut engine = Native::new(&mut sess.transports[tcp_index], opts);
+                tcp_index += 1;
                 bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref())
             }
             #[cfg(feature = "mpi")]

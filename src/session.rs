@@ -1,19 +1,20 @@
 //! One rank's connection to the job: bootstrap through the rendezvous, then the data transport.
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::net;
-use crate::options::Options;
-#[cfg(feature = "mpi")]
-use crate::report::RankInfo;
+use crate::options::{Options, PathKind};
+use crate::report::Endpoint;
 use crate::transport::tcp::{connect_all, PeerAddr, TcpConfig, TcpListenerBound, TcpTransport};
 use crate::world::{self, rendezvous, Identity, World};
 
 /// A rank that knows its peers and is connected to them.
 pub struct Session {
     pub world: World,
-    pub transport: TcpTransport,
+    /// One connected transport per TCP path, in `--transport` order.
+    pub transports: Vec<TcpTransport>,
     /// Seconds spent opening and authenticating the data connections.
     pub connect_s: f64,
 }
@@ -66,11 +67,39 @@ impl<'a> Exchange<'a> {
     }
 }
 
-/// Bootstraps rank `id` and connects its data path.
+/// The TCP paths to connect: those `--transport` names, or one default path (kept for control traffic)
+/// when it names none.
+pub fn tcp_paths(opts: &Options) -> Vec<PathKind> {
+    let v: Vec<PathKind> = opts.transports.iter().filter(|p| p.is_tcp()).cloned().collect();
+    if v.is_empty() {
+        vec![PathKind::Tcp(None)]
+    } else {
+        v
+    }
+}
+
+/// Binds one listener per TCP path: `tcp@IFACE` on that interface, plain `tcp` on `--iface` or `default`.
+fn bind_paths(opts: &Options, default: impl Fn() -> Result<(IpAddr, String)>) -> Result<Vec<TcpListenerBound>> {
+    tcp_paths(opts)
+        .iter()
+        .map(|p| {
+            let (ip, iface) = match (p, &opts.iface) {
+                (PathKind::Tcp(Some(name)), _) | (PathKind::Tcp(None), Some(name)) => {
+                    (net::iface::address_of(name)?, name.clone())
+                }
+                _ => default()?,
+            };
+            TcpListenerBound::bind(ip, &iface)
+        })
+        .collect()
+}
+
+/// Bootstraps rank `id` and connects every TCP path.
 ///
-/// The data listener binds to `--iface`'s address, or else (rendezvous) to the address this host uses to
-/// reach the rendezvous, as NCCL picks the interface that reaches its root, which is loopback for local
-/// ranks; (MPI) loopback when every rank is on this host, else the interface of the default route.
+/// A path's listener binds to its interface (`tcp@IFACE`, else `--iface`), or else (rendezvous) to the
+/// address this host uses to reach the rendezvous, as NCCL picks the interface that reaches its root, which
+/// is loopback for local ranks; (MPI) loopback when every rank is on this host, else the interface of the
+/// default route.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
     let started = Instant::now();
     let deadline = started + opts.timeout;
@@ -81,29 +110,55 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
     };
     world.bootstrap_s = started.elapsed().as_secs_f64();
     let connect_started = Instant::now();
-    let peers: Vec<PeerAddr> = world
-        .ranks
-        .iter()
-        .map(|ri| {
-            let addr = ri.addr.parse().map_err(|_| {
-                Error::Peer(format!(
-                    "rank {} published an unusable data address '{}' (host {})",
-                    ri.rank, ri.addr, ri.host
-                ))
-            })?;
-            Ok(PeerAddr {
-                rank: ri.rank,
-                host: ri.host.clone(),
-                addr,
+    let mut transports = Vec::with_capacity(bound.len());
+    for (k, listener) in bound.into_iter().enumerate() {
+        let peers: Vec<PeerAddr> = world
+            .ranks
+            .iter()
+            .map(|ri| {
+                let ep = ri.endpoints.get(k).ok_or_else(|| {
+                    Error::Peer(format!(
+                        "rank {} (host {}) published no endpoint for TCP path {k}",
+                        ri.rank, ri.host
+                    ))
+                })?;
+                let addr = ep.addr.parse().map_err(|_| {
+                    Error::Peer(format!(
+                        "rank {} published an unusable data address '{}' (host {})",
+                        ri.rank, ep.addr, ri.host
+                    ))
+                })?;
+                Ok(PeerAddr {
+                    rank: ri.rank,
+                    host: ri.host.clone(),
+                    addr,
+                })
             })
-        })
-        .collect::<Result<_>>()?;
-    let transport = connect_all(bound, world.rank, &world.host, &peers, world.token, tcp_config(opts))?;
+            .collect::<Result<_>>()?;
+        transports.push(connect_all(
+            listener,
+            world.rank,
+            &world.host,
+            &peers,
+            world.token,
+            tcp_config(opts),
+        )?);
+    }
     Ok(Session {
         world,
-        transport,
+        transports,
         connect_s: connect_started.elapsed().as_secs_f64(),
     })
+}
+
+fn endpoints(bound: &[TcpListenerBound]) -> Vec<Endpoint> {
+    bound
+        .iter()
+        .map(|b| Endpoint {
+            iface: b.iface.clone(),
+            addr: b.addr.to_string(),
+        })
+        .collect()
 }
 
 fn via_rendezvous(
@@ -112,32 +167,32 @@ fn via_rendezvous(
     consensus: serde_json::Value,
     root: &str,
     deadline: Instant,
-) -> Result<(World, TcpListenerBound)> {
+) -> Result<(World, Vec<TcpListenerBound>)> {
+    // Named interfaces are checked before this rank joins, not after the others started waiting for it.
+    for p in tcp_paths(opts) {
+        if let PathKind::Tcp(Some(name)) = p {
+            net::iface::address_of(&name)?;
+        }
+    }
+    if let Some(name) = &opts.iface {
+        net::iface::address_of(name)?;
+    }
     if id.serves_root {
         let listener = rendezvous::bind_root(root)?;
         let (size, token, timeout) = (id.size, id.token, opts.timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
-    // A bad --iface is found before this rank joins, not after the others started waiting for it.
-    let pinned = match &opts.iface {
-        Some(name) => Some((net::iface::address_of(name)?, name.clone())),
-        None => None,
-    };
     let who = format!("rank {} (host {})", id.rank, world::hostname());
     let sock = rendezvous::connect(root, deadline, &who)?;
-    let (ip, iface) = match pinned {
-        Some(p) => p,
-        None => {
-            let ip = sock
-                .local_addr()
-                .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
-                .ip();
-            (ip, net::iface::name_of(ip).unwrap_or_else(|| ip.to_string()))
-        }
-    };
-    let bound = TcpListenerBound::bind(ip, &iface)?;
-    let world = world::bootstrap(id, sock, bound.addr, &bound.iface, consensus, deadline)?;
+    let local = sock
+        .local_addr()
+        .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
+        .ip();
+    let bound = bind_paths(opts, || {
+        Ok((local, net::iface::name_of(local).unwrap_or_else(|| local.to_string())))
+    })?;
+    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline)?;
     Ok((world, bound))
 }
 
@@ -147,7 +202,7 @@ fn via_mpi(
     opts: &Options,
     consensus: serde_json::Value,
     m: &crate::mpi::Mpi,
-) -> Result<(World, TcpListenerBound)> {
+) -> Result<(World, Vec<TcpListenerBound>)> {
     if m.size() != id.size || m.rank() != id.rank {
         return Err(Error::usage(
             "launcher",
@@ -164,12 +219,14 @@ fn via_mpi(
     }
     let host = world::hostname();
     let hosts = m.allgather_bytes(host.as_bytes());
-    let (ip, iface) = match &opts.iface {
-        Some(name) => (net::iface::address_of(name)?, name.clone()),
-        None if hosts.iter().all(|h| h == host.as_bytes()) => (world::local::LOOPBACK, "lo".to_string()),
-        None => net::iface::default_iface()?,
-    };
-    let bound = TcpListenerBound::bind(ip, &iface)?;
+    let single_host = hosts.iter().all(|h| h == host.as_bytes());
+    let bound = bind_paths(opts, || {
+        if single_host {
+            Ok((world::local::LOOPBACK, "lo".to_string()))
+        } else {
+            net::iface::default_iface()
+        }
+    })?;
     // MPI's own channel is trusted: rank 0's random token reaches every rank through it.
     let tok = m.broadcast_bytes(&world::new_token());
     let token: world::Token = tok
@@ -181,8 +238,7 @@ fn via_mpi(
         size: id.size,
         host: host.clone(),
         pid: std::process::id(),
-        iface: iface.clone(),
-        addr: bound.addr.to_string(),
+        endpoints: endpoints(&bound),
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
     };
@@ -198,16 +254,7 @@ fn via_mpi(
     if let Some(msg) = rendezvous::disagreement(&refs) {
         return Err(Error::usage("options", msg));
     }
-    let ranks = joins
-        .into_iter()
-        .map(|j| RankInfo {
-            rank: j.rank,
-            pid: j.pid,
-            host: j.host,
-            iface: j.iface,
-            addr: j.addr,
-        })
-        .collect();
+    let ranks = joins.iter().map(|j| j.info()).collect();
     let world = World {
         rank: id.rank,
         size: id.size,

@@ -316,7 +316,7 @@ fn check_collective(coll: Collective) {
                                     tune,
                                     root: (k * 7) % n,
                                 };
-                                bad.extend(run_case(&mut sess.transport, &case, &mut ws));
+                                bad.extend(run_case(&mut sess.transports[0], &case, &mut ws));
                             }
                         }
                     }

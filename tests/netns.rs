@@ -598,6 +598,42 @@ fn mpirun_one_rank_per_namespace_host() {
 }
 
 /// Starts one rank per host with the torchrun-style variables and waits for all of them.
+#[test]
+fn underlay_and_overlay_measured_in_one_run() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("m", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
+    // Both paths in one invocation: the same ranks sweep tcp@eth0, then tcp@vxlan0.
+    let mut args: Vec<&str> = SWEEP.to_vec();
+    args.extend(["--transport", "tcp@eth0,tcp@vxlan0"]);
+    let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "eth0"), &args);
+    let (eth_after, vx_after) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
+    let d = &done[0];
+    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@eth0", "tcp@vxlan0"]);
+    // Every rank lists an endpoint on each path, on its own host's interfaces.
+    check_ranks(&d.stdout, &cluster, "eth0");
+    for h in 0..HOSTS {
+        let want = format!("+ iface vxlan0 addr {}:", cluster.addr(h, "vxlan0"));
+        assert!(d.stdout.contains(&want), "no {want} in the header:\n{}", d.stdout);
+    }
+    let iters = timed_iters(&d.stdout);
+    let overlay: Vec<Table> = ts.into_iter().filter(|t| t.path == "tcp@vxlan0").collect();
+    let b = lower_bound(&overlay, iters);
+    let vx = check_growth("one run, vxlan0", &vx_before, &vx_after, b);
+    // eth0 carries its own path and the encapsulated overlay: the same sweep twice, so well over vxlan0 alone.
+    let eth = check_growth("one run, eth0", &eth_before, &eth_after, b);
+    for (h, (v, e)) in vx.iter().zip(&eth).enumerate() {
+        assert!(
+            e.1 > v.1 + v.1 / 2 && e.0 > v.0 + v.0 / 2,
+            "host {h}: eth0 grew {e:?}, vxlan0 {v:?}"
+        );
+    }
+}
+
 fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<Done> {
     let bin = collbench();
     let mut procs = Vec::new();

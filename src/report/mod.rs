@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod file;
 mod format;
+pub mod info;
 pub mod json;
 mod params;
 pub mod record;
@@ -17,7 +18,7 @@ pub use self::file::check_writable;
 pub use self::json::JsonReporter;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
-pub use record::{AvgBusBw, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
+pub use record::{AvgBusBw, Endpoint, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
 
 use crate::error::Result;
 

@@ -1,6 +1,6 @@
 //! The one record schema every reporter writes: run metadata, one record per table row, a summary.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
@@ -8,16 +8,27 @@ use crate::reduce::{Dtype, Op};
 /// Version of the JSON schema collbench writes; bump on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// One data listener of a rank: the interface and the address peers connect to.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Endpoint {
+    pub iface: String,
+    /// `ip:port`.
+    pub addr: String,
+}
+
 /// Where one rank ran.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RankInfo {
     pub rank: usize,
     pub pid: u32,
     pub host: String,
-    /// Network interface the rank's data path is bound to.
+    /// Network interface of the rank's first TCP path.
     pub iface: String,
-    /// Address the rank's data listener is bound to (`ip:port`).
+    /// Address of the rank's first TCP path's listener (`ip:port`).
     pub addr: String,
+    /// Every TCP path's endpoint, in `--transport` order (the first is `iface`/`addr`).
+    #[serde(default)]
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// Metadata of one run, known before the first point.

@@ -149,10 +149,15 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     ];
     // nccl-tests' "#  Rank %2d Group %2d Pid %6d on %10s device ..." with the network end in place of a GPU.
     lines.extend(run.ranks.iter().map(|r| {
-        format!(
+        let mut line = format!(
             "#  Rank {:2} Pid {:6} on {:>10} iface {} addr {}",
             r.rank, r.pid, r.host, r.iface, r.addr
-        )
+        );
+        // Further TCP paths, one `iface addr` pair each.
+        for e in r.endpoints.iter().skip(1) {
+            line.push_str(&format!(" + iface {} addr {}", e.iface, e.addr));
+        }
+        line
     }));
     lines
 }
@@ -302,7 +307,7 @@ mod tests {
 #
 # Using ranks
 #  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000
-#  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001
+#  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001 + iface eth1 addr 10.0.0.2:40002
 ";
         assert_eq!(out, want);
     }
@@ -435,6 +440,7 @@ mod tests {
             host: "h".into(),
             iface: "x".into(),
             addr: "a".into(),
+            endpoints: Vec::new(),
         });
         t.begin(&run).unwrap();
         t.record(&record(Collective::AllReduce, 8, 5.0, 1.0, Some(0))).unwrap();

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::record::{RankInfo, Record, RunInfo, Timing};
+use super::record::{Endpoint, RankInfo, Record, RunInfo, Timing};
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 
@@ -60,6 +60,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                 host: "node1".into(),
                 iface: "lo".into(),
                 addr: "127.0.0.1:40000".into(),
+                endpoints: Vec::new(),
             },
             RankInfo {
                 rank: 1,
@@ -67,6 +68,16 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                 host: "node1".into(),
                 iface: "lo".into(),
                 addr: "127.0.0.1:40001".into(),
+                endpoints: vec![
+                    Endpoint {
+                        iface: "lo".into(),
+                        addr: "127.0.0.1:40001".into(),
+                    },
+                    Endpoint {
+                        iface: "eth1".into(),
+                        addr: "10.0.0.2:40002".into(),
+                    },
+                ],
             },
         ],
         options: json!({

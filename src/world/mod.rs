@@ -8,8 +8,6 @@ pub mod env;
 pub mod local;
 pub mod rendezvous;
 
-use std::net::SocketAddr;
-
 use crate::report::RankInfo;
 pub use crate::transport::tcp::handshake::Token;
 
@@ -82,12 +80,11 @@ pub fn token_from_hex(s: &str) -> Option<Token> {
     Some(t)
 }
 
-/// Joins the rendezvous over `sock` (already connected to `id.root`) with this rank's data endpoint.
+/// Joins the rendezvous over `sock` (already connected to `id.root`) with this rank's data endpoints.
 pub fn bootstrap(
     id: &Identity,
     sock: std::net::TcpStream,
-    data_addr: SocketAddr,
-    iface: &str,
+    endpoints: Vec<crate::report::Endpoint>,
     consensus: serde_json::Value,
     deadline: std::time::Instant,
 ) -> crate::error::Result<World> {
@@ -98,8 +95,7 @@ pub fn bootstrap(
         size: id.size,
         host: host.clone(),
         pid: std::process::id(),
-        iface: iface.to_string(),
-        addr: data_addr.to_string(),
+        endpoints,
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
     };

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::report::RankInfo;
+use crate::report::{Endpoint, RankInfo};
 use crate::transport::tcp::handshake::Token;
 
 const MAGIC: [u8; 4] = *b"CBRV";
@@ -27,30 +27,39 @@ pub struct Join {
     pub size: usize,
     pub host: String,
     pub pid: u32,
-    pub iface: String,
-    pub addr: String,
+    /// One data listener per TCP path, in `--transport` order.
+    pub endpoints: Vec<Endpoint>,
     /// collbench version.
     pub version: String,
     /// The options every rank must agree on.
     pub consensus: serde_json::Value,
 }
 
+impl Join {
+    /// What every rank learns about this one.
+    pub fn info(&self) -> RankInfo {
+        let first = self.endpoints.first().cloned().unwrap_or(Endpoint {
+            iface: "-".into(),
+            addr: "-".into(),
+        });
+        RankInfo {
+            rank: self.rank,
+            pid: self.pid,
+            host: self.host.clone(),
+            iface: first.iface,
+            addr: first.addr,
+            endpoints: self.endpoints.clone(),
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 enum Reply {
-    Welcome(Vec<RankInfoWire>),
+    Welcome(Vec<RankInfo>),
     /// The ranks disagree on how the job is set up (options, versions, size): a usage error everywhere.
     Refused(String),
     /// A rank did not turn up: a peer failure everywhere.
     Failed(String),
-}
-
-#[derive(Serialize, Deserialize)]
-struct RankInfoWire {
-    rank: usize,
-    pid: u32,
-    host: String,
-    iface: String,
-    addr: String,
 }
 
 /// Serves one job's rendezvous on `listener` until all `size` ranks joined or `timeout` passed.
@@ -128,27 +137,8 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         refuse_all(&mut joined, &msg);
         return Err(Error::usage("options", msg));
     }
-    let table: Vec<RankInfoWire> = joins
-        .iter()
-        .map(|j| RankInfoWire {
-            rank: j.rank,
-            pid: j.pid,
-            host: j.host.clone(),
-            iface: j.iface.clone(),
-            addr: j.addr.clone(),
-        })
-        .collect();
-    let infos = table
-        .iter()
-        .map(|w| RankInfo {
-            rank: w.rank,
-            pid: w.pid,
-            host: w.host.clone(),
-            iface: w.iface.clone(),
-            addr: w.addr.clone(),
-        })
-        .collect();
-    let reply = Reply::Welcome(table);
+    let infos: Vec<RankInfo> = joins.iter().map(|j| j.info()).collect();
+    let reply = Reply::Welcome(infos.clone());
     for (j, sock) in joined.iter_mut().flatten() {
         if let Err(e) = write_frame(sock, &reply) {
             eprintln!(
@@ -383,16 +373,7 @@ pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadl
         ))
     })?;
     match serde_json::from_slice::<Reply>(&frame) {
-        Ok(Reply::Welcome(t)) => Ok(t
-            .into_iter()
-            .map(|w| RankInfo {
-                rank: w.rank,
-                pid: w.pid,
-                host: w.host,
-                iface: w.iface,
-                addr: w.addr,
-            })
-            .collect()),
+        Ok(Reply::Welcome(t)) => Ok(t),
         Ok(Reply::Refused(msg)) => Err(Error::usage(
             "options",
             format!("{who}: the rendezvous refused the job: {msg}"),
@@ -423,8 +404,10 @@ mod tests {
             size: 2,
             host: "h".into(),
             pid: 1,
-            iface: "lo".into(),
-            addr: "127.0.0.1:1".into(),
+            endpoints: vec![Endpoint {
+                iface: "lo".into(),
+                addr: "127.0.0.1:1".into(),
+            }],
             version: "0.1.0".into(),
             consensus,
         }

@@ -1,0 +1,220 @@
+//! `collbench info` output: every host's interfaces and CPU limits as aligned text or JSON, then the advice.
+
+use serde_json::json;
+
+use crate::net::advice::{cores, Advice};
+use crate::net::inventory::HostInventory;
+
+/// Version of the `collbench info` JSON; bump on any incompatible change.
+pub const INFO_SCHEMA_VERSION: u32 = 1;
+
+/// The inventory as text: one interface table over all hosts, one CPU table, then warnings and notes.
+pub fn render(hosts: &[HostInventory], advice: &[Advice]) -> String {
+    let mut rows = vec![row(&["host", "iface", "kind", "mtu", "speed", "state", "addresses"])];
+    for h in hosts {
+        for i in &h.ifaces {
+            rows.push(vec![
+                h.host.clone(),
+                i.name.clone(),
+                i.kind.to_string(),
+                i.mtu.map_or("-".into(), |m| m.to_string()),
+                i.speed_mbps.map_or("-".into(), speed),
+                i.oper_state.clone().unwrap_or_else(|| "-".into()),
+                if i.addrs.is_empty() {
+                    "-".into()
+                } else {
+                    i.addrs.join(" ")
+                },
+            ]);
+        }
+    }
+    let mut out = columns(&rows, &[3]);
+    let mut cpu = vec![row(&["host", "cpus", "quota"])];
+    for h in hosts {
+        cpu.push(vec![
+            h.host.clone(),
+            if h.cpu.online_cpus == 0 {
+                "?".into()
+            } else {
+                h.cpu.online_cpus.to_string()
+            },
+            h.cpu
+                .quota_cores
+                .map_or("none".into(), |q| format!("{} cores", cores(q))),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&columns(&cpu, &[1]));
+    out.push('\n');
+    if advice.is_empty() {
+        out.push_str("no warnings\n");
+    }
+    for a in advice {
+        out.push_str(&format!("{}: {}\n  advice: {}\n", a.severity, a.what, a.advice));
+    }
+    out
+}
+
+/// The inventory and advice as JSON, with a `schema_version`.
+pub fn to_json(hosts: &[HostInventory], advice: &[Advice]) -> serde_json::Value {
+    json!({ "schema_version": INFO_SCHEMA_VERSION, "hosts": hosts, "advice": advice })
+}
+
+fn row(cells: &[&str]) -> Vec<String> {
+    cells.iter().map(|c| c.to_string()).collect()
+}
+
+/// Link speed as people say it: "100 Mbit/s", "25 Gbit/s", "2.5 Gbit/s".
+fn speed(mbps: u64) -> String {
+    if mbps >= 1000 {
+        format!("{} Gbit/s", cores(mbps as f64 / 1000.0))
+    } else {
+        format!("{mbps} Mbit/s")
+    }
+}
+
+/// Rows as columns two spaces apart, left-aligned except the `right` ones (numbers); no trailing spaces.
+fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
+    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..ncol)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| {
+                if right.contains(&c) {
+                    format!("{s:>w$}", w = width[c])
+                } else {
+                    format!("{s:<w$}", w = width[c])
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::advice::Severity;
+    use crate::net::classify::IfaceKind;
+    use crate::net::inventory::{CpuLimit, Iface};
+
+    fn iface(name: &str, kind: IfaceKind, mtu: u32, speed: Option<u64>, state: &str, addrs: &[&str]) -> Iface {
+        Iface {
+            name: name.into(),
+            kind,
+            mtu: Some(mtu),
+            speed_mbps: speed,
+            oper_state: Some(state.into()),
+            addrs: addrs.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    fn inventory() -> Vec<HostInventory> {
+        vec![
+            HostInventory {
+                host: "node1".into(),
+                ifaces: vec![
+                    iface(
+                        "eth0",
+                        IfaceKind::Ethernet,
+                        9000,
+                        Some(25000),
+                        "up",
+                        &["10.0.0.1/24", "fe80::1/64"],
+                    ),
+                    iface(
+                        "flannel.1",
+                        IfaceKind::Cni("flannel".into()),
+                        8950,
+                        None,
+                        "unknown",
+                        &["10.244.0.0/32"],
+                    ),
+                    iface("lo", IfaceKind::Loopback, 65536, None, "unknown", &["127.0.0.1/8"]),
+                ],
+                cpu: CpuLimit {
+                    quota_cores: Some(1.5),
+                    online_cpus: 64,
+                },
+            },
+            HostInventory {
+                host: "n2".into(),
+                ifaces: vec![iface("ib0", IfaceKind::IpoIb, 2044, Some(100), "down", &[])],
+                cpu: CpuLimit {
+                    quota_cores: None,
+                    online_cpus: 0,
+                },
+            },
+        ]
+    }
+
+    #[test]
+    fn render_aligns_hosts_cpus_and_advice() {
+        let advice = vec![Advice {
+            severity: Severity::Warning,
+            what: "host node1 has a CPU quota of 1.5 cores for 4 ranks".into(),
+            advice: "raise the quota".into(),
+        }];
+        let want = "\
+host   iface      kind           mtu  speed       state    addresses
+node1  eth0       ethernet      9000  25 Gbit/s   up       10.0.0.1/24 fe80::1/64
+node1  flannel.1  cni:flannel   8950  -           unknown  10.244.0.0/32
+node1  lo         loopback     65536  -           unknown  127.0.0.1/8
+n2     ib0        ipoib         2044  100 Mbit/s  down     -
+
+host   cpus  quota
+node1    64  1.5 cores
+n2        ?  none
+
+warning: host node1 has a CPU quota of 1.5 cores for 4 ranks
+  advice: raise the quota
+";
+        assert_eq!(render(&inventory(), &advice), want);
+        assert!(render(&inventory(), &[]).ends_with("\nno warnings\n"));
+    }
+
+    #[test]
+    fn json_is_versioned_and_round_trips() {
+        let advice = vec![Advice {
+            severity: Severity::Note,
+            what: "w".into(),
+            advice: "a".into(),
+        }];
+        let v = to_json(&inventory(), &advice);
+        assert_eq!(v["schema_version"], INFO_SCHEMA_VERSION);
+        assert_eq!(v["hosts"][0]["ifaces"][1]["kind"], "cni:flannel");
+        assert_eq!(v["hosts"][1]["cpu"]["quota_cores"], serde_json::Value::Null);
+        assert_eq!(v["advice"][0]["severity"], "note");
+        let back: Vec<HostInventory> = serde_json::from_value(v["hosts"].clone()).unwrap();
+        assert_eq!(back, inventory());
+    }
+
+    #[test]
+    fn speeds_read_as_people_say_them() {
+        assert_eq!(speed(100), "100 Mbit/s");
+        assert_eq!(speed(2500), "2.5 Gbit/s");
+        assert_eq!(speed(400000), "400 Gbit/s");
+    }
+
+    #[test]
+    #[ignore = "prints this machine's inventory; run with --ignored --nocapture"]
+    fn print_this_machine() {
+        let hosts = [crate::net::inventory::local()];
+        let me = hosts[0].host.clone();
+        let advice = crate::net::advice::advise(&hosts, &[(me.clone(), 4)], &[(me, "lo".into())]);
+        println!("{}", render(&hosts, &advice));
+    }
+}
