@@ -31,7 +31,36 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Sweep message sizes over collectives and print an nccl-tests style table.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Show every host's network interfaces (kind, MTU, speed, addresses) and CPU limits, with advice.
+    Info(InfoArgs),
+}
+
+/// Flags of `collbench info`.
+#[derive(Debug, Clone, Args)]
+pub struct InfoArgs {
+    /// Ranks that will run on this host, for the CPU advice when no launcher is present.
+    #[arg(long = "np", value_name = "N", default_value_t = Options::default().np)]
+    pub np: usize,
+
+    /// Interface the job's TCP path will use (for the MTU and path advice) [default: the one that reaches
+    /// the rendezvous; lo without a launcher]
+    #[arg(long = "iface", value_name = "NAME")]
+    pub iface: Option<String>,
+
+    /// Write the inventory and advice as JSON to this file (overwritten).
+    #[arg(
+        short = 'J',
+        long = "output_file",
+        alias = "output-file",
+        alias = "json",
+        value_name = "FILE"
+    )]
+    pub output_file: Option<PathBuf>,
+
+    /// Deadline in seconds for the bootstrap under a launcher.
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", default_value_t = 60)]
+    pub timeout: u64,
 }
 
 /// Headings that group `run --help`.
@@ -194,7 +223,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
             .command
         {
-            Command::Run(r) => r,
+            Command::Run(r) => *r,
+            other => panic!("{args:?} parsed as {other:?}"),
         }
     }
 

@@ -9,7 +9,10 @@
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
 //! - [`memory`]: aligned host buffers.
 //! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
-//! - [`report`]: one record schema; table, JSON, CSV.
+//! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
+//! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
+//! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
+//! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
 //! - [`error`]: errors and exit codes.
 
 pub mod algorithm;
@@ -18,6 +21,7 @@ pub mod cli;
 pub mod collective;
 pub mod engine;
 pub mod error;
+pub mod info;
 pub mod memory;
 #[cfg(feature = "mpi")]
 pub mod mpi;

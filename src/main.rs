@@ -9,6 +9,7 @@ fn main() {
     let cli = Cli::parse_from(&argv);
     let code = match &cli.command {
         Command::Run(args) => collbench::run::run(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e)),
+        Command::Info(args) => collbench::info::info(args).unwrap_or_else(|e| collbench::run::report_error(&e)),
     };
     std::process::exit(code);
 }

@@ -613,7 +613,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
             .command
         {
-            Command::Run(r) => r,
+            Command::Run(r) => *r,
+            other => panic!("{argv:?} parsed as {other:?}"),
         }
     }
 
@@ -944,6 +945,9 @@ mod path_tests {
         assert!("tcp@".parse::<PathKind>().unwrap_err().contains("tcp@IFACE"));
         assert!("mpi@eth0".parse::<PathKind>().unwrap_err().contains("only tcp"));
         assert!("udp".parse::<PathKind>().unwrap_err().contains("unknown transport"));
-        assert_eq!(serde_json::to_value(PathKind::Tcp(Some("ib0".into()))).unwrap(), "tcp@ib0");
+        assert_eq!(
+            serde_json::to_value(PathKind::Tcp(Some("ib0".into()))).unwrap(),
+            "tcp@ib0"
+        );
     }
 }

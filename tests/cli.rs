@@ -252,3 +252,29 @@ fn ranks_started_with_different_options_are_refused_before_data_moves() {
         assert!(rows(&text(&out.stdout)).is_empty(), "no data may move");
     }
 }
+
+#[test]
+fn info_without_a_launcher_describes_this_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("info.json");
+    let out = collbench()
+        .args(["info", "--np", "4096", "-J"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        stdout.lines().any(|l| l.contains(" lo ") && l.contains("loopback")),
+        "{stdout}"
+    );
+    // 4096 ranks outnumber any machine's CPUs: the advice says so.
+    assert!(stdout.contains("4096 ranks"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert!(v["hosts"][0]["ifaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["name"] == "lo"));
+}

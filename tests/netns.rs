@@ -634,6 +634,67 @@ fn underlay_and_overlay_measured_in_one_run() {
     }
 }
 
+#[test]
+fn info_gathers_every_host_and_names_a_mismatched_mtu() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("i", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    // One host's link is misconfigured: the advice must name it.
+    let ip = Path::new("/usr/sbin/ip");
+    let ip = if ip.exists() {
+        ip.to_path_buf()
+    } else {
+        PathBuf::from("/sbin/ip")
+    };
+    let st = cluster
+        .exec(2, &ip, &["link", "set", "eth0", "mtu", "1400"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let bin = collbench();
+    let master = cluster.addr(0, "eth0");
+    let procs: Vec<Proc> = (0..HOSTS)
+        .map(|h| {
+            let mut c = cluster.exec(h, &bin, &["info", "--iface", "eth0"]);
+            c.env("RANK", h.to_string())
+                .env("WORLD_SIZE", HOSTS.to_string())
+                .env("MASTER_ADDR", &master)
+                .env("MASTER_PORT", ROOT_PORT);
+            spawn(c, &format!("info{h}"), dir.path())
+        })
+        .collect();
+    let done = wait_all(procs);
+    for d in &done {
+        assert_eq!(d.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);
+    }
+    let out = &done[0].stdout;
+    for h in 0..HOSTS {
+        let host = cluster.host(h);
+        assert!(
+            out.lines().any(|l| l.starts_with(&host) && l.contains("eth0")),
+            "no eth0 row for {host}:\n{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&host) && l.contains("vxlan0") && l.contains("vxlan")),
+            "{out}"
+        );
+    }
+    let warning = out
+        .lines()
+        .find(|l| l.contains("MTU") && l.contains("1400"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        warning.contains(&cluster.host(2)),
+        "the warning names the odd host: {warning}"
+    );
+    // Only rank 0 prints.
+    assert!(done[1..].iter().all(|d| d.stdout.trim().is_empty()));
+}
+
 fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<Done> {
     let bin = collbench();
     let mut procs = Vec::new();

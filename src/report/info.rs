@@ -208,13 +208,4 @@ warning: host node1 has a CPU quota of 1.5 cores for 4 ranks
         assert_eq!(speed(2500), "2.5 Gbit/s");
         assert_eq!(speed(400000), "400 Gbit/s");
     }
-
-    #[test]
-    #[ignore = "prints this machine's inventory; run with --ignored --nocapture"]
-    fn print_this_machine() {
-        let hosts = [crate::net::inventory::local()];
-        let me = hosts[0].host.clone();
-        let advice = crate::net::advice::advise(&hosts, &[(me.clone(), 4)], &[(me, "lo".into())]);
-        println!("{}", render(&hosts, &advice));
-    }
 }

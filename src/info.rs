@@ -1,0 +1,81 @@
+//! `collbench info`: every host's interfaces and CPU limits, with advice, before a run.
+//!
+//! Without a launcher it describes this host. Under a launcher each rank bootstraps like `run` does, sends
+//! its host's inventory to rank 0, and rank 0 prints one table per host with advice for the whole job.
+
+use std::time::Duration;
+
+use crate::algorithm::control;
+use crate::cli::InfoArgs;
+use crate::error::{Error, Result, EXIT_OK};
+use crate::net::advice::advise;
+use crate::net::inventory::{self, HostInventory};
+use crate::options::Options;
+use crate::report::info::{render, to_json};
+use crate::session;
+use crate::world::env;
+
+/// Runs `collbench info`; returns the exit status.
+pub fn info(args: &InfoArgs) -> Result<i32> {
+    if args.timeout == 0 {
+        return Err(Error::usage("-T/--timeout", "must be at least 1 second"));
+    }
+    let mine = inventory::local();
+    let Some(id) = env::identity_from(|k| std::env::var(k).ok())? else {
+        let iface = args.iface.clone().unwrap_or_else(|| "lo".into());
+        let (per_host, paths) = ([(mine.host.clone(), args.np)], [(mine.host.clone(), iface)]);
+        return report(std::slice::from_ref(&mine), &per_host, &paths, args);
+    };
+    let opts = Options {
+        iface: args.iface.clone(),
+        timeout: Duration::from_secs(args.timeout),
+        ..Options::default()
+    };
+    #[cfg(feature = "mpi")]
+    let mpi = if id.root.is_none() {
+        Some(crate::mpi::Mpi::init()?)
+    } else {
+        None
+    };
+    let exchange = session::Exchange::choose(
+        &id,
+        #[cfg(feature = "mpi")]
+        mpi.as_ref(),
+    )?;
+    let mut sess = session::connect(&id, &opts, serde_json::json!({"command": "info"}), exchange)?;
+    let bytes = serde_json::to_vec(&mine).expect("an inventory serialises");
+    let Some(all) = control::gather(&mut sess.transports[0], &bytes)? else {
+        return Ok(EXIT_OK);
+    };
+    // One inventory per host (ranks on one host see the same machine).
+    let mut hosts: Vec<HostInventory> = Vec::new();
+    for (r, b) in all.iter().enumerate() {
+        let inv: HostInventory = serde_json::from_slice(b)
+            .map_err(|e| Error::Peer(format!("rank {r} sent an unreadable inventory ({e}); mixed versions?")))?;
+        if !hosts.iter().any(|h| h.host == inv.host) {
+            hosts.push(inv);
+        }
+    }
+    let ranks = &sess.world.ranks;
+    let per_host: Vec<(String, usize)> = hosts
+        .iter()
+        .map(|h| (h.host.clone(), ranks.iter().filter(|r| r.host == h.host).count()))
+        .collect();
+    let paths: Vec<(String, String)> = ranks.iter().map(|r| (r.host.clone(), r.iface.clone())).collect();
+    report(&hosts, &per_host, &paths, args)
+}
+
+fn report(
+    hosts: &[HostInventory],
+    per_host: &[(String, usize)],
+    paths: &[(String, String)],
+    args: &InfoArgs,
+) -> Result<i32> {
+    let advice = advise(hosts, per_host, paths);
+    print!("{}", render(hosts, &advice));
+    if let Some(p) = &args.output_file {
+        let text = serde_json::to_string_pretty(&to_json(hosts, &advice)).expect("inventory JSON serialises");
+        crate::report::file::write_atomic(p, text.as_bytes())?;
+    }
+    Ok(EXIT_OK)
+}
