@@ -161,6 +161,11 @@ pub struct RunArgs {
         help_heading = TUNING, default_value = "tcp")]
     pub transport: Vec<String>,
 
+    /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
+    /// [default: none, the best path only]
+    #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]
+    pub reference: Option<String>,
+
     /// Network interface the TCP path binds to [default: the one that reaches the rendezvous root; lo for
     /// local ranks]
     #[arg(long = "iface", value_name = "NAME", help_heading = TUNING)]

@@ -257,6 +257,8 @@ pub struct Options {
     pub algo: AlgoChoice,
     /// Paths to sweep in turn (`--transport`).
     pub transports: Vec<PathKind>,
+    /// The path others are compared with (`--reference`, e.g. `tcp@eth0`).
+    pub reference: Option<String>,
     /// Message size in bytes at which `--algo auto` switches from the latency algorithm to the ring.
     pub algo_threshold: u64,
     pub rank_stat: RankStat,
@@ -300,6 +302,7 @@ impl Default for Options {
             root: 0,
             algo: AlgoChoice::Auto,
             transports: vec![PathKind::Tcp(None)],
+            reference: None,
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
             percentiles: false,
@@ -382,6 +385,7 @@ impl Options {
             root: args.root,
             algo,
             transports,
+            reference: args.reference.clone(),
             algo_threshold,
             rank_stat,
             percentiles: args.percentiles,

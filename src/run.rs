@@ -177,7 +177,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         pb.finish_and_clear();
     }
     if id.rank == 0 {
-        let summary = report::summary::summarize(&records, now_rfc3339());
+        let summary = report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref());
         for r in &mut reporters {
             r.finish(&summary)?;
         }

@@ -609,7 +609,7 @@ fn underlay_and_overlay_measured_in_one_run() {
     let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     // Both paths in one invocation: the same ranks sweep tcp@eth0, then tcp@vxlan0.
     let mut args: Vec<&str> = SWEEP.to_vec();
-    args.extend(["--transport", "tcp@eth0,tcp@vxlan0"]);
+    args.extend(["--transport", "tcp@eth0,tcp@vxlan0", "--reference", "tcp@eth0"]);
     let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "eth0"), &args);
     let (eth_after, vx_after) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     let d = &done[0];
@@ -620,6 +620,16 @@ fn underlay_and_overlay_measured_in_one_run() {
         let want = format!("+ iface vxlan0 addr {}:", cluster.addr(h, "vxlan0"));
         assert!(d.stdout.contains(&want), "no {want} in the header:\n{}", d.stdout);
     }
+    // The paths side by side, against the underlay as the reference.
+    let cmp: Vec<&str> = d.stdout.lines().skip_while(|l| !l.contains("Paths compared")).collect();
+    for path in ["tcp@eth0", "tcp@vxlan0"] {
+        assert!(
+            cmp.iter().any(|l| l.contains(path) && l.contains("all_reduce")),
+            "{path} not compared:\n{}",
+            d.stdout
+        );
+    }
+    assert!(cmp.iter().any(|l| l.contains("vs ref")), "{}", d.stdout);
     let iters = timed_iters(&d.stdout);
     let overlay: Vec<Table> = ts.into_iter().filter(|t| t.path == "tcp@vxlan0").collect();
     let b = lower_bound(&overlay, iters);

@@ -20,6 +20,9 @@ pub struct RankTiming {
     pub avg_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Sample standard deviation of the iteration times (us), for confidence intervals.
+    #[serde(default)]
+    pub std_us: f64,
     /// Wrong elements on this rank; `None` when the check was off.
     pub wrong: Option<u64>,
     /// First wrong element: (offset, expected, got).
@@ -76,6 +79,7 @@ fn measure_placement<E: Engine>(
         avg_us: total_ns as f64 / 1e3 / opts.iters.max(1) as f64,
         p50_us: hist.value_at_quantile(0.5) as f64 / 1e3,
         p99_us: hist.value_at_quantile(0.99) as f64 / 1e3,
+        std_us: hist.stdev() / 1e3,
         wrong: None,
         first: None,
     };

@@ -18,6 +18,17 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
         RankStat::Min => min,
         RankStat::Max => max,
     };
+    // The spread behind the reported time: that rank's samples (for the mean, the ranks' combined).
+    let pick = |want: f64| per_rank.iter().find(|t| t.avg_us == want).map_or(0.0, |t| t.std_us);
+    let std_us = match stat {
+        RankStat::Rank0 => per_rank.first().map_or(0.0, |t| t.std_us),
+        RankStat::Min => pick(min),
+        RankStat::Max => pick(max),
+        RankStat::Avg => {
+            (per_rank.iter().map(|t| t.std_us * t.std_us).sum::<f64>()).sqrt() / per_rank.len().max(1) as f64
+        }
+    };
+    let ci95_us = crate::report::compare::ci95_half_width(std_us, iters);
     let (algbw, busbw) = p.layout.bandwidth(p.coll, nranks, time_us / 1e6);
     let wrong = per_rank.iter().try_fold(0u64, |acc, t| t.wrong.map(|w| acc + w));
     Timing {
@@ -31,6 +42,7 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
         max_us: max,
         p50_us: per_rank.iter().map(|t| t.p50_us).fold(0.0, f64::max),
         p99_us: per_rank.iter().map(|t| t.p99_us).fold(0.0, f64::max),
+        ci95_us,
         iters,
     }
 }
@@ -111,6 +123,7 @@ mod tests {
             avg_us: avg,
             p50_us: avg,
             p99_us: avg * 2.0,
+            std_us: avg / 10.0,
             wrong,
             first: None,
         }
@@ -124,6 +137,8 @@ mod tests {
         assert_eq!(m.time_us, 300.0);
         assert_eq!((m.min_us, m.avg_us, m.rank0_us, m.p99_us), (100.0, 200.0, 100.0, 600.0));
         assert_eq!(m.wrong, Some(3));
+        // The interval comes from the slowest rank's spread (std 30 us over 20 samples).
+        assert!((m.ci95_us - 2.093 * 30.0 / 20f64.sqrt()).abs() < 1e-9, "{}", m.ci95_us);
         // 1e6 bytes in 300 us = 3.33 GB/s algbw; busbw x 1.5 at 4 ranks.
         assert!((m.algbw - 1e6 / 300e-6 / 1e9).abs() < 1e-9);
         assert!((m.busbw - m.algbw * 1.5).abs() < 1e-9);

@@ -159,6 +159,7 @@ struct Placement {
     max_us: JNum,
     p50_us: JNum,
     p99_us: JNum,
+    ci95_us: JNum,
     iters: u32,
 }
 
@@ -211,7 +212,7 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
     let totals = match summary {
         Some(s) => s,
         None => {
-            so_far = summarize(records, String::new());
+            so_far = summarize(records, String::new(), None);
             &so_far
         }
     };
@@ -320,6 +321,7 @@ fn placement(t: &Timing) -> Placement {
         max_us: JNum(t.max_us),
         p50_us: JNum(t.p50_us),
         p99_us: JNum(t.p99_us),
+        ci95_us: JNum(t.ci95_us),
         iters: t.iters,
     }
 }
@@ -371,7 +373,8 @@ mod tests {
             j.record(r).unwrap();
         }
         if finish {
-            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into())).unwrap();
+            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into(), None))
+                .unwrap();
         }
         let v = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
         (dir, v)
@@ -517,7 +520,7 @@ mod tests {
         assert_eq!(v["results"].as_array().unwrap().len(), 3);
         // Totals so far use the same definitions as the final summary.
         assert_eq!(v["out_of_bounds"]["count"], 1);
-        let avg = summarize(&records(), String::new()).avg_busbw;
+        let avg = summarize(&records(), String::new(), None).avg_busbw;
         let mean = avg.iter().map(|a| a.busbw).sum::<f64>() / avg.len() as f64;
         assert_eq!(v["average_bus_bandwidth"]["bandwidth"], mean);
         // Only the file itself is left in the directory: the temporaries were renamed over it.

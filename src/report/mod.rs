@@ -1,6 +1,7 @@
 //! Reporters: the nccl-tests style table on stdout, JSON and CSV files. Every reporter sees the same
 //! [`RunInfo`], the same [`Record`]s as points finish, and the same [`Summary`] at the end.
 
+pub mod compare;
 pub mod csv;
 pub mod file;
 mod format;
@@ -18,7 +19,10 @@ pub use self::file::check_writable;
 pub use self::json::JsonReporter;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
-pub use record::{AvgBusBw, Endpoint, RankInfo, Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
+pub use record::{
+    AvgBusBw, Comparison, Endpoint, PathFigure, RankInfo, Record, RunInfo, Summary, Timing, WrongElement,
+    SCHEMA_VERSION,
+};
 
 use crate::error::Result;
 

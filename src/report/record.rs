@@ -73,6 +73,9 @@ pub struct Timing {
     /// Median and 99th percentile of per-iteration times, the largest over ranks (us).
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Half-width of the 95% confidence interval of `time_us` (us), from the per-iteration samples of the
+    /// rank whose time is reported.
+    pub ci95_us: f64,
     /// Timed iterations behind these figures.
     pub iters: u32,
 }
@@ -112,6 +115,32 @@ pub struct Record {
     pub first_wrong: Option<WrongElement>,
 }
 
+/// One path's figures at one point of a comparison between paths.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathFigure {
+    pub path: String,
+    /// Reported time and the half-width of its 95% confidence interval (us), out-of-place.
+    pub time_us: f64,
+    pub ci95_us: f64,
+    pub busbw: f64,
+    /// busbw / the best path's busbw at this point (1 for the best).
+    pub vs_best: f64,
+    /// busbw / the reference path's busbw, when a reference was given and measured.
+    pub vs_reference: Option<f64>,
+    /// Whether this path's time interval is clear of the best path's (a real difference, not noise).
+    pub significant: bool,
+}
+
+/// Every path's figures at one collective/dtype/op/size, best path first.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Comparison {
+    pub collective: Collective,
+    pub dtype: Dtype,
+    pub op: Option<Op>,
+    pub size: u64,
+    pub paths: Vec<PathFigure>,
+}
+
 /// Totals over the whole run, for the footer.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
@@ -123,6 +152,8 @@ pub struct Summary {
     pub avg_busbw: Vec<AvgBusBw>,
     /// End time, RFC 3339 UTC.
     pub end_time: String,
+    /// Paths side by side, when the run measured more than one.
+    pub comparison: Vec<Comparison>,
 }
 
 /// The average bus bandwidth of one table.

@@ -7,13 +7,15 @@ use super::record::{AvgBusBw, Record, Summary};
 /// average down by how many small sizes the sweep happened to include.
 pub const AVG_FROM_BYTES: u64 = 1 << 20;
 
-/// Totals over `records`: out-of-bounds points, wrong elements and the average busbw of every table.
-pub fn summarize(records: &[Record], end_time: String) -> Summary {
+/// Totals over `records`: out-of-bounds points, wrong elements, the average busbw of every table, and the
+/// paths side by side (against `reference` where given).
+pub fn summarize(records: &[Record], end_time: String, reference: Option<&str>) -> Summary {
     Summary {
         out_of_bounds: out_of_bounds(records),
         wrong: wrong_elements(records),
         avg_busbw: avg_busbw(records),
         end_time,
+        comparison: super::compare::compare(records, reference),
     }
 }
 
@@ -147,11 +149,11 @@ mod tests {
         bad.in_place.wrong = Some(0);
         let both_bad = record(Collective::AllReduce, 16, 10.0, 1.0, Some(2));
         let unchecked = record(Collective::AllReduce, 32, 10.0, 1.0, None);
-        let s = summarize(&[bad, both_bad, unchecked], "2025-01-01T00:00:00Z".into());
+        let s = summarize(&[bad, both_bad, unchecked], "2025-01-01T00:00:00Z".into(), None);
         assert_eq!(s.out_of_bounds, 3);
         assert_eq!(s.wrong, 7);
         assert_eq!(s.end_time, "2025-01-01T00:00:00Z");
         assert_eq!(s.avg_busbw.len(), 1);
-        assert_eq!(summarize(&[], String::new()).avg_busbw, vec![]);
+        assert_eq!(summarize(&[], String::new(), None).avg_busbw, vec![]);
     }
 }

@@ -97,6 +97,7 @@ impl<W: Write> Reporter for TableReporter<W> {
 
     fn finish(&mut self, summary: &Summary) -> Result<()> {
         self.close_table()?;
+        self.lines(comparison_lines(summary))?;
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
         self.lines([
             "#".to_string(),
@@ -108,6 +109,61 @@ impl<W: Write> Reporter for TableReporter<W> {
             "#".to_string(),
         ])
     }
+}
+
+/// The paths side by side, when the run had several: per point, each path's out-of-place time with its
+/// 95% interval, busbw, share of the best path's (and of the reference's), and whether the gap is real.
+fn comparison_lines(summary: &Summary) -> Vec<String> {
+    if summary.comparison.is_empty() {
+        return Vec::new();
+    }
+    let with_ref = summary
+        .comparison
+        .iter()
+        .any(|c| c.paths.iter().any(|p| p.vs_reference.is_some()));
+    let mut out = vec![
+        "#".to_string(),
+        "# Paths compared (out-of-place; time +- 95% interval; vs best = busbw / best path's busbw; * = the gap \
+         to the best is larger than both intervals)"
+            .to_string(),
+        format!(
+            "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}",
+            "collective",
+            "size(B)",
+            "type",
+            "redop",
+            "path",
+            "time(us)",
+            "+-(us)",
+            "busbw",
+            "vs best",
+            if with_ref { "  vs ref" } else { "" }
+        ),
+    ];
+    for c in &summary.comparison {
+        for p in &c.paths {
+            let vs_ref = match (with_ref, p.vs_reference) {
+                (false, _) => String::new(),
+                (true, Some(v)) => format!(" {v:>7.3}"),
+                (true, None) => format!(" {:>7}", "-"),
+            };
+            out.push(format!(
+                "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}{}",
+                c.collective.name(),
+                c.size,
+                c.dtype.name(),
+                c.op.map_or("none", |o| o.name()),
+                p.path,
+                float_col(p.time_us, 10).trim(),
+                float_col(p.ci95_us, 9).trim(),
+                float_col(p.busbw, 7).trim(),
+                format!("{:.3}", p.vs_best),
+                vs_ref,
+                if p.significant { " *" } else { "" }
+            ));
+        }
+    }
+    out
 }
 
 /// The `#` lines before the first table: version, command line, parameters, launcher, one line per rank.
@@ -288,7 +344,7 @@ mod tests {
         for r in recs {
             t.record(r).unwrap();
         }
-        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into())).unwrap();
+        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into(), None)).unwrap();
         String::from_utf8(t.into_inner()).unwrap()
     }
 

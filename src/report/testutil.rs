@@ -19,6 +19,7 @@ pub fn timing(time_us: f64, busbw: f64, wrong: Option<u64>) -> Timing {
         max_us: time_us,
         p50_us: time_us - 0.25,
         p99_us: time_us + 3.0,
+        ci95_us: 0.5,
         iters: 20,
     }
 }
