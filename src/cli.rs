@@ -166,6 +166,11 @@ pub struct RunArgs {
     #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]
     pub reference: Option<String>,
 
+    /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
+    /// (virtual or shaped links) [default: the interface's reported speed]
+    #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
+    pub line_rate: Option<f64>,
+
     /// Network interface the TCP path binds to [default: the one that reaches the rendezvous root; lo for
     /// local ranks]
     #[arg(long = "iface", value_name = "NAME", help_heading = TUNING)]

@@ -259,6 +259,9 @@ pub struct Options {
     pub transports: Vec<PathKind>,
     /// The path others are compared with (`--reference`, e.g. `tcp@eth0`).
     pub reference: Option<String>,
+    /// Line rate of every path in Gbit/s (`--line-rate`), for links whose speed the kernel does not know
+    /// (virtual devices, shaped links).
+    pub line_rate_gbit: Option<f64>,
     /// Message size in bytes at which `--algo auto` switches from the latency algorithm to the ring.
     pub algo_threshold: u64,
     pub rank_stat: RankStat,
@@ -303,6 +306,7 @@ impl Default for Options {
             algo: AlgoChoice::Auto,
             transports: vec![PathKind::Tcp(None)],
             reference: None,
+            line_rate_gbit: None,
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
             percentiles: false,
@@ -386,6 +390,15 @@ impl Options {
             algo,
             transports,
             reference: args.reference.clone(),
+            line_rate_gbit: match args.line_rate {
+                Some(r) if !(r.is_finite() && r > 0.0) => {
+                    return Err(Error::usage(
+                        "--line-rate",
+                        format!("must be a positive rate in Gbit/s (got {r})"),
+                    ))
+                }
+                r => r,
+            },
             algo_threshold,
             rank_stat,
             percentiles: args.percentiles,

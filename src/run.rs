@@ -13,6 +13,7 @@ use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Options, PathKind, Progress};
 use crate::report::{self, Reporter, RunInfo};
 use crate::session;
+use crate::transport::Transport;
 use crate::world::{env, local, Identity};
 
 /// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
@@ -141,6 +142,24 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
+    // Each TCP path's line rate in GB/s: --line-rate, else the speed rank 0's interface reports.
+    let mut line_rates: Vec<(String, f64)> = sess
+        .transports
+        .iter()
+        .map(|t| {
+            let path = t.path();
+            let iface = path.trim_start_matches("tcp@").to_string();
+            let rate = opts
+                .line_rate_gbit
+                .map(|g| g / 8.0)
+                .or_else(|| crate::net::iface::line_rate_gbs(&iface));
+            (path, rate.unwrap_or(0.0))
+        })
+        .collect();
+    if let Some(g) = opts.line_rate_gbit {
+        // A given rate is the network's, whichever path crosses it.
+        line_rates.push(("mpi".into(), g / 8.0));
+    }
     let mut records = Vec::new();
     let mut wrong = 0;
     // TCP paths map, in order, onto the session's transports.
@@ -177,7 +196,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         pb.finish_and_clear();
     }
     if id.rank == 0 {
-        let summary = report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref());
+        let summary = report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates);
         for r in &mut reporters {
             r.finish(&summary)?;
         }

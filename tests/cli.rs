@@ -46,6 +46,7 @@ fn bad_input_names_the_flag_and_exits_2_without_running() {
         (&["-T", "0"], "-T"),
         (&["--streams", "99"], "--streams"),
         (&["--transport", "udp"], "--transport"),
+        (&["--line-rate", "0"], "--line-rate"),
         (&["--iface", "nosuch0"], "--iface"),
         // More memory than any machine here has, checked before allocating.
         (&["-e", "64T"], "-e/--maxbytes"),

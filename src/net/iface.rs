@@ -73,6 +73,17 @@ pub fn default_iface() -> Result<(IpAddr, String)> {
     })
 }
 
+/// The line rate of interface `name` in GB/s (1e9 bytes/s), as the driver reports its speed; `None` where
+/// it does not know (virtual devices report -1 or nothing).
+pub fn line_rate_gbs(name: &str) -> Option<f64> {
+    let mbit: i64 = std::fs::read_to_string(format!("/sys/class/net/{name}/speed"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (mbit > 0).then(|| mbit as f64 * 1e6 / 8.0 / 1e9)
+}
+
 /// The interface that holds `ip`, if any.
 pub fn name_of(ip: IpAddr) -> Option<String> {
     addresses().into_iter().find(|(_, a)| *a == ip).map(|(n, _)| n)

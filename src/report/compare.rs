@@ -19,8 +19,9 @@ pub fn ci95_half_width(std: f64, n: u32) -> f64 {
     t * std / (n as f64).sqrt()
 }
 
-/// Every point measured on two or more paths, in first-seen order, best path (highest busbw) first.
-pub fn compare(records: &[Record], reference: Option<&str>) -> Vec<Comparison> {
+/// Every point measured on two or more paths, in first-seen order, best path (highest busbw) first;
+/// `line_rates` gives a path's line rate in GB/s where known.
+pub fn compare(records: &[Record], reference: Option<&str>, line_rates: &[(String, f64)]) -> Vec<Comparison> {
     let mut out: Vec<Comparison> = Vec::new();
     for r in records {
         let fig = PathFigure {
@@ -31,6 +32,10 @@ pub fn compare(records: &[Record], reference: Option<&str>) -> Vec<Comparison> {
             vs_best: 1.0,
             vs_reference: None,
             significant: false,
+            line_rate_pct: line_rates
+                .iter()
+                .find(|(p, rate)| *p == r.path && *rate > 0.0)
+                .map(|(_, rate)| 100.0 * r.out_of_place.busbw / rate),
         };
         match out
             .iter_mut()
@@ -91,7 +96,7 @@ mod tests {
             on("tcp@vxlan0", 125.0, 1.6, 1.0),
             on("tcp@x", 101.0, 1.98, 5.0),
         ];
-        let c = compare(&recs, Some("tcp@vxlan0"));
+        let c = compare(&recs, Some("tcp@vxlan0"), &[("tcp@eth0".into(), 4.0)]);
         assert_eq!(c.len(), 1);
         let p = &c[0].paths;
         assert_eq!(
@@ -105,12 +110,14 @@ mod tests {
         assert!(p[2].significant);
         assert!(!p[1].significant);
         assert!(!p[0].significant, "the best is not different from itself");
+        assert_eq!(p[0].line_rate_pct, Some(50.0), "2 GB/s of a 4 GB/s link");
+        assert_eq!(p[1].line_rate_pct, None, "unknown line rate");
     }
 
     #[test]
     fn single_path_points_and_unknown_references_give_nothing_to_compare() {
-        assert!(compare(&[on("tcp@eth0", 1.0, 1.0, 0.1)], None).is_empty());
-        let c = compare(&[on("a", 1.0, 1.0, 0.1), on("b", 2.0, 0.5, 0.1)], Some("nope"));
+        assert!(compare(&[on("tcp@eth0", 1.0, 1.0, 0.1)], None, &[]).is_empty());
+        let c = compare(&[on("a", 1.0, 1.0, 0.1), on("b", 2.0, 0.5, 0.1)], Some("nope"), &[]);
         assert!(c[0].paths.iter().all(|p| p.vs_reference.is_none()));
     }
 }

@@ -212,7 +212,7 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
     let totals = match summary {
         Some(s) => s,
         None => {
-            so_far = summarize(records, String::new(), None);
+            so_far = summarize(records, String::new(), None, &[]);
             &so_far
         }
     };
@@ -373,7 +373,7 @@ mod tests {
             j.record(r).unwrap();
         }
         if finish {
-            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into(), None))
+            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into(), None, &[]))
                 .unwrap();
         }
         let v = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
@@ -520,7 +520,7 @@ mod tests {
         assert_eq!(v["results"].as_array().unwrap().len(), 3);
         // Totals so far use the same definitions as the final summary.
         assert_eq!(v["out_of_bounds"]["count"], 1);
-        let avg = summarize(&records(), String::new(), None).avg_busbw;
+        let avg = summarize(&records(), String::new(), None, &[]).avg_busbw;
         let mean = avg.iter().map(|a| a.busbw).sum::<f64>() / avg.len() as f64;
         assert_eq!(v["average_bus_bandwidth"]["bandwidth"], mean);
         // Only the file itself is left in the directory: the temporaries were renamed over it.

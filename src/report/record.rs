@@ -129,6 +129,8 @@ pub struct PathFigure {
     pub vs_reference: Option<f64>,
     /// Whether this path's time interval is clear of the best path's (a real difference, not noise).
     pub significant: bool,
+    /// busbw as a percentage of the path's line rate, where known (link speed, or `--line-rate`).
+    pub line_rate_pct: Option<f64>,
 }
 
 /// Every path's figures at one collective/dtype/op/size, best path first.

@@ -117,17 +117,22 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
     if summary.comparison.is_empty() {
         return Vec::new();
     }
-    let with_ref = summary
-        .comparison
-        .iter()
-        .any(|c| c.paths.iter().any(|p| p.vs_reference.is_some()));
+    let any = |f: &dyn Fn(&crate::report::PathFigure) -> bool| summary.comparison.iter().any(|c| c.paths.iter().any(f));
+    let with_ref = any(&|p| p.vs_reference.is_some());
+    let with_rate = any(&|p| p.line_rate_pct.is_some());
+    // An optional column: blank when the run has none of it, `-` where one path lacks it.
+    let opt = |on: bool, v: Option<f64>, prec: usize| match (on, v) {
+        (false, _) => String::new(),
+        (true, Some(v)) => format!(" {v:>7.prec$}"),
+        (true, None) => format!(" {:>7}", "-"),
+    };
     let mut out = vec![
         "#".to_string(),
         "# Paths compared (out-of-place; time +- 95% interval; vs best = busbw / best path's busbw; * = the gap \
          to the best is larger than both intervals)"
             .to_string(),
         format!(
-            "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}",
+            "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}{}",
             "collective",
             "size(B)",
             "type",
@@ -137,18 +142,14 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
             "+-(us)",
             "busbw",
             "vs best",
-            if with_ref { "  vs ref" } else { "" }
+            if with_ref { "  vs ref" } else { "" },
+            if with_rate { "  % line" } else { "" }
         ),
     ];
     for c in &summary.comparison {
         for p in &c.paths {
-            let vs_ref = match (with_ref, p.vs_reference) {
-                (false, _) => String::new(),
-                (true, Some(v)) => format!(" {v:>7.3}"),
-                (true, None) => format!(" {:>7}", "-"),
-            };
             out.push(format!(
-                "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}{}",
+                "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}{}{}",
                 c.collective.name(),
                 c.size,
                 c.dtype.name(),
@@ -158,7 +159,8 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
                 float_col(p.ci95_us, 9).trim(),
                 float_col(p.busbw, 7).trim(),
                 format!("{:.3}", p.vs_best),
-                vs_ref,
+                opt(with_ref, p.vs_reference, 3),
+                opt(with_rate, p.line_rate_pct, 1),
                 if p.significant { " *" } else { "" }
             ));
         }
@@ -344,7 +346,8 @@ mod tests {
         for r in recs {
             t.record(r).unwrap();
         }
-        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into(), None)).unwrap();
+        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into(), None, &[]))
+            .unwrap();
         String::from_utf8(t.into_inner()).unwrap()
     }
 
