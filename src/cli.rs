@@ -195,6 +195,10 @@ pub struct RunArgs {
     #[arg(long = "csv", value_name = "FILE", help_heading = OUTPUT)]
     pub csv: Option<PathBuf>,
 
+    /// Write results, and the paths compared, as Markdown to this file [default: none]
+    #[arg(long = "markdown", value_name = "FILE", help_heading = OUTPUT)]
+    pub markdown: Option<PathBuf>,
+
     /// Overwrite output files that already exist.
     #[arg(long = "force", help_heading = OUTPUT)]
     pub force: bool,

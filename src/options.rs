@@ -273,6 +273,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// CSV output file (`--csv`).
     pub csv: Option<PathBuf>,
+    /// Markdown output file (`--markdown`).
+    pub markdown: Option<PathBuf>,
     /// Overwrite existing output files (`--force`).
     pub force: bool,
     /// Interface the TCP path binds to (`--iface`); `None`: the one that reaches the rendezvous. Interface
@@ -313,6 +315,7 @@ impl Default for Options {
             timeout: Duration::from_secs(60),
             json: None,
             csv: None,
+            markdown: None,
             force: false,
             iface: None,
             streams: 1,
@@ -325,7 +328,7 @@ impl Default for Options {
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
 /// which a launcher overrides. Everything else must match on every rank (see [`Options::consensus_fields`]).
-pub const LOCAL_ONLY_FIELDS: [&str; 6] = ["np", "json", "csv", "force", "progress", "iface"];
+pub const LOCAL_ONLY_FIELDS: [&str; 7] = ["np", "json", "csv", "markdown", "force", "progress", "iface"];
 
 impl Options {
     /// Validates `collbench run`'s flags; every error names the flag and says what to do instead.
@@ -405,6 +408,7 @@ impl Options {
             timeout: timeout(args.timeout)?,
             json: args.output_file.clone(),
             csv: args.csv.clone(),
+            markdown: args.markdown.clone(),
             force: args.force,
             iface: args.iface.clone(),
             streams: args.streams,
@@ -487,6 +491,17 @@ impl Options {
                     format!(
                         "'{}' is also the JSON output (-J); give the two outputs different files",
                         c.display()
+                    ),
+                ));
+            }
+        }
+        if let Some(m) = &self.markdown {
+            if self.json.as_ref() == Some(m) || self.csv.as_ref() == Some(m) {
+                return Err(Error::usage(
+                    "--markdown",
+                    format!(
+                        "'{}' is also another output (-J or --csv); give each output its own file",
+                        m.display()
                     ),
                 ));
             }

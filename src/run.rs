@@ -60,6 +60,9 @@ fn check_outputs(opts: &Options) -> Result<()> {
     if let Some(p) = &opts.csv {
         report::file::check_writable(p, opts.force, "--csv")?;
     }
+    if let Some(p) = &opts.markdown {
+        report::file::check_writable(p, opts.force, "--markdown")?;
+    }
     Ok(())
 }
 
@@ -114,6 +117,9 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         }
         if let Some(p) = &opts.csv {
             reporters.push(Box::new(report::csv::CsvReporter::new(p.clone())));
+        }
+        if let Some(p) = &opts.markdown {
+            reporters.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
         }
         let info = RunInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),

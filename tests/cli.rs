@@ -122,6 +122,7 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let csv = dir.path().join("out.csv");
+    let md = dir.path().join("out.md");
     let args = [
         "-e",
         "256K",
@@ -143,6 +144,8 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
         .arg(&json)
         .arg("--csv")
         .arg(&csv)
+        .arg("--markdown")
+        .arg(&md)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -164,6 +167,16 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
     // A header, then one line per record and placement.
     assert_eq!(csv_text.lines().count(), 1 + 2 * results.len());
     assert!(csv_text.starts_with("path,collective,algo,size"));
+    let md_text = std::fs::read_to_string(&md).unwrap();
+    // One Markdown table per collective (one path), a row per record.
+    assert_eq!(md_text.matches("\n## ").count(), 7, "{md_text}");
+    assert_eq!(
+        md_text
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| size"))
+            .count(),
+        results.len()
+    );
 
     // Existing files are not overwritten silently...
     let again = collbench()

@@ -41,6 +41,9 @@ pub fn compare(records: &[Record], reference: Option<&str>, line_rates: &[(Strin
             .iter_mut()
             .find(|c| c.collective == r.collective && c.dtype == r.dtype && c.op == r.op && c.size == r.size)
         {
+            // Sizes that round to the same bytes (tiny sharded sizes round to 0) repeat a point on one path:
+            // only different paths are compared.
+            Some(c) if c.paths.iter().any(|p| p.path == fig.path) => {}
             Some(c) => c.paths.push(fig),
             None => out.push(Comparison {
                 collective: r.collective,
@@ -117,6 +120,8 @@ mod tests {
     #[test]
     fn single_path_points_and_unknown_references_give_nothing_to_compare() {
         assert!(compare(&[on("tcp@eth0", 1.0, 1.0, 0.1)], None, &[]).is_empty());
+        // One path measured twice at the same size (rounding) is not a comparison.
+        assert!(compare(&[on("a", 1.0, 1.0, 0.1), on("a", 1.1, 0.9, 0.1)], None, &[]).is_empty());
         let c = compare(&[on("a", 1.0, 1.0, 0.1), on("b", 2.0, 0.5, 0.1)], Some("nope"), &[]);
         assert!(c[0].paths.iter().all(|p| p.vs_reference.is_none()));
     }

@@ -7,6 +7,7 @@ pub mod file;
 mod format;
 pub mod info;
 pub mod json;
+pub mod markdown;
 mod params;
 pub mod record;
 pub mod summary;

@@ -1,0 +1,172 @@
+//! The Markdown report (`--markdown FILE`): the run in a few lines, one table per path and collective, and
+//! the paths compared, for pasting into an issue or a wiki. Rewritten after every record, like the JSON.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::file::write_atomic;
+use super::record::{Record, RunInfo, Summary, Timing};
+use super::Reporter;
+use crate::error::Result;
+
+/// Writes the Markdown report at a path.
+pub struct MarkdownReporter {
+    path: PathBuf,
+    head: String,
+    records: Vec<Record>,
+}
+
+impl MarkdownReporter {
+    /// A reporter for `path`; check it first with [`check_writable`](super::check_writable).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        MarkdownReporter {
+            path: path.into(),
+            head: String::new(),
+            records: Vec::new(),
+        }
+    }
+
+    fn write(&self, summary: Option<&Summary>) -> Result<()> {
+        write_atomic(&self.path, render(&self.head, &self.records, summary).as_bytes())
+    }
+}
+
+fn cell(t: &Timing) -> String {
+    let wrong = t.wrong.map_or_else(|| "n/a".to_string(), |w| w.to_string());
+    format!("{:.2} | {:.3} | {:.3} | {wrong}", t.time_us, t.algbw, t.busbw)
+}
+
+/// The whole document for `records` so far (and the summary once the run is over).
+pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> String {
+    let mut s = head.to_string();
+    let mut current: Option<(&str, &str)> = None;
+    for r in records {
+        let key = (r.path.as_str(), r.collective.name());
+        if current != Some(key) {
+            current = Some(key);
+            let _ = write!(
+                s,
+                "\n## {} on {} ({} ranks)\n\n| size (B) | count | type | redop | root | time (us) | algbw (GB/s) | \
+                 busbw (GB/s) | #wrong | in-place time (us) | algbw | busbw | #wrong | algo |\n\
+                 |---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+                key.1, key.0, r.nranks
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.size,
+            r.count,
+            r.dtype.name(),
+            r.op.map_or("none", |o| o.name()),
+            r.root.map_or_else(|| "-1".to_string(), |x| x.to_string()),
+            cell(&r.out_of_place),
+            cell(&r.in_place),
+            r.algo
+        );
+    }
+    if let Some(sum) = summary {
+        if !sum.comparison.is_empty() {
+            s.push_str(
+                "\n## Paths compared\n\nOut-of-place; time with its 95% interval; vs best = busbw / the best path's; \
+                 \"yes\" where the gap to the best is larger than both intervals.\n\n| collective | size (B) | type | \
+                 redop | path | time (us) | +- (us) | busbw (GB/s) | vs best | vs reference | % of line rate | \
+                 significant |\n|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n",
+            );
+            for c in &sum.comparison {
+                for p in &c.paths {
+                    let opt =
+                        |v: Option<f64>, prec: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"));
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.3} | {:.3} | {} | {} | {} |",
+                        c.collective.name(),
+                        c.size,
+                        c.dtype.name(),
+                        c.op.map_or("none", |o| o.name()),
+                        p.path,
+                        p.time_us,
+                        p.ci95_us,
+                        p.busbw,
+                        p.vs_best,
+                        opt(p.vs_reference, 3),
+                        opt(p.line_rate_pct, 1),
+                        if p.significant { "yes" } else { "" }
+                    );
+                }
+            }
+        }
+        let _ = write!(
+            s,
+            "\n{} wrong elements in {} points; finished {}.\n",
+            sum.wrong, sum.out_of_bounds, sum.end_time
+        );
+    }
+    s
+}
+
+impl Reporter for MarkdownReporter {
+    fn begin(&mut self, run: &RunInfo) -> Result<()> {
+        let hosts: std::collections::BTreeSet<&str> = run.ranks.iter().map(|r| r.host.as_str()).collect();
+        self.head = format!(
+            "# collbench {}\n\n`{}`\n\n{} ranks on {} host(s), launcher {}, started {} (bootstrap {:.3} s, connect \
+             {:.3} s).\n",
+            run.version,
+            run.args.join(" "),
+            run.nranks,
+            hosts.len(),
+            run.launcher,
+            run.start_time,
+            run.bootstrap_s,
+            run.connect_s
+        );
+        self.write(None)
+    }
+
+    fn record(&mut self, rec: &Record) -> Result<()> {
+        self.records.push(rec.clone());
+        self.write(None)
+    }
+
+    fn finish(&mut self, summary: &Summary) -> Result<()> {
+        self.write(Some(summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::report::summary::summarize;
+    use crate::report::testutil::{record, run_info};
+
+    #[test]
+    fn tables_per_path_and_the_comparison_are_written_as_the_run_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.md");
+        let mut m = MarkdownReporter::new(&path);
+        m.begin(&run_info(false)).unwrap();
+        let a = record(Collective::AllReduce, 1 << 20, 100.0, 2.0, Some(0));
+        let mut b = a.clone();
+        b.path = "tcp@vxlan0".into();
+        b.out_of_place.time_us = 150.0;
+        b.out_of_place.busbw = 1.2;
+        m.record(&a).unwrap();
+        let partial = std::fs::read_to_string(&path).unwrap();
+        assert!(partial.contains("## all_reduce on tcp@lo (4 ranks)"), "{partial}");
+        assert!(partial.contains("| 1048576 |"), "{partial}");
+        m.record(&b).unwrap();
+        m.finish(&summarize(&[a, b], "2025-01-01T00:00:00Z".into(), Some("tcp@lo"), &[]))
+            .unwrap();
+        let done = std::fs::read_to_string(&path).unwrap();
+        assert!(done.contains("## all_reduce on tcp@vxlan0 (4 ranks)"), "{done}");
+        assert!(done.contains("## Paths compared"), "{done}");
+        let row = done
+            .lines()
+            .find(|l| l.contains("| tcp@vxlan0 | 150.00"))
+            .unwrap_or_else(|| panic!("{done}"));
+        assert!(row.contains("| 0.600 | 0.600 |"), "vs best and vs reference: {row}");
+        assert!(row.ends_with("| yes |"), "150 +- 0.5 is clear of 100 +- 0.5: {row}");
+        assert!(done.contains("0 wrong elements"), "{done}");
+    }
+}
