@@ -85,24 +85,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         }
     }
     #[cfg(feature = "mpi")]
-    let mpi = if opts.transports.contains(&PathKind::Mpi) || id.root.is_none() {
-        let m = crate::mpi::Mpi::init()?;
-        if m.size() != id.size {
-            return Err(Error::usage(
-                "--transport",
-                format!(
-                    "MPI sees {} rank(s) but {} says the job has {}: MPI needs ranks started by an MPI launcher \
-                     (mpirun, or srun with PMI/PMIx)",
-                    m.size(),
-                    id.launcher,
-                    id.size
-                ),
-            ));
-        }
-        Some(m)
-    } else {
-        None
-    };
+    let mpi = init_mpi(opts, id)?;
     let exchange = session::Exchange::choose(
         id,
         #[cfg(feature = "mpi")]
@@ -111,16 +94,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     if id.rank == 0 {
-        reporters.push(Box::new(report::table::TableReporter::new(std::io::stdout())));
-        if let Some(p) = &opts.json {
-            reporters.push(Box::new(report::json::JsonReporter::new(p.clone())));
-        }
-        if let Some(p) = &opts.csv {
-            reporters.push(Box::new(report::csv::CsvReporter::new(p.clone())));
-        }
-        if let Some(p) = &opts.markdown {
-            reporters.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
-        }
+        reporters = rank0_reporters(opts);
         let info = RunInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             args: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -208,6 +182,43 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         }
     }
     Ok(if wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+}
+
+/// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.
+#[cfg(feature = "mpi")]
+fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>> {
+    if !opts.transports.contains(&PathKind::Mpi) && id.root.is_some() {
+        return Ok(None);
+    }
+    let m = crate::mpi::Mpi::init()?;
+    if m.size() != id.size {
+        return Err(Error::usage(
+            "--transport",
+            format!(
+                "MPI sees {} rank(s) but {} says the job has {}: MPI needs ranks started by an MPI launcher \
+                 (mpirun, or srun with PMI/PMIx)",
+                m.size(),
+                id.launcher,
+                id.size
+            ),
+        ));
+    }
+    Ok(Some(m))
+}
+
+/// Rank 0's reporters: the table on stdout and every file asked for.
+fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
+    let mut v: Vec<Box<dyn Reporter>> = vec![Box::new(report::table::TableReporter::new(std::io::stdout()))];
+    if let Some(p) = &opts.json {
+        v.push(Box::new(report::json::JsonReporter::new(p.clone())));
+    }
+    if let Some(p) = &opts.csv {
+        v.push(Box::new(report::csv::CsvReporter::new(p.clone())));
+    }
+    if let Some(p) = &opts.markdown {
+        v.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
+    }
+    v
 }
 
 /// Prints `e` the way every collbench error reaches the user and returns its exit status.
