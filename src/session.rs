@@ -229,10 +229,12 @@ fn via_mpi(
     })?;
     // MPI's own channel is trusted: rank 0's random token reaches every rank through it.
     let tok = m.broadcast_bytes(&world::new_token());
-    let token: world::Token = tok
-        .as_slice()
-        .try_into()
-        .map_err(|_| Error::Peer("malformed token from rank 0".into()))?;
+    let token: world::Token = tok.as_slice().try_into().map_err(|_| {
+        Error::Peer(format!(
+            "rank {} (host {host}): rank 0 sent a malformed job token through MPI; mixed collbench versions?",
+            id.rank
+        ))
+    })?;
     let me = rendezvous::Join {
         rank: id.rank,
         size: id.size,

@@ -105,11 +105,11 @@ pub fn sweep<E: Engine>(
     }
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;
-    out.wrong = u64::from_le_bytes(
-        total
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::Peer("malformed verdict from rank 0".into()))?,
-    );
+    out.wrong = u64::from_le_bytes(total.as_slice().try_into().map_err(|_| {
+        Error::Peer(format!(
+            "rank {}: rank 0 sent a malformed verdict; mixed collbench versions?",
+            e.rank()
+        ))
+    })?);
     Ok(out)
 }
