@@ -126,6 +126,11 @@ pub struct RunArgs {
         help_heading = TIMING, default_value_t = Options::default().warmup)]
     pub warmup_iters: u32,
 
+    /// Whole sweeps of every path, interleaved (path A, path B, path A, ...); the comparison combines them,
+    /// so its intervals include drift between sweeps as well as noise within a point.
+    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = Options::default().repeat)]
+    pub repeat: u32,
+
     /// Data-check iterations per point; 0 turns the check off.
     #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
         default_value_t = Options::default().check_iters)]

@@ -18,6 +18,8 @@ use crate::sizes::{format_size, parse_size};
 pub const MAX_NP: usize = 512;
 /// Most TCP streams per peer (`--streams`).
 pub const MAX_STREAMS: usize = 16;
+/// Most whole-sweep repeats (`--repeat`).
+pub const MAX_REPEAT: u32 = 100;
 /// Smallest pipeline chunk (`--chunk`): below this, per-chunk overhead dominates.
 pub const MIN_CHUNK: u64 = 4 << 10;
 /// Largest pipeline chunk (`--chunk`): above this there is no pipelining left to speak of.
@@ -247,6 +249,9 @@ pub struct Options {
     pub iters: u32,
     /// Warm-up iterations per point (`-w`).
     pub warmup: u32,
+    /// Whole sweeps of every path (`--repeat`), interleaved path by path, so the comparison's intervals
+    /// also cover drift between sweeps, not only the noise within one point.
+    pub repeat: u32,
     /// Data-check iterations per point (`-c`); 0 turns the check off.
     pub check_iters: u32,
     pub collectives: Vec<Collective>,
@@ -300,6 +305,7 @@ impl Default for Options {
             },
             iters: 20,
             warmup: 5,
+            repeat: 1,
             check_iters: 1,
             collectives: vec![Collective::AllReduce, Collective::AllGather],
             dtypes: vec![Dtype::Float],
@@ -350,6 +356,15 @@ impl Options {
                 "must be at least 1 (the timed iterations per point)",
             ));
         }
+        if !(1..=MAX_REPEAT).contains(&args.repeat) {
+            return Err(Error::usage(
+                "--repeat",
+                format!(
+                    "must be between 1 and {MAX_REPEAT} whole sweeps (got {}); for more samples per point raise -n/--iters",
+                    args.repeat
+                ),
+            ));
+        }
         let collectives = parse_list("--collective", &args.collective, &Collective::ALL)?;
         let dtypes = parse_list("-d/--datatype", &args.datatype, &Dtype::ALL)?;
         let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
@@ -385,6 +400,7 @@ impl Options {
             sizes,
             iters: args.iters,
             warmup: args.warmup_iters,
+            repeat: args.repeat,
             check_iters: args.check,
             collectives,
             dtypes,

@@ -11,7 +11,7 @@ use crate::cli::RunArgs;
 use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Options, PathKind, Progress};
-use crate::report::{self, Reporter, RunInfo};
+use crate::report::{self, PathCost, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
 use crate::world::{env, local, Identity};
@@ -92,6 +92,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         mpi.as_ref(),
     )?;
     let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
+    distinct_paths(&sess, opts)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     if id.rank == 0 {
         reporters = rank0_reporters(opts);
@@ -142,46 +143,90 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     }
     let mut records = Vec::new();
     let mut wrong = 0;
-    // TCP paths map, in order, onto the session's transports.
-    let mut tcp_index = 0;
-    for path in &opts.transports {
-        let outcome = match path {
-            PathKind::Tcp(_) => {
-                let mut engine = Native::new(&mut sess.transports[tcp_index], opts);
-                tcp_index += 1;
-                bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref())
-            }
-            #[cfg(feature = "mpi")]
-            PathKind::Mpi => {
-                let m = mpi.as_ref().expect("MPI is initialised when --transport has mpi");
-                let mut engine = crate::mpi::engine::MpiEngine::new(m);
-                bench::sweep(&mut engine, opts, &ranks, &mut reporters, progress.as_ref())
-            }
-            #[cfg(not(feature = "mpi"))]
-            PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
-        };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => {
-                if let Some(pb) = &progress {
-                    pb.finish_and_clear();
+    let mut costs: Vec<PathCost> = Vec::new();
+    // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike.
+    for repeat in 0..opts.repeat {
+        // TCP paths map, in order, onto the session's transports.
+        let mut tcp_index = 0;
+        for path in &opts.transports {
+            let outcome = match path {
+                PathKind::Tcp(_) => {
+                    let mut engine = Native::new(&mut sess.transports[tcp_index], opts);
+                    tcp_index += 1;
+                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
                 }
-                return Err(e);
+                #[cfg(feature = "mpi")]
+                PathKind::Mpi => {
+                    let m = mpi.as_ref().expect("MPI is initialised when --transport has mpi");
+                    let mut engine = crate::mpi::engine::MpiEngine::new(m);
+                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
+                }
+                #[cfg(not(feature = "mpi"))]
+                PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+            };
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    if let Some(pb) = &progress {
+                        pb.finish_and_clear();
+                    }
+                    return Err(e);
+                }
+            };
+            records.extend(outcome.records);
+            wrong += outcome.wrong;
+            if let Some(mut c) = outcome.cost {
+                match costs.iter_mut().find(|t| t.path == c.path) {
+                    Some(total) => bench::cost::add(total, &c),
+                    None => {
+                        c.connect_s = path.is_tcp().then(|| sess.path_connect_s[tcp_index - 1]);
+                        c.line_rate_gbs = line_rates.iter().find(|(p, r)| *p == c.path && *r > 0.0).map(|l| l.1);
+                        costs.push(c);
+                    }
+                }
             }
-        };
-        records.extend(outcome.records);
-        wrong += outcome.wrong;
+        }
+    }
+    for c in &costs {
+        if let Some(w) = bench::cost::warning(c) {
+            eprintln!("collbench: warning: {w}");
+        }
     }
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
     if id.rank == 0 {
-        let summary = report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates);
+        let summary =
+            report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates, costs);
         for r in &mut reporters {
             r.finish(&summary)?;
         }
     }
     Ok(if wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+}
+
+/// Results are keyed by path name, so two `--transport` entries that land on one interface (`tcp` and
+/// `tcp@lo` for local ranks) would mix their measurements: refused before anything is measured.
+fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
+    let names: Vec<String> = sess.transports.iter().map(|t| t.path()).collect();
+    for (i, a) in names.iter().enumerate() {
+        if let Some(j) = names[..i].iter().position(|b| b == a) {
+            let given: Vec<String> = opts
+                .transports
+                .iter()
+                .filter(|p| p.is_tcp())
+                .map(|p| p.to_string())
+                .collect();
+            return Err(Error::usage(
+                "--transport",
+                format!(
+                    "{} and {} both use {a} on rank {} (host {}): list each interface once",
+                    given[j], given[i], sess.world.rank, sess.world.host
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.

@@ -17,6 +17,8 @@ pub struct Session {
     pub transports: Vec<TcpTransport>,
     /// Seconds spent opening and authenticating the data connections.
     pub connect_s: f64,
+    /// The same, per TCP path (same order as `transports`).
+    pub path_connect_s: Vec<f64>,
 }
 
 /// Transport tuning taken from the options.
@@ -111,7 +113,9 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
     world.bootstrap_s = started.elapsed().as_secs_f64();
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
+    let mut path_connect_s = Vec::with_capacity(bound.len());
     for (k, listener) in bound.into_iter().enumerate() {
+        let path_started = Instant::now();
         let peers: Vec<PeerAddr> = world
             .ranks
             .iter()
@@ -143,11 +147,13 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             world.token,
             tcp_config(opts),
         )?);
+        path_connect_s.push(path_started.elapsed().as_secs_f64());
     }
     Ok(Session {
         world,
         transports,
         connect_s: connect_started.elapsed().as_secs_f64(),
+        path_connect_s,
     })
 }
 

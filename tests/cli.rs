@@ -47,6 +47,9 @@ fn bad_input_names_the_flag_and_exits_2_without_running() {
         (&["--streams", "99"], "--streams"),
         (&["--transport", "udp"], "--transport"),
         (&["--line-rate", "0"], "--line-rate"),
+        (&["--repeat", "0"], "--repeat"),
+        // Two entries on one interface would mix their measurements under one path name.
+        (&["--np", "2", "-e", "8", "--transport", "tcp@lo,tcp"], "--transport"),
         (&["--iface", "nosuch0"], "--iface"),
         // More memory than any machine here has, checked before allocating.
         (&["-e", "64T"], "-e/--maxbytes"),
@@ -168,15 +171,16 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
     assert_eq!(csv_text.lines().count(), 1 + 2 * results.len());
     assert!(csv_text.starts_with("path,collective,algo,size"));
     let md_text = std::fs::read_to_string(&md).unwrap();
-    // One Markdown table per collective (one path), a row per record.
-    assert_eq!(md_text.matches("\n## ").count(), 7, "{md_text}");
+    // One Markdown table per collective (one path), a row per record, then the path's cost.
+    assert_eq!(md_text.matches("\n## ").count(), 8, "{md_text}");
     assert_eq!(
         md_text
             .lines()
-            .filter(|l| l.starts_with("| ") && !l.starts_with("| size"))
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| size") && !l.starts_with("| path"))
             .count(),
-        results.len()
+        results.len() + 1
     );
+    assert!(md_text.contains("\n## Path costs\n"), "{md_text}");
 
     // Existing files are not overwritten silently...
     let again = collbench()
@@ -199,6 +203,63 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
     assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["results"].as_array().unwrap().len(), 2, "one size, two collectives");
+}
+
+#[test]
+fn repeats_are_labelled_and_every_path_reports_its_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let args = [
+        "--np",
+        "2",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--collective",
+        "all_reduce",
+        "--repeat",
+        "2",
+        "-J",
+        json.to_str().unwrap(),
+    ];
+    let out = run(&args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("all_reduce on tcp@lo, 2 ranks, sweep 1 of 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("all_reduce on tcp@lo, 2 ranks, sweep 2 of 2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# Path costs"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_against_schema(&v);
+    let repeats: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["repeat"].as_u64().unwrap())
+        .collect();
+    assert_eq!(repeats, [0, 1]);
+    let paths = v["collbench"]["summary"]["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1, "one path, its two sweeps added up: {paths:?}");
+    let c = &paths[0];
+    assert_eq!(c["path"], "tcp@lo");
+    // 2 ranks x 2 sweeps x 2 placements x (1 warm-up + 3 timed + 1 check) calls x 1 MiB x busbw factor 1.
+    let gb = 2.0 * 2.0 * 2.0 * 5.0 * 1048576.0 / 1e9;
+    assert!((c["gb_moved"].as_f64().unwrap() - gb).abs() < 1e-12, "{c}");
+    assert!(c["cpu_s"].as_f64().unwrap() > 0.0, "moving 42 MB takes CPU time: {c}");
+    assert!(c["connect_s"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["first_collective_us"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["sweep_s"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(c["busiest_host"], v["collbench"]["run"]["ranks"][0]["host"]);
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! The sweep runner: for every point, warm up, time, check, then combine all ranks' measurements on
 //! rank 0 and hand the record to the reporters as soon as it exists.
 
+pub mod cost;
 pub mod plan;
 pub mod point;
 pub mod stats;
+pub mod usage;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -11,7 +13,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::memory::HostBuf;
 use crate::options::Options;
-use crate::report::{RankInfo, Record, Reporter};
+use crate::report::{PathCost, RankInfo, Record, Reporter};
 use point::{Buffers, RankPoint};
 
 /// What a finished sweep leaves behind.
@@ -21,13 +23,16 @@ pub struct Outcome {
     pub records: Vec<Record>,
     /// Wrong elements over the whole sweep, known on every rank.
     pub wrong: u64,
+    /// What the sweep cost, on rank 0 only.
+    pub cost: Option<PathCost>,
 }
 
-/// Runs every point of `opts` on engine `e`. Rank 0 passes reporters (and maybe a progress bar); the
-/// others pass none. Every rank returns the same `wrong` total.
+/// Runs every point of `opts` on engine `e`, as whole sweep number `repeat`. Rank 0 passes reporters (and
+/// maybe a progress bar); the others pass none. Every rank returns the same `wrong` total.
 pub fn sweep<E: Engine>(
     e: &mut E,
     opts: &Options,
+    repeat: u32,
     ranks: &[RankInfo],
     reporters: &mut [Box<dyn Reporter>],
     progress: Option<&ProgressBar>,
@@ -59,8 +64,14 @@ pub fn sweep<E: Engine>(
         ranks,
         stat: opts.rank_stat,
         iters: opts.iters,
+        repeat,
     };
     let mut out = Outcome::default();
+    let started = usage::Sample::now();
+    // Bytes this rank moved, counted as busbw counts them; calls per placement include warm-up and check.
+    let calls = f64::from(opts.warmup) + f64::from(opts.iters) + f64::from(opts.check_iters);
+    let mut bytes = 0.0;
+    let mut first_us = None;
     let mut skipped: Vec<String> = Vec::new();
     for p in &points {
         if let Some(why) = e.unsupported(p.dtype, p.op) {
@@ -79,8 +90,10 @@ pub fn sweep<E: Engine>(
             pb.set_message(format!("{} {} {} B", p.coll, p.dtype, p.layout.size_bytes));
         }
         let mine = point::measure(e, p, algo, &mut bufs, opts)?;
-        let bytes = serde_json::to_vec(&mine).expect("a rank's measurement serialises");
-        if let Some(all) = e.gather(&bytes)? {
+        bytes += 2.0 * calls * p.layout.size_bytes as f64 * p.coll.bus_factor(n);
+        first_us.get_or_insert(mine.first_us);
+        let encoded = serde_json::to_vec(&mine).expect("a rank's measurement serialises");
+        if let Some(all) = e.gather(&encoded)? {
             let per_rank: Vec<RankPoint> = all
                 .iter()
                 .enumerate()
@@ -102,6 +115,23 @@ pub fn sweep<E: Engine>(
         if let Some(pb) = progress {
             pb.inc(1);
         }
+    }
+    let host = ranks.get(e.rank()).map_or("", |r| r.host.as_str());
+    let mine = started.usage_since(host, bytes, first_us.unwrap_or(0.0));
+    let encoded = serde_json::to_vec(&mine).expect("a rank's usage serialises");
+    if let Some(all) = e.gather(&encoded)? {
+        let usages: Vec<usage::Usage> = all
+            .iter()
+            .enumerate()
+            .map(|(r, b)| {
+                serde_json::from_slice(b).map_err(|err| {
+                    Error::Peer(format!(
+                        "rank {r} sent an unreadable usage report ({err}); mixed collbench versions?"
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        out.cost = Some(cost::of_sweep(&path, &usages));
     }
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;

@@ -34,6 +34,9 @@ pub struct RankTiming {
 pub struct RankPoint {
     pub out_of_place: RankTiming,
     pub in_place: RankTiming,
+    /// The point's first call (out-of-place, warm-up or timed), us: on a path's first point, its start-up.
+    #[serde(default)]
+    pub first_us: f64,
 }
 
 /// The buffers a sweep runs on, sized once for its largest point.
@@ -44,9 +47,11 @@ pub struct Buffers {
 
 /// Measures `p` out of place and in place with `algo`.
 pub fn measure<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opts: &Options) -> Result<RankPoint> {
+    let mut first_us = 0.0;
     Ok(RankPoint {
-        out_of_place: measure_placement(e, p, algo, bufs, opts, false)?,
-        in_place: measure_placement(e, p, algo, bufs, opts, true)?,
+        out_of_place: measure_placement(e, p, algo, bufs, opts, false, Some(&mut first_us))?,
+        in_place: measure_placement(e, p, algo, bufs, opts, true, None)?,
+        first_us,
     })
 }
 
@@ -57,12 +62,17 @@ fn measure_placement<E: Engine>(
     bufs: &mut Buffers,
     opts: &Options,
     in_place: bool,
+    mut first_us: Option<&mut f64>,
 ) -> Result<RankTiming> {
     // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
     let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
     prepare(e.rank(), p, &pattern, bufs, in_place);
     for _ in 0..opts.warmup {
+        let t0 = Instant::now();
         run_once(e, p, algo, bufs, opts, in_place)?;
+        if let Some(f) = first_us.take() {
+            *f = t0.elapsed().as_secs_f64() * 1e6;
+        }
     }
     e.barrier()?;
     let mut hist =
@@ -72,6 +82,9 @@ fn measure_placement<E: Engine>(
         let t0 = Instant::now();
         run_once(e, p, algo, bufs, opts, in_place)?;
         let ns = t0.elapsed().as_nanos();
+        if let Some(f) = first_us.take() {
+            *f = ns as f64 / 1e3;
+        }
         total_ns += ns;
         hist.saturating_record((ns as u64).max(1));
     }

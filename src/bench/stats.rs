@@ -56,6 +56,8 @@ pub struct Context<'a> {
     pub ranks: &'a [RankInfo],
     pub stat: RankStat,
     pub iters: u32,
+    /// Which whole sweep this is (`--repeat`).
+    pub repeat: u32,
 }
 
 /// One table row from every rank's measurement of `p` with `algo`.
@@ -66,6 +68,7 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         ranks,
         stat,
         iters,
+        repeat,
     } = *ctx;
     let n = per_rank.len();
     let oop: Vec<&RankTiming> = per_rank.iter().map(|r| &r.out_of_place).collect();
@@ -98,6 +101,7 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         out_of_place: combine_timing(&oop, stat, p, n, iters),
         in_place: combine_timing(&ip, stat, p, n, iters),
         first_wrong,
+        repeat,
     }
 }
 

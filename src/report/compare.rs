@@ -19,32 +19,92 @@ pub fn ci95_half_width(std: f64, n: u32) -> f64 {
     t * std / (n as f64).sqrt()
 }
 
+/// One path's sweeps of one point combined: the mean time over repeats and an interval that covers the
+/// spread between repeats as well as the noise within each.
+struct Combined<'a> {
+    first: &'a Record,
+    time_us: f64,
+    ci95_us: f64,
+    busbw: f64,
+    repeats: u32,
+}
+
+fn combine<'a>(sweeps: &[&'a Record]) -> Combined<'a> {
+    let k = sweeps.len();
+    let first = sweeps[0];
+    if k == 1 {
+        let t = &first.out_of_place;
+        return Combined {
+            first,
+            time_us: t.time_us,
+            ci95_us: t.ci95_us,
+            busbw: t.busbw,
+            repeats: 1,
+        };
+    }
+    let times: Vec<f64> = sweeps.iter().map(|r| r.out_of_place.time_us).collect();
+    let mean = times.iter().sum::<f64>() / k as f64;
+    let var = times.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / (k - 1) as f64;
+    let between = ci95_half_width(var.sqrt(), k as u32);
+    // The mean of k independent means: its within-sweep interval shrinks by sqrt(k).
+    let within = sweeps
+        .iter()
+        .map(|r| r.out_of_place.ci95_us.powi(2))
+        .sum::<f64>()
+        .sqrt()
+        / k as f64;
+    Combined {
+        first,
+        time_us: mean,
+        ci95_us: between.max(within),
+        // busbw is inversely proportional to time at a fixed size.
+        busbw: first.out_of_place.busbw * first.out_of_place.time_us / mean,
+        repeats: k as u32,
+    }
+}
+
 /// Every point measured on two or more paths, in first-seen order, best path (highest busbw) first;
-/// `line_rates` gives a path's line rate in GB/s where known.
+/// `line_rates` gives a path's line rate in GB/s where known. Whole-sweep repeats of one path
+/// (`--repeat`) are combined first.
 pub fn compare(records: &[Record], reference: Option<&str>, line_rates: &[(String, f64)]) -> Vec<Comparison> {
-    let mut out: Vec<Comparison> = Vec::new();
+    // Each path's sweeps of each point, in first-seen order.
+    let mut groups: Vec<Vec<&Record>> = Vec::new();
     for r in records {
+        let same = |g: &&mut Vec<&Record>| {
+            let f = g[0];
+            f.path == r.path && f.collective == r.collective && f.dtype == r.dtype && f.op == r.op && f.size == r.size
+        };
+        match groups.iter_mut().find(same) {
+            // Sizes that round to the same bytes (tiny sharded sizes round to 0) repeat a point within one
+            // sweep: only one measurement per sweep counts.
+            Some(g) if g.iter().any(|x| x.repeat == r.repeat) => {}
+            Some(g) => g.push(r),
+            None => groups.push(vec![r]),
+        }
+    }
+    let mut out: Vec<Comparison> = Vec::new();
+    for g in &groups {
+        let c = combine(g);
+        let r = c.first;
         let fig = PathFigure {
             path: r.path.clone(),
-            time_us: r.out_of_place.time_us,
-            ci95_us: r.out_of_place.ci95_us,
-            busbw: r.out_of_place.busbw,
+            time_us: c.time_us,
+            ci95_us: c.ci95_us,
+            busbw: c.busbw,
             vs_best: 1.0,
             vs_reference: None,
             significant: false,
             line_rate_pct: line_rates
                 .iter()
                 .find(|(p, rate)| *p == r.path && *rate > 0.0)
-                .map(|(_, rate)| 100.0 * r.out_of_place.busbw / rate),
+                .map(|(_, rate)| 100.0 * c.busbw / rate),
+            repeats: c.repeats,
         };
         match out
             .iter_mut()
-            .find(|c| c.collective == r.collective && c.dtype == r.dtype && c.op == r.op && c.size == r.size)
+            .find(|x| x.collective == r.collective && x.dtype == r.dtype && x.op == r.op && x.size == r.size)
         {
-            // Sizes that round to the same bytes (tiny sharded sizes round to 0) repeat a point on one path:
-            // only different paths are compared.
-            Some(c) if c.paths.iter().any(|p| p.path == fig.path) => {}
-            Some(c) => c.paths.push(fig),
+            Some(x) => x.paths.push(fig),
             None => out.push(Comparison {
                 collective: r.collective,
                 dtype: r.dtype,
@@ -124,5 +184,55 @@ mod tests {
         assert!(compare(&[on("a", 1.0, 1.0, 0.1), on("a", 1.1, 0.9, 0.1)], None, &[]).is_empty());
         let c = compare(&[on("a", 1.0, 1.0, 0.1), on("b", 2.0, 0.5, 0.1)], Some("nope"), &[]);
         assert!(c[0].paths.iter().all(|p| p.vs_reference.is_none()));
+    }
+
+    fn sweep(path: &str, repeat: u32, time_us: f64, ci: f64) -> Record {
+        let mut r = on(path, time_us, 1000.0 / time_us, ci);
+        r.repeat = repeat;
+        r
+    }
+
+    #[test]
+    fn repeats_combine_into_a_mean_with_the_spread_between_sweeps() {
+        // Path a: sweeps at 100 and 110 us, each +-1 us within; b: one sweep at 200 us.
+        let recs = [
+            sweep("a", 0, 100.0, 1.0),
+            sweep("b", 0, 200.0, 1.0),
+            sweep("a", 1, 110.0, 1.0),
+        ];
+        let c = compare(&recs, None, &[]);
+        let a = c[0].paths.iter().find(|p| p.path == "a").unwrap();
+        assert_eq!(a.repeats, 2);
+        assert!((a.time_us - 105.0).abs() < 1e-9);
+        // Between sweeps: t(1 df) x sd 7.07 / sqrt 2 = 12.706 x 5; wider than the within-sweep 1.41 / 2.
+        assert!((a.ci95_us - 12.706 * 5.0).abs() < 1e-6, "{}", a.ci95_us);
+        assert!((a.busbw - 1000.0 / 105.0).abs() < 1e-9, "busbw follows the mean time");
+        // 200 - 1 > 105 + 63.5: still a real gap.
+        assert!(c[0].paths.iter().find(|p| p.path == "b").unwrap().significant);
+        // Steady sweeps: the spread between them is zero, so the within-sweep noise sets the interval.
+        let steady = [
+            sweep("a", 0, 100.0, 4.0),
+            sweep("a", 1, 100.0, 4.0),
+            sweep("b", 0, 100.0, 1.0),
+        ];
+        let a = compare(&steady, None, &[])[0]
+            .paths
+            .iter()
+            .find(|p| p.path == "a")
+            .unwrap()
+            .clone();
+        assert!((a.ci95_us - 32f64.sqrt() / 2.0).abs() < 1e-9, "{}", a.ci95_us);
+    }
+
+    #[test]
+    fn a_size_repeated_within_one_sweep_counts_once() {
+        let recs = [
+            sweep("a", 0, 100.0, 1.0),
+            sweep("a", 0, 300.0, 1.0),
+            sweep("b", 0, 100.0, 1.0),
+        ];
+        let c = compare(&recs, None, &[]);
+        let a = c[0].paths.iter().find(|p| p.path == "a").unwrap();
+        assert_eq!((a.repeats, a.time_us), (1, 100.0));
     }
 }

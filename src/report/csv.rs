@@ -152,7 +152,8 @@ mod tests {
         let partial = std::fs::read_to_string(c.path()).unwrap();
         assert_eq!(partial.lines().count(), 3);
         c.record(&ag).unwrap();
-        c.finish(&summarize(&[ar, ag], String::new(), None, &[])).unwrap();
+        c.finish(&summarize(&[ar, ag], String::new(), None, &[], Vec::new()))
+            .unwrap();
         let text = std::fs::read_to_string(c.path()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(

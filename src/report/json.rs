@@ -143,6 +143,8 @@ struct Entry<'a> {
     path: &'a str,
     algo: &'a str,
     nranks: usize,
+    /// Which whole sweep of the path (`--repeat`), from 0.
+    repeat: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     first_wrong: Option<&'a WrongElement>,
 }
@@ -212,7 +214,7 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
     let totals = match summary {
         Some(s) => s,
         None => {
-            so_far = summarize(records, String::new(), None, &[]);
+            so_far = summarize(records, String::new(), None, &[], Vec::new());
             &so_far
         }
     };
@@ -305,6 +307,7 @@ fn entry(rec: &Record) -> Entry<'_> {
         path: &rec.path,
         algo: &rec.algo,
         nranks: rec.nranks,
+        repeat: rec.repeat,
         first_wrong: rec.first_wrong.as_ref(),
     }
 }
@@ -373,8 +376,14 @@ mod tests {
             j.record(r).unwrap();
         }
         if finish {
-            j.finish(&summarize(&recs, "2025-03-04T05:07:00.5Z".into(), None, &[]))
-                .unwrap();
+            j.finish(&summarize(
+                &recs,
+                "2025-03-04T05:07:00.5Z".into(),
+                None,
+                &[],
+                Vec::new(),
+            ))
+            .unwrap();
         }
         let v = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
         (dir, v)
@@ -520,7 +529,7 @@ mod tests {
         assert_eq!(v["results"].as_array().unwrap().len(), 3);
         // Totals so far use the same definitions as the final summary.
         assert_eq!(v["out_of_bounds"]["count"], 1);
-        let avg = summarize(&records(), String::new(), None, &[]).avg_busbw;
+        let avg = summarize(&records(), String::new(), None, &[], Vec::new()).avg_busbw;
         let mean = avg.iter().map(|a| a.busbw).sum::<f64>() / avg.len() as f64;
         assert_eq!(v["average_bus_bandwidth"]["bandwidth"], mean);
         // Only the file itself is left in the directory: the temporaries were renamed over it.

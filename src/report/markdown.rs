@@ -39,14 +39,20 @@ fn cell(t: &Timing) -> String {
 /// The whole document for `records` so far (and the summary once the run is over).
 pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> String {
     let mut s = head.to_string();
-    let mut current: Option<(&str, &str)> = None;
+    let mut current: Option<(&str, &str, u32)> = None;
+    let repeated = records.iter().any(|r| r.repeat > 0);
     for r in records {
-        let key = (r.path.as_str(), r.collective.name());
+        let key = (r.path.as_str(), r.collective.name(), r.repeat);
         if current != Some(key) {
             current = Some(key);
+            let sweep = if repeated {
+                format!(", sweep {}", r.repeat + 1)
+            } else {
+                String::new()
+            };
             let _ = write!(
                 s,
-                "\n## {} on {} ({} ranks)\n\n| size (B) | count | type | redop | root | time (us) | algbw (GB/s) | \
+                "\n## {} on {} ({} ranks{sweep})\n\n| size (B) | count | type | redop | root | time (us) | algbw (GB/s) | \
                  busbw (GB/s) | #wrong | in-place time (us) | algbw | busbw | #wrong | algo |\n\
                  |---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
                 key.1, key.0, r.nranks
@@ -94,6 +100,18 @@ pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> Stri
                         if p.significant { "yes" } else { "" }
                     );
                 }
+            }
+        }
+        if !sum.paths.is_empty() {
+            let _ = write!(
+                s,
+                "\n## Path costs\n\n{}.\n\n| {} |\n|{}\n",
+                super::cost::LEGEND,
+                super::cost::HEADERS.join(" | "),
+                "---:|".repeat(super::cost::HEADERS.len())
+            );
+            for c in &sum.paths {
+                let _ = writeln!(s, "| {} |", super::cost::cells(c).join(" | "));
             }
         }
         let _ = write!(
@@ -156,8 +174,14 @@ mod tests {
         assert!(partial.contains("## all_reduce on tcp@lo (4 ranks)"), "{partial}");
         assert!(partial.contains("| 1048576 |"), "{partial}");
         m.record(&b).unwrap();
-        m.finish(&summarize(&[a, b], "2025-01-01T00:00:00Z".into(), Some("tcp@lo"), &[]))
-            .unwrap();
+        m.finish(&summarize(
+            &[a, b],
+            "2025-01-01T00:00:00Z".into(),
+            Some("tcp@lo"),
+            &[],
+            Vec::new(),
+        ))
+        .unwrap();
         let done = std::fs::read_to_string(&path).unwrap();
         assert!(done.contains("## all_reduce on tcp@vxlan0 (4 ranks)"), "{done}");
         assert!(done.contains("## Paths compared"), "{done}");

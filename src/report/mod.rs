@@ -2,6 +2,7 @@
 //! [`RunInfo`], the same [`Record`]s as points finish, and the same [`Summary`] at the end.
 
 pub mod compare;
+pub mod cost;
 pub mod csv;
 pub mod file;
 mod format;
@@ -21,7 +22,7 @@ pub use self::json::JsonReporter;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
 pub use record::{
-    AvgBusBw, Comparison, Endpoint, PathFigure, RankInfo, Record, RunInfo, Summary, Timing, WrongElement,
+    AvgBusBw, Comparison, Endpoint, PathCost, PathFigure, RankInfo, Record, RunInfo, Summary, Timing, WrongElement,
     SCHEMA_VERSION,
 };
 

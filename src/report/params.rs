@@ -20,6 +20,8 @@ pub struct Params {
     pub iters: Option<u64>,
     pub warmup: Option<u64>,
     pub check_iters: Option<u64>,
+    /// Whole sweeps of every path (`--repeat`).
+    pub repeat: Option<u64>,
     pub rank_stat: Option<String>,
     pub algo: Option<String>,
     pub streams: Option<u64>,
@@ -57,6 +59,7 @@ impl Params {
             iters: u("/iters"),
             warmup: u("/warmup"),
             check_iters: u("/check_iters"),
+            repeat: u("/repeat"),
             rank_stat: s("/rank_stat"),
             algo: s("/algo"),
             streams: u("/streams"),

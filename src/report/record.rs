@@ -113,6 +113,8 @@ pub struct Record {
     pub out_of_place: Timing,
     pub in_place: Timing,
     pub first_wrong: Option<WrongElement>,
+    /// Which whole sweep of the path this is (`--repeat`), from 0.
+    pub repeat: u32,
 }
 
 /// One path's figures at one point of a comparison between paths.
@@ -131,6 +133,8 @@ pub struct PathFigure {
     pub significant: bool,
     /// busbw as a percentage of the path's line rate, where known (link speed, or `--line-rate`).
     pub line_rate_pct: Option<f64>,
+    /// Whole sweeps combined into these figures (`--repeat`).
+    pub repeats: u32,
 }
 
 /// Every path's figures at one collective/dtype/op/size, best path first.
@@ -142,6 +146,42 @@ pub struct Comparison {
     pub size: u64,
     pub paths: Vec<PathFigure>,
 }
+
+/// What one path cost over its sweeps: start-up, CPU per byte moved, and whether the CPUs rather than the
+/// network set the pace.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PathCost {
+    pub path: String,
+    /// The path's line rate in GB/s (1e9 B/s), where known (link speed, or `--line-rate`).
+    pub line_rate_gbs: Option<f64>,
+    /// Seconds to open and authenticate the path's connections; `None` where a library does it (MPI).
+    pub connect_s: Option<f64>,
+    /// The path's first collective, the slowest rank's time (us): what a first call pays for lazy set-up.
+    pub first_collective_us: f64,
+    /// Wall-clock seconds of the path's sweeps.
+    pub sweep_s: f64,
+    /// CPU seconds (user + system) of every rank during the sweeps.
+    pub cpu_s: f64,
+    /// GB (1e9 B) moved by every rank, counted as the bus bandwidth counts bytes.
+    pub gb_moved: f64,
+    /// `cpu_s / gb_moved`; `None` when nothing was moved.
+    pub cpu_s_per_gb: Option<f64>,
+    /// The host whose CPUs were busiest, and how busy: its ranks' CPU time over wall time x its CPUs (%).
+    pub busiest_host: String,
+    pub host_cpu_pct: f64,
+    /// Seconds and periods a cgroup CPU quota held the most-throttled host's ranks back; `None` when the
+    /// counters could not be read.
+    pub throttled_s: Option<f64>,
+    pub throttled_periods: Option<u64>,
+    /// The CPUs, not the network, probably set the pace: a host's CPUs at least
+    /// [`CPU_LIMITED_PCT`] busy, or throttled for more than [`THROTTLED_SHARE`] of the sweep.
+    pub cpu_limited: bool,
+}
+
+/// A host whose CPUs are this busy (%) during a sweep was computing, not waiting for the network.
+pub const CPU_LIMITED_PCT: f64 = 85.0;
+/// Throttled for more than this share of the sweep's wall time: the quota, not the network, set the pace.
+pub const THROTTLED_SHARE: f64 = 0.05;
 
 /// Totals over the whole run, for the footer.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -156,6 +196,8 @@ pub struct Summary {
     pub end_time: String,
     /// Paths side by side, when the run measured more than one.
     pub comparison: Vec<Comparison>,
+    /// What each path cost, in `--transport` order.
+    pub paths: Vec<PathCost>,
 }
 
 /// The average bus bandwidth of one table.

@@ -1,19 +1,20 @@
 //! Run totals and the per-table average bus bandwidth: the one definition that the table footer, the
 //! JSON file and the exit code all use.
 
-use super::record::{AvgBusBw, Record, Summary};
+use super::record::{AvgBusBw, PathCost, Record, Summary};
 
 /// Sizes from this many bytes up are averaged; below it a point is latency-bound and would drag the
 /// average down by how many small sizes the sweep happened to include.
 pub const AVG_FROM_BYTES: u64 = 1 << 20;
 
 /// Totals over `records`: out-of-bounds points, wrong elements, the average busbw of every table, and the
-/// paths side by side (against `reference` where given).
+/// paths side by side (against `reference` where given), and what each path cost.
 pub fn summarize(
     records: &[Record],
     end_time: String,
     reference: Option<&str>,
     line_rates: &[(String, f64)],
+    paths: Vec<PathCost>,
 ) -> Summary {
     Summary {
         out_of_bounds: out_of_bounds(records),
@@ -21,6 +22,7 @@ pub fn summarize(
         avg_busbw: avg_busbw(records),
         end_time,
         comparison: super::compare::compare(records, reference, line_rates),
+        paths,
     }
 }
 
@@ -154,11 +156,17 @@ mod tests {
         bad.in_place.wrong = Some(0);
         let both_bad = record(Collective::AllReduce, 16, 10.0, 1.0, Some(2));
         let unchecked = record(Collective::AllReduce, 32, 10.0, 1.0, None);
-        let s = summarize(&[bad, both_bad, unchecked], "2025-01-01T00:00:00Z".into(), None, &[]);
+        let s = summarize(
+            &[bad, both_bad, unchecked],
+            "2025-01-01T00:00:00Z".into(),
+            None,
+            &[],
+            Vec::new(),
+        );
         assert_eq!(s.out_of_bounds, 3);
         assert_eq!(s.wrong, 7);
         assert_eq!(s.end_time, "2025-01-01T00:00:00Z");
         assert_eq!(s.avg_busbw.len(), 1);
-        assert_eq!(summarize(&[], String::new(), None, &[]).avg_busbw, vec![]);
+        assert_eq!(summarize(&[], String::new(), None, &[], Vec::new()).avg_busbw, vec![]);
     }
 }

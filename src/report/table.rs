@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 pub struct TableReporter<W: Write> {
     out: W,
     percentiles: bool,
+    /// Whole sweeps per path (`--repeat`), for the table titles.
+    repeats: u64,
     /// Rows of the table being printed, for its footer.
     table: Vec<Record>,
 }
@@ -27,6 +29,7 @@ impl<W: Write> TableReporter<W> {
         TableReporter {
             out,
             percentiles: false,
+            repeats: 1,
             table: Vec::new(),
         }
     }
@@ -57,21 +60,27 @@ impl<W: Write> TableReporter<W> {
 
 impl<W: Write> Reporter for TableReporter<W> {
     fn begin(&mut self, run: &RunInfo) -> Result<()> {
-        self.percentiles = Params::from_options(&run.options).percentiles;
+        let p = Params::from_options(&run.options);
+        self.percentiles = p.percentiles;
+        self.repeats = p.repeat.unwrap_or(1);
         self.lines(run_header(run))
     }
 
     fn record(&mut self, rec: &Record) -> Result<()> {
-        let new_table = self
-            .table
-            .last()
-            .map_or(true, |p| p.path != rec.path || p.collective != rec.collective);
+        let new_table = self.table.last().map_or(true, |p| {
+            p.path != rec.path || p.collective != rec.collective || p.repeat != rec.repeat
+        });
         let mut lines = Vec::new();
         if new_table {
             self.close_table()?;
             lines.push("#".to_string());
+            let sweep = if self.repeats > 1 {
+                format!(", sweep {} of {}", rec.repeat + 1, self.repeats)
+            } else {
+                String::new()
+            };
             lines.push(format!(
-                "# {} on {}, {} ranks",
+                "# {} on {}, {} ranks{sweep}",
                 rec.collective.name(),
                 rec.path,
                 rec.nranks
@@ -98,6 +107,7 @@ impl<W: Write> Reporter for TableReporter<W> {
     fn finish(&mut self, summary: &Summary) -> Result<()> {
         self.close_table()?;
         self.lines(comparison_lines(summary))?;
+        self.lines(cost_lines(summary))?;
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
         self.lines([
             "#".to_string(),
@@ -165,6 +175,28 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
             ));
         }
     }
+    out
+}
+
+/// What each path cost: start-up, CPU per GB, CPU saturation and throttling.
+fn cost_lines(summary: &Summary) -> Vec<String> {
+    if summary.paths.is_empty() {
+        return Vec::new();
+    }
+    let widths = super::cost::WIDTHS;
+    let row = |cells: Vec<String>| {
+        let mut l = String::from("#");
+        for (c, w) in cells.iter().zip(widths) {
+            l.push_str(&format!(" {c:>w$}"));
+        }
+        l
+    };
+    let mut out = vec![
+        "#".to_string(),
+        format!("# Path costs ({})", super::cost::LEGEND),
+        row(super::cost::HEADERS.iter().map(|h| h.to_string()).collect()),
+    ];
+    out.extend(summary.paths.iter().map(|c| row(super::cost::cells(c))));
     out
 }
 
@@ -346,7 +378,7 @@ mod tests {
         for r in recs {
             t.record(r).unwrap();
         }
-        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into(), None, &[]))
+        t.finish(&summarize(recs, "2025-03-04T05:07:00Z".into(), None, &[], Vec::new()))
             .unwrap();
         String::from_utf8(t.into_inner()).unwrap()
     }

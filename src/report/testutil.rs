@@ -40,6 +40,7 @@ pub fn record(coll: Collective, size: u64, time_us: f64, busbw: f64, wrong: Opti
         out_of_place: timing(time_us, busbw, wrong),
         in_place: timing(time_us, busbw + 1.0, wrong),
         first_wrong: None,
+        repeat: 0,
     }
 }
 

@@ -1,0 +1,236 @@
+//! What a sweep costs its host: this rank's CPU time and the CPU throttling of its cgroups, sampled at
+//! the start and the end of the sweep.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// Throttling counters of one cgroup (v1 `cpu.stat`: `throttled_time` in ns; v2: `throttled_usec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttling {
+    /// Enforcement periods in which the group was throttled.
+    pub periods: u64,
+    /// Time the group's tasks were held back, microseconds.
+    pub us: u64,
+}
+
+/// Parses a `cpu.stat` file of either cgroup version; `None` when it has no throttling counters.
+pub fn parse_cpu_stat(text: &str) -> Option<Throttling> {
+    let mut periods = None;
+    let mut us = None;
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(key), Some(value)) = (f.next(), f.next().and_then(|v| v.parse::<u64>().ok())) else {
+            continue;
+        };
+        match key {
+            "nr_throttled" => periods = Some(value),
+            "throttled_usec" => us = Some(value),
+            "throttled_time" => us = Some(value / 1000),
+            _ => {}
+        }
+    }
+    Some(Throttling {
+        periods: periods?,
+        us: us?,
+    })
+}
+
+/// The folders whose `cpu.stat` can show this process being throttled: its own cgroup and every ancestor
+/// (a quota set on a pod's cgroup throttles the containers below it), for cgroup v2 or the v1 cpu
+/// controller. `cgroup_table` is `/proc/self/cgroup`; `root` is where cgroups are mounted.
+pub fn cpu_stat_dirs(root: &Path, cgroup_table: &str) -> Vec<PathBuf> {
+    let mut found: Option<(PathBuf, &str)> = None;
+    for line in cgroup_table.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if controllers.split(',').any(|c| c == "cpu") {
+            let mount = [controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"]
+                .iter()
+                .map(|m| root.join(m))
+                .find(|m| m.is_dir());
+            if let Some(m) = mount {
+                found = Some((m, path));
+                break;
+            }
+        } else if id == "0" && controllers.is_empty() {
+            let base = if root.join("cgroup.controllers").exists() || !root.join("unified").is_dir() {
+                root.to_path_buf()
+            } else {
+                root.join("unified")
+            };
+            found = Some((base, path));
+        }
+    }
+    let Some((mount, path)) = found else {
+        return Vec::new();
+    };
+    // Inside a container the table names the host's hierarchy, but the mount shows only the container's.
+    let joined = mount.join(path.trim_start_matches('/'));
+    let start = if joined.is_dir() { joined } else { mount.clone() };
+    start
+        .ancestors()
+        .take_while(|d| d.starts_with(&mount))
+        .filter(|d| d.join("cpu.stat").is_file())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// CPU seconds (user + system) this process has used so far.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// One sample of this rank's counters.
+pub struct Sample {
+    at: Instant,
+    cpu_s: f64,
+    /// Per cgroup folder, its counters (same order as `dirs`).
+    throttling: Vec<Option<Throttling>>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Sample {
+    /// Samples now, reading the cgroups of this process under /sys/fs/cgroup.
+    pub fn now() -> Sample {
+        let table = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        Sample::with_dirs(cpu_stat_dirs(Path::new("/sys/fs/cgroup"), &table))
+    }
+
+    fn with_dirs(dirs: Vec<PathBuf>) -> Sample {
+        let throttling = dirs
+            .iter()
+            .map(|d| {
+                std::fs::read_to_string(d.join("cpu.stat"))
+                    .ok()
+                    .and_then(|t| parse_cpu_stat(&t))
+            })
+            .collect();
+        Sample {
+            at: Instant::now(),
+            cpu_s: cpu_seconds(),
+            throttling,
+            dirs,
+        }
+    }
+
+    /// What happened since `self`, with `bytes` moved by this rank and its first collective's time.
+    pub fn usage_since(&self, host: &str, bytes: f64, first_us: f64) -> Usage {
+        let end = Sample::with_dirs(self.dirs.clone());
+        // The most-throttled level is the one that held this rank back.
+        let throttled = self
+            .throttling
+            .iter()
+            .zip(&end.throttling)
+            .filter_map(|(a, b)| {
+                let (a, b) = ((*a)?, (*b)?);
+                Some((b.periods.saturating_sub(a.periods), b.us.saturating_sub(a.us)))
+            })
+            .max_by_key(|&(_, us)| us);
+        Usage {
+            host: host.to_string(),
+            wall_s: end.at.duration_since(self.at).as_secs_f64(),
+            cpu_s: (end.cpu_s - self.cpu_s).max(0.0),
+            cpus: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
+            bytes,
+            first_us,
+            throttled_periods: throttled.map(|t| t.0),
+            throttled_s: throttled.map(|t| t.1 as f64 / 1e6),
+        }
+    }
+}
+
+/// One rank's cost of one sweep, sent to rank 0.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Usage {
+    pub host: String,
+    /// Wall-clock seconds of the sweep.
+    pub wall_s: f64,
+    /// CPU seconds this rank used during the sweep.
+    pub cpu_s: f64,
+    /// CPUs this rank may use (affinity and cgroup quota).
+    pub cpus: f64,
+    /// Bytes this rank moved, by the collectives' bus-bandwidth definition.
+    pub bytes: f64,
+    /// Time of the first collective of the sweep, microseconds.
+    pub first_us: f64,
+    /// Throttled periods and seconds of this rank's cgroup during the sweep; `None` when unreadable.
+    pub throttled_periods: Option<u64>,
+    pub throttled_s: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, body: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+
+    #[test]
+    fn both_cgroup_versions_give_throttling_in_microseconds() {
+        let v2 = "usage_usec 100\nuser_usec 60\nsystem_usec 40\nnr_periods 9\nnr_throttled 3\nthrottled_usec 4500\n";
+        assert_eq!(parse_cpu_stat(v2), Some(Throttling { periods: 3, us: 4500 }));
+        let v1 = "nr_periods 9\nnr_throttled 2\nthrottled_time 7000000\n";
+        assert_eq!(parse_cpu_stat(v1), Some(Throttling { periods: 2, us: 7000 }));
+        assert_eq!(parse_cpu_stat("usage_usec 5\n"), None, "no cpu controller: no counters");
+        assert_eq!(parse_cpu_stat("nr_throttled x\nthrottled_usec 1\n"), None);
+    }
+
+    #[test]
+    fn v2_dirs_are_the_cgroup_and_its_ancestors() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        write(root, "cgroup.controllers", "cpu");
+        write(root, "kubepods/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
+        write(root, "kubepods/pod1/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
+        write(root, "kubepods/pod1/ctr/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
+        let dirs = cpu_stat_dirs(root, "0::/kubepods/pod1/ctr\n");
+        assert_eq!(
+            dirs,
+            ["kubepods/pod1/ctr", "kubepods/pod1", "kubepods"].map(|d| root.join(d))
+        );
+    }
+
+    #[test]
+    fn v1_uses_the_cpu_controller_mount_and_a_container_its_own_root() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        write(root, "cpu,cpuacct/cpu.stat", "nr_throttled 0\nthrottled_time 0\n");
+        // The table names a host path the container's mount does not show: the mount's root is the group.
+        let table = "4:memory:/x\n2:cpu,cpuacct:/docker/abc\n0::/\n";
+        assert_eq!(cpu_stat_dirs(root, table), [root.join("cpu,cpuacct")]);
+        assert!(
+            cpu_stat_dirs(root, "4:memory:/x\n").is_empty(),
+            "no cpu controller listed"
+        );
+    }
+
+    #[test]
+    fn usage_counts_the_throttling_of_the_most_throttled_level() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        write(root, "cgroup.controllers", "cpu");
+        write(root, "a/cpu.stat", "nr_throttled 1\nthrottled_usec 1000\n");
+        write(root, "a/b/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
+        let start = Sample::with_dirs(cpu_stat_dirs(root, "0::/a/b\n"));
+        write(root, "a/cpu.stat", "nr_throttled 4\nthrottled_usec 251000\n");
+        write(root, "a/b/cpu.stat", "nr_throttled 2\nthrottled_usec 5000\n");
+        let u = start.usage_since("h0", 1e9, 12.0);
+        assert_eq!(u.throttled_periods, Some(3));
+        assert_eq!(u.throttled_s, Some(0.25));
+        assert_eq!((u.host.as_str(), u.bytes, u.first_us), ("h0", 1e9, 12.0));
+        assert!(u.cpu_s >= 0.0 && u.cpus >= 1.0);
+    }
+}
