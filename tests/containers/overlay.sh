@@ -4,11 +4,12 @@
 #
 #   tests/containers/overlay.sh
 #
-# 1. makes sure the Docker engine answers (lib.sh) and builds the test image as run.sh does: a base
-#    from the binary's libraries, then k8s/Containerfile target "prebuilt";
+# 1. makes sure the Docker engine answers (lib.sh);
 # 2. puts the engine in a single-node swarm when it is in none (`docker swarm init`, on loopback), and
 #    leaves it again on every exit path, only if it joined here;
-# 3. creates an attachable, internal overlay network and an internal bridge network;
+# 3. creates an attachable, internal overlay network and an internal bridge network, then builds the
+#    test image as run.sh does (lib.sh): a base from the binary's libraries, then k8s/Containerfile
+#    target "prebuilt";
 # 4. on each network, 4 containers run `collbench info --iface eth0 -J` as one job: the containers
 #    reach each other over it, and each one's eth0 is on the network's subnet with the expected MTU
 #    (1450 on the overlay: 1500 less VXLAN's 50 bytes);
@@ -233,7 +234,6 @@ mkdir -p "$out/logs"
 rm -f "$out"/logs/* "$out"/*.json "$out"/results.md
 prepare_binary
 log "run $run_id: $version, Docker engine $engine_version$([ -n "$engine_started" ] && echo " (started here: $engine_started)")"
-build_image "$out/logs/docker-build.log"
 
 # Swarm membership belongs to the whole engine: a second run of this script that found the swarm made
 # by the first would see it vanish when the first leaves. One at a time per machine.
@@ -272,6 +272,9 @@ done
 vni=$(docker network inspect -f '{{index .Options "com.docker.network.driver.overlay.vxlanid_list"}}' "${net_name[overlay]}")
 [[ $vni =~ ^[0-9]+$ ]] || vni=0
 log "networks: bridge ${net_name[bridge]} ${subnet[bridge]}; overlay ${net_name[overlay]} ${subnet[overlay]}, VXLAN id $vni"
+
+# The image (lib.sh): a base from the binary's libraries, then k8s/Containerfile target prebuilt.
+build_image "$out/logs/docker-build.log"
 
 # The engine tears the overlay's namespace (and its VXLAN device, with the byte counters) down when the
 # last container on this node leaves, and builds it again for the next: a container that only holds the
