@@ -365,6 +365,7 @@ jq -n --rawfile ratios "$work/ratios.tsv" --arg run_id "$run_id" --arg date "$(d
   --arg ov_net "${net_name[overlay]}" --arg ov_subnet "${subnet[overlay]}" --arg ov_mtu "${mtu[overlay]}" \
   --argjson vni "$vni" --argjson boot "$boot_json" --argjson vxlan "$vxlan_json" \
   --argjson base_s "$t_base_s" --argjson build_s "$t_build_s" --argjson rounds_s "$((t4 - t3))" '
+  def r4: . * 10000 | round / 10000;
   ($ratios | split("\n") | map(select(length > 0) | split("\t")
     | {collective: .[0], size: (.[1] | tonumber), overlay_busbw: (.[2] | tonumber),
        bridge_busbw: (.[3] | tonumber), ratio: (.[4] | tonumber)})) as $points
@@ -376,8 +377,8 @@ jq -n --rawfile ratios "$work/ratios.tsv" --arg run_id "$run_id" --arg date "$(d
        vxlan_device_bytes_by_round: $vxlan} + $boot.overlay),
      wall_s: {base: $base_s, image_build: $build_s, rounds: $rounds_s},
      points: $points,
-     avg_ratio_ge_1MiB: (($big | group_by(.collective) | map({key: .[0].collective, value: (map(.ratio) | add / length)})
-       | from_entries) + (if ($big | length) > 0 then {all: ($big | map(.ratio) | add / length)} else {} end))}' \
+     avg_ratio_ge_1MiB: (($big | group_by(.collective) | map({key: .[0].collective, value: (map(.ratio) | add / length | r4)})
+       | from_entries) + (if ($big | length) > 0 then {all: ($big | map(.ratio) | add / length | r4)} else {} end))}' \
   >"$work/results.json"
 mv "$work/results.json" "$out/results.json"
 
