@@ -117,6 +117,11 @@ struct Cluster {
 impl Cluster {
     /// Builds `hosts` hosts named after this process and `tag`, so no two runs share a name.
     fn up(tag: &str, hosts: usize) -> Cluster {
+        Cluster::up_with(tag, hosts, &[])
+    }
+
+    /// The same, with more `cluster.sh up` flags (such as `--rate 1gbit`).
+    fn up_with(tag: &str, hosts: usize, flags: &[&str]) -> Cluster {
         let name = format!("cbt{}{tag}", std::process::id());
         // Clusters left behind by test processes that were killed before their teardown.
         let _ = Command::new("bash").arg(harness()).arg("gc").status();
@@ -124,7 +129,10 @@ impl Cluster {
         // Only a dead process with our pid could have left a cluster of this name; remove it.
         c.run(&["down"]);
         let pid = std::process::id().to_string();
-        let out = c.run(&["up", &hosts.to_string(), "--owner", &pid]);
+        let n = hosts.to_string();
+        let mut args = vec!["up", n.as_str(), "--owner", &pid];
+        args.extend(flags);
+        let out = c.run(&args);
         eprintln!("{}", out.trim());
         c
     }
@@ -642,6 +650,108 @@ fn underlay_and_overlay_measured_in_one_run() {
             "host {h}: eth0 grew {e:?}, vxlan0 {v:?}"
         );
     }
+}
+
+/// The shaped rate of [`shaped_links_bound_both_paths_and_the_overlay_is_compared_with_intervals`], GB/s.
+const SHAPED_GBS: f64 = 0.125;
+
+#[test]
+fn shaped_links_bound_both_paths_and_the_overlay_is_compared_with_intervals() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    // Every host's eth0 egress shaped to 1 Gbit/s; the overlay rides on it, so both paths are bounded by it.
+    let cluster = Cluster::up_with("s", HOSTS, &["--rate", "1gbit"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("shaped.json");
+    let json_arg = json.to_str().unwrap();
+    let args = [
+        "--collective",
+        "all_reduce,all_gather",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--repeat",
+        "2",
+        "--transport",
+        "tcp@eth0,tcp@vxlan0",
+        "--reference",
+        "tcp@eth0",
+        "--line-rate",
+        "1",
+        "-J",
+        json_arg,
+    ];
+    let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "eth0"), &args);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("rank 0 wrote the JSON")).unwrap();
+    let results = v["results"].as_array().unwrap();
+    // Both paths, both collectives, sizes 1..4 MiB, two whole sweeps each.
+    for path in ["tcp@eth0", "tcp@vxlan0"] {
+        for repeat in 0..2 {
+            let n = results
+                .iter()
+                .filter(|r| r["path"] == path && r["repeat"] == repeat)
+                .count();
+            assert_eq!(n, 2 * 3, "{path} sweep {repeat}: {n} records\n{}", done[0].stdout);
+        }
+    }
+    for r in results {
+        assert_eq!(r["out_of_place"]["nwrong"], 0.0, "{r}");
+        // Physics: no collective moves more per rank than the shaped wire carries. TBF's 256 KB burst is
+        // a few percent of the 3 x 6 MiB a rank sends at 4 MiB, and TCP headers take more than that back.
+        if r["size"].as_u64().unwrap() >= 4 << 20 {
+            for placement in ["out_of_place", "in_place"] {
+                let busbw = r[placement]["bus_bw"].as_f64().unwrap();
+                assert!(
+                    busbw > 0.0 && busbw <= SHAPED_GBS,
+                    "{} {placement} busbw {busbw} GB/s over a 1 Gbit/s link: {r}",
+                    r["path"]
+                );
+            }
+        }
+    }
+    let summary = &v["collbench"]["summary"];
+    let cmp = summary["comparison"].as_array().unwrap();
+    assert_eq!(cmp.len(), 2 * 3, "every collective and size compared: {summary}");
+    for c in cmp {
+        let paths = c["paths"].as_array().unwrap();
+        let names: BTreeSet<&str> = paths.iter().map(|p| p["path"].as_str().unwrap()).collect();
+        assert_eq!(names, BTreeSet::from(["tcp@eth0", "tcp@vxlan0"]), "{c}");
+        for p in paths {
+            assert_eq!(p["repeats"], 2, "both sweeps combined: {p}");
+            let (t, ci) = (p["time_us"].as_f64().unwrap(), p["ci95_us"].as_f64().unwrap());
+            assert!(t > 0.0 && ci.is_finite() && ci >= 0.0, "{p}");
+            assert!(p["significant"].is_boolean() && p["vs_reference"].is_number(), "{p}");
+            let pct = p["line_rate_pct"].as_f64().unwrap();
+            assert!(
+                (pct - 100.0 * p["busbw"].as_f64().unwrap() / SHAPED_GBS).abs() < 1e-6,
+                "{p}"
+            );
+        }
+        // Best first; its ratio to itself is 1.
+        assert_eq!(paths[0]["vs_best"], 1.0, "{c}");
+    }
+    let costs = summary["paths"].as_array().unwrap();
+    assert_eq!(costs.len(), 2, "{summary}");
+    for c in costs {
+        assert_eq!(c["line_rate_gbs"], SHAPED_GBS, "{c}");
+        assert!(
+            c["connect_s"].as_f64().unwrap() > 0.0 && c["cpu_s_per_gb"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+    }
+    let text = &done[0].stdout;
+    assert!(
+        text.contains("# Paths compared") && text.contains("% line") && text.contains("# Path costs"),
+        "{text}"
+    );
 }
 
 #[test]
