@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use super::proto::{Completion, Fabric};
+use super::proto::{Completion, Fabric, Write};
 use super::window::{Imm, WindowShape};
 
 struct Hub {
@@ -25,8 +25,6 @@ pub struct MemFabric {
     pub hold_credits: usize,
     held: VecDeque<(usize, usize, u32)>,
     polls: usize,
-    /// Largest number of writes this rank had unacknowledged at once.
-    pub max_in_flight: usize,
 }
 
 // SAFETY: the base pointers point into vectors owned by the shared hub, which outlives every fabric.
@@ -53,21 +51,22 @@ pub fn fabrics(n: usize, shape: WindowShape) -> Vec<MemFabric> {
             hold_credits: 0,
             held: VecDeque::new(),
             polls: 0,
-            max_in_flight: 0,
         })
         .collect()
 }
 
 impl Fabric for MemFabric {
-    unsafe fn write_data(
-        &mut self,
-        peer: usize,
-        wr_id: u64,
-        src: *const u8,
-        len: usize,
-        slot: u32,
-        imm: u32,
-    ) -> Result<(), String> {
+    unsafe fn write_data(&mut self, w: &Write) -> Result<(), String> {
+        let Write {
+            peer,
+            wr_id,
+            len,
+            slot,
+            imm,
+            ..
+        } = *w;
+        // SAFETY: off + len <= msg_len, inside the message the caller keeps valid.
+        let src = unsafe { w.msg.add(w.off) };
         let mut hub = self.hub.lock().unwrap();
         let off = self.shape.offset(slot);
         let dst = &mut hub.windows[peer][self.rank][off..off + len];
@@ -75,8 +74,6 @@ impl Fabric for MemFabric {
         dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
         hub.cqs[peer].push_back(Completion::Received { peer: self.rank, imm });
         hub.cqs[self.rank].push_back(Completion::Sent { peer, wr_id });
-        let in_flight = hub.cqs[self.rank].len();
-        self.max_in_flight = self.max_in_flight.max(in_flight);
         Ok(())
     }
 

@@ -12,6 +12,8 @@
 //! from registered memory, or inline when tiny.
 
 pub mod advice;
+#[cfg(feature = "rdma")]
+pub mod connect;
 pub mod credit;
 pub mod endpoint;
 #[cfg(test)]
@@ -20,6 +22,8 @@ pub mod mr_cache;
 pub mod proto;
 pub mod qp;
 pub mod sysfs;
+#[cfg(feature = "rdma")]
+pub mod verbs;
 pub mod window;
 
 #[cfg(test)]

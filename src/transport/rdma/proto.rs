@@ -21,20 +21,13 @@ const CREDIT_WR: u64 = 1 << 63;
 
 /// What the protocol engine needs from the hardware layer.
 pub trait Fabric {
-    /// Writes `len` bytes at `src` into `slot` of the window `peer` keeps for this rank, with immediate `imm`;
-    /// a [`Completion::Sent`] with `wr_id` follows once `src` may be reused.
+    /// Writes fragment `w` into its slot of the window `w.peer` keeps for this rank; a
+    /// [`Completion::Sent`] with `w.wr_id` follows once its bytes may be reused.
     ///
     /// # Safety
-    /// `src..src+len` must stay valid and unmodified until that completion, or until [`Fabric::shutdown`].
-    unsafe fn write_data(
-        &mut self,
-        peer: usize,
-        wr_id: u64,
-        src: *const u8,
-        len: usize,
-        slot: u32,
-        imm: u32,
-    ) -> Result<(), String>;
+    /// The whole message `w.msg..w.msg+w.msg_len` must stay valid and unmodified until that completion, or
+    /// until [`Fabric::shutdown`].
+    unsafe fn write_data(&mut self, w: &Write) -> Result<(), String>;
     /// Sends immediate `imm` alone (a credit return) to `peer`.
     fn write_imm(&mut self, peer: usize, wr_id: u64, imm: u32) -> Result<(), String>;
     /// Appends the completions that are ready to `out`.
@@ -49,6 +42,23 @@ pub trait Fabric {
     fn shutdown(&mut self) {}
     /// Buffers handed to earlier sends may be freed: drop any cached registration of them.
     fn forget_memory(&mut self) {}
+}
+
+/// One fragment to write.
+#[derive(Clone, Copy, Debug)]
+pub struct Write {
+    pub peer: usize,
+    pub wr_id: u64,
+    /// The whole message the fragment belongs to (what a registration should cover).
+    pub msg: *const u8,
+    pub msg_len: usize,
+    /// The fragment: bytes `off..off+len` of the message.
+    pub off: usize,
+    pub len: usize,
+    /// Window slot it goes to.
+    pub slot: u32,
+    /// Immediate data (host order).
+    pub imm: u32,
 }
 
 /// One completed (or failed) work request.
@@ -351,9 +361,19 @@ impl<F: Fabric> RdmaTransport<F> {
             let (off, len) = p.remote.fragment(m.len, m.done);
             let imm = Imm::Data { slot, len: len as u32 }.encode();
             // SAFETY: inside the posted send, which the caller keeps valid until its request completes.
+            let w = Write {
+                peer,
+                wr_id: m.slot as u64,
+                msg: m.ptr,
+                msg_len: m.len,
+                off,
+                len,
+                slot,
+                imm,
+            };
             unsafe {
                 self.fabric
-                    .write_data(peer, m.slot as u64, m.ptr.add(off), len, slot, imm)
+                    .write_data(&w)
                     .map_err(|e| format!("{me}: writing to {}: {e}", p.name))?;
             }
             p.sq_in_flight += 1;
