@@ -207,8 +207,7 @@ pub fn default_config(timeout: std::time::Duration) -> RdmaConfig {
 struct Pending {
     qp: Qp<super::qp::Init, RcQp>,
     psn: u32,
-    /// Held so the window stays registered while the queue pair lives.
-    _window_mr: Mr,
+    window_mr: Mr,
     window: HostBuf,
     staging: HostBuf,
 }

@@ -172,7 +172,8 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a GID"));
-        let cases: Vec<(Box<dyn Fn(&mut QpEndpoint)>, &str)> = vec![
+        type Breaker = Box<dyn Fn(&mut QpEndpoint)>;
+        let cases: Vec<(Breaker, &str)> = vec![
             (Box::new(|e| e.version = 9), "version 9"),
             (Box::new(|e| e.to = 2), "disagree on the exchange order"),
             (Box::new(|e| e.qpn = 0), "queue pair number 0"),
