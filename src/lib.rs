@@ -3,7 +3,8 @@
 //! # Layout
 //! - [`cli`]: the command line (clap derive only); [`options`] turns it into validated, typed options.
 //! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
-//! - [`transport`]: the one trait algorithms see; [`transport::tcp`] implements it over sockets.
+//! - [`transport`]: the one trait algorithms see; [`transport::tcp`] implements it over sockets,
+//!   [`transport::rdma`] over ibverbs (verbs calls behind the `rdma` feature).
 //! - [`collective`]: one small spec per collective: buffer layout, bus-bandwidth factor, expected data.
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.

@@ -90,6 +90,8 @@ pub enum PathKind {
     Tcp(Option<String>),
     /// The MPI library's own collectives (feature `mpi`).
     Mpi,
+    /// collbench's own ibverbs transport on one device and port (feature `rdma`): `rdma@mlx5_0:1`.
+    Rdma { device: String, port: u8 },
 }
 
 impl PathKind {
@@ -114,6 +116,7 @@ impl std::fmt::Display for PathKind {
             PathKind::Tcp(None) => f.write_str("tcp"),
             PathKind::Tcp(Some(i)) => write!(f, "tcp@{i}"),
             PathKind::Mpi => f.write_str("mpi"),
+            PathKind::Rdma { device, port } => write!(f, "rdma@{device}:{port}"),
         }
     }
 }
@@ -133,8 +136,10 @@ impl std::str::FromStr for PathKind {
             Some(("tcp", iface)) if !iface.is_empty() && !iface.contains(char::is_whitespace) => {
                 Ok(PathKind::Tcp(Some(iface.to_string())))
             }
+            Some(("rdma", target)) => parse_rdma(target),
             Some((kind, _)) => Err(format!(
-                "'{s}': only tcp takes an interface (tcp@IFACE); '{kind}@' is not a path this collbench knows"
+                "'{s}': only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target; '{kind}@' is not a path \
+                 this collbench knows"
             )),
             None => match s.to_ascii_lowercase().as_str() {
                 "tcp" => Ok(PathKind::Tcp(None)),
@@ -144,10 +149,47 @@ impl std::str::FromStr for PathKind {
                               mpi` (needs an MPI library such as libopenmpi-dev)"
                         .into(),
                 ),
-                other => Err(format!("unknown transport '{other}' (expected tcp, tcp@IFACE or mpi)")),
+                "rdma" => Err(
+                    "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
+                               `ibv_devices`)"
+                        .into(),
+                ),
+                other => Err(format!(
+                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT] or mpi)"
+                )),
             },
         }
     }
+}
+
+/// `DEVICE[:PORT]` of `rdma@DEVICE[:PORT]` (port 1 when not given); refused in a build without RDMA.
+fn parse_rdma(target: &str) -> std::result::Result<PathKind, String> {
+    let (device, port) = match target.split_once(':') {
+        Some((d, p)) => (
+            d,
+            p.parse::<u8>()
+                .ok()
+                .filter(|&p| p >= 1)
+                .ok_or_else(|| format!("'rdma@{target}': port '{p}' is not a port number (1 to 255)"))?,
+        ),
+        None => (target, 1),
+    };
+    if device.is_empty() || device.contains(|c: char| c.is_whitespace() || c == '/') {
+        return Err(format!(
+            "'rdma@{target}': expected rdma@DEVICE[:PORT] with a device name such as mlx5_0 (see `ibv_devices`)"
+        ));
+    }
+    if !cfg!(feature = "rdma") {
+        return Err(
+            "this collbench was built without RDMA; rebuild with `cargo build --release --features rdma` \
+                    (needs libibverbs-dev, librdmacm-dev, pkg-config and libclang-dev)"
+                .into(),
+        );
+    }
+    Ok(PathKind::Rdma {
+        device: device.to_string(),
+        port,
+    })
 }
 
 /// Which rank's time the table reports (nccl-tests' `-a`).
@@ -992,6 +1034,27 @@ mod path_tests {
         assert_eq!(PathKind::Tcp(Some("vxlan0".into())).to_string(), "tcp@vxlan0");
         assert!("tcp@".parse::<PathKind>().unwrap_err().contains("tcp@IFACE"));
         assert!("mpi@eth0".parse::<PathKind>().unwrap_err().contains("only tcp"));
+        assert!("rdma".parse::<PathKind>().unwrap_err().contains("rdma@DEVICE[:PORT]"));
+        assert!("rdma@mlx5_0:0".parse::<PathKind>().unwrap_err().contains("port '0'"));
+        assert!("rdma@mlx5_0:x".parse::<PathKind>().unwrap_err().contains("port 'x'"));
+        assert!("rdma@:1".parse::<PathKind>().unwrap_err().contains("device name"));
+        if cfg!(feature = "rdma") {
+            let p = PathKind::Rdma {
+                device: "mlx5_0".into(),
+                port: 1,
+            };
+            assert_eq!("rdma@mlx5_0".parse::<PathKind>(), Ok(p.clone()));
+            assert_eq!(p.to_string(), "rdma@mlx5_0:1");
+            assert_eq!(
+                "rdma@mlx5_0:2".parse::<PathKind>().unwrap().to_string(),
+                "rdma@mlx5_0:2"
+            );
+        } else {
+            assert!("rdma@mlx5_0:1"
+                .parse::<PathKind>()
+                .unwrap_err()
+                .contains("--features rdma"));
+        }
         assert!("udp".parse::<PathKind>().unwrap_err().contains("unknown transport"));
         assert_eq!(
             serde_json::to_value(PathKind::Tcp(Some("ib0".into()))).unwrap(),

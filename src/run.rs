@@ -41,6 +41,13 @@ fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     if let Some(name) = &opts.iface {
         crate::net::iface::address_of(name)?;
     }
+    // RDMA devices are checked before any rank starts (a missing device names what was looked for).
+    #[cfg(feature = "rdma")]
+    for p in &opts.transports {
+        if let PathKind::Rdma { device, port } = p {
+            crate::transport::rdma::connect::check_target(&rdma_target(device, *port))?;
+        }
+    }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if opts.np > cpus {
         eprintln!(
@@ -163,6 +170,20 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 }
                 #[cfg(not(feature = "mpi"))]
                 PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+                // RDMA: queue pairs set up over the first TCP path (kept for control traffic), then swept alike.
+                #[cfg(feature = "rdma")]
+                PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
+                    &mut sess.transports[0],
+                    &sess.world.host,
+                    &rdma_target(device, *port),
+                    crate::transport::rdma::connect::default_config(opts.timeout),
+                )
+                .and_then(|t| {
+                    let mut engine = Native::new(t, opts);
+                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
+                }),
+                #[cfg(not(feature = "rdma"))]
+                PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
             };
             let outcome = match outcome {
                 Ok(o) => o,
@@ -227,6 +248,16 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The device and port of an `rdma@DEVICE:PORT` path, with the GID picked automatically.
+#[cfg(feature = "rdma")]
+fn rdma_target(device: &str, port: u8) -> crate::transport::rdma::connect::Target {
+    crate::transport::rdma::connect::Target {
+        device: device.to_string(),
+        port,
+        gid_index: None,
+    }
 }
 
 /// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.

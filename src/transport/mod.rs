@@ -13,6 +13,7 @@
 //!   no operation in flight, and one that returns `Ok` must have waited for everything it posted.
 //! - Errors say which rank, which peer (rank, host, address), which operation and what to do.
 
+pub mod rdma;
 pub mod tcp;
 
 use crate::error::Result;

@@ -1,0 +1,200 @@
+//! The protocol engine over the in-memory fabric: ranks as threads, real algorithms on top.
+
+use std::time::Duration;
+
+use super::mem::{fabrics, MemFabric};
+use super::proto::{RdmaConfig, RdmaTransport};
+use super::window::WindowShape;
+use crate::algorithm::{self, Algo, Args, Tuning, Workspace};
+use crate::collective::Collective;
+use crate::reduce::{Dtype, Op};
+use crate::transport::{self, Transport};
+
+fn cfg(shape: WindowShape, timeout: Duration) -> RdmaConfig {
+    RdmaConfig {
+        window: shape,
+        sq_depth: 4,
+        timeout,
+    }
+}
+
+/// Runs `f` on `n` ranks, each with an RDMA transport over the shared in-memory fabric.
+fn run_ranks<R: Send>(
+    n: usize,
+    shape: WindowShape,
+    hold_credits: usize,
+    timeout: Duration,
+    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
+) -> Vec<R> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = fabrics(n, shape)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, mut fab)| {
+                fab.hold_credits = hold_credits;
+                let f = &f;
+                s.spawn(move || {
+                    let peers = (0..n)
+                        .map(|r| (r != rank).then(|| (format!("rank {r}"), shape)))
+                        .collect();
+                    let mut t =
+                        RdmaTransport::new(rank, "h".into(), "rdma@mem".into(), fab, peers, cfg(shape, timeout));
+                    f(&mut t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("rank panicked")).collect()
+    })
+}
+
+fn pattern(len: usize, seed: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + seed * 7) as u8).collect()
+}
+
+#[test]
+fn messages_of_every_size_arrive_whole_and_in_order() {
+    let shape = WindowShape::new(2, 16).unwrap();
+    let sizes = [0usize, 1, 15, 16, 17, 32, 33, 100, 1000];
+    let out = run_ranks(2, shape, 0, Duration::from_secs(30), |t| {
+        let (me, other) = (t.rank(), 1 - t.rank());
+        for &len in &sizes {
+            let send = pattern(len, me);
+            let mut got = vec![0xAA; len];
+            transport::sendrecv(t, other, &send, other, &mut got).unwrap();
+            assert_eq!(got, pattern(len, other), "{len} bytes from rank {other}");
+        }
+        t.pending()
+    });
+    assert_eq!(out, [0, 0]);
+}
+
+#[test]
+fn a_sender_stalls_on_a_full_window_until_credits_return() {
+    // One slot of 8 bytes, credits returned late: every fragment waits for the previous one's credit.
+    let shape = WindowShape::new(1, 8).unwrap();
+    let out = run_ranks(2, shape, 3, Duration::from_secs(30), |t| {
+        if t.rank() == 0 {
+            let data = pattern(200, 1);
+            // Several messages posted at once: far more fragments than the window holds.
+            let reqs: Vec<_> = (0..4)
+                .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
+                .collect();
+            for r in reqs {
+                t.wait(r).unwrap();
+            }
+            Vec::new()
+        } else {
+            let mut got = vec![0u8; 200];
+            for k in 0..4 {
+                transport::recv(t, 0, &mut got[k * 50..(k + 1) * 50]).unwrap();
+            }
+            got
+        }
+    });
+    assert_eq!(out[1], pattern(200, 1));
+}
+
+fn all_reduce(t: &mut RdmaTransport<MemFabric>, algo: Algo, count: usize) -> Vec<i32> {
+    let (n, r) = (t.size(), t.rank());
+    let input: Vec<i32> = (0..count).map(|i| (i as i32 % 1000) * (r as i32 + 1)).collect();
+    let mut out = vec![0i32; count];
+    let tune = Tuning {
+        chunk_bytes: 64,
+        depth: 3,
+    };
+    algorithm::run(
+        t,
+        algo,
+        Args {
+            coll: Collective::AllReduce,
+            dtype: Dtype::Int32,
+            op: Op::Sum,
+            root: 0,
+            count,
+            send: Some(bytemuck::cast_slice(&input)),
+            recv: bytemuck::cast_slice_mut(&mut out),
+        },
+        &mut Workspace::default(),
+        &tune,
+    )
+    .unwrap();
+    let want: Vec<i32> = (0..count)
+        .map(|i| (i as i32 % 1000) * (n * (n + 1) / 2) as i32)
+        .collect();
+    assert_eq!(out, want, "rank {r} {algo}");
+    out
+}
+
+#[test]
+fn collectives_run_over_it_with_a_window_smaller_than_a_chunk() {
+    let shape = WindowShape::new(3, 24).unwrap();
+    for n in [2, 3, 4] {
+        for algo in [Algo::Ring, Algo::RecDoubling, Algo::Tree] {
+            let out = run_ranks(n, shape, 1, Duration::from_secs(30), |t| {
+                all_reduce(t, algo, 1001);
+                all_reduce(t, algo, 0);
+                t.pending()
+            });
+            assert!(out.iter().all(|&p| p == 0), "{n} ranks {algo}: requests left");
+        }
+    }
+    // Control traffic (barrier, gather) as the runner uses it.
+    let got = run_ranks(3, shape, 0, Duration::from_secs(30), |t| {
+        algorithm::control::barrier(t).unwrap();
+        algorithm::control::gather(t, &[t.rank() as u8; 40]).unwrap()
+    });
+    assert_eq!(got[0].as_ref().unwrap()[2], vec![2u8; 40]);
+}
+
+#[test]
+fn a_length_mismatch_is_a_protocol_error_and_poisons() {
+    let shape = WindowShape::new(4, 16).unwrap();
+    let out = run_ranks(2, shape, 0, Duration::from_secs(30), |t| {
+        if t.rank() == 0 {
+            transport::send(t, 1, &[1u8; 20])
+                .map(|_| String::new())
+                .unwrap_or_else(|e| e.to_string())
+        } else {
+            let mut got = [0u8; 30];
+            let e = transport::recv(t, 0, &mut got).unwrap_err().to_string();
+            let again = transport::recv(t, 0, &mut got).unwrap_err().to_string();
+            assert!(again.contains("unusable after an earlier error"), "{again}");
+            e
+        }
+    });
+    assert!(
+        out[1].contains("protocol error") && out[1].contains("rank 0") && out[1].contains("rank 1 (host h"),
+        "{}",
+        out[1]
+    );
+}
+
+#[test]
+fn a_silent_peer_times_out_naming_what_was_pending() {
+    let shape = WindowShape::new(2, 16).unwrap();
+    let out = run_ranks(2, shape, 0, Duration::from_millis(100), |t| {
+        if t.rank() == 1 {
+            let mut got = [0u8; 8];
+            transport::recv(t, 0, &mut got).unwrap_err().to_string()
+        } else {
+            String::new()
+        }
+    });
+    assert!(
+        out[1].contains("timed out") && out[1].contains("1 receive(s) from rank 0") && out[1].contains("-T/--timeout"),
+        "{}",
+        out[1]
+    );
+}
+
+#[test]
+fn posting_to_a_rank_outside_the_world_is_an_error_not_a_panic() {
+    let shape = WindowShape::new(2, 16).unwrap();
+    let out = run_ranks(1, shape, 0, Duration::from_secs(5), |t| {
+        let e = transport::send(t, 3, &[0u8; 4]).unwrap_err().to_string();
+        let self_send = transport::send(t, 0, &[0u8; 4]).unwrap_err().to_string();
+        (e, self_send)
+    });
+    assert!(out[0].0.contains("no queue pair to rank 3"), "{}", out[0].0);
+    assert!(out[0].1.contains("no queue pair to rank 0"), "{}", out[0].1);
+}

@@ -1,0 +1,452 @@
+//! Thin owners of ibverbs objects (feature `rdma`): device context, protection domain, completion queue,
+//! memory region, reliable-connected queue pair. Each frees its object on drop; every failure is the
+//! failing verb with the OS error and advice ([`super::advice`]).
+
+use std::ffi::CStr;
+use std::ptr::{self, NonNull};
+
+use rdma_sys as sys;
+
+use super::advice::verb_error;
+use super::qp::{QpOps, RtrParams, RtsParams};
+use super::sysfs::{self, LinkLayer};
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// A null pointer from `verb` as its error.
+fn non_null<T>(p: *mut T, verb: &str) -> Result<NonNull<T>, String> {
+    NonNull::new(p).ok_or_else(|| verb_error(verb, errno()))
+}
+
+/// The names of the devices the verbs library sees (`ibv_get_device_list`); empty when it sees none.
+pub fn device_names() -> Result<Vec<String>, String> {
+    let mut n = 0;
+    // SAFETY: n is a valid out-pointer; the list is freed below.
+    let list = unsafe { sys::ibv_get_device_list(&mut n) };
+    if list.is_null() {
+        // ENOSYS: the kernel has no RDMA support at all; that is "no devices", not a failure.
+        let e = errno();
+        return if e == libc::ENOSYS || e == libc::ENODEV || e == libc::ENOENT {
+            Ok(Vec::new())
+        } else {
+            Err(verb_error("ibv_get_device_list", e))
+        };
+    }
+    let mut names = Vec::new();
+    for i in 0..n.max(0) as usize {
+        // SAFETY: the list has n valid device pointers; names are NUL-terminated strings owned by them.
+        unsafe {
+            let dev = *list.add(i);
+            names.push(
+                CStr::from_ptr(sys::ibv_get_device_name(dev))
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    // SAFETY: list came from ibv_get_device_list.
+    unsafe { sys::ibv_free_device_list(list) };
+    Ok(names)
+}
+
+/// What a port reports through `ibv_query_port`.
+#[derive(Clone, Debug)]
+pub struct PortAttr {
+    pub active: bool,
+    pub lid: u16,
+    /// Active MTU in bytes.
+    pub mtu: u32,
+    pub link_layer: LinkLayer,
+}
+
+/// An open device.
+pub struct Context {
+    ctx: NonNull<sys::ibv_context>,
+    /// The device's name.
+    pub name: String,
+}
+
+// SAFETY: verbs objects may be used from any thread; collbench uses each from one thread at a time.
+unsafe impl Send for Context {}
+
+impl Context {
+    /// Opens device `name`, or says what was looked for when it is not there.
+    pub fn open(name: &str) -> Result<Context, String> {
+        let names = device_names()?;
+        let mut n = 0;
+        // SAFETY: as in device_names.
+        let list = unsafe { sys::ibv_get_device_list(&mut n) };
+        let mut found = ptr::null_mut();
+        for i in 0..if list.is_null() { 0 } else { n.max(0) as usize } {
+            // SAFETY: n valid entries.
+            unsafe {
+                let dev = *list.add(i);
+                if CStr::from_ptr(sys::ibv_get_device_name(dev)).to_bytes() == name.as_bytes() {
+                    found = sys::ibv_open_device(dev);
+                    if found.is_null() {
+                        let e = errno();
+                        sys::ibv_free_device_list(list);
+                        return Err(format!("{name}: {}", verb_error("ibv_open_device", e)));
+                    }
+                }
+            }
+        }
+        if !list.is_null() {
+            // SAFETY: from ibv_get_device_list; the opened context stays valid after the list is freed.
+            unsafe { sys::ibv_free_device_list(list) };
+        }
+        match NonNull::new(found) {
+            Some(ctx) => Ok(Context {
+                ctx,
+                name: name.to_string(),
+            }),
+            None => Err(sysfs::describe_missing(
+                std::path::Path::new(sysfs::SYSFS_IB),
+                name,
+                &names,
+            )),
+        }
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&self, port: u8) -> Result<PortAttr, String> {
+        // SAFETY: zeroed is a valid ibv_port_attr; the context is open.
+        let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        let rc = unsafe { sys::___ibv_query_port(self.ctx.as_ptr(), port, &mut a) };
+        if rc != 0 {
+            return Err(format!(
+                "{} port {port}: {}",
+                self.name,
+                verb_error("ibv_query_port", rc)
+            ));
+        }
+        Ok(PortAttr {
+            active: a.state == sys::ibv_port_state::IBV_PORT_ACTIVE,
+            lid: a.lid,
+            mtu: 128 << a.active_mtu,
+            link_layer: match a.link_layer {
+                1 => LinkLayer::InfiniBand,
+                2 => LinkLayer::Ethernet,
+                _ => LinkLayer::Unknown,
+            },
+        })
+    }
+
+    /// `ibv_query_gid`.
+    pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], String> {
+        // SAFETY: zeroed is a valid gid; the context is open.
+        let mut g: sys::ibv_gid = unsafe { std::mem::zeroed() };
+        let rc = unsafe { sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut g) };
+        if rc != 0 {
+            return Err(format!(
+                "{} port {port}: {}",
+                self.name,
+                verb_error("ibv_query_gid", errno())
+            ));
+        }
+        // SAFETY: raw is the union's byte view.
+        Ok(unsafe { g.raw })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: opened in open(); every object made from it is dropped first (fields order in owners).
+        unsafe { sys::ibv_close_device(self.ctx.as_ptr()) };
+    }
+}
+
+/// A protection domain.
+pub struct Pd(NonNull<sys::ibv_pd>);
+
+// SAFETY: as for Context.
+unsafe impl Send for Pd {}
+
+impl Pd {
+    /// `ibv_alloc_pd`.
+    pub fn new(ctx: &Context) -> Result<Pd, String> {
+        // SAFETY: the context is open.
+        non_null(unsafe { sys::ibv_alloc_pd(ctx.ctx.as_ptr()) }, "ibv_alloc_pd").map(Pd)
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: allocated in new().
+        unsafe { sys::ibv_dealloc_pd(self.0.as_ptr()) };
+    }
+}
+
+/// A registered memory region.
+pub struct Mr(NonNull<sys::ibv_mr>);
+
+// SAFETY: as for Context.
+unsafe impl Send for Mr {}
+
+impl Mr {
+    /// `ibv_reg_mr` of `addr..addr+len` for local reads and remote writes.
+    ///
+    /// # Safety
+    /// The memory must stay mapped while the region exists.
+    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize) -> Result<Mr, String> {
+        let access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
+        // SAFETY: the caller keeps the memory mapped; the pd is valid.
+        let mr = unsafe { sys::ibv_reg_mr(pd.0.as_ptr(), addr.cast(), len.max(1), access as i32) };
+        non_null(mr, "ibv_reg_mr").map(Mr)
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: valid until drop.
+        unsafe { self.0.as_ref().lkey }
+    }
+
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: valid until drop.
+        unsafe { self.0.as_ref().rkey }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: registered in register().
+        unsafe { sys::ibv_dereg_mr(self.0.as_ptr()) };
+    }
+}
+
+/// A completion queue.
+pub struct Cq(NonNull<sys::ibv_cq>);
+
+// SAFETY: as for Context.
+unsafe impl Send for Cq {}
+
+impl Cq {
+    /// `ibv_create_cq` with room for `entries` completions.
+    pub fn new(ctx: &Context, entries: u32) -> Result<Cq, String> {
+        // SAFETY: the context is open; no channel (completions are polled).
+        let cq = unsafe { sys::ibv_create_cq(ctx.ctx.as_ptr(), entries as i32, ptr::null_mut(), ptr::null_mut(), 0) };
+        non_null(cq, "ibv_create_cq").map(Cq)
+    }
+
+    /// Polls up to `wc.len()` completions; returns how many.
+    pub fn poll(&self, wc: &mut [sys::ibv_wc]) -> Result<usize, String> {
+        // SAFETY: wc has room for wc.len() entries.
+        let rc = unsafe { sys::ibv_poll_cq(self.0.as_ptr(), wc.len() as i32, wc.as_mut_ptr()) };
+        if rc < 0 {
+            return Err(verb_error("ibv_poll_cq", errno()));
+        }
+        Ok(rc as usize)
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: created in new(); queue pairs using it are dropped first.
+        unsafe { sys::ibv_destroy_cq(self.0.as_ptr()) };
+    }
+}
+
+/// Sizes of a queue pair.
+#[derive(Clone, Copy, Debug)]
+pub struct QpCaps {
+    pub send_wr: u32,
+    pub recv_wr: u32,
+    pub inline: u32,
+}
+
+/// A reliable-connected queue pair (its state is tracked by [`super::qp::Qp`]).
+pub struct RcQp {
+    qp: NonNull<sys::ibv_qp>,
+    /// Inline bytes the device granted.
+    pub max_inline: u32,
+}
+
+// SAFETY: as for Context.
+unsafe impl Send for RcQp {}
+
+impl RcQp {
+    /// `ibv_create_qp` of type RC on `cq` (both directions), every send signalled.
+    pub fn new(pd: &Pd, cq: &Cq, caps: QpCaps) -> Result<RcQp, String> {
+        // SAFETY: zeroed is a valid init attr; fields set below.
+        let mut a: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        a.send_cq = cq.0.as_ptr();
+        a.recv_cq = cq.0.as_ptr();
+        a.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+        a.sq_sig_all = 1;
+        a.cap.max_send_wr = caps.send_wr;
+        a.cap.max_recv_wr = caps.recv_wr;
+        a.cap.max_send_sge = 1;
+        a.cap.max_recv_sge = 1;
+        a.cap.max_inline_data = caps.inline;
+        // SAFETY: pd and cq are valid; a is initialised; the library writes the granted caps back.
+        let qp = non_null(unsafe { sys::ibv_create_qp(pd.0.as_ptr(), &mut a) }, "ibv_create_qp")?;
+        Ok(RcQp {
+            qp,
+            max_inline: a.cap.max_inline_data,
+        })
+    }
+
+    /// The queue pair number.
+    pub fn qpn(&self) -> u32 {
+        // SAFETY: valid until drop.
+        unsafe { self.qp.as_ref().qp_num }
+    }
+
+    fn modify(&mut self, a: &mut sys::ibv_qp_attr, mask: u32, verb: &str) -> Result<(), String> {
+        // SAFETY: the queue pair is valid; a is initialised for the fields in mask.
+        let rc = unsafe { sys::ibv_modify_qp(self.qp.as_ptr(), a, mask as i32) };
+        if rc != 0 {
+            return Err(verb_error(verb, rc));
+        }
+        Ok(())
+    }
+
+    /// Moves the queue pair to the error state: outstanding work is flushed and the device stops
+    /// touching posted memory.
+    pub fn to_error(&mut self) {
+        // SAFETY: zeroed attr with only the state set.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        let _best_effort = self.modify(&mut a, sys::ibv_qp_attr_mask::IBV_QP_STATE.0, "ibv_modify_qp(ERR)");
+    }
+
+    /// Posts a receive with no buffer (writes with immediate carry their data to the window, not here).
+    pub fn post_recv(&mut self, wr_id: u64) -> Result<(), String> {
+        let mut wr = sys::ibv_recv_wr {
+            wr_id,
+            next: ptr::null_mut(),
+            sg_list: ptr::null_mut(),
+            num_sge: 0,
+        };
+        let mut bad = ptr::null_mut();
+        // SAFETY: wr is valid for the call.
+        let rc = unsafe { sys::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(verb_error("ibv_post_recv", rc));
+        }
+        Ok(())
+    }
+
+    /// Posts an RDMA WRITE WITH IMMEDIATE of `len` bytes at `src` (`lkey`, or inline when `lkey` is `None`)
+    /// to `remote_addr`/`rkey`.
+    ///
+    /// # Safety
+    /// `src..src+len` must stay valid until the completion (inline: until the call returns).
+    pub unsafe fn post_write_imm(
+        &mut self,
+        wr_id: u64,
+        src: *const u8,
+        len: usize,
+        lkey: Option<u32>,
+        remote: (u64, u32),
+        imm: u32,
+    ) -> Result<(), String> {
+        let mut sge = sys::ibv_sge {
+            addr: src as u64,
+            length: len as u32,
+            lkey: lkey.unwrap_or(0),
+        };
+        // SAFETY: zeroed is a valid send wr; fields set below.
+        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        if lkey.is_none() {
+            wr.send_flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        if len > 0 {
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+        }
+        wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        wr.wr.rdma = sys::rdma_t {
+            remote_addr: remote.0,
+            rkey: remote.1,
+        };
+        let mut bad = ptr::null_mut();
+        // SAFETY: wr and sge live for the call; the caller keeps src valid as documented.
+        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(verb_error("ibv_post_send", rc));
+        }
+        Ok(())
+    }
+}
+
+impl QpOps for RcQp {
+    fn modify_to_init(&mut self, port: u8) -> Result<(), String> {
+        // SAFETY: zeroed attr, fields set below.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = port;
+        a.qp_access_flags =
+            sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE.0 | m::IBV_QP_PKEY_INDEX.0 | m::IBV_QP_PORT.0 | m::IBV_QP_ACCESS_FLAGS.0;
+        self.modify(&mut a, mask, "ibv_modify_qp(INIT)")
+    }
+
+    fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), String> {
+        // SAFETY: zeroed attr, fields set below.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
+        a.path_mtu = match p.path_mtu {
+            256 => sys::ibv_mtu::IBV_MTU_256,
+            512 => sys::ibv_mtu::IBV_MTU_512,
+            1024 => sys::ibv_mtu::IBV_MTU_1024,
+            2048 => sys::ibv_mtu::IBV_MTU_2048,
+            _ => sys::ibv_mtu::IBV_MTU_4096,
+        };
+        a.dest_qp_num = p.dest_qpn;
+        a.rq_psn = p.rq_psn;
+        a.max_dest_rd_atomic = p.max_dest_rd_atomic;
+        a.min_rnr_timer = p.min_rnr_timer;
+        a.ah_attr.dlid = p.dlid;
+        a.ah_attr.port_num = p.port;
+        if let Some((gid, index)) = p.grh {
+            a.ah_attr.is_global = 1;
+            a.ah_attr.grh.dgid = sys::ibv_gid { raw: gid };
+            a.ah_attr.grh.sgid_index = index;
+            a.ah_attr.grh.hop_limit = 64;
+        }
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE.0
+            | m::IBV_QP_AV.0
+            | m::IBV_QP_PATH_MTU.0
+            | m::IBV_QP_DEST_QPN.0
+            | m::IBV_QP_RQ_PSN.0
+            | m::IBV_QP_MAX_DEST_RD_ATOMIC.0
+            | m::IBV_QP_MIN_RNR_TIMER.0;
+        self.modify(&mut a, mask, "ibv_modify_qp(RTR)")
+    }
+
+    fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), String> {
+        // SAFETY: zeroed attr, fields set below.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
+        a.sq_psn = p.sq_psn;
+        a.timeout = p.timeout;
+        a.retry_cnt = p.retry_cnt;
+        a.rnr_retry = p.rnr_retry;
+        a.max_rd_atomic = p.max_rd_atomic;
+        use sys::ibv_qp_attr_mask as m;
+        let mask = m::IBV_QP_STATE.0
+            | m::IBV_QP_TIMEOUT.0
+            | m::IBV_QP_RETRY_CNT.0
+            | m::IBV_QP_RNR_RETRY.0
+            | m::IBV_QP_SQ_PSN.0
+            | m::IBV_QP_MAX_QP_RD_ATOMIC.0;
+        self.modify(&mut a, mask, "ibv_modify_qp(RTS)")
+    }
+}
+
+impl Drop for RcQp {
+    fn drop(&mut self) {
+        // SAFETY: created in new().
+        unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
+    }
+}
