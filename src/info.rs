@@ -22,7 +22,11 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     }
     let mine = inventory::local();
     let Some(id) = env::identity_from(|k| std::env::var(k).ok())? else {
-        let iface = args.iface.clone().unwrap_or_else(|| "lo".into());
+        // A SPEC (glob or list) names the interface it picks here, which is what the advice looks up.
+        let iface = match &args.iface {
+            Some(spec) => crate::net::iface::resolve(spec, "--iface")?.0,
+            None => "lo".into(),
+        };
         let (per_host, paths) = ([(mine.host.clone(), args.np)], [(mine.host.clone(), iface)]);
         return report(std::slice::from_ref(&mine), &per_host, &paths, args);
     };

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::cli::RunArgs;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
+use crate::net::spec::IfaceSpec;
 use crate::reduce::{Dtype, Op};
 use crate::sizes::{format_size, parse_size};
 
@@ -85,8 +86,8 @@ pub enum AlgoChoice {
 /// A path to measure (`--transport`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathKind {
-    /// collbench's own TCP transport, on the named interface (`tcp@eth0`) or, without one, on `--iface` or
-    /// the interface that reaches the rendezvous.
+    /// collbench's own TCP transport, on the interface a SPEC picks (`tcp@eth0`, `tcp@en*`, `tcp@ib0|eth0`;
+    /// see [`IfaceSpec`]) or, without one, on `--iface` or the default choice ([`crate::net::choose`]).
     Tcp(Option<String>),
     /// The MPI library's own collectives (feature `mpi`).
     Mpi,
@@ -133,9 +134,14 @@ impl std::str::FromStr for PathKind {
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         let s = s.trim();
         match s.split_once('@') {
-            Some(("tcp", iface)) if !iface.is_empty() && !iface.contains(char::is_whitespace) => {
-                Ok(PathKind::Tcp(Some(iface.to_string())))
-            }
+            Some(("tcp", "")) => Err(format!(
+                "'{s}' names no interface; give tcp@IFACE with a name (tcp@eth0), a glob (tcp@en*) or a list tried \
+                 in order (tcp@ib0|eth0)"
+            )),
+            // The SPEC, normalised, is the path's label on every host: ranks compare it.
+            Some(("tcp", spec)) => IfaceSpec::parse(spec)
+                .map(|p| PathKind::Tcp(Some(p.to_string())))
+                .map_err(|e| format!("'{s}': {e}")),
             Some(("rdma", target)) => parse_rdma(target),
             Some((kind, _)) => Err(format!(
                 "'{s}': only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target; '{kind}@' is not a path \
@@ -324,8 +330,8 @@ pub struct Options {
     pub markdown: Option<PathBuf>,
     /// Overwrite existing output files (`--force`).
     pub force: bool,
-    /// Interface the TCP path binds to (`--iface`); `None`: the one that reaches the rendezvous. Interface
-    /// names may differ between hosts, so ranks need not agree on it.
+    /// Interface SPEC the plain TCP path binds to (`--iface`, as in `tcp@SPEC`); `None`: the default choice
+    /// ([`crate::net::choose`]). Interface names may differ between hosts, so ranks need not agree on it.
     pub iface: Option<String>,
     /// TCP streams per peer (`--streams`).
     pub streams: usize,
@@ -468,7 +474,15 @@ impl Options {
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
             force: args.force,
-            iface: args.iface.clone(),
+            iface: args
+                .iface
+                .as_deref()
+                .map(|i| {
+                    IfaceSpec::parse(i)
+                        .map(|p| p.to_string())
+                        .map_err(|e| Error::usage("--iface", e))
+                })
+                .transpose()?,
             streams: args.streams,
             // Bounded by MAX_CHUNK above, so it fits any usize.
             chunk_bytes: chunk as usize,
@@ -730,6 +744,17 @@ mod tests {
 
     fn json(o: &Options) -> serde_json::Value {
         serde_json::to_value(o).unwrap()
+    }
+
+    #[test]
+    fn interface_specs_are_checked_and_normalised() {
+        assert_eq!(opts(&["--iface", "ib0 |en*"]).iface.as_deref(), Some("ib0|en*"));
+        usage(&["--iface", "ib0|"], "--iface", "empty alternative");
+        usage(&["--transport", "tcp,tcp@a||b"], "--transport", "empty alternative");
+        assert_eq!(
+            opts(&["--transport", "tcp@ib?|eth0"]).transports,
+            [PathKind::Tcp(Some("ib?|eth0".into()))]
+        );
     }
 
     #[test]
@@ -1033,6 +1058,16 @@ mod path_tests {
         assert_eq!("tcp@eth0".parse::<PathKind>(), Ok(PathKind::Tcp(Some("eth0".into()))));
         assert_eq!(PathKind::Tcp(Some("vxlan0".into())).to_string(), "tcp@vxlan0");
         assert!("tcp@".parse::<PathKind>().unwrap_err().contains("tcp@IFACE"));
+        assert_eq!(
+            "tcp@ib0 | en*".parse::<PathKind>(),
+            Ok(PathKind::Tcp(Some("ib0|en*".into())))
+        );
+        assert_eq!(PathKind::Tcp(Some("ib0|en*".into())).to_string(), "tcp@ib0|en*");
+        assert!("tcp@ib0||eth0"
+            .parse::<PathKind>()
+            .unwrap_err()
+            .contains("empty alternative"));
+        assert!("tcp@eth 0".parse::<PathKind>().unwrap_err().contains("'eth 0'"));
         assert!("mpi@eth0".parse::<PathKind>().unwrap_err().contains("only tcp"));
         assert!("rdma".parse::<PathKind>().unwrap_err().contains("rdma@DEVICE[:PORT]"));
         assert!("rdma@mlx5_0:0".parse::<PathKind>().unwrap_err().contains("port '0'"));

@@ -136,11 +136,11 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         .iter()
         .map(|t| {
             let path = t.path();
-            let iface = path.trim_start_matches("tcp@").to_string();
+            // The interface rank 0 bound (a SPEC label such as tcp@ib0|eth0 names no single one).
             let rate = opts
                 .line_rate_gbit
                 .map(|g| g / 8.0)
-                .or_else(|| crate::net::iface::line_rate_gbs(&iface));
+                .or_else(|| crate::net::iface::line_rate_gbs(t.iface()));
             (path, rate.unwrap_or(0.0))
         })
         .collect();

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::net;
+use crate::net::choose::Choice;
 use crate::options::{Options, PathKind};
-use crate::report::Endpoint;
+use crate::report::{Endpoint, RankInfo};
 use crate::transport::tcp::{connect_all, PeerAddr, TcpConfig, TcpListenerBound, TcpTransport};
 use crate::world::{self, rendezvous, Identity, World};
 
@@ -80,28 +81,111 @@ pub fn tcp_paths(opts: &Options) -> Vec<PathKind> {
     }
 }
 
-/// Binds one listener per TCP path: `tcp@IFACE` on that interface, plain `tcp` on `--iface` or `default`.
-fn bind_paths(opts: &Options, default: impl Fn() -> Result<(IpAddr, String)>) -> Result<Vec<TcpListenerBound>> {
+/// Where one TCP path binds on this host, and why.
+struct PathBind {
+    choice: Choice,
+    /// The path's name when a SPEC gave it (`tcp@ib0|eth0`); else it is named after rank 0's interface.
+    label: Option<String>,
+}
+
+/// Chooses each TCP path's interface on this host: `tcp@SPEC` by its SPEC, plain `tcp` by `--iface SPEC`,
+/// else by the default rule ([`net::choose`]) for a `single_host` job or not, given the local address of the
+/// connection to the rendezvous where there is one.
+fn plan_paths(opts: &Options, single_host: bool, reaches_rendezvous: Option<IpAddr>) -> Result<Vec<PathBind>> {
     tcp_paths(opts)
         .iter()
         .map(|p| {
-            let (ip, iface) = match (p, &opts.iface) {
-                (PathKind::Tcp(Some(name)), _) | (PathKind::Tcp(None), Some(name)) => {
-                    (net::iface::address_of(name)?, name.clone())
-                }
-                _ => default()?,
+            let by_spec = |spec: &str, flag: &str, reason: String| {
+                net::iface::resolve(spec, flag).map(|(name, addr)| Choice { name, addr, reason })
             };
-            TcpListenerBound::bind(ip, &iface)
+            Ok(match (p, &opts.iface) {
+                (PathKind::Tcp(Some(spec)), _) => PathBind {
+                    choice: by_spec(spec, "--transport", format!("chosen by tcp@{spec}"))?,
+                    label: Some(p.to_string()),
+                },
+                (_, Some(spec)) => PathBind {
+                    choice: by_spec(spec, "--iface", format!("chosen by --iface {spec}"))?,
+                    label: None,
+                },
+                _ => PathBind {
+                    choice: net::iface::default_choice(single_host, reaches_rendezvous)?,
+                    label: None,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Binds one listener per planned path; with the reason of each.
+fn bind_paths(plan: Vec<PathBind>) -> Result<Vec<(TcpListenerBound, String)>> {
+    plan.into_iter()
+        .map(|p| {
+            let bound = TcpListenerBound::bind(p.choice.addr, &p.choice.name)?;
+            let bound = match p.label {
+                Some(l) => bound.labelled(l),
+                None => bound,
+            };
+            Ok((bound, p.choice.reason))
+        })
+        .collect()
+}
+
+/// Whether every rank of the job runs on this host, as far as a rank can tell before the bootstrap: the
+/// embedded launcher (processes or threads), a job of one, a launcher whose ranks-on-this-node count
+/// (`local_size`) is the whole job, or a rendezvous at a literal loopback address (which only this host
+/// can reach).
+pub fn single_host_job(id: &Identity, local_size: Option<usize>) -> bool {
+    let loopback_root = id.root.as_deref().is_some_and(|r| {
+        r.parse::<std::net::SocketAddr>().is_ok_and(|a| a.ip().is_loopback())
+            || r.rsplit_once(':')
+                .is_some_and(|(h, _)| h.eq_ignore_ascii_case("localhost"))
+    });
+    matches!(id.launcher.as_str(), "local" | "threads") || id.size <= 1 || local_size == Some(id.size) || loopback_root
+}
+
+/// One stderr line per TCP path for rank 0: which interface each host bound and why, e.g.
+/// `collbench: tcp path: interface ib0 on every host (IPoIB preferred)`, or the hosts where it differs.
+pub fn path_lines(paths: &[PathKind], ranks: &[RankInfo]) -> Vec<String> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            // (interface, reason) -> hosts, in rank order.
+            let mut groups: Vec<((String, String), Vec<&str>)> = Vec::new();
+            for r in ranks {
+                let Some(ep) = r.endpoints.get(k) else { continue };
+                let key = (
+                    ep.iface.clone(),
+                    ep.reason.clone().unwrap_or_else(|| "reason not given".into()),
+                );
+                match groups.iter_mut().find(|(g, _)| *g == key) {
+                    Some((_, hosts)) if hosts.contains(&r.host.as_str()) => {}
+                    Some((_, hosts)) => hosts.push(&r.host),
+                    None => groups.push((key, vec![&r.host])),
+                }
+            }
+            match &groups[..] {
+                [((iface, why), _)] => format!("collbench: {p} path: interface {iface} on every host ({why})"),
+                _ => {
+                    let each: Vec<String> = groups
+                        .iter()
+                        .map(|((iface, why), hosts)| format!("{iface} on {} ({why})", hosts.join(", ")))
+                        .collect();
+                    format!(
+                        "collbench: {p} path: interface differs between hosts: {}",
+                        each.join("; ")
+                    )
+                }
+            }
         })
         .collect()
 }
 
 /// Bootstraps rank `id` and connects every TCP path.
 ///
-/// A path's listener binds to its interface (`tcp@IFACE`, else `--iface`), or else (rendezvous) to the
-/// address this host uses to reach the rendezvous, as NCCL picks the interface that reaches its root, which
-/// is loopback for local ranks; (MPI) loopback when every rank is on this host, else the interface of the
-/// default route.
+/// A path's listener binds to the interface its SPEC picks (`tcp@SPEC`, else `--iface SPEC`), or else to the
+/// default choice ([`net::choose`]): loopback for a single-host job, else IPoIB, the interface that reaches
+/// the rendezvous, the default route's, the first by name. Rank 0 says on stderr what each host bound.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
     let started = Instant::now();
     let deadline = started + opts.timeout;
@@ -111,10 +195,15 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
         Exchange::Mpi(m) => via_mpi(id, opts, consensus, m)?,
     };
     world.bootstrap_s = started.elapsed().as_secs_f64();
+    if world.rank == 0 {
+        for line in path_lines(&tcp_paths(opts), &world.ranks) {
+            eprintln!("{line}");
+        }
+    }
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
-    for (k, listener) in bound.into_iter().enumerate() {
+    for (k, (listener, _)) in bound.into_iter().enumerate() {
         let path_started = Instant::now();
         let peers: Vec<PeerAddr> = world
             .ranks
@@ -157,12 +246,13 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
     })
 }
 
-fn endpoints(bound: &[TcpListenerBound]) -> Vec<Endpoint> {
+fn endpoints(bound: &[(TcpListenerBound, String)]) -> Vec<Endpoint> {
     bound
         .iter()
-        .map(|b| Endpoint {
+        .map(|(b, why)| Endpoint {
             iface: b.iface.clone(),
             addr: b.addr.to_string(),
+            reason: Some(why.clone()),
         })
         .collect()
 }
@@ -173,16 +263,11 @@ fn via_rendezvous(
     consensus: serde_json::Value,
     root: &str,
     deadline: Instant,
-) -> Result<(World, Vec<TcpListenerBound>)> {
-    // Named interfaces are checked before this rank joins, not after the others started waiting for it.
-    for p in tcp_paths(opts) {
-        if let PathKind::Tcp(Some(name)) = p {
-            net::iface::address_of(&name)?;
-        }
-    }
-    if let Some(name) = &opts.iface {
-        net::iface::address_of(name)?;
-    }
+) -> Result<(World, Vec<(TcpListenerBound, String)>)> {
+    // Interfaces are checked before this rank joins, not after the others started waiting for it; whether one
+    // reaches the rendezvous only decides between usable interfaces, so this check already fails if none is.
+    let single_host = single_host_job(id, world::env::local_size_from(|k| std::env::var(k).ok()));
+    plan_paths(opts, single_host, None)?;
     if id.serves_root {
         let listener = rendezvous::bind_root(root)?;
         let (size, token, timeout) = (id.size, id.token, opts.timeout);
@@ -195,9 +280,7 @@ fn via_rendezvous(
         .local_addr()
         .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
         .ip();
-    let bound = bind_paths(opts, || {
-        Ok((local, net::iface::name_of(local).unwrap_or_else(|| local.to_string())))
-    })?;
+    let bound = bind_paths(plan_paths(opts, single_host, Some(local))?)?;
     let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline)?;
     Ok((world, bound))
 }
@@ -208,7 +291,7 @@ fn via_mpi(
     opts: &Options,
     consensus: serde_json::Value,
     m: &crate::mpi::Mpi,
-) -> Result<(World, Vec<TcpListenerBound>)> {
+) -> Result<(World, Vec<(TcpListenerBound, String)>)> {
     if m.size() != id.size || m.rank() != id.rank {
         return Err(Error::usage(
             "launcher",
@@ -226,13 +309,7 @@ fn via_mpi(
     let host = world::hostname();
     let hosts = m.allgather_bytes(host.as_bytes());
     let single_host = hosts.iter().all(|h| h == host.as_bytes());
-    let bound = bind_paths(opts, || {
-        if single_host {
-            Ok((world::local::LOOPBACK, "lo".to_string()))
-        } else {
-            net::iface::default_iface()
-        }
-    })?;
+    let bound = bind_paths(plan_paths(opts, single_host, None)?)?;
     // MPI's own channel is trusted: rank 0's random token reaches every rank through it.
     let tok = m.broadcast_bytes(&world::new_token());
     let token: world::Token = tok.as_slice().try_into().map_err(|_| {
@@ -307,6 +384,93 @@ pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(launcher: &str, size: usize, root: Option<&str>) -> Identity {
+        Identity {
+            rank: 0,
+            size,
+            root: root.map(str::to_string),
+            token: [0; 16],
+            token_from: String::new(),
+            launcher: launcher.into(),
+            serves_root: false,
+        }
+    }
+
+    #[test]
+    fn single_host_jobs_are_recognised_before_the_bootstrap() {
+        assert!(single_host_job(&id("local", 4, Some("127.0.0.1:5000")), None));
+        assert!(single_host_job(&id("threads", 2, Some("127.0.0.1:5000")), None));
+        let srun = "srun (Slurm)";
+        assert!(single_host_job(&id(srun, 1, Some("10.0.0.1:5000")), None));
+        assert!(single_host_job(&id(srun, 8, Some("10.0.0.1:5000")), Some(8)));
+        assert!(!single_host_job(&id(srun, 8, Some("10.0.0.1:5000")), Some(4)));
+        assert!(!single_host_job(&id(srun, 8, Some("node1:5000")), None));
+        // Only this host can reach a loopback rendezvous, so every rank is here.
+        assert!(single_host_job(
+            &id("env (COLLBENCH_RANK)", 2, Some("127.0.0.1:5000")),
+            None
+        ));
+        assert!(single_host_job(
+            &id("env (COLLBENCH_RANK)", 2, Some("[::1]:5000")),
+            None
+        ));
+        assert!(single_host_job(
+            &id("env (COLLBENCH_RANK)", 2, Some("localhost:5000")),
+            None
+        ));
+        assert!(!single_host_job(&id("mpirun (OpenMPI)", 2, None), None));
+    }
+
+    fn rank(r: usize, host: &str, eps: &[(&str, &str)]) -> RankInfo {
+        RankInfo {
+            rank: r,
+            pid: 1,
+            host: host.into(),
+            iface: eps[0].0.into(),
+            addr: "-".into(),
+            endpoints: eps
+                .iter()
+                .map(|(i, why)| Endpoint {
+                    iface: i.to_string(),
+                    addr: "-".into(),
+                    reason: Some(why.to_string()),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn rank_0_says_which_interface_each_host_bound_and_why() {
+        let paths = [PathKind::Tcp(None), PathKind::Tcp(Some("ib0|eth0".into()))];
+        let spec = "chosen by tcp@ib0|eth0";
+        let same = [
+            rank(0, "a", &[("ib0", "IPoIB preferred"), ("ib0", spec)]),
+            rank(1, "a", &[("ib0", "IPoIB preferred"), ("ib0", spec)]),
+            rank(2, "b", &[("ib0", "IPoIB preferred"), ("eth0", spec)]),
+            rank(3, "c", &[("ib0", "IPoIB preferred"), ("eth0", spec)]),
+        ];
+        assert_eq!(
+            path_lines(&paths, &same),
+            [
+                "collbench: tcp path: interface ib0 on every host (IPoIB preferred)".to_string(),
+                "collbench: tcp@ib0|eth0 path: interface differs between hosts: ib0 on a (chosen by tcp@ib0|eth0); \
+                 eth0 on b, c (chosen by tcp@ib0|eth0)"
+                    .to_string(),
+            ]
+        );
+        let differ = [
+            rank(0, "a", &[("eth0", "reaches the rendezvous")]),
+            rank(1, "b", &[("ens5", "default route")]),
+        ];
+        assert_eq!(
+            path_lines(&paths[..1], &differ),
+            [
+                "collbench: tcp path: interface differs between hosts: eth0 on a (reaches the rendezvous); ens5 on b \
+              (default route)"
+            ]
+        );
+    }
 
     #[test]
     fn no_rendezvous_and_no_mpi_says_what_to_set() {

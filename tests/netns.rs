@@ -4,7 +4,7 @@
 //! - mpirun (OpenMPI) starts one rank per host; collbench's TCP path (and, in a build with the `mpi`
 //!   feature, MPI's own collectives) runs over the hosts' `eth0`;
 //! - ranks started in each host by hand with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (no MPI);
-//! - the same over the VXLAN overlay (`--iface vxlan0`).
+//! - the same over the VXLAN overlay (`--iface 'vx*|eth0'`).
 //!
 //! Every run must report `#wrong` 0 and exit 0, and the hosts' interface byte counters must have grown by
 //! at least what the sweep has to move (see [`LowerBound`]). No timing is asserted.
@@ -857,6 +857,12 @@ fn ranks_started_in_each_host_with_rank_and_world_size() {
     assert!(d.stdout.contains("# Launcher: RANK/WORLD_SIZE"), "{}", d.stdout);
     let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@eth0"]);
     check_ranks(&d.stdout, &cluster, "eth0");
+    assert!(
+        d.stderr
+            .contains("collbench: tcp path: interface eth0 on every host (reaches the rendezvous)"),
+        "{}",
+        d.stderr
+    );
     check_growth("env eth0", &before, &after, lower_bound(&ts, timed_iters(&d.stdout)));
 }
 
@@ -871,10 +877,17 @@ fn ranks_over_the_vxlan_overlay() {
     let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     // Rendezvous and data both on the overlay, as pods on a Flannel network see it.
     let mut args: Vec<&str> = SWEEP.to_vec();
-    args.extend(["--iface", "vxlan0"]);
+    // A SPEC as a user writes one for hosts whose overlay names differ: the first match on each host.
+    args.extend(["--iface", "vx*|eth0"]);
     let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "vxlan0"), &args);
     let (eth_after, vx_after) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     let d = &done[0];
+    assert!(
+        d.stderr
+            .contains("interface vxlan0 on every host (chosen by --iface vx*|eth0)"),
+        "{}",
+        d.stderr
+    );
     let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@vxlan0"]);
     check_ranks(&d.stdout, &cluster, "vxlan0");
     let b = lower_bound(&ts, timed_iters(&d.stdout));

@@ -60,9 +60,11 @@ pub fn advise(
     mtu_mismatch(hosts, &path, &mut out);
     if inter_host {
         local_only_paths(hosts, &path, &mut out);
+        ipoib_unused(hosts, &path, &mut out);
     }
     for h in hosts {
         overlay_mtu(h, &mut out);
+        rdma_ports(h, &mut out);
     }
     cpu_quota(hosts, &ranks, &mut out);
     out.sort_by_key(|a| a.severity); // stable: each severity keeps the order above
@@ -236,6 +238,80 @@ fn cpu_quota(hosts: &[HostInventory], ranks: &BTreeMap<&str, usize>, out: &mut V
     }
 }
 
+/// RDMA ports that are not ACTIVE: a warning when the host has no active port at all (RDMA cannot work
+/// there), else a note (a spare port left unplugged is common).
+fn rdma_ports(h: &HostInventory, out: &mut Vec<Advice>) {
+    let any_active = h.rdma.iter().flat_map(|d| &d.ports).any(|p| p.is_active());
+    for d in &h.rdma {
+        for p in d.ports.iter().filter(|p| !p.is_active()) {
+            let state = p.state.as_deref().unwrap_or("unknown");
+            let phys = p.phys_state.as_deref().unwrap_or("unknown");
+            let ib = p.link_layer.as_deref() != Some("Ethernet");
+            let fix = match (state, phys) {
+                (_, "Disabled") => "the port is administratively disabled: enable it (`ibportstate`, or the NIC's                                     firmware settings) or use another port"
+                    .to_string(),
+                ("INIT" | "ARMED", _) if ib => "the link is up but no subnet manager has configured the port: run                                                 opensm on one node of the fabric or enable the switch's subnet                                                 manager"
+                    .to_string(),
+                ("DOWN", _) | (_, "Polling") => "there is no link: check the cable, the transceiver and the switch                                                  port"
+                    .to_string(),
+                _ => "check the port with `ibstat` (InfiniBand) or `rdma link` and the switch it connects to".into(),
+            };
+            out.push(Advice {
+                severity: if any_active { Severity::Note } else { Severity::Warning },
+                what: format!(
+                    "RDMA port {}/{} on {} is {state} (physical state {phys}){}",
+                    d.name,
+                    p.port,
+                    h.host,
+                    if any_active {
+                        ""
+                    } else {
+                        ", and the host has no active RDMA port"
+                    }
+                ),
+                advice: fix,
+            });
+        }
+    }
+}
+
+/// Hosts with an IPoIB interface that has an address while the job's TCP path crosses hosts over another
+/// interface: IPoIB usually runs over the fastest fabric there is.
+fn ipoib_unused(hosts: &[HostInventory], path: &[(String, String)], out: &mut Vec<Advice>) {
+    for h in hosts {
+        let used: Vec<&str> = path
+            .iter()
+            .filter(|(ph, _)| *ph == h.host)
+            .map(|(_, i)| i.as_str())
+            .collect();
+        if used.is_empty() {
+            continue;
+        }
+        let ib: Vec<&Iface> = h
+            .ifaces
+            .iter()
+            .filter(|i| i.kind == IfaceKind::IpoIb && !i.addrs.is_empty() && i.oper_state.as_deref() != Some("down"))
+            .collect();
+        if ib.is_empty() || ib.iter().any(|i| used.contains(&i.name.as_str())) {
+            continue;
+        }
+        let names: Vec<&str> = ib.iter().map(|i| i.name.as_str()).collect();
+        out.push(Advice {
+            severity: Severity::Note,
+            what: format!(
+                "host {} has IPoIB ({}) but the TCP path uses {}",
+                h.host,
+                names.join(", "),
+                used.join(", ")
+            ),
+            advice: format!(
+                "to measure TCP over the InfiniBand fabric, run with --transport tcp@{} (or add it to compare both)",
+                names[0]
+            ),
+        });
+    }
+}
+
 /// Cores as people write them: "2", "1.5", "0.25".
 pub fn cores(q: f64) -> String {
     let s = format!("{q:.2}");
@@ -246,6 +322,7 @@ pub fn cores(q: f64) -> String {
 mod tests {
     use super::*;
     use crate::net::inventory::CpuLimit;
+    use crate::net::rdma::{RdmaDevice, RdmaPort};
 
     fn iface(name: &str, kind: IfaceKind, mtu: u32) -> Iface {
         Iface {
@@ -266,6 +343,8 @@ mod tests {
                 quota_cores: None,
                 online_cpus: 16,
             },
+            rdma: vec![],
+            gpus: vec![],
         }
     }
 
@@ -407,6 +486,87 @@ mod tests {
         let mut enough = healthy("a");
         enough.cpu.quota_cores = Some(4.0);
         assert!(advise(&[enough], &[("a".into(), 4)], &[]).is_empty());
+    }
+
+    fn port(n: u32, state: &str, phys: &str, link: &str) -> RdmaPort {
+        RdmaPort {
+            port: n,
+            state: Some(state.into()),
+            phys_state: Some(phys.into()),
+            rate: None,
+            link_layer: Some(link.into()),
+            gid0: None,
+            netdevs: vec![],
+        }
+    }
+
+    fn hca(ports: Vec<RdmaPort>) -> RdmaDevice {
+        RdmaDevice {
+            name: "mlx5_0".into(),
+            node_guid: None,
+            ports,
+        }
+    }
+
+    #[test]
+    fn inactive_rdma_ports_say_why_and_what_to_do() {
+        let mut a = healthy("a");
+        a.rdma = vec![hca(vec![port(1, "INIT", "LinkUp", "InfiniBand")])];
+        let adv = advise(&[a.clone()], &[], &[]);
+        assert_eq!(adv.len(), 1, "{adv:?}");
+        assert_eq!(adv[0].severity, Severity::Warning);
+        assert!(
+            adv[0]
+                .what
+                .contains("RDMA port mlx5_0/1 on a is INIT (physical state LinkUp)")
+                && adv[0].what.contains("no active RDMA port"),
+            "{}",
+            adv[0].what
+        );
+        assert!(adv[0].advice.contains("subnet manager"), "{}", adv[0].advice);
+        // With another port active, a dead one is only a note; its advice follows its physical state.
+        a.rdma[0].ports = vec![
+            port(1, "ACTIVE", "LinkUp", "InfiniBand"),
+            port(2, "DOWN", "Polling", "Ethernet"),
+        ];
+        let adv = advise(&[a.clone()], &[], &[]);
+        assert_eq!(adv.len(), 1, "{adv:?}");
+        assert_eq!(adv[0].severity, Severity::Note);
+        assert!(adv[0].advice.contains("cable"), "{}", adv[0].advice);
+        a.rdma[0].ports[1].phys_state = Some("Disabled".into());
+        assert!(advise(&[a.clone()], &[], &[])[0].advice.contains("disabled"));
+        a.rdma[0].ports.truncate(1);
+        assert!(advise(&[a], &[], &[]).is_empty());
+    }
+
+    #[test]
+    fn an_unused_ipoib_interface_is_pointed_out_for_inter_host_paths() {
+        let with_ib = |name: &str| {
+            let mut h = healthy(name);
+            let mut ib = iface("ib0", IfaceKind::IpoIb, 2044);
+            ib.addrs = vec!["10.9.0.1/16".into()];
+            h.ifaces.push(ib);
+            h
+        };
+        let hosts = [with_ib("a"), with_ib("b")];
+        let adv = advise(&hosts, &two_hosts(1), &path("eth0"));
+        assert_eq!(adv.len(), 2, "{adv:?}");
+        assert!(adv.iter().all(|x| x.severity == Severity::Note));
+        assert!(
+            adv[0]
+                .what
+                .contains("host a has IPoIB (ib0) but the TCP path uses eth0"),
+            "{}",
+            adv[0].what
+        );
+        assert!(adv[0].advice.contains("--transport tcp@ib0"), "{}", adv[0].advice);
+        assert!(advise(&hosts, &two_hosts(1), &path("ib0")).is_empty());
+        // One host: loopback is right, IPoIB is beside the point.
+        assert!(advise(&hosts[..1], &[("a".into(), 2)], &[("a".into(), "lo".into())]).is_empty());
+        // IPoIB without an address is not a choice.
+        let mut bare = with_ib("a");
+        bare.ifaces.last_mut().unwrap().addrs.clear();
+        assert!(advise(&[bare, healthy("b")], &two_hosts(1), &path("eth0")).is_empty());
     }
 
     #[test]

@@ -1,7 +1,11 @@
-//! Network interfaces and their addresses.
+//! This host's network interfaces: their addresses, the interface a SPEC names, and the default choice.
 
 use std::net::IpAddr;
+use std::path::Path;
 
+use super::choose::{choose, Candidate, Choice};
+use super::classify::classify;
+use super::spec::IfaceSpec;
 use crate::error::{Error, Result};
 
 /// Every (interface, address) pair of this host.
@@ -11,62 +15,98 @@ pub fn addresses() -> Vec<(String, IpAddr)> {
         .unwrap_or_default()
 }
 
-/// The address to bind on interface `name`: its first IPv4 address, else its first IPv6 one.
-pub fn address_of(name: &str) -> Result<IpAddr> {
+/// The interface `spec` (a name, a glob or an `a|b` list; see [`IfaceSpec`]) picks on this host and its
+/// address. Errors name `flag`, this host, the SPEC and the interfaces that have addresses.
+pub fn resolve(spec: &str, flag: &str) -> Result<(String, IpAddr)> {
+    let parsed = IfaceSpec::parse(spec).map_err(|e| Error::usage(flag, e))?;
     let all = addresses();
-    let mine: Vec<IpAddr> = all.iter().filter(|(n, _)| n == name).map(|(_, a)| *a).collect();
-    mine.iter()
-        .find(|a| a.is_ipv4())
-        .or_else(|| mine.first())
-        .copied()
-        .ok_or_else(|| {
-            let mut names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            Error::usage(
-                "--iface",
-                format!(
-                    "interface '{name}' does not exist or has no address on host {}; interfaces with addresses: {}",
-                    crate::world::hostname(),
-                    names.join(", ")
-                ),
-            )
-        })
-}
-
-/// Interfaces never picked by default for traffic between hosts: container bridges and their veth ends.
-const NOT_BY_DEFAULT: [&str; 5] = ["docker", "virbr", "br-", "veth", "cni"];
-
-/// The interface of the default route (`/proc/net/route`), if there is one.
-fn default_route_iface() -> Option<String> {
-    let table = std::fs::read_to_string("/proc/net/route").ok()?;
-    table
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() > 2 && f[1] == "00000000")
-        .map(|f| f[0].to_string())
-}
-
-/// The interface for traffic between hosts when none is given: the default route's, else the first by name
-/// that is not loopback or a container bridge; with its address.
-pub fn default_iface() -> Result<(IpAddr, String)> {
-    if let Some(name) = default_route_iface() {
-        if let Ok(ip) = address_of(&name) {
-            return Ok((ip, name));
-        }
-    }
-    let mut all: Vec<(String, IpAddr)> = addresses()
-        .into_iter()
-        .filter(|(n, a)| !a.is_loopback() && a.is_ipv4() && !NOT_BY_DEFAULT.iter().any(|p| n.starts_with(p)))
-        .collect();
-    all.sort();
-    all.into_iter().next().map(|(n, a)| (a, n)).ok_or_else(|| {
+    parsed.resolve(&all).ok_or_else(|| {
+        let mut names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let what = if parsed.is_plain_name() {
+            format!("interface '{spec}' does not exist or has no usable address")
+        } else {
+            format!("no interface matching '{spec}' has a usable address")
+        };
         Error::usage(
-            "--iface",
+            flag,
             format!(
-                "host {} has no default route and no non-loopback IPv4 interface to reach other hosts; name one \
-                 with --iface",
+                "{what} on host {}; interfaces with addresses there: {}",
+                crate::world::hostname(),
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+/// The address to bind for `--iface SPEC` on this host (see [`resolve`]).
+pub fn address_of(spec: &str) -> Result<IpAddr> {
+    resolve(spec, "--iface").map(|(_, ip)| ip)
+}
+
+/// Interfaces holding a default route in `/proc/net/route` (IPv4) and `/proc/net/ipv6_route` text.
+pub fn default_route_ifaces(route_v4: &str, route_v6: &str) -> Vec<String> {
+    let v4 = route_v4.lines().skip(1).filter_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // Destination and mask all zero; flags has RTF_UP (1).
+        let up = f
+            .get(3)
+            .and_then(|x| u32::from_str_radix(x, 16).ok())
+            .is_some_and(|x| x & 1 == 1);
+        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000" && up).then(|| f[0].to_string())
+    });
+    let v6 = route_v6.lines().filter_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let zero = |s: &str| s.bytes().all(|b| b == b'0');
+        // ::/0 with RTF_UP; the kernel also keeps unreachable ::/0 entries on lo, which lead nowhere.
+        let up = f
+            .get(8)
+            .and_then(|x| u32::from_str_radix(x, 16).ok())
+            .is_some_and(|x| x & 1 == 1);
+        (f.len() > 9 && zero(f[0]) && f[1] == "00" && up && f[9] != "lo").then(|| f[9].to_string())
+    });
+    let mut out: Vec<String> = v4.chain(v6).collect();
+    out.dedup();
+    out
+}
+
+/// This host's interfaces as [`choose`] sees them; `reaches_rendezvous` is the local address of the
+/// connection to the rendezvous, when there is one.
+pub fn candidates(reaches_rendezvous: Option<IpAddr>) -> Vec<Candidate> {
+    let all = addresses();
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let defaults = default_route_ifaces(&read("/proc/net/route"), &read("/proc/net/ipv6_route"));
+    let net = Path::new("/sys/class/net");
+    let mut names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let addrs: Vec<IpAddr> = all.iter().filter(|(n, _)| n == name).map(|(_, a)| *a).collect();
+            let state = std::fs::read_to_string(net.join(name).join("operstate")).unwrap_or_default();
+            Candidate {
+                name: name.to_string(),
+                kind: classify(name, net),
+                reaches_rendezvous: reaches_rendezvous.is_some_and(|r| addrs.contains(&r)),
+                addrs,
+                down: state.trim() == "down",
+                default_route: defaults.iter().any(|d| d == name),
+            }
+        })
+        .collect()
+}
+
+/// The interface plain `tcp` binds to on this host (see [`super::choose`]); the error says what exists and
+/// what to do.
+pub fn default_choice(single_host: bool, reaches_rendezvous: Option<IpAddr>) -> Result<Choice> {
+    choose(&candidates(reaches_rendezvous), single_host).map_err(|e| {
+        Error::usage(
+            "--transport",
+            format!(
+                "ranks run on several hosts, but on host {}: {e}; name the interface that connects the hosts with \
+                 --transport tcp@IFACE or --iface IFACE (`collbench info` lists them)",
                 crate::world::hostname()
             ),
         )
@@ -98,14 +138,46 @@ mod tests {
         let lo = address_of("lo").expect("every Linux host has lo");
         assert!(lo.is_loopback());
         assert_eq!(name_of(lo).as_deref(), Some("lo"));
+        assert_eq!(resolve("nosuch|l?", "--transport").unwrap(), ("lo".to_string(), lo));
     }
 
     #[test]
     fn unknown_interfaces_list_the_real_ones() {
         let e = address_of("nosuch0").unwrap_err().to_string();
         assert!(
-            e.contains("--iface") && e.contains("nosuch0") && e.contains("lo"),
+            e.contains("--iface") && e.contains("nosuch0") && e.contains("lo") && e.contains("host "),
             "{e}"
         );
+        let e = resolve("nosuch*", "--transport").unwrap_err().to_string();
+        assert!(
+            e.contains("--transport") && e.contains("no interface matching 'nosuch*'"),
+            "{e}"
+        );
+        let e = resolve("a||b", "--iface").unwrap_err().to_string();
+        assert!(e.contains("--iface") && e.contains("empty alternative"), "{e}");
+    }
+
+    #[test]
+    fn default_routes_are_read_from_both_tables() {
+        let v4 = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                  eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+                  docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+        let v6 = "00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  fd000000000000000000000000000001 00000400 00000002 00000000 00000003     ens5\n\
+                  00000000000000000000000000000000 00 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n\
+                  fd000000000000000000000000000000 40 00000000000000000000000000000000 00 \
+                  00000000000000000000000000000000 00000100 00000001 00000000 00000001     eth0\n";
+        assert_eq!(default_route_ifaces(v4, v6), ["eth0", "ens5"]);
+        assert!(default_route_ifaces("", "").is_empty());
+    }
+
+    #[test]
+    fn this_host_is_described_with_loopback() {
+        let lo = "127.0.0.1".parse().unwrap();
+        let cands = candidates(Some(lo));
+        let l = cands.iter().find(|c| c.name == "lo").expect("lo is listed");
+        assert!(l.reaches_rendezvous && !l.down);
+        assert_eq!(default_choice(true, None).unwrap().addr, lo);
     }
 }

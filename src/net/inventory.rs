@@ -1,4 +1,4 @@
-//! One host's network interfaces and CPU limits, as `collbench info` reports them.
+//! One host's network interfaces, CPU limits, RDMA devices and GPUs, as `collbench info` reports them.
 //!
 //! Everything is read from files under roots given as arguments (`/sys`, `/proc`, `/sys/fs/cgroup` on a real
 //! host) so tests can hand in a fake tree; only [`local`] looks at the real machine.
@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::classify::{classify, IfaceKind};
+use super::gpu::{self, Gpu};
+use super::rdma::{self, RdmaDevice};
 
 /// One network interface of a host.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,12 +36,18 @@ pub struct CpuLimit {
     pub online_cpus: usize,
 }
 
-/// What one host offers: its name, interfaces (sorted by name) and CPU limits.
+/// What one host offers: its name, interfaces (sorted by name), CPU limits, RDMA devices and GPUs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostInventory {
     pub host: String,
     pub ifaces: Vec<Iface>,
     pub cpu: CpuLimit,
+    /// RDMA devices (empty: none, or no RDMA drivers loaded).
+    #[serde(default)]
+    pub rdma: Vec<RdmaDevice>,
+    /// NVIDIA GPUs.
+    #[serde(default)]
+    pub gpus: Vec<Gpu>,
 }
 
 /// The inventory of this machine, as this process sees it (its network namespace and cgroup).
@@ -112,6 +120,8 @@ pub fn read(
             quota_cores: cpu_quota(proc_root, cgroup_root),
             online_cpus: read_trim(&sys_root.join("devices/system/cpu/online")).map_or(0, |s| count_cpu_list(&s)),
         },
+        rdma: rdma::read(sys_root),
+        gpus: gpu::read(sys_root, proc_root),
     }
 }
 

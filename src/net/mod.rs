@@ -1,6 +1,11 @@
-//! What the machine's network looks like: interfaces and their addresses.
+//! What the machine's network looks like: interfaces and their addresses, which one a path uses, RDMA
+//! devices and GPUs.
 
 pub mod advice;
+pub mod choose;
 pub mod classify;
+pub mod gpu;
 pub mod iface;
 pub mod inventory;
+pub mod rdma;
+pub mod spec;

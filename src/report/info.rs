@@ -1,4 +1,5 @@
-//! `collbench info` output: every host's interfaces and CPU limits as aligned text or JSON, then the advice.
+//! `collbench info` output: every host's interfaces, CPU limits, RDMA ports and GPUs as aligned text or JSON,
+//! then the advice.
 
 use serde_json::json;
 
@@ -8,7 +9,8 @@ use crate::net::inventory::HostInventory;
 /// Version of the `collbench info` JSON; bump on any incompatible change.
 pub const INFO_SCHEMA_VERSION: u32 = 1;
 
-/// The inventory as text: one interface table over all hosts, one CPU table, then warnings and notes.
+/// The inventory as text: one interface table over all hosts, one CPU table, RDMA ports, GPUs, then warnings
+/// and notes.
 pub fn render(hosts: &[HostInventory], advice: &[Advice]) -> String {
     let mut rows = vec![row(&["host", "iface", "kind", "mtu", "speed", "state", "addresses"])];
     for h in hosts {
@@ -46,11 +48,99 @@ pub fn render(hosts: &[HostInventory], advice: &[Advice]) -> String {
     out.push('\n');
     out.push_str(&columns(&cpu, &[1]));
     out.push('\n');
+    out.push_str(&rdma(hosts));
+    out.push('\n');
+    out.push_str(&gpus(hosts));
+    out.push('\n');
     if advice.is_empty() {
         out.push_str("no warnings\n");
     }
     for a in advice {
         out.push_str(&format!("{}: {}\n  advice: {}\n", a.severity, a.what, a.advice));
+    }
+    out
+}
+
+/// Hosts named in a "none here" line: every host when `all_none`, else the given ones.
+fn none_on(what: &str, without: &[&str], all_none: bool, nhosts: usize) -> String {
+    if all_none && nhosts == 1 {
+        format!("no {what}\n")
+    } else if all_none {
+        format!("no {what} on any host\n")
+    } else {
+        format!("no {what} on {}\n", without.join(", "))
+    }
+}
+
+/// Every RDMA port of every host, then the hosts without RDMA devices.
+fn rdma(hosts: &[HostInventory]) -> String {
+    let opt = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
+    let mut rows = vec![row(&[
+        "host", "rdma", "port", "state", "phys", "rate", "link", "netdev", "gid0",
+    ])];
+    for h in hosts {
+        for d in &h.rdma {
+            for p in &d.ports {
+                rows.push(vec![
+                    h.host.clone(),
+                    d.name.clone(),
+                    p.port.to_string(),
+                    opt(&p.state),
+                    opt(&p.phys_state),
+                    opt(&p.rate),
+                    opt(&p.link_layer),
+                    if p.netdevs.is_empty() {
+                        "-".into()
+                    } else {
+                        p.netdevs.join(" ")
+                    },
+                    opt(&p.gid0),
+                ]);
+            }
+        }
+    }
+    let without: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.rdma.is_empty())
+        .map(|h| h.host.as_str())
+        .collect();
+    let mut out = if rows.len() > 1 {
+        columns(&rows, &[2])
+    } else {
+        String::new()
+    };
+    if !without.is_empty() {
+        out.push_str(&none_on("RDMA devices", &without, rows.len() == 1, hosts.len()));
+    }
+    out
+}
+
+/// Every NVIDIA GPU of every host, then the hosts without one.
+fn gpus(hosts: &[HostInventory]) -> String {
+    let mut rows = vec![row(&["host", "gpu", "bus", "numa", "model"])];
+    for h in hosts {
+        for (i, g) in h.gpus.iter().enumerate() {
+            rows.push(vec![
+                h.host.clone(),
+                i.to_string(),
+                g.bus_id.clone(),
+                g.numa_node.map_or("-".into(), |n| n.to_string()),
+                g.model.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+    }
+    let without: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.gpus.is_empty())
+        .map(|h| h.host.as_str())
+        .collect();
+    let mut out = if rows.len() > 1 {
+        columns(&rows, &[1, 3])
+    } else {
+        String::new()
+    };
+    if !without.is_empty() {
+        out.push_str(&none_on("NVIDIA GPUs", &without, rows.len() == 1, hosts.len()));
     }
     out
 }
@@ -109,7 +199,9 @@ mod tests {
     use super::*;
     use crate::net::advice::Severity;
     use crate::net::classify::IfaceKind;
+    use crate::net::gpu::Gpu;
     use crate::net::inventory::{CpuLimit, Iface};
+    use crate::net::rdma::{RdmaDevice, RdmaPort};
 
     fn iface(name: &str, kind: IfaceKind, mtu: u32, speed: Option<u64>, state: &str, addrs: &[&str]) -> Iface {
         Iface {
@@ -149,6 +241,8 @@ mod tests {
                     quota_cores: Some(1.5),
                     online_cpus: 64,
                 },
+                rdma: vec![],
+                gpus: vec![],
             },
             HostInventory {
                 host: "n2".into(),
@@ -157,6 +251,8 @@ mod tests {
                     quota_cores: None,
                     online_cpus: 0,
                 },
+                rdma: vec![],
+                gpus: vec![],
             },
         ]
     }
@@ -179,11 +275,55 @@ host   cpus  quota
 node1    64  1.5 cores
 n2        ?  none
 
+no RDMA devices on any host
+
+no NVIDIA GPUs on any host
+
 warning: host node1 has a CPU quota of 1.5 cores for 4 ranks
   advice: raise the quota
 ";
         assert_eq!(render(&inventory(), &advice), want);
         assert!(render(&inventory(), &[]).ends_with("\nno warnings\n"));
+    }
+
+    #[test]
+    fn rdma_ports_and_gpus_are_listed_per_host() {
+        let mut hosts = inventory();
+        hosts[0].rdma = vec![RdmaDevice {
+            name: "mlx5_0".into(),
+            node_guid: Some("0248:2d03:00aa:bbcc".into()),
+            ports: vec![RdmaPort {
+                port: 1,
+                state: Some("ACTIVE".into()),
+                phys_state: Some("LinkUp".into()),
+                rate: Some("200 Gb/sec (4X HDR)".into()),
+                link_layer: Some("InfiniBand".into()),
+                gid0: Some("fe80::1".into()),
+                netdevs: vec!["ib0".into()],
+            }],
+        }];
+        hosts[1].gpus = vec![Gpu {
+            bus_id: "0000:19:00.0".into(),
+            model: Some("NVIDIA H200".into()),
+            numa_node: Some(1),
+            device_id: None,
+        }];
+        let text = render(&hosts, &[]);
+        let want = "\
+host   rdma    port  state   phys    rate                 link        netdev  gid0
+node1  mlx5_0     1  ACTIVE  LinkUp  200 Gb/sec (4X HDR)  InfiniBand  ib0     fe80::1
+no RDMA devices on n2
+
+host  gpu  bus           numa  model
+n2      0  0000:19:00.0     1  NVIDIA H200
+no NVIDIA GPUs on node1
+";
+        assert!(text.contains(want), "{text}");
+        let v = to_json(&hosts, &[]);
+        assert_eq!(v["hosts"][0]["rdma"][0]["ports"][0]["state"], "ACTIVE");
+        assert_eq!(v["hosts"][1]["gpus"][0]["model"], "NVIDIA H200");
+        // One host alone says it plainly.
+        assert!(render(&inventory()[1..], &[]).contains("\nno RDMA devices\n\nno NVIDIA GPUs\n"));
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub struct Endpoint {
     pub iface: String,
     /// `ip:port`.
     pub addr: String,
+    /// Why the rank bound this interface ("IPoIB preferred", "chosen by tcp@ib0|eth0", ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Where one rank ran.

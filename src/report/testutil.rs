@@ -74,10 +74,12 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                     Endpoint {
                         iface: "lo".into(),
                         addr: "127.0.0.1:40001".into(),
+                        reason: None,
                     },
                     Endpoint {
                         iface: "eth1".into(),
                         addr: "10.0.0.2:40002".into(),
+                        reason: None,
                     },
                 ],
             },

@@ -41,6 +41,7 @@ impl Join {
         let first = self.endpoints.first().cloned().unwrap_or(Endpoint {
             iface: "-".into(),
             addr: "-".into(),
+            reason: None,
         });
         RankInfo {
             rank: self.rank,
@@ -407,6 +408,7 @@ mod tests {
             endpoints: vec![Endpoint {
                 iface: "lo".into(),
                 addr: "127.0.0.1:1".into(),
+                reason: None,
             }],
             version: "0.1.0".into(),
             consensus,

@@ -21,8 +21,10 @@ pub struct TcpListenerBound {
     listener: TcpListener,
     /// The address peers connect to.
     pub addr: SocketAddr,
-    /// The interface the address belongs to, for the path name.
+    /// The interface the address belongs to.
     pub iface: String,
+    /// The path's name (`tcp@SPEC`); `tcp@IFACE` when not given.
+    pub label: Option<String>,
 }
 
 impl TcpListenerBound {
@@ -49,7 +51,16 @@ impl TcpListenerBound {
             listener,
             addr,
             iface: iface.to_string(),
+            label: None,
         })
+    }
+
+    /// Names the path `label` (the same on every host) rather than after this host's interface.
+    pub fn labelled(self, label: String) -> Self {
+        TcpListenerBound {
+            label: Some(label),
+            ..self
+        }
     }
 }
 
@@ -174,7 +185,8 @@ pub fn connect_all(
         }
         conns.push(Some((peers[r].clone(), v)));
     }
-    Ok(TcpTransport::new(rank, host.to_string(), bound.iface, conns, cfg))
+    let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
+    Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
 }
 
 fn configure_data_socket(sock: &TcpStream) -> std::io::Result<()> {

@@ -60,6 +60,8 @@ pub struct TcpTransport {
     rank: usize,
     host: String,
     iface: String,
+    /// The path's name, as [`Transport::path`] gives it.
+    path: String,
     peers: Vec<Option<Peer>>,
     /// Per request slot: parts still in flight and a generation that invalidates stale handles.
     slots: Vec<(u32, u32)>,
@@ -74,6 +76,7 @@ impl TcpTransport {
         rank: usize,
         host: String,
         iface: String,
+        path: String,
         peers: Vec<Option<(PeerAddr, Vec<TcpStream>)>>,
         cfg: TcpConfig,
     ) -> Self {
@@ -92,6 +95,7 @@ impl TcpTransport {
             rank,
             host,
             iface,
+            path,
             peers,
             slots: Vec::new(),
             free: Vec::new(),
@@ -99,6 +103,11 @@ impl TcpTransport {
             poisoned: None,
             pollfds: Vec::new(),
         }
+    }
+
+    /// The interface this rank's listener is bound to (it may differ between hosts; the path name does not).
+    pub fn iface(&self) -> &str {
+        &self.iface
     }
 
     fn me(&self) -> String {
@@ -305,7 +314,7 @@ impl Transport for TcpTransport {
     }
 
     fn path(&self) -> String {
-        format!("tcp@{}", self.iface)
+        self.path.clone()
     }
 
     unsafe fn post_send(&mut self, peer: usize, ptr: *const u8, len: usize) -> Result<Request> {
