@@ -163,3 +163,67 @@ fn encode_png(rgb: &[u8], width: u32, height: u32) -> std::result::Result<Vec<u8
     w.finish()?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Collective;
+    use crate::report::testutil::record;
+
+    #[test]
+    fn formats_parse_from_the_command_line() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            Format::parse_list(&words(&["png", "svg"]), "--format").unwrap(),
+            Format::ALL
+        );
+        assert_eq!(
+            Format::parse_list(&words(&["SVG", "svg"]), "--format").unwrap(),
+            [Format::Svg]
+        );
+        assert_eq!(Format::parse_list(&words(&["all"]), "--format").unwrap(), Format::ALL);
+        let e = Format::parse_list(&words(&["jpeg"]), "--format")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--format") && e.contains("jpeg"), "{e}");
+        assert!(Format::parse_list(&[], "--format").is_err());
+    }
+
+    #[test]
+    fn file_names_follow_the_table_and_stay_safe() {
+        let mut t = Table {
+            collective: "all_reduce".into(),
+            dtype: "float".into(),
+            op: Some("sum".into()),
+            nranks: 2,
+            series: Vec::new(),
+        };
+        assert_eq!(file_stem(&t, Chart::BusBw), "all_reduce-float-sum-busbw");
+        t.op = None;
+        assert_eq!(file_stem(&t, Chart::Latency), "all_reduce-float-latency");
+        t.dtype = "../x y".into();
+        assert_eq!(file_stem(&t, Chart::Latency), "all_reduce-.._x_y-latency");
+    }
+
+    #[test]
+    fn write_plots_draws_records_into_a_new_directory() {
+        let recs: Vec<_> = [8u64, 1024, 1 << 20]
+            .into_iter()
+            .map(|size| record(Collective::AllReduce, size, size as f64 / 1000.0 + 20.0, 1.0, Some(0)))
+            .collect();
+        let data = PlotData::from_records(&recs, &[("tcp@lo".into(), 2.0)], "note");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("new").join("charts");
+        let written = write_plots(&data, &out, &[Format::Svg]).unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["all_reduce-float-sum-busbw.svg", "all_reduce-float-sum-latency.svg"]
+        );
+        let svg = std::fs::read_to_string(&written[0]).unwrap();
+        assert!(svg.contains("line rate 2.00 GB/s") && svg.contains("note"), "{svg}");
+    }
+}

@@ -523,3 +523,120 @@ fn legend_marker<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, index: usize
     }
     .map_err(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(size: u64, busbw: f64) -> Point {
+        Point {
+            size,
+            time_us: 10.0,
+            time_lo_us: 9.0,
+            time_hi_us: 11.0,
+            busbw,
+            busbw_lo: busbw * 10.0 / 11.0,
+            busbw_hi: busbw * 10.0 / 9.0,
+            repeats: 1,
+        }
+    }
+
+    fn table(rates: &[Option<f64>]) -> Table {
+        Table {
+            collective: "all_reduce".into(),
+            dtype: "float".into(),
+            op: Some("sum".into()),
+            nranks: 4,
+            series: rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Series {
+                    path: format!("tcp@eth{i}"),
+                    line_rate_gbs: *r,
+                    points: vec![point(8, 0.001), point(1 << 20, 1.0)],
+                })
+                .collect(),
+        }
+    }
+
+    fn labels(chart: Chart, t: &Table) -> Vec<String> {
+        legend_entries(chart, t, &busbw_scale(t))
+            .iter()
+            .map(|e| e.label().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn line_rates_in_the_legend_own_shared_and_off_scale() {
+        // eth0 and eth2 share 2.5 GB/s; eth1's 100 GB/s would squash 1 GB/s of data; eth3 has none.
+        let t = table(&[Some(2.5), Some(100.0), Some(2.5), None]);
+        assert_eq!(
+            labels(Chart::BusBw, &t),
+            [
+                "tcp@eth0",
+                "tcp@eth1",
+                "line rate 100 GB/s (off scale)",
+                "tcp@eth2",
+                "tcp@eth3",
+                "line rate 2.50 GB/s: tcp@eth0, tcp@eth2",
+                "band: 95% CI",
+            ]
+        );
+        let scale = busbw_scale(&t);
+        assert!(
+            scale.top >= 2.5 && scale.top < 3.0,
+            "the shared rate fits, the off-scale one does not"
+        );
+        assert_eq!(scale.rates[0].colour(), SHARED_RATE);
+        // The time chart has no line rates.
+        assert_eq!(
+            labels(Chart::Latency, &t),
+            ["tcp@eth0", "tcp@eth1", "tcp@eth2", "tcp@eth3", "band: 95% CI"]
+        );
+        // One rate for every path is said once.
+        let t = table(&[Some(2.5), Some(2.5)]);
+        assert!(labels(Chart::BusBw, &t).contains(&"line rate 2.50 GB/s: all paths".to_string()));
+    }
+
+    #[test]
+    fn the_legend_says_when_sweeps_were_combined() {
+        let mut t = table(&[None]);
+        t.series[0].points[1].repeats = 3;
+        assert_eq!(
+            labels(Chart::BusBw, &t).last().unwrap(),
+            "band: 95% CI, 3 sweeps combined"
+        );
+    }
+
+    #[test]
+    fn titles_name_collective_dtype_op_and_ranks() {
+        let mut t = table(&[None]);
+        assert_eq!(
+            title(Chart::BusBw, &t),
+            "all_reduce float sum, 4 ranks: bus bandwidth vs message size"
+        );
+        t.op = None;
+        t.nranks = 1;
+        assert_eq!(
+            title(Chart::Latency, &t),
+            "all_reduce float, 1 rank: time vs message size"
+        );
+    }
+
+    #[test]
+    fn axis_label_decimals_follow_the_tick_step() {
+        assert_eq!(decimals(0.98), 2);
+        assert_eq!(decimals(12.0), 0);
+        assert_eq!(decimals(1.5), 1);
+        assert_eq!(decimals(0.0004), 5);
+    }
+
+    #[test]
+    fn the_legend_widens_for_long_path_names_within_limits() {
+        let mut t = table(&[None]);
+        let narrow = legend_width(&legend_entries(Chart::Latency, &t, &busbw_scale(&t)));
+        t.series[0].path = "tcp@enp193s0f1np1.vlan42".into();
+        let wide = legend_width(&legend_entries(Chart::Latency, &t, &busbw_scale(&t)));
+        assert!(narrow >= 190 && wide > narrow && wide <= 420, "{narrow} {wide}");
+    }
+}
