@@ -454,11 +454,19 @@ fn legend_entries(chart: Chart, table: &Table, scale: &BusBwScale) -> Vec<Entry>
         .flat_map(|s| s.points.iter().map(|p| p.repeats))
         .max()
         .unwrap_or(1);
-    entries.push(Entry::Band(if repeats > 1 {
-        format!("band: 95% CI, {repeats} sweeps combined")
-    } else {
-        "band: 95% CI".to_string()
-    }));
+    // Files written before intervals were recorded have no band to explain.
+    let banded = table
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .any(|p| p.time_hi_us > p.time_lo_us);
+    if banded {
+        entries.push(Entry::Band(if repeats > 1 {
+            format!("band: 95% CI, {repeats} sweeps combined")
+        } else {
+            "band: 95% CI".to_string()
+        }));
+    }
     entries
 }
 
@@ -599,13 +607,17 @@ mod tests {
     }
 
     #[test]
-    fn the_legend_says_when_sweeps_were_combined() {
+    fn the_legend_explains_the_band_only_when_there_is_one() {
         let mut t = table(&[None]);
         t.series[0].points[1].repeats = 3;
         assert_eq!(
             labels(Chart::BusBw, &t).last().unwrap(),
             "band: 95% CI, 3 sweeps combined"
         );
+        for p in &mut t.series[0].points {
+            (p.time_lo_us, p.time_hi_us) = (p.time_us, p.time_us);
+        }
+        assert_eq!(labels(Chart::BusBw, &t), ["tcp@eth0"]);
     }
 
     #[test]
