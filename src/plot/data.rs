@@ -22,10 +22,13 @@ pub struct PlotData {
 /// One collective/dtype/op: the points of every path measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Table {
+    /// The collective's name, e.g. `all_reduce`.
     pub collective: String,
+    /// The element type's name, e.g. `float`.
     pub dtype: String,
     /// The reduction op; `None` for collectives that do not reduce.
     pub op: Option<String>,
+    /// Ranks in the run.
     pub nranks: usize,
     /// One per path, in the order the run measured them.
     pub series: Vec<Series>,
@@ -38,6 +41,7 @@ pub struct Series {
     pub path: String,
     /// The path's line rate in GB/s (1e9 B/s), where known.
     pub line_rate_gbs: Option<f64>,
+    /// By increasing size, one per size.
     pub points: Vec<Point>,
 }
 
@@ -48,15 +52,18 @@ pub struct Point {
     pub size: u64,
     /// Mean over repeats of the reported (out-of-place) time, microseconds.
     pub time_us: f64,
-    /// Band around `time_us`: covers every repeat's 95% confidence interval, so both the iteration noise
-    /// and the spread between repeats. Can be <= 0 when an interval is wider than its time.
+    /// Lower end of the band around `time_us`, which covers every repeat's 95% confidence interval, so
+    /// both the iteration noise and the spread between repeats. Can be <= 0 when an interval is wider
+    /// than its time.
     pub time_lo_us: f64,
+    /// Upper end of the band around `time_us`.
     pub time_hi_us: f64,
     /// Bus bandwidth at `time_us`, GB/s.
     pub busbw: f64,
-    /// The time band as a busbw band (busbw falls as time rises); `busbw_hi` is infinite when
-    /// `time_lo_us` <= 0.
+    /// Lower end of the time band as a busbw band (busbw falls as time rises, so it comes from
+    /// `time_hi_us`).
     pub busbw_lo: f64,
+    /// Upper end of the busbw band, from `time_lo_us`; infinite when that is <= 0.
     pub busbw_hi: f64,
     /// Entries (whole-sweep repeats) combined into this point.
     pub repeats: usize,
@@ -65,14 +72,21 @@ pub struct Point {
 /// One measured point as read, before repeats are combined.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
+    /// The path, e.g. `tcp@eth0`.
     pub path: String,
+    /// Collective by name, as in the JSON.
     pub collective: String,
+    /// Element type by name.
     pub dtype: String,
+    /// Reduction op by name; `None` when the collective does not reduce.
     pub op: Option<String>,
+    /// Ranks in the run.
     pub nranks: usize,
+    /// Bytes.
     pub size: u64,
-    /// Reported out-of-place time and the half-width of its 95% confidence interval, microseconds.
+    /// Reported out-of-place time, microseconds.
     pub time_us: f64,
+    /// Half-width of the 95% confidence interval of `time_us` (0 when unknown), microseconds.
     pub ci95_us: f64,
     /// Out-of-place bus bandwidth, GB/s.
     pub busbw: f64,

@@ -14,8 +14,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::axis;
 use super::data::{Point, Series, Table};
 
-/// Chart size in pixels (PNG) or user units (SVG).
+/// Chart width in pixels (PNG) or user units (SVG).
 pub const WIDTH: u32 = 1280;
+/// Chart height, as [`WIDTH`].
 pub const HEIGHT: u32 = 720;
 
 /// A line rate is drawn only when it is within this factor of the largest busbw; above it the data
