@@ -34,6 +34,30 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Show every host's network interfaces (kind, MTU, speed, addresses) and CPU limits, with advice.
     Info(InfoArgs),
+    /// Draw busbw and time vs message size per path (PNG, SVG) from a results file written with -J.
+    Plot(PlotArgs),
+}
+
+/// Flags of `collbench plot`.
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// The results file `collbench run -J FILE` wrote.
+    #[arg(value_name = "RESULTS.json")]
+    pub results: PathBuf,
+
+    /// Directory for the charts, created if missing; charts of the same name are replaced [default: the
+    /// results file's directory]
+    #[arg(long = "out", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Image formats, comma-separated: png, svg.
+    #[arg(
+        long = "format",
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "png,svg"
+    )]
+    pub format: Vec<String>,
 }
 
 /// Flags of `collbench info`.

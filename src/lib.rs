@@ -11,6 +11,7 @@
 //! - [`memory`]: aligned host buffers.
 //! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
+//! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
@@ -28,6 +29,7 @@ pub mod memory;
 pub mod mpi;
 pub mod net;
 pub mod options;
+pub mod plot;
 pub mod reduce;
 pub mod report;
 pub mod run;

@@ -14,7 +14,7 @@ pub mod record;
 pub mod summary;
 pub mod table;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 pub use self::csv::CsvReporter;
 pub use self::file::check_writable;

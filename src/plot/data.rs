@@ -1,0 +1,613 @@
+//! What the charts show, extracted from records or from a results file, before anything is drawn: one
+//! [`Table`] per collective/dtype/op, one [`Series`] per path, one [`Point`] per size with its band.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::report::{Record, RunInfo};
+
+/// Everything the charts of one run show.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlotData {
+    /// A line under every title saying which run this was (version, start, hosts); may be empty.
+    pub note: String,
+    /// One entry per collective/dtype/op, in the order the run measured them.
+    pub tables: Vec<Table>,
+}
+
+/// One collective/dtype/op: the points of every path measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// The collective's name, e.g. `all_reduce`.
+    pub collective: String,
+    /// The element type's name, e.g. `float`.
+    pub dtype: String,
+    /// The reduction op; `None` for collectives that do not reduce.
+    pub op: Option<String>,
+    /// Ranks in the run.
+    pub nranks: usize,
+    /// One per path, in the order the run measured them.
+    pub series: Vec<Series>,
+}
+
+/// One path's points in a table, by increasing size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    /// The path, e.g. `tcp@eth0`.
+    pub path: String,
+    /// The path's line rate in GB/s (1e9 B/s), where known.
+    pub line_rate_gbs: Option<f64>,
+    /// By increasing size, one per size.
+    pub points: Vec<Point>,
+}
+
+/// One size on one path: the time and busbw drawn, and the band around each.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Bytes.
+    pub size: u64,
+    /// Mean over repeats of the reported (out-of-place) time, microseconds.
+    pub time_us: f64,
+    /// Lower end of the band around `time_us`, which covers every repeat's 95% confidence interval, so
+    /// both the iteration noise and the spread between repeats. Can be <= 0 when an interval is wider
+    /// than its time.
+    pub time_lo_us: f64,
+    /// Upper end of the band around `time_us`.
+    pub time_hi_us: f64,
+    /// Bus bandwidth at `time_us`, GB/s.
+    pub busbw: f64,
+    /// Lower end of the time band as a busbw band (busbw falls as time rises, so it comes from
+    /// `time_hi_us`).
+    pub busbw_lo: f64,
+    /// Upper end of the busbw band, from `time_lo_us`; infinite when that is <= 0.
+    pub busbw_hi: f64,
+    /// Entries (whole-sweep repeats) combined into this point.
+    pub repeats: usize,
+}
+
+/// One measured point as read, before repeats are combined.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// The path, e.g. `tcp@eth0`.
+    pub path: String,
+    /// Collective by name, as in the JSON.
+    pub collective: String,
+    /// Element type by name.
+    pub dtype: String,
+    /// Reduction op by name; `None` when the collective does not reduce.
+    pub op: Option<String>,
+    /// Ranks in the run.
+    pub nranks: usize,
+    /// Bytes.
+    pub size: u64,
+    /// Reported out-of-place time, microseconds.
+    pub time_us: f64,
+    /// Half-width of the 95% confidence interval of `time_us` (0 when unknown), microseconds.
+    pub ci95_us: f64,
+    /// Out-of-place bus bandwidth, GB/s.
+    pub busbw: f64,
+}
+
+impl Sample {
+    /// Whether the sample can be placed on log axes: a positive size and a positive, finite time.
+    fn plottable(&self) -> bool {
+        self.size > 0 && self.time_us.is_finite() && self.time_us > 0.0 && self.busbw.is_finite()
+    }
+
+    fn same_table(&self, t: &Table) -> bool {
+        self.collective == t.collective && self.dtype == t.dtype && self.op == t.op
+    }
+}
+
+impl PlotData {
+    /// From a run's records (out-of-place figures), with each path's line rate in GB/s where known.
+    /// `note` goes under every title; [`run_note`] makes one from the run's metadata.
+    pub fn from_records(records: &[Record], line_rates: &[(String, f64)], note: &str) -> PlotData {
+        let samples: Vec<Sample> = records
+            .iter()
+            .map(|r| Sample {
+                path: r.path.clone(),
+                collective: r.collective.name().to_string(),
+                dtype: r.dtype.name().to_string(),
+                op: r.op.map(|o| o.name().to_string()),
+                nranks: r.nranks,
+                size: r.size,
+                time_us: r.out_of_place.time_us,
+                ci95_us: r.out_of_place.ci95_us,
+                busbw: r.out_of_place.busbw,
+            })
+            .collect();
+        PlotData::from_samples(&samples, line_rates, note.to_string())
+    }
+
+    /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
+    pub fn from_path(path: &Path) -> Result<PlotData> {
+        let shown = path.display();
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::usage(
+                shown.to_string(),
+                format!("cannot read the results file ({e}); give the file `collbench run -J FILE` wrote"),
+            )
+        })?;
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::usage(
+                shown.to_string(),
+                format!("is not JSON ({e}); give the file `collbench run -J FILE` wrote"),
+            )
+        })?;
+        PlotData::from_json(&doc).map_err(|message| Error::usage(shown.to_string(), message))
+    }
+
+    /// From a parsed results file. The error says what is wrong with it, for the caller to prefix with
+    /// where the document came from.
+    pub fn from_json(doc: &Value) -> std::result::Result<PlotData, String> {
+        const WHAT_TO_DO: &str = "give the file `collbench run -J FILE` wrote";
+        if !matches!(doc.get("collbench"), Some(Value::Object(_))) {
+            return Err(format!(
+                "is not a collbench results file (no `collbench` block); {WHAT_TO_DO}"
+            ));
+        }
+        let Some(results) = doc.get("results").and_then(Value::as_array) else {
+            return Err(format!(
+                "has no `results` list, so it is not a collbench results file; {WHAT_TO_DO}"
+            ));
+        };
+        let samples = results
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                JsonEntry::deserialize(v)
+                    .map(JsonEntry::into_sample)
+                    .map_err(|e| format!("results[{i}] is not a collbench result entry: {e}"))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
+        if data.tables.is_empty() {
+            return Err(format!(
+                "has no results to plot ({} entries, none with a positive size and time): run \
+                 `collbench run -J FILE` to the end, with -e above 0",
+                results.len()
+            ));
+        }
+        Ok(data)
+    }
+
+    /// Groups samples into tables and series (first-seen order), combines samples of the same path and
+    /// size (whole-sweep repeats) and attaches each path's line rate. Samples that cannot go on log axes
+    /// (size 0, a time that is not positive and finite) are left out.
+    pub fn from_samples(samples: &[Sample], line_rates: &[(String, f64)], note: String) -> PlotData {
+        let mut tables: Vec<Table> = Vec::new();
+        // Samples gathered per (table, path, size) before they are combined.
+        let mut pending: Vec<Vec<Vec<Vec<&Sample>>>> = Vec::new();
+        for s in samples.iter().filter(|s| s.plottable()) {
+            let ti = match tables.iter().position(|t| s.same_table(t)) {
+                Some(i) => i,
+                None => {
+                    tables.push(Table {
+                        collective: s.collective.clone(),
+                        dtype: s.dtype.clone(),
+                        op: s.op.clone(),
+                        nranks: s.nranks,
+                        series: Vec::new(),
+                    });
+                    pending.push(Vec::new());
+                    tables.len() - 1
+                }
+            };
+            let table = &mut tables[ti];
+            let si = match table.series.iter().position(|x| x.path == s.path) {
+                Some(i) => i,
+                None => {
+                    table.series.push(Series {
+                        path: s.path.clone(),
+                        line_rate_gbs: line_rate(line_rates, &s.path),
+                        points: Vec::new(),
+                    });
+                    pending[ti].push(Vec::new());
+                    table.series.len() - 1
+                }
+            };
+            let sizes = &mut pending[ti][si];
+            match sizes.iter_mut().find(|g| g[0].size == s.size) {
+                Some(g) => g.push(s),
+                None => sizes.push(vec![s]),
+            }
+        }
+        for (table, per_series) in tables.iter_mut().zip(pending) {
+            for (series, sizes) in table.series.iter_mut().zip(per_series) {
+                series.points = sizes.iter().map(|g| combine(g)).collect();
+                series.points.sort_by_key(|p| p.size);
+            }
+        }
+        PlotData { note, tables }
+    }
+}
+
+/// A path's line rate from `(path, GB/s)` pairs; only a positive, finite rate counts.
+fn line_rate(line_rates: &[(String, f64)], path: &str) -> Option<f64> {
+    line_rates
+        .iter()
+        .find(|(p, r)| p == path && r.is_finite() && *r > 0.0)
+        .map(|(_, r)| *r)
+}
+
+/// Combines the samples of one path and size: the mean time, a band from the lowest lower bound to the
+/// highest upper bound of the repeats' intervals, and the busbw at the mean time.
+pub fn combine(group: &[&Sample]) -> Point {
+    let n = group.len() as f64;
+    let time = group.iter().map(|s| s.time_us).sum::<f64>() / n;
+    let ci = |s: &Sample| if s.ci95_us.is_finite() { s.ci95_us.abs() } else { 0.0 };
+    let lo = group.iter().map(|s| s.time_us - ci(s)).fold(f64::INFINITY, f64::min);
+    let hi = group
+        .iter()
+        .map(|s| s.time_us + ci(s))
+        .fold(f64::NEG_INFINITY, f64::max);
+    // busbw x time is the same for every sample of one size (bytes x factor), so its mean gives the
+    // busbw at the mean time.
+    let bw_time = group.iter().map(|s| s.busbw * s.time_us).sum::<f64>() / n;
+    let busbw = bw_time / time;
+    let (busbw_lo, busbw_hi) = busbw_band(busbw, time, lo, hi);
+    Point {
+        size: group[0].size,
+        time_us: time,
+        time_lo_us: lo,
+        time_hi_us: hi,
+        busbw,
+        busbw_lo,
+        busbw_hi,
+        repeats: group.len(),
+    }
+}
+
+/// A time band as a busbw band: busbw x time / (time + upper) and busbw x time / (time - lower); the
+/// upper busbw bound is infinite when the time band reaches 0.
+pub fn busbw_band(busbw: f64, time_us: f64, time_lo_us: f64, time_hi_us: f64) -> (f64, f64) {
+    let lo = busbw * time_us / time_hi_us;
+    let hi = if time_lo_us > 0.0 {
+        busbw * time_us / time_lo_us
+    } else {
+        f64::INFINITY
+    };
+    (lo, hi)
+}
+
+/// The note under every title for a run: `collbench 0.1.0, 2025-03-04 05:06 UTC, 2 hosts, launcher local`.
+pub fn run_note(run: &RunInfo) -> String {
+    let hosts: HashSet<&str> = run.ranks.iter().map(|r| r.host.as_str()).collect();
+    note(&run.version, &run.start_time, hosts.len(), &run.launcher)
+}
+
+fn note(version: &str, start_time: &str, hosts: usize, launcher: &str) -> String {
+    // RFC 3339 down to the minute: the second adds nothing to a chart.
+    let when = match start_time.get(..16) {
+        Some(t) if start_time.as_bytes().get(10) == Some(&b'T') => format!("{} UTC", t.replace('T', " ")),
+        _ => start_time.to_string(),
+    };
+    let hosts = match hosts {
+        0 => String::new(),
+        1 => ", 1 host".to_string(),
+        n => format!(", {n} hosts"),
+    };
+    format!("collbench {version}, {when}{hosts}, launcher {launcher}")
+}
+
+/// The note from a results file's `collbench.run` block; empty when the block is missing.
+fn json_note(doc: &Value) -> String {
+    let run = &doc["collbench"]["run"];
+    if !run.is_object() {
+        return String::new();
+    }
+    let s = |k: &str| run[k].as_str().unwrap_or("?").to_string();
+    let hosts: HashSet<&str> = run["ranks"]
+        .as_array()
+        .map(|rs| rs.iter().filter_map(|r| r["host"].as_str()).collect())
+        .unwrap_or_default();
+    note(&s("version"), &s("start_time"), hosts.len(), &s("launcher"))
+}
+
+/// Each path's line rate (GB/s) from a results file: `collbench.summary.paths[].line_rate_gbs` where
+/// present, else derived from the comparison (`busbw / line_rate_pct x 100`), first figure per path.
+pub fn json_line_rates(doc: &Value) -> Vec<(String, f64)> {
+    let summary = &doc["collbench"]["summary"];
+    let mut rates: Vec<(String, f64)> = Vec::new();
+    let mut add = |path: Option<&str>, rate: Option<f64>| {
+        if let (Some(p), Some(r)) = (path, rate) {
+            if r.is_finite() && r > 0.0 && !rates.iter().any(|(q, _)| q == p) {
+                rates.push((p.to_string(), r));
+            }
+        }
+    };
+    for p in summary["paths"].as_array().into_iter().flatten() {
+        add(p["path"].as_str(), p["line_rate_gbs"].as_f64());
+    }
+    for c in summary["comparison"].as_array().into_iter().flatten() {
+        for p in c["paths"].as_array().into_iter().flatten() {
+            let derived = match (p["busbw"].as_f64(), p["line_rate_pct"].as_f64()) {
+                (Some(bw), Some(pct)) if pct > 0.0 => Some(bw / pct * 100.0),
+                _ => None,
+            };
+            add(p["path"].as_str(), derived);
+        }
+    }
+    rates
+}
+
+/// One `results[]` entry, the fields the charts use.
+#[derive(Deserialize)]
+struct JsonEntry {
+    size: u64,
+    #[serde(rename = "type")]
+    dtype: String,
+    redop: String,
+    collective: String,
+    path: String,
+    nranks: usize,
+    out_of_place: JsonPlacement,
+}
+
+#[derive(Deserialize)]
+struct JsonPlacement {
+    #[serde(deserialize_with = "number_or_nan")]
+    time: f64,
+    #[serde(deserialize_with = "number_or_nan")]
+    bus_bw: f64,
+    /// Absent in files written before it existed: no interval, so no band.
+    #[serde(default, deserialize_with = "number_or_nan")]
+    ci95_us: f64,
+}
+
+/// A number, or nccl-tests' `"nan"` string (or null) for one that is not finite.
+fn number_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
+        Value::Null => Ok(f64::NAN),
+        Value::String(s) if s.eq_ignore_ascii_case("nan") => Ok(f64::NAN),
+        other => Err(serde::de::Error::custom(format!("expected a number, got {other}"))),
+    }
+}
+
+impl JsonEntry {
+    fn into_sample(self) -> Sample {
+        Sample {
+            path: self.path,
+            collective: self.collective,
+            dtype: self.dtype,
+            // nccl-tests writes "none" for collectives that do not reduce.
+            op: (self.redop != "none").then_some(self.redop),
+            nranks: self.nranks,
+            size: self.size,
+            time_us: self.out_of_place.time,
+            ci95_us: if self.out_of_place.ci95_us.is_finite() {
+                self.out_of_place.ci95_us
+            } else {
+                0.0
+            },
+            busbw: self.out_of_place.bus_bw,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::collective::Collective;
+    use crate::report::testutil::{record, run_info};
+
+    fn sample(path: &str, size: u64, time_us: f64, ci95_us: f64, busbw: f64) -> Sample {
+        Sample {
+            path: path.into(),
+            collective: "all_reduce".into(),
+            dtype: "float".into(),
+            op: Some("sum".into()),
+            nranks: 4,
+            size,
+            time_us,
+            ci95_us,
+            busbw,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    #[test]
+    fn records_group_by_table_then_path_in_first_seen_order_with_sizes_sorted() {
+        let mut recs = Vec::new();
+        for (path, size) in [("tcp@eth0", 1024), ("tcp@eth0", 8), ("tcp@lo", 8), ("tcp@lo", 1024)] {
+            let mut r = record(Collective::AllReduce, size, 10.0, 1.0, Some(0));
+            r.path = path.into();
+            recs.push(r);
+        }
+        recs.push(record(Collective::AllGather, 64, 5.0, 2.0, None));
+        let d = PlotData::from_records(&recs, &[("tcp@lo".into(), 5.0)], "note");
+        assert_eq!(d.note, "note");
+        assert_eq!(d.tables.len(), 2);
+        let ar = &d.tables[0];
+        assert_eq!(
+            (ar.collective.as_str(), ar.dtype.as_str(), ar.op.as_deref()),
+            ("all_reduce", "float", Some("sum"))
+        );
+        assert_eq!(ar.nranks, 4);
+        let paths: Vec<&str> = ar.series.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(paths, ["tcp@eth0", "tcp@lo"]);
+        let sizes: Vec<u64> = ar.series[0].points.iter().map(|p| p.size).collect();
+        assert_eq!(sizes, [8, 1024]);
+        assert_eq!(ar.series[0].line_rate_gbs, None);
+        assert_eq!(ar.series[1].line_rate_gbs, Some(5.0));
+        let ag = &d.tables[1];
+        assert_eq!((ag.collective.as_str(), ag.op.as_deref()), ("all_gather", None));
+        // Out-of-place figures, with the record's interval (testutil: 0.5 us).
+        let p = &ag.series[0].points[0];
+        assert_eq!((p.time_us, p.time_lo_us, p.time_hi_us, p.busbw), (5.0, 4.5, 5.5, 2.0));
+    }
+
+    #[test]
+    fn unplottable_samples_are_left_out_and_empty_tables_dropped() {
+        let samples = [
+            sample("a", 0, 10.0, 0.0, 0.0),
+            sample("a", 8, f64::NAN, 0.0, 1.0),
+            sample("a", 16, 0.0, 0.0, 1.0),
+        ];
+        assert!(PlotData::from_samples(&samples, &[], String::new()).tables.is_empty());
+        let d = PlotData::from_samples(&[sample("a", 8, 2.0, 0.0, 1.0), samples[0].clone()], &[], String::new());
+        assert_eq!(d.tables[0].series[0].points.len(), 1);
+    }
+
+    #[test]
+    fn busbw_band_follows_the_time_band_inversely() {
+        // 10 us +- 2 us at 4 GB/s: 4 x 10/12 .. 4 x 10/8.
+        let (lo, hi) = busbw_band(4.0, 10.0, 8.0, 12.0);
+        assert!(close(lo, 10.0 / 3.0) && close(hi, 5.0), "{lo} {hi}");
+        // An interval reaching zero time has no finite upper busbw.
+        let (lo, hi) = busbw_band(4.0, 10.0, -1.0, 21.0);
+        assert!(close(lo, 4.0 * 10.0 / 21.0));
+        assert_eq!(hi, f64::INFINITY);
+        let p = combine(&[&sample("a", 8, 10.0, 0.0, 4.0)]);
+        assert_eq!(
+            (p.busbw_lo, p.busbw, p.busbw_hi),
+            (4.0, 4.0, 4.0),
+            "no interval, no band"
+        );
+    }
+
+    #[test]
+    fn repeats_combine_to_the_mean_time_with_a_band_over_their_spread_and_intervals() {
+        // Three whole-sweep repeats of one point; busbw x time is constant (40) as for one size.
+        let s = [
+            sample("a", 1 << 20, 8.0, 1.0, 5.0),
+            sample("a", 1 << 20, 10.0, 0.5, 4.0),
+            sample("a", 1 << 20, 12.0, 2.0, 40.0 / 12.0),
+        ];
+        let d = PlotData::from_samples(&s, &[], String::new());
+        let pts = &d.tables[0].series[0].points;
+        assert_eq!(pts.len(), 1);
+        let p = &pts[0];
+        assert_eq!(p.repeats, 3);
+        assert!(close(p.time_us, 10.0));
+        assert_eq!((p.time_lo_us, p.time_hi_us), (7.0, 14.0), "from 8-1 to 12+2");
+        assert!(close(p.busbw, 4.0), "busbw at the mean time: {}", p.busbw);
+        assert!(close(p.busbw_lo, 4.0 * 10.0 / 14.0) && close(p.busbw_hi, 4.0 * 10.0 / 7.0));
+        // Repeats of other paths or sizes stay apart.
+        let mut more = s.to_vec();
+        more.push(sample("b", 1 << 20, 10.0, 0.0, 4.0));
+        more.push(sample("a", 1 << 21, 20.0, 0.0, 4.0));
+        let d = PlotData::from_samples(&more, &[], String::new());
+        let series = &d.tables[0].series;
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].points.iter().map(|p| p.repeats).collect::<Vec<_>>(), [3, 1]);
+    }
+
+    /// A results file as `run -J` writes it, reduced to what plotting reads.
+    fn doc() -> Value {
+        let entry = |path: &str, size: u64, time: Value, ci: Option<f64>, bw: f64| {
+            let mut oop = json!({ "time": time, "bus_bw": bw, "alg_bw": bw });
+            if let Some(ci) = ci {
+                oop["ci95_us"] = json!(ci);
+            }
+            json!({
+                "size": size, "count": size / 4, "type": "float", "redop": "sum", "root": "    -1",
+                "out_of_place": oop, "in_place": oop.clone(), "collective": "all_reduce",
+                "path": path, "algo": "ring", "nranks": 2,
+            })
+        };
+        json!({
+            "version": 2,
+            "results": [
+                entry("tcp@lo", 8, json!(20.0), None, 0.001),
+                entry("tcp@lo", 1024, json!(40.0), Some(4.0), 0.05),
+                entry("tcp@eth0", 8, json!("nan"), Some(1.0), 0.0),
+                entry("tcp@eth0", 1024, json!(80.0), Some(2.0), 0.025),
+            ],
+            "collbench": {
+                "schema_version": 1,
+                "run": {
+                    "version": "0.1.0", "start_time": "2025-03-04T05:06:07Z", "launcher": "local",
+                    "ranks": [{ "host": "a" }, { "host": "b" }, { "host": "a" }],
+                },
+                "summary": {
+                    "comparison": [{
+                        "collective": "all_reduce", "size": 1024,
+                        "paths": [
+                            { "path": "tcp@lo", "busbw": 0.05, "line_rate_pct": null },
+                            { "path": "tcp@eth0", "busbw": 0.025, "line_rate_pct": 2.0 },
+                        ],
+                    }],
+                },
+            },
+        })
+    }
+
+    #[test]
+    fn json_files_read_like_records_with_old_files_lacking_intervals() {
+        let d = PlotData::from_json(&doc()).unwrap();
+        assert_eq!(d.note, "collbench 0.1.0, 2025-03-04 05:06 UTC, 2 hosts, launcher local");
+        let t = &d.tables[0];
+        assert_eq!(t.nranks, 2);
+        assert_eq!(t.op.as_deref(), Some("sum"));
+        let lo = &t.series[0];
+        assert_eq!(lo.path, "tcp@lo");
+        assert_eq!(
+            (lo.points[0].time_lo_us, lo.points[0].time_hi_us),
+            (20.0, 20.0),
+            "no ci95_us: no band"
+        );
+        assert_eq!((lo.points[1].time_lo_us, lo.points[1].time_hi_us), (36.0, 44.0));
+        // The "nan" time is left out; the line rate comes from the comparison: 0.025 / 2% = 1.25 GB/s.
+        let eth = &t.series[1];
+        assert_eq!(eth.points.len(), 1);
+        assert!(close(eth.line_rate_gbs.unwrap(), 1.25));
+        assert_eq!(lo.line_rate_gbs, None);
+    }
+
+    #[test]
+    fn summary_paths_line_rates_win_over_derived_ones() {
+        let mut v = doc();
+        v["collbench"]["summary"]["paths"] = json!([
+            { "path": "tcp@eth0", "line_rate_gbs": 3.0 },
+            { "path": "tcp@lo", "line_rate_gbs": null },
+        ]);
+        assert_eq!(json_line_rates(&v), [("tcp@eth0".to_string(), 3.0)]);
+        let none_op = {
+            let mut v = doc();
+            v["results"][0]["redop"] = json!("none");
+            PlotData::from_json(&v).unwrap()
+        };
+        assert_eq!(none_op.tables.len(), 2, "redop none is another table");
+        assert_eq!(none_op.tables[0].op, None, "results[0] is seen first");
+    }
+
+    #[test]
+    fn bad_documents_say_what_is_wrong() {
+        let e = PlotData::from_json(&json!({ "results": [] })).unwrap_err();
+        assert!(e.contains("not a collbench results file"), "{e}");
+        let e = PlotData::from_json(&json!({ "collbench": {} })).unwrap_err();
+        assert!(e.contains("no `results`"), "{e}");
+        let mut v = doc();
+        v["results"].as_array_mut().unwrap().clear();
+        let e = PlotData::from_json(&v).unwrap_err();
+        assert!(e.contains("no results to plot"), "{e}");
+        let mut v = doc();
+        v["results"][1].as_object_mut().unwrap().remove("path");
+        let e = PlotData::from_json(&v).unwrap_err();
+        assert!(e.contains("results[1]") && e.contains("path"), "{e}");
+        let mut v = doc();
+        v["results"][0]["out_of_place"]["time"] = json!("fast");
+        let e = PlotData::from_json(&v).unwrap_err();
+        assert!(e.contains("results[0]") && e.contains("expected a number"), "{e}");
+    }
+
+    #[test]
+    fn run_note_names_version_start_hosts_and_launcher() {
+        assert_eq!(
+            run_note(&run_info(false)),
+            "collbench 0.1.0, 2025-03-04 05:06 UTC, 1 host, launcher local"
+        );
+    }
+}

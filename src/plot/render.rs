@@ -1,0 +1,655 @@
+//! Drawing one table's charts onto any plotters backend: busbw vs size (linear y) and time vs size
+//! (log y), one colour and marker per path, a shaded band per path, line rates dashed, the legend in a
+//! panel of its own beside the plot so it never covers data.
+
+use plotters::chart::MeshStyle;
+use std::ops::Range;
+
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::axis;
+use super::data::{Point, Series, Table};
+
+/// Chart width in pixels (PNG) or user units (SVG).
+pub const WIDTH: u32 = 1280;
+/// Chart height, as [`WIDTH`].
+pub const HEIGHT: u32 = 720;
+
+/// A line rate is drawn only when it is within this factor of the largest busbw; above it the data
+/// would be squashed against the x axis, so the legend gives the rate instead.
+const RATE_ON_SCALE: f64 = 4.0;
+
+/// Height of the title band (title and note).
+const TITLE_H: u32 = 72;
+/// Most size labels on the x axis; about 70 px each at [`WIDTH`], wide enough for `256KiB`.
+const MAX_SIZE_LABELS: usize = 12;
+
+/// Okabe and Ito's colour-blind-safe palette, without its yellow (too pale on white).
+const COLOURS: [RGBColor; 7] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 0, 0),
+];
+
+/// Which chart of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chart {
+    /// Bus bandwidth (GB/s) vs size, with line rates.
+    BusBw,
+    /// Time (us) vs size, log-log.
+    Latency,
+}
+
+impl Chart {
+    /// Both charts, in the order files are written.
+    pub const ALL: [Chart; 2] = [Chart::BusBw, Chart::Latency];
+
+    /// The file-name suffix: `busbw`, `latency`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chart::BusBw => "busbw",
+            Chart::Latency => "latency",
+        }
+    }
+}
+
+/// Drawing failures carry the backend's message; the caller adds which file.
+type Drawn = Result<(), String>;
+
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    e.to_string()
+}
+
+/// The colour of the `i`-th path.
+fn colour(i: usize) -> RGBColor {
+    COLOURS[i % COLOURS.len()]
+}
+
+/// Draws `chart` of `table` on `root` (already sized [`WIDTH`] x [`HEIGHT`]).
+pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: Chart, table: &Table, note: &str) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let (top, rest) = root.split_vertically(TITLE_H);
+    draw_title(&top, &title(chart, table), note)?;
+    let legend = legend_entries(chart, table, &busbw_scale(table));
+    let legend_w = legend_width(&legend);
+    let (plot, side) = rest.split_horizontally(WIDTH.saturating_sub(legend_w));
+    match chart {
+        Chart::BusBw => draw_busbw(&plot, table)?,
+        Chart::Latency => draw_latency(&plot, table)?,
+    }
+    draw_legend(&side, &legend)
+}
+
+/// `all_reduce  float  sum  4 ranks: bus bandwidth`.
+pub fn title(chart: Chart, table: &Table) -> String {
+    let what = match chart {
+        Chart::BusBw => "bus bandwidth",
+        Chart::Latency => "time",
+    };
+    let op = table.op.as_deref().map(|o| format!(" {o}")).unwrap_or_default();
+    let ranks = if table.nranks == 1 { "rank" } else { "ranks" };
+    format!(
+        "{} {}{op}, {} {ranks}: {what} vs message size",
+        table.collective, table.dtype, table.nranks
+    )
+}
+
+fn draw_title<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, note: &str) -> Drawn {
+    let centre = (WIDTH / 2) as i32;
+    let big = ("sans-serif", 26)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    area.draw_text(title, &big, (centre, 12)).map_err(err)?;
+    if !note.is_empty() {
+        let small = ("sans-serif", 15)
+            .into_font()
+            .color(&RGBColor(90, 90, 90))
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        area.draw_text(note, &small, (centre, 46)).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The x (log2 size) extent of a table.
+fn size_extent(table: &Table) -> (f64, f64) {
+    let sizes = table.series.iter().flat_map(|s| s.points.iter().map(|p| p.size));
+    let (min, max) = sizes.fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    axis::size_range(min.min(max), max)
+}
+
+fn log2(size: u64) -> f64 {
+    (size as f64).log2()
+}
+
+/// One dashed line-rate mark: the paths that share the rate, and whether it fits the axis.
+struct RateLine {
+    rate: f64,
+    /// Indices of the series with this rate.
+    members: Vec<usize>,
+    drawn: bool,
+}
+
+impl RateLine {
+    /// A path's own colour, or grey for a rate several paths share (one line, not several on top of
+    /// each other).
+    fn colour(&self) -> RGBColor {
+        match self.members.as_slice() {
+            [only] => colour(*only),
+            _ => SHARED_RATE,
+        }
+    }
+}
+
+const SHARED_RATE: RGBColor = RGBColor(90, 90, 90);
+
+/// The busbw axis: its top, and the line rates with whether each fits under it.
+struct BusBwScale {
+    top: f64,
+    rates: Vec<RateLine>,
+}
+
+fn busbw_scale(table: &Table) -> BusBwScale {
+    let points = || table.series.iter().flat_map(|s| s.points.iter());
+    let data_max = points().map(|p| p.busbw).fold(0.0, f64::max);
+    // Bands widen the axis a little at most: a noisy small point must not flatten the rest.
+    let band_max = points().map(|p| p.busbw_hi.min(data_max * 1.3)).fold(0.0, f64::max);
+    let mut rates: Vec<RateLine> = Vec::new();
+    for (i, s) in table.series.iter().enumerate() {
+        let Some(rate) = s.line_rate_gbs else { continue };
+        match rates.iter_mut().find(|r| (r.rate - rate).abs() <= 1e-6 * rate) {
+            Some(r) => r.members.push(i),
+            None => rates.push(RateLine {
+                rate,
+                members: vec![i],
+                drawn: data_max <= 0.0 || rate <= data_max * RATE_ON_SCALE,
+            }),
+        }
+    }
+    let rate_max = rates.iter().filter(|r| r.drawn).map(|r| r.rate).fold(0.0, f64::max);
+    let top = (data_max * 1.1).max(band_max).max(rate_max * 1.05);
+    BusBwScale {
+        top: if top > 0.0 && top.is_finite() { top } else { 1.0 },
+        rates,
+    }
+}
+
+/// Decimals for linear-axis labels up to `top`. plotters steps ticks by 1, 2 or 5 x 10^k with at most
+/// ten labels, so a step is at least top / 10 and needs no more decimals than that does.
+fn decimals(top: f64) -> usize {
+    (1 - top.log10().floor() as i64).clamp(0, 6) as usize
+}
+
+/// The settings both charts share.
+fn common_mesh<DB: DrawingBackend, X: Ranged, Y: Ranged>(mesh: &mut MeshStyle<'_, '_, X, Y, DB>) {
+    mesh.label_style(("sans-serif", 16))
+        .axis_desc_style(("sans-serif", 18))
+        .bold_line_style(RGBColor(200, 200, 200))
+        .light_line_style(RGBColor(236, 236, 236))
+        .x_desc("message size (bytes)");
+}
+
+fn chart_builder<'a, 'b, DB: DrawingBackend>(area: &'a DrawingArea<DB, Shift>) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(area);
+    b.margin_left(10)
+        .margin_right(20)
+        .margin_top(10)
+        .margin_bottom(10)
+        .x_label_area_size(56)
+        .y_label_area_size(86);
+    b
+}
+
+/// A linear axis over an exponent with its ticks chosen by [`axis`] and labelled by `label`. plotters'
+/// own key-point override cannot be combined with a label formatter for f64, hence this small type.
+#[derive(Clone)]
+struct Ticked {
+    range: Range<f64>,
+    bold: Vec<f64>,
+    light: Vec<f64>,
+    label: fn(f64) -> String,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let span = self.range.end - self.range.start;
+        let frac = if span > 0.0 {
+            (value - self.range.start) / span
+        } else {
+            0.5
+        };
+        limit.0 + (frac * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            self.light.clone()
+        } else {
+            self.bold.clone()
+        }
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.range.clone()
+    }
+}
+
+impl ValueFormatter<f64> for Ticked {
+    fn format_ext(&self, value: &f64) -> String {
+        (self.label)(*value)
+    }
+}
+
+/// The size axis: log2 of bytes, labelled at whole powers of two.
+fn x_axis(table: &Table) -> Ticked {
+    let (x0, x1) = size_extent(table);
+    Ticked {
+        range: x0..x1,
+        bold: axis::size_ticks(x0, x1, MAX_SIZE_LABELS),
+        light: axis::size_grid(x0, x1),
+        label: axis::size_label_at,
+    }
+}
+
+fn draw_busbw<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, table: &Table) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    let scale = busbw_scale(table);
+    let (x0, x1) = size_extent(table);
+    let top = scale.top;
+    let mut chart = chart_builder(area)
+        .build_cartesian_2d(x_axis(table), 0.0..top)
+        .map_err(err)?;
+    let places = decimals(top);
+    let y_fmt = |v: &f64| format!("{v:.places$}");
+    let mut mesh = chart.configure_mesh();
+    common_mesh(&mut mesh);
+    mesh.y_desc("bus bandwidth (GB/s, 1e9 B/s)")
+        .y_label_formatter(&y_fmt)
+        .y_labels(10)
+        .y_max_light_lines(1)
+        .draw()
+        .map_err(err)?;
+    let clamp = |v: f64| v.clamp(0.0, top);
+    for (i, s) in table.series.iter().enumerate() {
+        band(&mut chart, s, colour(i), |p| (clamp(p.busbw_lo), clamp(p.busbw_hi)))?;
+    }
+    for r in scale.rates.iter().filter(|r| r.drawn) {
+        let style = r.colour().stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new([(x0, r.rate), (x1, r.rate)], 12, 8, style))
+            .map_err(err)?;
+    }
+    for (i, s) in table.series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (log2(p.size), p.busbw)).collect();
+        line_with_markers(&mut chart, i, &pts)?;
+    }
+    Ok(())
+}
+
+fn draw_latency<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, table: &Table) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    let points = || table.series.iter().flat_map(|s| s.points.iter());
+    // Lower band ends at or below 0 cannot go on a log axis; such a band runs to the axis bottom.
+    let min = points()
+        .map(|p| if p.time_lo_us > 0.0 { p.time_lo_us } else { p.time_us })
+        .fold(f64::INFINITY, f64::min);
+    let max = points().map(|p| p.time_hi_us.max(p.time_us)).fold(0.0, f64::max);
+    let (y0, y1) = axis::time_range(min, max);
+    let (bold, light) = axis::time_ticks(y0, y1);
+    let y_axis = Ticked {
+        range: y0..y1,
+        bold,
+        light,
+        label: axis::time_label_at,
+    };
+    let mut chart = chart_builder(area)
+        .build_cartesian_2d(x_axis(table), y_axis)
+        .map_err(err)?;
+    let mut mesh = chart.configure_mesh();
+    common_mesh(&mut mesh);
+    mesh.y_desc("time (us), log scale").draw().map_err(err)?;
+    let log = |us: f64| if us > 0.0 { us.log10().clamp(y0, y1) } else { y0 };
+    for (i, s) in table.series.iter().enumerate() {
+        band(&mut chart, s, colour(i), |p| (log(p.time_lo_us), log(p.time_hi_us)))?;
+    }
+    for (i, s) in table.series.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (log2(p.size), log(p.time_us))).collect();
+        line_with_markers(&mut chart, i, &pts)?;
+    }
+    Ok(())
+}
+
+/// A series' band as one translucent polygon: upper edge left to right, lower edge back.
+fn band<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    series: &Series,
+    colour: RGBColor,
+    bounds: impl Fn(&Point) -> (f64, f64),
+) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    if series.points.len() < 2 {
+        return Ok(());
+    }
+    let upper = series.points.iter().map(|p| (log2(p.size), bounds(p).1));
+    let lower = series.points.iter().rev().map(|p| (log2(p.size), bounds(p).0));
+    let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
+    chart
+        .draw_series(std::iter::once(Polygon::new(outline, colour.mix(0.18).filled())))
+        .map_err(err)?;
+    Ok(())
+}
+
+fn line_with_markers<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    index: usize,
+    pts: &[(f64, f64)],
+) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    let c = colour(index);
+    // Segment by segment: plotters turns a wide polyline into one mitred polygon, which folds over
+    // itself at sharp turns and leaves those segments hairline-thin; lone segments have no joins, and
+    // the markers cover the corners.
+    chart
+        .draw_series(pts.windows(2).map(|w| PathElement::new(w.to_vec(), c.stroke_width(2))))
+        .map_err(err)?;
+    let (fill, stroke) = (c.filled(), c.stroke_width(2));
+    let drawn = match index % 4 {
+        0 => chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 4, fill)))
+            .map(drop),
+        1 => chart
+            .draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 6, fill)))
+            .map(drop),
+        2 => chart
+            .draw_series(
+                pts.iter()
+                    .map(|p| EmptyElement::at(*p) + Rectangle::new([(-4, -4), (4, 4)], fill)),
+            )
+            .map(drop),
+        _ => chart
+            .draw_series(pts.iter().map(|p| Cross::new(*p, 5, stroke)))
+            .map(drop),
+    };
+    drawn.map_err(err)
+}
+
+/// One line of the legend panel.
+enum Entry {
+    /// A path: its line, marker and name.
+    Path { index: usize, label: String },
+    /// A line rate, dashed in its colour.
+    Rate { colour: RGBColor, label: String },
+    /// What the shading means.
+    Band(String),
+}
+
+impl Entry {
+    fn label(&self) -> &str {
+        match self {
+            Entry::Path { label, .. } | Entry::Rate { label, .. } | Entry::Band(label) => label,
+        }
+    }
+}
+
+fn legend_entries(chart: Chart, table: &Table, scale: &BusBwScale) -> Vec<Entry> {
+    let rate_label = |r: &RateLine| {
+        let off = if r.drawn { "" } else { " (off scale)" };
+        format!("line rate {} GB/s{off}", axis::gbs_label(r.rate))
+    };
+    let rates: &[RateLine] = match chart {
+        Chart::BusBw => &scale.rates,
+        Chart::Latency => &[],
+    };
+    let mut entries = Vec::new();
+    for (index, s) in table.series.iter().enumerate() {
+        entries.push(Entry::Path {
+            index,
+            label: s.path.clone(),
+        });
+        // A path's own rate goes under its name.
+        if let Some(r) = rates.iter().find(|r| r.members == [index]) {
+            entries.push(Entry::Rate {
+                colour: r.colour(),
+                label: rate_label(r),
+            });
+        }
+    }
+    // Shared rates go after every path, saying whose they are.
+    for r in rates.iter().filter(|r| r.members.len() > 1) {
+        let whose = if r.members.len() == table.series.len() {
+            "all paths".to_string()
+        } else {
+            let names: Vec<&str> = r.members.iter().map(|i| table.series[*i].path.as_str()).collect();
+            names.join(", ")
+        };
+        entries.push(Entry::Rate {
+            colour: r.colour(),
+            label: format!("{}: {whose}", rate_label(r)),
+        });
+    }
+    let repeats = table
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.repeats))
+        .max()
+        .unwrap_or(1);
+    // Files written before intervals were recorded have no band to explain.
+    let banded = table
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .any(|p| p.time_hi_us > p.time_lo_us);
+    if banded {
+        entries.push(Entry::Band(if repeats > 1 {
+            format!("band: 95% CI, {repeats} sweeps combined")
+        } else {
+            "band: 95% CI".to_string()
+        }));
+    }
+    entries
+}
+
+const LEGEND_FONT: u32 = 16;
+const LEGEND_LINE: i32 = 28;
+const SWATCH_W: i32 = 34;
+
+/// Wide enough for the longest label at about 9 px a character (DejaVu Sans at 16 px), within limits.
+fn legend_width(entries: &[Entry]) -> u32 {
+    let chars = entries.iter().map(|e| e.label().chars().count()).max().unwrap_or(0) as u32;
+    (chars * 9 + SWATCH_W as u32 + 40).clamp(190, 420)
+}
+
+fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, entries: &[Entry]) -> Drawn {
+    let (w, _) = area.dim_in_pixel();
+    let font = ("sans-serif", LEGEND_FONT)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let rows = entries.len() as i32;
+    area.draw(&Rectangle::new(
+        [(4, 12), (w as i32 - 12, 24 + rows * LEGEND_LINE)],
+        RGBColor(170, 170, 170).stroke_width(1),
+    ))
+    .map_err(err)?;
+    let x = 16;
+    for (row, entry) in entries.iter().enumerate() {
+        let y = 18 + LEGEND_LINE / 2 + row as i32 * LEGEND_LINE;
+        match entry {
+            Entry::Path { index, .. } => {
+                let c = colour(*index);
+                area.draw(&PathElement::new([(x, y), (x + SWATCH_W, y)], c.stroke_width(2)))
+                    .map_err(err)?;
+                legend_marker(area, *index, (x + SWATCH_W / 2, y))?;
+            }
+            Entry::Rate { colour, .. } => {
+                let style = colour.stroke_width(2);
+                area.draw(&DashedPathElement::new([(x, y), (x + SWATCH_W, y)], 8, 5, style))
+                    .map_err(err)?;
+            }
+            Entry::Band(_) => {
+                let grey = RGBColor(120, 120, 120).mix(0.3).filled();
+                area.draw(&Rectangle::new([(x, y - 7), (x + SWATCH_W, y + 7)], grey))
+                    .map_err(err)?;
+            }
+        }
+        area.draw_text(entry.label(), &font, (x + SWATCH_W + 10, y))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn legend_marker<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, index: usize, at: (i32, i32)) -> Drawn {
+    let c = colour(index);
+    let (fill, stroke) = (c.filled(), c.stroke_width(2));
+    let (x, y) = at;
+    match index % 4 {
+        0 => area.draw(&Circle::new(at, 4, fill)),
+        1 => area.draw(&TriangleMarker::new(at, 6, fill)),
+        2 => area.draw(&Rectangle::new([(x - 4, y - 4), (x + 4, y + 4)], fill)),
+        _ => area.draw(&Cross::new(at, 5, stroke)),
+    }
+    .map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(size: u64, busbw: f64) -> Point {
+        Point {
+            size,
+            time_us: 10.0,
+            time_lo_us: 9.0,
+            time_hi_us: 11.0,
+            busbw,
+            busbw_lo: busbw * 10.0 / 11.0,
+            busbw_hi: busbw * 10.0 / 9.0,
+            repeats: 1,
+        }
+    }
+
+    fn table(rates: &[Option<f64>]) -> Table {
+        Table {
+            collective: "all_reduce".into(),
+            dtype: "float".into(),
+            op: Some("sum".into()),
+            nranks: 4,
+            series: rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Series {
+                    path: format!("tcp@eth{i}"),
+                    line_rate_gbs: *r,
+                    points: vec![point(8, 0.001), point(1 << 20, 1.0)],
+                })
+                .collect(),
+        }
+    }
+
+    fn labels(chart: Chart, t: &Table) -> Vec<String> {
+        legend_entries(chart, t, &busbw_scale(t))
+            .iter()
+            .map(|e| e.label().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn line_rates_in_the_legend_own_shared_and_off_scale() {
+        // eth0 and eth2 share 2.5 GB/s; eth1's 100 GB/s would squash 1 GB/s of data; eth3 has none.
+        let t = table(&[Some(2.5), Some(100.0), Some(2.5), None]);
+        assert_eq!(
+            labels(Chart::BusBw, &t),
+            [
+                "tcp@eth0",
+                "tcp@eth1",
+                "line rate 100 GB/s (off scale)",
+                "tcp@eth2",
+                "tcp@eth3",
+                "line rate 2.50 GB/s: tcp@eth0, tcp@eth2",
+                "band: 95% CI",
+            ]
+        );
+        let scale = busbw_scale(&t);
+        assert!(
+            scale.top >= 2.5 && scale.top < 3.0,
+            "the shared rate fits, the off-scale one does not"
+        );
+        assert_eq!(scale.rates[0].colour(), SHARED_RATE);
+        // The time chart has no line rates.
+        assert_eq!(
+            labels(Chart::Latency, &t),
+            ["tcp@eth0", "tcp@eth1", "tcp@eth2", "tcp@eth3", "band: 95% CI"]
+        );
+        // One rate for every path is said once.
+        let t = table(&[Some(2.5), Some(2.5)]);
+        assert!(labels(Chart::BusBw, &t).contains(&"line rate 2.50 GB/s: all paths".to_string()));
+    }
+
+    #[test]
+    fn the_legend_explains_the_band_only_when_there_is_one() {
+        let mut t = table(&[None]);
+        t.series[0].points[1].repeats = 3;
+        assert_eq!(
+            labels(Chart::BusBw, &t).last().unwrap(),
+            "band: 95% CI, 3 sweeps combined"
+        );
+        for p in &mut t.series[0].points {
+            (p.time_lo_us, p.time_hi_us) = (p.time_us, p.time_us);
+        }
+        assert_eq!(labels(Chart::BusBw, &t), ["tcp@eth0"]);
+    }
+
+    #[test]
+    fn titles_name_collective_dtype_op_and_ranks() {
+        let mut t = table(&[None]);
+        assert_eq!(
+            title(Chart::BusBw, &t),
+            "all_reduce float sum, 4 ranks: bus bandwidth vs message size"
+        );
+        t.op = None;
+        t.nranks = 1;
+        assert_eq!(
+            title(Chart::Latency, &t),
+            "all_reduce float, 1 rank: time vs message size"
+        );
+    }
+
+    #[test]
+    fn axis_label_decimals_follow_the_tick_step() {
+        assert_eq!(decimals(0.98), 2);
+        assert_eq!(decimals(12.0), 0);
+        assert_eq!(decimals(1.5), 1);
+        assert_eq!(decimals(0.0004), 5);
+    }
+
+    #[test]
+    fn the_legend_widens_for_long_path_names_within_limits() {
+        let mut t = table(&[None]);
+        let narrow = legend_width(&legend_entries(Chart::Latency, &t, &busbw_scale(&t)));
+        t.series[0].path = "tcp@enp193s0f1np1.vlan42".into();
+        let wide = legend_width(&legend_entries(Chart::Latency, &t, &busbw_scale(&t)));
+        assert!(narrow >= 190 && wide > narrow && wide <= 420, "{narrow} {wide}");
+    }
+}

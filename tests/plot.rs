@@ -1,0 +1,144 @@
+//! `collbench plot` as a user runs it: charts of a real run, and errors that name the file.
+
+use std::path::Path;
+use std::process::Output;
+
+use assert_cmd::Command;
+
+use collbench::plot::{HEIGHT, WIDTH};
+
+fn collbench() -> Command {
+    let mut c = Command::cargo_bin("collbench").expect("binary built");
+    c.env_remove("COLLBENCH_RANK")
+        .timeout(std::time::Duration::from_secs(300));
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn plot(args: &[&str]) -> Output {
+    collbench().arg("plot").args(args).output().expect("collbench runs")
+}
+
+/// A tiny real run on two local ranks, its results file in `dir`.
+fn tiny_run(dir: &Path) -> std::path::PathBuf {
+    let json = dir.join("results.json");
+    let out = collbench()
+        .args(["run", "--np", "2", "-b", "8", "-e", "64K", "-n", "2", "-w", "1", "-J"])
+        .arg(&json)
+        .output()
+        .expect("collbench runs");
+    assert!(out.status.success(), "run failed: {}", text(&out.stderr));
+    json
+}
+
+/// Width and height from a PNG's header, after checking its signature and that the image data decodes.
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{} is not a PNG", path.display());
+    let decoder = png::Decoder::new(bytes.as_slice());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut buf).unwrap();
+    // A chart is not a blank canvas: some pixels are not the white background.
+    assert!(
+        buf[..frame.buffer_size()].iter().any(|b| *b < 128),
+        "{} is blank",
+        path.display()
+    );
+    (frame.width, frame.height)
+}
+
+#[test]
+fn a_real_run_plots_as_png_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = tiny_run(dir.path());
+    let charts = dir.path().join("charts");
+    let out = plot(&[json.to_str().unwrap(), "--out", charts.to_str().unwrap()]);
+    assert!(out.status.success(), "plot failed: {}", text(&out.stderr));
+    let listed: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+
+    let tables = ["all_reduce-float-sum", "all_gather-float"];
+    let mut expected = Vec::new();
+    for t in tables {
+        for chart in ["busbw", "latency"] {
+            for ext in ["png", "svg"] {
+                expected.push(charts.join(format!("{t}-{chart}.{ext}")));
+            }
+        }
+    }
+    assert_eq!(
+        listed,
+        expected.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "prints every file written"
+    );
+    for p in expected.iter().filter(|p| p.extension().unwrap() == "png") {
+        assert_eq!(png_size(p), (WIDTH, HEIGHT), "{}", p.display());
+    }
+    for t in tables {
+        let busbw = std::fs::read_to_string(charts.join(format!("{t}-busbw.svg"))).unwrap();
+        let latency = std::fs::read_to_string(charts.join(format!("{t}-latency.svg"))).unwrap();
+        for (svg, y_axis) in [(&busbw, "bus bandwidth (GB/s"), (&latency, "time (us)")] {
+            assert!(svg.starts_with("<svg"), "not an SVG");
+            for needle in ["message size (bytes)", y_axis, "tcp@lo", "2 ranks", "1KiB"] {
+                assert!(svg.contains(needle), "{t}: SVG lacks {needle:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn charts_go_beside_the_results_file_by_default_in_the_formats_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = tiny_run(dir.path());
+    let out = plot(&[json.to_str().unwrap(), "--format", "png"]);
+    assert!(out.status.success(), "plot failed: {}", text(&out.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "all_gather-float-busbw.png",
+            "all_gather-float-latency.png",
+            "all_reduce-float-sum-busbw.png",
+            "all_reduce-float-sum-latency.png",
+            "results.json",
+        ]
+    );
+}
+
+#[test]
+fn bad_input_names_the_file_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nosuch.json");
+    let not_json = dir.path().join("table.txt");
+    std::fs::write(&not_json, "# nccl-tests style table\n").unwrap();
+    let other_json = dir.path().join("other.json");
+    std::fs::write(&other_json, r#"{"results": []}"#).unwrap();
+    let cases = [
+        (&missing, "cannot read"),
+        (&not_json, "is not JSON"),
+        (&other_json, "not a collbench results file"),
+    ];
+    for (file, why) in cases {
+        let out = plot(&[file.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
+        assert!(err.contains(&file.display().to_string()), "names the file: {err}");
+        assert!(
+            err.contains(why) && err.contains("collbench run -J"),
+            "says why and what to do: {err}"
+        );
+    }
+    // Nothing was written for any of them.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+
+    let out = plot(&[other_json.to_str().unwrap(), "--format", "gif"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--format"), "{}", text(&out.stderr));
+}
