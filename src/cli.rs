@@ -231,6 +231,11 @@ pub struct RunArgs {
     #[arg(long = "markdown", value_name = "FILE", help_heading = OUTPUT)]
     pub markdown: Option<PathBuf>,
 
+    /// Draw busbw and latency charts per collective (PNG and SVG) into this directory at the end of the run
+    /// (charts of the same name are replaced); `collbench plot FILE.json` draws them from a saved run.
+    #[arg(long = "plot", value_name = "DIR", help_heading = OUTPUT)]
+    pub plot: Option<PathBuf>,
+
     /// Overwrite output files that already exist.
     #[arg(long = "force", help_heading = OUTPUT)]
     pub force: bool,

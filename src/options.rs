@@ -328,6 +328,8 @@ pub struct Options {
     pub csv: Option<PathBuf>,
     /// Markdown output file (`--markdown`).
     pub markdown: Option<PathBuf>,
+    /// Directory for charts drawn at the end of the run (`--plot`).
+    pub plot: Option<PathBuf>,
     /// Overwrite existing output files (`--force`).
     pub force: bool,
     /// Interface SPEC the plain TCP path binds to (`--iface`, as in `tcp@SPEC`); `None`: the default choice
@@ -370,6 +372,7 @@ impl Default for Options {
             json: None,
             csv: None,
             markdown: None,
+            plot: None,
             force: false,
             iface: None,
             streams: 1,
@@ -382,7 +385,7 @@ impl Default for Options {
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
 /// which a launcher overrides. Everything else must match on every rank (see [`Options::consensus_fields`]).
-pub const LOCAL_ONLY_FIELDS: [&str; 7] = ["np", "json", "csv", "markdown", "force", "progress", "iface"];
+pub const LOCAL_ONLY_FIELDS: [&str; 8] = ["np", "json", "csv", "markdown", "plot", "force", "progress", "iface"];
 
 impl Options {
     /// Validates `collbench run`'s flags; every error names the flag and says what to do instead.
@@ -473,6 +476,7 @@ impl Options {
             json: args.output_file.clone(),
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
+            plot: args.plot.clone(),
             force: args.force,
             iface: args
                 .iface

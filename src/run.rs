@@ -70,6 +70,11 @@ fn check_outputs(opts: &Options) -> Result<()> {
     if let Some(p) = &opts.markdown {
         report::file::check_writable(p, opts.force, "--markdown")?;
     }
+    if let Some(d) = &opts.plot {
+        // Made now, so a directory that cannot exist fails before the sweep rather than after it.
+        std::fs::create_dir_all(d)
+            .map_err(|e| Error::io(format!("--plot: creating the chart directory {}", d.display()), e))?;
+    }
     Ok(())
 }
 
@@ -101,6 +106,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
     distinct_paths(&sess, opts)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    let mut run_info = None;
     if id.rank == 0 {
         reporters = rank0_reporters(opts);
         let info = RunInfo {
@@ -118,6 +124,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         for r in &mut reporters {
             r.begin(&info)?;
         }
+        run_info = Some(info);
         let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
         if !notes.is_empty() {
             eprintln!(
@@ -221,6 +228,12 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates, costs);
         for r in &mut reporters {
             r.finish(&summary)?;
+        }
+        if let (Some(dir), Some(info)) = (&opts.plot, &run_info) {
+            let data = crate::plot::PlotData::from_records(&records, &line_rates, &crate::plot::run_note(info));
+            for p in crate::plot::write_plots(&data, dir, &crate::plot::Format::ALL)? {
+                eprintln!("collbench: chart {}", p.display());
+            }
         }
     }
     Ok(if wrong > 0 { EXIT_WRONG } else { EXIT_OK })

@@ -209,6 +209,7 @@ fn json_and_csv_cover_every_point_and_match_the_schema() {
 fn repeats_are_labelled_and_every_path_reports_its_cost() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
+    let charts = dir.path().join("charts");
     let args = [
         "--np",
         "2",
@@ -226,6 +227,8 @@ fn repeats_are_labelled_and_every_path_reports_its_cost() {
         "2",
         "-J",
         json.to_str().unwrap(),
+        "--plot",
+        charts.to_str().unwrap(),
     ];
     let out = run(&args);
     let stdout = text(&out.stdout);
@@ -260,6 +263,22 @@ fn repeats_are_labelled_and_every_path_reports_its_cost() {
     assert!(c["first_collective_us"].as_f64().unwrap() > 0.0, "{c}");
     assert!(c["sweep_s"].as_f64().unwrap() > 0.0, "{c}");
     assert_eq!(c["busiest_host"], v["collbench"]["run"]["ranks"][0]["host"]);
+    // --plot drew both charts of the one table, in both formats, and said so.
+    let mut drawn: Vec<String> = std::fs::read_dir(&charts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    drawn.sort();
+    assert_eq!(
+        drawn,
+        [
+            "all_reduce-float-sum-busbw.png",
+            "all_reduce-float-sum-busbw.svg",
+            "all_reduce-float-sum-latency.png",
+            "all_reduce-float-sum-latency.svg"
+        ]
+    );
+    assert!(text(&out.stderr).contains("collbench: chart "), "{}", text(&out.stderr));
 }
 
 #[test]
