@@ -151,6 +151,16 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             (path, rate.unwrap_or(0.0))
         })
         .collect();
+    // RDMA paths: --line-rate, else the port's rate as the kernel reports it.
+    for p in &opts.transports {
+        if let PathKind::Rdma { device, port } = p {
+            let sys = std::path::Path::new(crate::transport::rdma::sysfs::SYSFS_IB);
+            let rate = opts
+                .line_rate_gbit
+                .or_else(|| crate::transport::rdma::sysfs::port_info(sys, device, *port).and_then(|i| i.rate_gbit()));
+            line_rates.push((p.to_string(), rate.map_or(0.0, |g| g / 8.0)));
+        }
+    }
     if let Some(g) = opts.line_rate_gbit {
         // A given rate is the network's, whichever path crosses it.
         line_rates.push(("mpi".into(), g / 8.0));
