@@ -116,12 +116,23 @@ pub fn default_choice(single_host: bool, reaches_rendezvous: Option<IpAddr>) -> 
 /// The line rate of interface `name` in GB/s (1e9 bytes/s), as the driver reports its speed; `None` where
 /// it does not know (virtual devices report -1 or nothing).
 pub fn line_rate_gbs(name: &str) -> Option<f64> {
-    let mbit: i64 = std::fs::read_to_string(format!("/sys/class/net/{name}/speed"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let net = std::path::Path::new("/sys/class/net");
+    // Virtual devices report a placeholder (veth says 10000 whatever carries it): no line rate to compare with.
+    if is_virtual(&crate::net::classify::classify(name, net)) {
+        return None;
+    }
+    let dir = net.join(name);
+    let mbit: i64 = std::fs::read_to_string(dir.join("speed")).ok()?.trim().parse().ok()?;
     (mbit > 0).then(|| mbit as f64 * 1e6 / 8.0 / 1e9)
+}
+
+/// Kinds whose reported speed is not a wire's.
+fn is_virtual(kind: &crate::net::classify::IfaceKind) -> bool {
+    use crate::net::classify::IfaceKind as K;
+    matches!(
+        kind,
+        K::Loopback | K::Vxlan | K::Geneve | K::WireGuard | K::Veth | K::Bridge | K::Tun | K::Cni(_)
+    )
 }
 
 /// The interface that holds `ip`, if any.
@@ -131,6 +142,17 @@ pub fn name_of(ip: IpAddr) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn virtual_devices_have_no_line_rate() {
+        use crate::net::classify::IfaceKind as K;
+        for k in [K::Veth, K::Vxlan, K::Bridge, K::Loopback, K::Cni("cali".into())] {
+            assert!(super::is_virtual(&k), "{k:?}");
+        }
+        for k in [K::Ethernet, K::IpoIb, K::Bond, K::Vlan] {
+            assert!(!super::is_virtual(&k), "{k:?}");
+        }
+    }
+
     use super::*;
 
     #[test]
