@@ -67,6 +67,9 @@ pub fn sweep<E: Engine>(
         repeat,
     };
     let mut out = Outcome::default();
+    // Ranks arrive at a path at different times (start-up skew, the previous path's last point): line them
+    // up, so the first call measures the path's own start-up, not how late the slowest rank came.
+    e.barrier()?;
     let started = usage::Sample::now();
     // Bytes this rank moved, counted as busbw counts them; calls per placement include warm-up and check.
     let calls = f64::from(opts.warmup) + f64::from(opts.iters) + f64::from(opts.check_iters);
