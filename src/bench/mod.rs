@@ -95,19 +95,7 @@ pub fn sweep<E: Engine>(
         let mine = point::measure(e, p, algo, &mut bufs, opts)?;
         bytes += 2.0 * calls * p.layout.size_bytes as f64 * p.coll.bus_factor(n);
         first_us.get_or_insert(mine.first_us);
-        let encoded = serde_json::to_vec(&mine).expect("a rank's measurement serialises");
-        if let Some(all) = e.gather(&encoded)? {
-            let per_rank: Vec<RankPoint> = all
-                .iter()
-                .enumerate()
-                .map(|(r, b)| {
-                    serde_json::from_slice(b).map_err(|err| {
-                        Error::Peer(format!(
-                            "rank {r} sent an unreadable measurement ({err}); mixed collbench versions?"
-                        ))
-                    })
-                })
-                .collect::<Result<_>>()?;
+        if let Some(per_rank) = gather_json::<_, RankPoint>(e, &mine, "measurement")? {
             let rec = stats::record(&ctx, algo.name(), p, &per_rank);
             out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
             for r in reporters.iter_mut() {
@@ -121,19 +109,7 @@ pub fn sweep<E: Engine>(
     }
     let host = ranks.get(e.rank()).map_or("", |r| r.host.as_str());
     let mine = started.usage_since(host, bytes, first_us.unwrap_or(0.0));
-    let encoded = serde_json::to_vec(&mine).expect("a rank's usage serialises");
-    if let Some(all) = e.gather(&encoded)? {
-        let usages: Vec<usage::Usage> = all
-            .iter()
-            .enumerate()
-            .map(|(r, b)| {
-                serde_json::from_slice(b).map_err(|err| {
-                    Error::Peer(format!(
-                        "rank {r} sent an unreadable usage report ({err}); mixed collbench versions?"
-                    ))
-                })
-            })
-            .collect::<Result<_>>()?;
+    if let Some(usages) = gather_json::<_, usage::Usage>(e, &mine, "usage report")? {
         out.cost = Some(cost::of_sweep(&path, &usages));
     }
     // Every rank learns the verdict, so all exit with the same status.
@@ -145,4 +121,27 @@ pub fn sweep<E: Engine>(
         ))
     })?);
     Ok(out)
+}
+
+/// Every rank's `mine` on rank 0 (in rank order), `None` on the others; `what` names it in errors.
+fn gather_json<E: Engine, T: serde::Serialize + serde::de::DeserializeOwned>(
+    e: &mut E,
+    mine: &T,
+    what: &str,
+) -> Result<Option<Vec<T>>> {
+    let encoded = serde_json::to_vec(mine).expect("a rank's report serialises");
+    let Some(all) = e.gather(&encoded)? else {
+        return Ok(None);
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|err| {
+                Error::Peer(format!(
+                    "rank {r} sent an unreadable {what} ({err}); mixed collbench versions?"
+                ))
+            })
+        })
+        .collect::<Result<Vec<T>>>()
+        .map(Some)
 }
