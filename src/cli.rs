@@ -232,7 +232,8 @@ pub struct RunArgs {
     pub markdown: Option<PathBuf>,
 
     /// Draw busbw and latency charts per collective (PNG and SVG) into this directory at the end of the run
-    /// (charts of the same name are replaced); `collbench plot FILE.json` draws them from a saved run.
+    /// (charts of the same name are replaced); `collbench plot FILE.json` draws them from a saved run
+    /// [default: none]
     #[arg(long = "plot", value_name = "DIR", help_heading = OUTPUT)]
     pub plot: Option<PathBuf>,
 
