@@ -34,6 +34,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Show every host's network interfaces (kind, MTU, speed, addresses) and CPU limits, with advice.
     Info(InfoArgs),
+    /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
+    Model(crate::model::ModelArgs),
 }
 
 /// Flags of `collbench info`.

@@ -10,6 +10,7 @@ fn main() {
     let code = match &cli.command {
         Command::Run(args) => collbench::run::run(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e)),
         Command::Info(args) => collbench::info::info(args).unwrap_or_else(|e| collbench::run::report_error(&e)),
+        Command::Model(args) => collbench::model::model(args).unwrap_or_else(|e| collbench::run::report_error(&e)),
     };
     std::process::exit(code);
 }
