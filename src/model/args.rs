@@ -30,6 +30,11 @@ pub struct ModelArgs {
     #[arg(long = "reference", value_name = "PATH")]
     pub reference: Option<String>,
 
+    /// How the fit weighs points: sqrt (variance proportional to time), relative (relative error) or
+    /// absolute (plain least squares on time).
+    #[arg(long = "weight", value_name = "HOW", default_value = "sqrt")]
+    pub weight: String,
+
     /// Results measured at the target scale, to put beside the predictions with the error [default: none]
     #[arg(long = "measured", value_name = "FILE")]
     pub measured: Vec<PathBuf>,

@@ -39,7 +39,11 @@ fn ceil_lg(p: usize) -> f64 {
 fn rec_doubling(p: usize, n: f64) -> Coeffs {
     let k = (usize::BITS - 1 - p.leading_zeros()) as f64; // floor(log2 p)
     if p.is_power_of_two() {
-        Coeffs { a: k, b: k * n, c: k * n }
+        Coeffs {
+            a: k,
+            b: k * n,
+            c: k * n,
+        }
     } else {
         Coeffs {
             a: k + 2.0,
@@ -81,17 +85,33 @@ pub fn coeffs(coll: Collective, algo: Algo, p: usize, n: f64) -> Option<Coeffs> 
             b: share,
             c: 0.0,
         },
-        (C::AllGather, Algo::Bruck) => Coeffs { a: lg, b: share, c: 0.0 },
+        (C::AllGather, Algo::Bruck) => Coeffs {
+            a: lg,
+            b: share,
+            c: 0.0,
+        },
         (C::ReduceScatter, Algo::Ring) => Coeffs {
             a: pf - 1.0,
             b: share,
             c: share,
         },
         // A pipelined chain: p-1 hops, and (ignoring the pipeline's fill) the whole message once per link.
-        (C::Broadcast, Algo::Ring) => Coeffs { a: pf - 1.0, b: n, c: 0.0 },
-        (C::Reduce, Algo::Ring) => Coeffs { a: pf - 1.0, b: n, c: n },
+        (C::Broadcast, Algo::Ring) => Coeffs {
+            a: pf - 1.0,
+            b: n,
+            c: 0.0,
+        },
+        (C::Reduce, Algo::Ring) => Coeffs {
+            a: pf - 1.0,
+            b: n,
+            c: n,
+        },
         // A binomial tree: the root sends (or receives) the whole message once per round.
-        (C::Broadcast, Algo::Tree) => Coeffs { a: lg, b: lg * n, c: 0.0 },
+        (C::Broadcast, Algo::Tree) => Coeffs {
+            a: lg,
+            b: lg * n,
+            c: 0.0,
+        },
         (C::Reduce, Algo::Tree) => Coeffs {
             a: lg,
             b: lg * n,
@@ -150,7 +170,15 @@ mod tests {
 
     #[test]
     fn all_gather_ring_and_bruck_are_the_textbook_forms() {
-        for (p, lg) in [(2usize, 1.0), (3, 2.0), (4, 2.0), (5, 3.0), (6, 3.0), (8, 3.0), (9, 4.0)] {
+        for (p, lg) in [
+            (2usize, 1.0),
+            (3, 2.0),
+            (4, 2.0),
+            (5, 3.0),
+            (6, 3.0),
+            (8, 3.0),
+            (9, 4.0),
+        ] {
             let (pf, n) = (p as f64, 3e5);
             let ring = c(Collective::AllGather, Algo::Ring, p, n);
             assert_eq!(ring.a, pf - 1.0);

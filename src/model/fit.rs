@@ -2,8 +2,11 @@
 //! term beta, and one per-byte reduction cost gamma for the path (every algorithm runs the same reduction
 //! kernel on the same CPUs), all in one weighted least-squares problem across the path's collectives.
 //!
-//! The weights are 1/measured time, so the fit minimises relative error: an 8-byte point counts as much as
-//! a 16 MiB one, and alpha is not lost in the noise of the large messages.
+//! Each point is weighted by 1/time^k ([`Weighting`]): k = 1 minimises relative error (an 8-byte point
+//! counts as much as a 16 MiB one), k = 1/2 (the default) takes a point's variance as proportional to its
+//! time, as for a sum of many independent per-packet delays: small messages still pin alpha, and a
+//! mid-size regime the linear model does not describe (a shaper's burst allowance, socket buffers) cannot
+//! drag beta away from the sustained rate the large messages show.
 //!
 //! Identifiability: alpha and beta of an algorithm separate through the size sweep (intercept and slope).
 //! gamma separates from beta only where a collective that does not reduce (all_gather) pins beta beside
@@ -20,6 +23,57 @@ use super::lsq::{self, Failure};
 use crate::algorithm::Algo;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
+
+/// How the fit weighs its points: each squared residual is divided by time^(2k).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Weighting {
+    /// k = 1: relative error.
+    Relative,
+    /// k = 1/2: variance proportional to time.
+    #[default]
+    Sqrt,
+    /// k = 0: plain least squares on time (large messages dominate).
+    Absolute,
+}
+
+impl Weighting {
+    /// k.
+    pub fn exponent(self) -> f64 {
+        match self {
+            Weighting::Relative => 1.0,
+            Weighting::Sqrt => 0.5,
+            Weighting::Absolute => 0.0,
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Weighting::Relative => "relative",
+            Weighting::Sqrt => "sqrt",
+            Weighting::Absolute => "absolute",
+        }
+    }
+
+    /// What the fit minimises, for the report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Weighting::Relative => "least squares on relative error (each point weighted by 1/time)",
+            Weighting::Sqrt => "least squares with variance proportional to time (each point weighted by 1/sqrt(time))",
+            Weighting::Absolute => "plain least squares on time",
+        }
+    }
+}
+
+impl std::str::FromStr for Weighting {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [Weighting::Relative, Weighting::Sqrt, Weighting::Absolute]
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| format!("unknown weighting '{s}' (expected relative, sqrt or absolute)"))
+    }
+}
 
 /// One fitted parameter.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -93,7 +147,14 @@ pub struct PathFit {
 impl PathFit {
     /// The parameter vector's coefficients for `coll` by `algo` on `p` ranks at `n` bytes, with the
     /// reduction share scaled by `gamma_share`; `None` when the algorithm was not fitted on this path.
-    pub fn design(&self, coll: Collective, algo: Algo, p: usize, n: f64, gamma_share: f64) -> Option<(Vec<f64>, Coeffs)> {
+    pub fn design(
+        &self,
+        coll: Collective,
+        algo: Algo,
+        p: usize,
+        n: f64,
+        gamma_share: f64,
+    ) -> Option<(Vec<f64>, Coeffs)> {
         let i = self.algos.iter().position(|a| a.algo == algo)?;
         let k = coeffs(coll, algo, p, n)?;
         let mut v = vec![0.0; self.theta.len()];
@@ -127,7 +188,7 @@ impl PathFit {
 
 /// Fits every path of `samples`, in order of first appearance. Points that cannot be modelled (a
 /// library's algorithm, one rank, no time) are left out with a note; a path with nothing left is an error.
-pub fn fit_all(samples: &[Sample]) -> Result<Vec<PathFit>> {
+pub fn fit_all(samples: &[Sample], weighting: Weighting) -> Result<Vec<PathFit>> {
     let mut paths: Vec<&str> = Vec::new();
     for s in samples {
         if !paths.contains(&s.path.as_str()) {
@@ -138,7 +199,7 @@ pub fn fit_all(samples: &[Sample]) -> Result<Vec<PathFit>> {
         .into_iter()
         .map(|p| {
             let mine: Vec<&Sample> = samples.iter().filter(|s| s.path == p).collect();
-            fit_path(p, &mine)
+            fit_path(p, &mine, weighting)
         })
         .collect()
 }
@@ -154,7 +215,7 @@ fn sources(samples: &[&Sample]) -> Vec<String> {
 }
 
 /// Fits one path.
-pub fn fit_path(path: &str, all: &[&Sample]) -> Result<PathFit> {
+pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<PathFit> {
     let srcs = sources(all);
     let err = |msg: String| Error::usage(srcs.join(", "), format!("path {path}: {msg}"));
     let mut notes = Vec::new();
@@ -163,7 +224,15 @@ pub fn fit_path(path: &str, all: &[&Sample]) -> Result<PathFit> {
     for s in all {
         match algo_named(&s.algo) {
             _ if s.nranks < 2 => {
-                skipped.insert(format!("{} point(s) on 1 rank move nothing between ranks", s.collective));
+                skipped.insert(format!(
+                    "{} point(s) on 1 rank move nothing between ranks",
+                    s.collective
+                ));
+            }
+            // Sharded collectives round tiny sizes down to 0 bytes: such a call sends nothing and returns at
+            // once, and its sub-microsecond time would pull alpha to 0 in a relative fit.
+            _ if s.size == 0 => {
+                skipped.insert(format!("{} point(s) of 0 bytes do not communicate", s.collective));
             }
             _ if !(s.time_us.is_finite() && s.time_us > 0.0) => {
                 skipped.insert(format!("{} point(s) without a time", s.collective));
@@ -208,7 +277,7 @@ pub fn fit_path(path: &str, all: &[&Sample]) -> Result<PathFit> {
         x.push(row);
     }
     let y: Vec<f64> = pts.iter().map(|(s, _)| s.time_us).collect();
-    let w: Vec<f64> = y.iter().map(|t| 1.0 / t).collect();
+    let w: Vec<f64> = y.iter().map(|t| 1.0 / t.powf(weighting.exponent())).collect();
     let mut free = vec![true; k];
     let mut why: Vec<Option<String>> = vec![None; k];
     if !pts.iter().any(|(s, _)| s.collective.reduces()) {
@@ -222,10 +291,10 @@ pub fn fit_path(path: &str, all: &[&Sample]) -> Result<PathFit> {
         let ranks: BTreeSet<usize> = mine.iter().map(|s| s.nranks).collect();
         format!(
             "algorithm {a}: alpha and beta cannot be told apart: its {} point(s) have {} size(s) at rank \
-             count(s) {:?}; measure a size sweep (-b/-e with two or more sizes) or a second rank count",
+             count(s) {}; measure a size sweep (-b/-e with two or more sizes) or a second rank count",
             mine.len(),
             sizes.len(),
-            ranks
+            ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
         )
     };
     let sol = loop {
@@ -254,7 +323,9 @@ pub fn fit_path(path: &str, all: &[&Sample]) -> Result<PathFit> {
                         free[j] = false;
                         why[j] = Some(format!("came out negative ({:.3e}); held at 0", sol.theta[j]));
                         if (0..k).all(|j| !free[j]) {
-                            return Err(err("every parameter came out negative; the data fit no cost model".into()));
+                            return Err(err(
+                                "every parameter came out negative; the data fit no cost model".into()
+                            ));
                         }
                     }
                     None => break sol,

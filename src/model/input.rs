@@ -46,7 +46,10 @@ impl Sample {
 
 /// The points of `records`, a run on `hosts` hosts (for [`crate::model::predict_from_records`]).
 pub fn from_records(records: &[Record], hosts: usize) -> Vec<Sample> {
-    records.iter().map(|r| Sample::from_record(r, hosts, "this run")).collect()
+    records
+        .iter()
+        .map(|r| Sample::from_record(r, hosts, "this run"))
+        .collect()
 }
 
 /// Reads every result of a results file. Errors (exit 2) name the file and what is missing in it.
@@ -54,8 +57,11 @@ pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
     let shown = path.display().to_string();
     let bad = |msg: String| Error::usage(shown.clone(), msg);
     let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read the results file: {e}")))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| bad(format!("not JSON ({e}); expected a results file written by `collbench run -J`")))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "not JSON ({e}); expected a results file written by `collbench run -J`"
+        ))
+    })?;
     parse(&doc, &shown)
 }
 
@@ -67,18 +73,28 @@ pub fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
         .and_then(Value::as_array)
         .ok_or_else(|| bad("no `results` array; expected a results file written by `collbench run -J`".into()))?;
     if results.is_empty() {
-        return Err(bad("the file holds no results (the run measured no point); nothing to fit".into()));
+        return Err(bad(
+            "the file holds no results (the run measured no point); nothing to fit".into(),
+        ));
     }
     let hosts: BTreeSet<&str> = doc
         .pointer("/collbench/run/ranks")
         .and_then(Value::as_array)
-        .map(|ranks| ranks.iter().filter_map(|r| r.get("host").and_then(Value::as_str)).collect())
+        .map(|ranks| {
+            ranks
+                .iter()
+                .filter_map(|r| r.get("host").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     let mut out = Vec::with_capacity(results.len());
     for (i, r) in results.iter().enumerate() {
         let field = |k: &str| {
-            r.get(k)
-                .ok_or_else(|| bad(format!("results[{i}] has no `{k}` (written by an older collbench, or not by collbench?)")))
+            r.get(k).ok_or_else(|| {
+                bad(format!(
+                    "results[{i}] has no `{k}` (written by an older collbench, or not by collbench?)"
+                ))
+            })
         };
         let text = |k: &str| -> Result<String> {
             field(k)?
@@ -158,7 +174,7 @@ mod tests {
         let e = parse(&doc(json!([])), "b.json").unwrap_err();
         assert!(e.to_string().contains("b.json: the file holds no results"), "{e}");
         let e = parse(&doc(json!([{"size": 8, "collective": "all_reduce"}])), "c.json").unwrap_err();
-        assert!(e.to_string().contains("c.json: results[0] has no `path`"), "{e}");
+        assert!(e.to_string().contains("c.json: results[0] has no `nranks`"), "{e}");
         let e = read_file(Path::new("/nonexistent/r.json")).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/r.json: cannot read"), "{e}");
     }

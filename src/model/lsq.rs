@@ -22,7 +22,7 @@ pub enum Failure {
     /// Column `.0` is (numerically) a combination of the free columns before it: the data cannot tell its
     /// parameter apart from theirs.
     Dependent(usize),
-    /// Fewer rows than free columns.
+    /// No rows at all. (Fewer rows than columns shows as the first column past the rows being dependent.)
     TooFewRows { rows: usize, params: usize },
 }
 
@@ -33,11 +33,15 @@ const RANK_TOL: f64 = 1e-9;
 pub fn solve(x: &[Vec<f64>], y: &[f64], w: &[f64], free: &[bool]) -> Result<Solution, Failure> {
     let cols: Vec<usize> = (0..free.len()).filter(|&j| free[j]).collect();
     let (m, k) = (x.len(), cols.len());
-    if m < k {
+    if m == 0 && k > 0 {
         return Err(Failure::TooFewRows { rows: m, params: k });
     }
     // Weighted rows, then every column scaled to unit length.
-    let mut a: Vec<Vec<f64>> = x.iter().zip(w).map(|(r, &wi)| cols.iter().map(|&j| r[j] * wi).collect()).collect();
+    let mut a: Vec<Vec<f64>> = x
+        .iter()
+        .zip(w)
+        .map(|(r, &wi)| cols.iter().map(|&j| r[j] * wi).collect())
+        .collect();
     let mut b: Vec<f64> = y.iter().zip(w).map(|(&yi, &wi)| yi * wi).collect();
     let mut scale = vec![1.0; k];
     for (j, s) in scale.iter_mut().enumerate() {
@@ -120,7 +124,10 @@ mod tests {
         let x: Vec<Vec<f64>> = (0..5).map(|i| vec![1.0, 1e6 * i as f64]).collect();
         let y: Vec<f64> = x.iter().map(|r| 3.0 * r[0] + 2e-6 * r[1]).collect();
         let s = solve(&x, &y, &[1.0; 5], &[true, true]).unwrap();
-        assert!((s.theta[0] - 3.0).abs() < 1e-9 && (s.theta[1] - 2e-6).abs() < 1e-15, "{s:?}");
+        assert!(
+            (s.theta[0] - 3.0).abs() < 1e-9 && (s.theta[1] - 2e-6).abs() < 1e-15,
+            "{s:?}"
+        );
         assert!(s.rss < 1e-18);
         assert_eq!(s.dof, 3);
     }
@@ -149,7 +156,10 @@ mod tests {
         let s = solve(&x, &y, &[1.0; 5], &[true, true, false]).unwrap();
         assert_eq!(s.theta[2], 0.0);
         assert_eq!(s.cov[2][2], 0.0);
+        // One row for two parameters: the second adds nothing the first does not.
         let short = solve(&x[..1], &y[..1], &[1.0], &[true, true, false]).unwrap_err();
-        assert_eq!(short, Failure::TooFewRows { rows: 1, params: 2 });
+        assert_eq!(short, Failure::Dependent(1));
+        let none = solve(&[], &[], &[], &[true]).unwrap_err();
+        assert_eq!(none, Failure::TooFewRows { rows: 0, params: 1 });
     }
 }

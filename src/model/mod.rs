@@ -4,7 +4,7 @@
 //!   wire) and gamma (per byte reduced), as src/algorithm/ runs it.
 //! - [`lsq`]: weighted least squares with rank detection and the parameters' covariance.
 //! - [`input`]: the measured points, from results files or the records of a run.
-//! - [`fit`]: one path's parameters from all its collectives at once, weighted by 1/time.
+//! - [`fit`]: one path's parameters from all its collectives at once, weighted least squares.
 //! - [`predict`]: time (with a 95% interval), algbw, busbw, the dominant term, the ring/latency-algorithm
 //!   crossover, the two-level form, and paths against each other, at the target scale.
 //! - [`render`]: the text table and Markdown of a [`Report`] (JSON is its serde form).
@@ -30,8 +30,7 @@ pub use predict::{Crossover, LocalLink, PathRatio, Prediction};
 use crate::error::{Error, Result};
 use crate::report::{check_writable, Record};
 
-/// How the fit weighs points, as the report states it.
-pub const WEIGHTING: &str = "least squares on relative error (each point weighted by 1/measured time)";
+pub use fit::Weighting;
 
 /// What to predict.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +43,8 @@ pub struct ModelOptions {
     pub local_path: Option<String>,
     /// The path the others are compared with [default: the first path].
     pub reference: Option<String>,
+    /// How the fit weighs points.
+    pub weighting: Weighting,
 }
 
 /// The predicted and measured time at the largest measured size of one collective and algorithm.
@@ -127,7 +128,7 @@ fn check_options(opts: &ModelOptions, fits: &[PathFit]) -> Result<()> {
 
 /// Fits every path of `samples` and predicts at the target scale.
 pub fn predict(samples: &[Sample], opts: &ModelOptions) -> Result<Report> {
-    let fits = fit::fit_all(samples)?;
+    let fits = fit::fit_all(samples, opts.weighting)?;
     check_options(opts, &fits)?;
     let local_fit = opts
         .local_path
@@ -178,7 +179,7 @@ pub fn predict(samples: &[Sample], opts: &ModelOptions) -> Result<Report> {
         target_ranks: opts.target_ranks,
         ranks_per_node: opts.ranks_per_node,
         sources,
-        weighting: WEIGHTING,
+        weighting: opts.weighting.describe(),
         fits,
         local_link: two_level.then_some(local),
         predictions,
@@ -200,7 +201,10 @@ pub fn predict_from_records(records: &[Record], hosts: usize, opts: &ModelOption
 /// at each collective and algorithm's largest measured size.
 pub fn attach_measured(report: &mut Report, measured: &[Sample]) {
     let mut times: BTreeMap<(&str, &str, &str, u64), (f64, u32)> = BTreeMap::new();
-    for s in measured.iter().filter(|s| s.nranks == report.target_ranks && s.time_us.is_finite()) {
+    for s in measured
+        .iter()
+        .filter(|s| s.nranks == report.target_ranks && s.time_us.is_finite())
+    {
         let e = times
             .entry((s.path.as_str(), s.collective.name(), s.algo.as_str(), s.size))
             .or_insert((0.0, 0));
@@ -216,7 +220,9 @@ pub fn attach_measured(report: &mut Report, measured: &[Sample]) {
     }
     let mut largest: Vec<LargestError> = Vec::new();
     for p in report.predictions.iter().filter(|p| p.measured_us.is_some()) {
-        let (Some(m), Some(e)) = (p.measured_us, p.error_pct) else { continue };
+        let (Some(m), Some(e)) = (p.measured_us, p.error_pct) else {
+            continue;
+        };
         let entry = LargestError {
             path: p.path.clone(),
             collective: p.collective,
@@ -263,6 +269,7 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         ranks_per_node: args.ranks_per_node,
         local_path: args.local_path.clone(),
         reference: args.reference.clone(),
+        weighting: args.weight.parse().map_err(|e: String| Error::usage("--weight", e))?,
     };
     let mut report = predict(&samples, &opts)?;
     if !args.measured.is_empty() {
@@ -273,7 +280,10 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         if !measured.iter().any(|s| s.nranks == args.target_ranks) {
             return Err(Error::usage(
                 "--measured",
-                format!("no point in these files ran on {} ranks (the target)", args.target_ranks),
+                format!(
+                    "no point in these files ran on {} ranks (the target)",
+                    args.target_ranks
+                ),
             ));
         }
         attach_measured(&mut report, &measured);
@@ -281,8 +291,8 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
     let text = render::text(&report);
     print!("{text}");
     if let Some(p) = &args.output_file {
-        let mut bytes = serde_json::to_vec_pretty(&report)
-            .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
+        let mut bytes =
+            serde_json::to_vec_pretty(&report).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
         crate::report::file::write_atomic(p, &bytes)?;
     }
@@ -291,3 +301,6 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
     }
     Ok(crate::error::EXIT_OK)
 }
+
+#[cfg(test)]
+mod tests;

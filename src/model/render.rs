@@ -177,14 +177,23 @@ pub fn text(r: &Report) -> String {
             p.bound
         );
         if measured {
-            let _ = write!(line, " {:>13} {:>7}", opt_num(p.measured_us, 2), opt_num(p.error_pct, 1));
+            let _ = write!(
+                line,
+                " {:>13} {:>7}",
+                opt_num(p.measured_us, 2),
+                opt_num(p.error_pct, 1)
+            );
         }
         let _ = writeln!(s, "{}", line.trim_end());
     }
     if !r.crossovers.is_empty() {
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "# ring vs latency algorithm at {} ranks (flat)", r.target_ranks);
-        let _ = writeln!(s, "# {:<12} {:<15} {:<13} {:>14}  which", "path", "collective", "latency", "crossover(B)");
+        let _ = writeln!(
+            s,
+            "# {:<12} {:<15} {:<13} {:>14}  which",
+            "path", "collective", "latency", "crossover(B)"
+        );
         for c in &r.crossovers {
             let at = c.size.map_or_else(|| "none".into(), |x| format!("{x:.0}"));
             let _ = writeln!(
@@ -266,7 +275,10 @@ pub fn markdown(r: &Report) -> String {
             num(f.r2, 4),
             f.dof
         );
-        let _ = writeln!(s, "| algorithm | alpha (us) | beta (ns/B) | 1/beta (GB/s) | points | ranks | collectives |");
+        let _ = writeln!(
+            s,
+            "| algorithm | alpha (us) | beta (ns/B) | 1/beta (GB/s) | points | ranks | collectives |"
+        );
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|---|");
         for a in &f.algos {
             let rk: Vec<String> = a.rank_counts.iter().map(usize::to_string).collect();
@@ -310,7 +322,10 @@ pub fn markdown(r: &Report) -> String {
     }
     let measured = r.predictions.iter().any(|p| p.measured_us.is_some());
     let _ = writeln!(s, "## Predictions at {}\n", scale_line(r));
-    let _ = write!(s, "| path | collective | algorithm | level | size | time (us) | ±95% | algbw (GB/s) | busbw (GB/s) | bound |");
+    let _ = write!(
+        s,
+        "| path | collective | algorithm | level | size | time (us) | ±95% | algbw (GB/s) | busbw (GB/s) | bound |"
+    );
     let _ = writeln!(s, "{}", if measured { " measured (us) | error |" } else { "" });
     let _ = write!(s, "|---|---|---|---|---:|---:|---:|---:|---:|---|");
     let _ = writeln!(s, "{}", if measured { "---:|---:|" } else { "" });
@@ -379,7 +394,10 @@ pub fn markdown(r: &Report) -> String {
             r.target_ranks,
             r.measured_sources.join(", ")
         );
-        let _ = writeln!(s, "| path | collective | algorithm | size | predicted (us) | measured (us) | error |");
+        let _ = writeln!(
+            s,
+            "| path | collective | algorithm | size | predicted (us) | measured (us) | error |"
+        );
         let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|");
         for e in &r.largest_errors {
             let _ = writeln!(
