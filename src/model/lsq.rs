@@ -29,6 +29,8 @@ pub enum Failure {
 /// A column whose part orthogonal to the earlier ones is below this share of its length adds nothing.
 const RANK_TOL: f64 = 1e-9;
 
+// Column-oriented matrix arithmetic reads clearest with indices.
+#[allow(clippy::needless_range_loop)]
 /// Minimises `sum_i (w_i * (x_i . theta - y_i))^2` over the columns marked `free` (the others stay 0).
 pub fn solve(x: &[Vec<f64>], y: &[f64], w: &[f64], free: &[bool]) -> Result<Solution, Failure> {
     let cols: Vec<usize> = (0..free.len()).filter(|&j| free[j]).collect();

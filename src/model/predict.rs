@@ -10,6 +10,7 @@
 //! - all_gather: the all-gather between nodes (the node's link carries (M-1)/M of the output), then a ring
 //!   all-gather inside each node;
 //! - reduce_scatter: ring reduce-scatter inside each node, then between nodes as for all_reduce.
+//!
 //! The other collectives are predicted flat only.
 
 use std::collections::BTreeSet;
