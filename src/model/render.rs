@@ -161,7 +161,7 @@ pub fn text(r: &Report) -> String {
     if measured {
         let _ = write!(head, " {:>13} {:>7}", "measured(us)", "err%");
     }
-    let _ = writeln!(s, "{head}");
+    let _ = writeln!(s, "{}", head.trim_end());
     for p in &r.predictions {
         let mut line = format!(
             "  {:<12} {:<15} {:<13} {:>6} {:>12} {:>13.2} {:>10} {:>9.4} {:>9.4} {:<10}",
