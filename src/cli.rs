@@ -58,6 +58,8 @@ pub struct PlotArgs {
         default_value = "png,svg"
     )]
     pub format: Vec<String>,
+    /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
+    Model(crate::model::ModelArgs),
 }
 
 /// Flags of `collbench info`.

@@ -12,6 +12,7 @@
 //! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
+//! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod error;
 pub mod info;
 pub mod memory;
+pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod net;

@@ -13,6 +13,7 @@ fn main() {
         Command::Plot(args) => {
             collbench::plot::command::plot(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Model(args) => collbench::model::model(args).unwrap_or_else(|e| collbench::run::report_error(&e)),
     };
     std::process::exit(code);
 }

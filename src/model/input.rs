@@ -1,0 +1,181 @@
+//! The measured points a model is fitted to: read from results files (`collbench run -J`) or taken from the
+//! records of the run in memory.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::collective::Collective;
+use crate::error::{Error, Result};
+use crate::report::Record;
+
+/// One measured point: the out-of-place time of one collective, algorithm, size and rank count on a path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub path: String,
+    pub collective: Collective,
+    /// The algorithm as results name it (`ring`, `rec_doubling`, ...).
+    pub algo: String,
+    /// The size column: bytes of the larger buffer.
+    pub size: u64,
+    pub nranks: usize,
+    /// Hosts the run's ranks were on.
+    pub hosts: usize,
+    /// The reported (slowest rank's) time, microseconds.
+    pub time_us: f64,
+    /// Where the point came from (a file name, or `this run`), for messages.
+    pub source: String,
+}
+
+impl Sample {
+    /// The point of one record of a run on `hosts` hosts.
+    pub fn from_record(rec: &Record, hosts: usize, source: &str) -> Sample {
+        Sample {
+            path: rec.path.clone(),
+            collective: rec.collective,
+            algo: rec.algo.clone(),
+            size: rec.size,
+            nranks: rec.nranks,
+            hosts,
+            time_us: rec.out_of_place.time_us,
+            source: source.to_string(),
+        }
+    }
+}
+
+/// The points of `records`, a run on `hosts` hosts (for [`crate::model::predict_from_records`]).
+pub fn from_records(records: &[Record], hosts: usize) -> Vec<Sample> {
+    records
+        .iter()
+        .map(|r| Sample::from_record(r, hosts, "this run"))
+        .collect()
+}
+
+/// Reads every result of a results file. Errors (exit 2) name the file and what is missing in it.
+pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
+    let shown = path.display().to_string();
+    let bad = |msg: String| Error::usage(shown.clone(), msg);
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read the results file: {e}")))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        bad(format!(
+            "not JSON ({e}); expected a results file written by `collbench run -J`"
+        ))
+    })?;
+    parse(&doc, &shown)
+}
+
+/// The samples of one parsed results document; `source` names it in errors.
+pub fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
+    let bad = |msg: String| Error::usage(source.to_string(), msg);
+    let results = doc
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `results` array; expected a results file written by `collbench run -J`".into()))?;
+    if results.is_empty() {
+        return Err(bad(
+            "the file holds no results (the run measured no point); nothing to fit".into(),
+        ));
+    }
+    let hosts: BTreeSet<&str> = doc
+        .pointer("/collbench/run/ranks")
+        .and_then(Value::as_array)
+        .map(|ranks| {
+            ranks
+                .iter()
+                .filter_map(|r| r.get("host").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(results.len());
+    for (i, r) in results.iter().enumerate() {
+        let field = |k: &str| {
+            r.get(k).ok_or_else(|| {
+                bad(format!(
+                    "results[{i}] has no `{k}` (written by an older collbench, or not by collbench?)"
+                ))
+            })
+        };
+        let text = |k: &str| -> Result<String> {
+            field(k)?
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| bad(format!("results[{i}].{k} is not a string")))
+        };
+        let uint = |k: &str| -> Result<u64> {
+            field(k)?
+                .as_u64()
+                .ok_or_else(|| bad(format!("results[{i}].{k} is not a whole number")))
+        };
+        let collective: Collective = text("collective")?
+            .parse()
+            .map_err(|e| bad(format!("results[{i}].collective: {e}")))?;
+        let nranks = uint("nranks")? as usize;
+        // A time of "nan" (written for a point without a number) is kept as NaN and skipped by the fit.
+        let time_us = r
+            .pointer("/out_of_place/time")
+            .map(|t| t.as_f64().unwrap_or(f64::NAN))
+            .ok_or_else(|| bad(format!("results[{i}] has no out_of_place.time")))?;
+        out.push(Sample {
+            path: text("path")?,
+            collective,
+            algo: text("algo")?,
+            size: uint("size")?,
+            nranks,
+            // Files without the rank list are taken as one rank per host.
+            hosts: if hosts.is_empty() { nranks } else { hosts.len() },
+            time_us,
+            source: source.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn doc(results: Value) -> Value {
+        json!({
+            "results": results,
+            "collbench": {"run": {"ranks": [{"host": "a"}, {"host": "b"}, {"host": "b"}]}}
+        })
+    }
+
+    #[test]
+    fn reads_the_fields_the_model_needs() {
+        let d = doc(json!([{
+            "size": 1024, "collective": "all_gather", "path": "tcp@eth0", "algo": "bruck", "nranks": 3,
+            "out_of_place": {"time": 12.5}, "in_place": {"time": 99.0}
+        }]));
+        let s = parse(&d, "x.json").unwrap();
+        assert_eq!(
+            s,
+            vec![Sample {
+                path: "tcp@eth0".into(),
+                collective: Collective::AllGather,
+                algo: "bruck".into(),
+                size: 1024,
+                nranks: 3,
+                hosts: 2,
+                time_us: 12.5,
+                source: "x.json".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn missing_pieces_are_named_with_the_file() {
+        let e = parse(&json!({"version": 2}), "a.json").unwrap_err();
+        assert!(e.to_string().starts_with("a.json: no `results`"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        let e = parse(&doc(json!([])), "b.json").unwrap_err();
+        assert!(e.to_string().contains("b.json: the file holds no results"), "{e}");
+        let e = parse(&doc(json!([{"size": 8, "collective": "all_reduce"}])), "c.json").unwrap_err();
+        assert!(e.to_string().contains("c.json: results[0] has no `nranks`"), "{e}");
+        let e = read_file(Path::new("/nonexistent/r.json")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/r.json: cannot read"), "{e}");
+    }
+}

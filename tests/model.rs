@@ -1,0 +1,142 @@
+//! `collbench model` end to end: results files in, fits and predictions out (text, JSON, Markdown), and
+//! bad input refused with exit 2 and a message naming the file and what is missing.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+/// A results file in the layout `collbench run -J` writes (the fields the model reads), with times from a
+/// known model: ring all_reduce and all_gather at `p` ranks, alpha 30 us, beta 8 ns/B, gamma 2 ns/B.
+fn results(p: usize, sizes: &[u64]) -> Value {
+    let pf = p as f64;
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let share = (pf - 1.0) / pf * n as f64;
+        for (coll, t) in [
+            (
+                "all_reduce",
+                2.0 * (pf - 1.0) * 30.0 + 2.0 * share * 8e-3 + share * 2e-3,
+            ),
+            ("all_gather", (pf - 1.0) * 30.0 + share * 8e-3),
+        ] {
+            rows.push(json!({
+                "size": n, "count": n / 4, "type": "float", "redop": "sum", "root": "    -1",
+                "out_of_place": {"time": t}, "in_place": {"time": t},
+                "collective": coll, "path": "tcp@eth0", "algo": "ring", "nranks": p, "repeat": 0
+            }));
+        }
+    }
+    let ranks: Vec<Value> = (0..p).map(|r| json!({"rank": r, "host": format!("h{r}")})).collect();
+    json!({"version": 2, "results": rows, "collbench": {"run": {"ranks": ranks}}})
+}
+
+fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec(v).unwrap()).unwrap();
+    p
+}
+
+fn sweep() -> Vec<u64> {
+    (3..=24).map(|e| 1u64 << e).collect()
+}
+
+fn collbench() -> Command {
+    Command::cargo_bin("collbench").unwrap()
+}
+
+#[test]
+fn fits_two_files_and_writes_text_json_and_markdown() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "two.json", &results(2, &sweep()));
+    let b = write(d.path(), "three.json", &results(3, &sweep()));
+    let m = write(d.path(), "six.json", &results(6, &sweep()));
+    let (j, md) = (d.path().join("p.json"), d.path().join("p.md"));
+    let out = collbench()
+        .arg("model")
+        .args([&a, &b])
+        .args(["--target-ranks", "6", "--ranks-per-node", "3", "--measured"])
+        .arg(&m)
+        .arg("-J")
+        .arg(&j)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("# path tcp@eth0: 88 points at 2,3 ranks"), "{text}");
+    // Exact synthetic data: the 6-rank measurement is predicted exactly.
+    assert!(text.contains("all_reduce ring at 16 MiB: predicted"), "{text}");
+    assert!(text.contains("error +0.0%") || text.contains("error -0.0%"), "{text}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    assert_eq!(v["schema"], "collbench-model/1");
+    assert_eq!(v["target_ranks"], 6);
+    let ring = &v["fits"][0]["algos"][0];
+    assert_eq!(ring["algo"], "ring");
+    let alpha = ring["alpha_us"]["value"].as_f64().unwrap();
+    let beta = ring["beta_us_per_byte"]["value"].as_f64().unwrap();
+    let gamma = v["fits"][0]["gamma_us_per_byte"]["value"].as_f64().unwrap();
+    assert!((alpha - 30.0).abs() < 1e-6 && (beta - 8e-3).abs() < 1e-12 && (gamma - 2e-3).abs() < 1e-12);
+    let preds = v["predictions"].as_array().unwrap();
+    assert!(preds.iter().any(|p| p["hierarchical"] == true));
+    assert_eq!(v["largest_errors"].as_array().unwrap().len(), 2);
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("## Fit of tcp@eth0") && md.contains("two-level"), "{md}");
+    // Existing outputs are refused without --force.
+    let again = collbench()
+        .arg("model")
+        .arg(&a)
+        .args(["--target-ranks", "6", "-J"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists; use --force"));
+}
+
+/// Runs `collbench model FILE --target-ranks 8`; returns the exit code and stderr.
+fn refused(file: &Path) -> (Option<i32>, String) {
+    let out = collbench()
+        .arg("model")
+        .arg(file)
+        .args(["--target-ranks", "8"])
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "nothing is printed before the error");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_input_is_exit_2_naming_the_file_and_what_is_missing() {
+    let d = tempfile::tempdir().unwrap();
+    let empty = write(d.path(), "empty.json", &json!({"version": 2, "results": []}));
+    let (code, err) = refused(&empty);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("empty.json: the file holds no results"), "{err}");
+
+    let one = write(d.path(), "one-size.json", &results(4, &[1 << 20]));
+    let (code, err) = refused(&one);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("one-size.json: path tcp@eth0: algorithm ring: alpha and beta cannot be told apart")
+            && err.contains("1 size(s)"),
+        "{err}"
+    );
+
+    let not_json = d.path().join("table.txt");
+    std::fs::write(&not_json, "# nccl-tests table\n").unwrap();
+    let (code, err) = refused(&not_json);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("table.txt: not JSON"), "{err}");
+
+    let (code, err) = refused(&d.path().join("missing.json"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("missing.json: cannot read the results file"), "{err}");
+
+    // No --target-ranks: clap's usage error.
+    let good = write(d.path(), "good.json", &results(4, &sweep()));
+    let out = collbench().arg("model").arg(&good).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--target-ranks"));
+}
