@@ -36,6 +36,8 @@ pub enum Command {
     Info(InfoArgs),
     /// Draw busbw and time vs message size per path (PNG, SVG) from a results file written with -J.
     Plot(PlotArgs),
+    /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
+    Model(crate::model::ModelArgs),
 }
 
 /// Flags of `collbench plot`.
@@ -58,8 +60,6 @@ pub struct PlotArgs {
         default_value = "png,svg"
     )]
     pub format: Vec<String>,
-    /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
-    Model(crate::model::ModelArgs),
 }
 
 /// Flags of `collbench info`.
