@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::algorithm::peers::Links;
 use crate::error::{Error, Result};
 use crate::net;
 use crate::net::choose::Choice;
@@ -20,6 +21,8 @@ pub struct Session {
     pub connect_s: f64,
     /// The same, per TCP path (same order as `transports`).
     pub path_connect_s: Vec<f64>,
+    /// The rank pairs every TCP path connected.
+    pub links: Links,
 }
 
 /// Transport tuning taken from the options.
@@ -200,6 +203,8 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             eprintln!("{line}");
         }
     }
+    // Every rank derives the same pairs from the same (consensus-checked) options.
+    let links = crate::bench::plan::links(opts, world.size);
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
@@ -233,6 +238,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             world.rank,
             &world.host,
             &peers,
+            &links,
             world.token,
             tcp_config(opts),
         )?);
@@ -243,6 +249,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
         transports,
         connect_s: connect_started.elapsed().as_secs_f64(),
         path_connect_s,
+        links,
     })
 }
 
