@@ -25,7 +25,11 @@ fn control_len(len: [u8; 8], me: usize, peer: usize) -> Result<usize> {
 /// Rank `r`'s parent (none for rank 0) and children, in ascending order, in the binomial tree rooted at
 /// rank 0: the few peers every control exchange uses (see [`super::peers::control`]).
 fn tree(r: usize, n: usize) -> (Option<usize>, Vec<usize>) {
-    let low = if r == 0 { n.next_power_of_two() } else { r & r.wrapping_neg() };
+    let low = if r == 0 {
+        n.next_power_of_two()
+    } else {
+        r & r.wrapping_neg()
+    };
     let children = (0..)
         .map(|k| 1usize << k)
         .take_while(|&m| m < low && r + m < n)
@@ -162,7 +166,10 @@ mod tests {
     fn malformed_gathers_are_refused_not_misread() {
         let entry = |b: &[u8]| [&(b.len() as u64).to_le_bytes()[..], b].concat();
         let good = [entry(b"ab"), entry(b""), entry(b"c")].concat();
-        assert_eq!(split_entries(&good, 3).unwrap(), [b"ab".to_vec(), vec![], b"c".to_vec()]);
+        assert_eq!(
+            split_entries(&good, 3).unwrap(),
+            [b"ab".to_vec(), vec![], b"c".to_vec()]
+        );
         let e = split_entries(&good, 4).unwrap_err().to_string();
         assert!(e.contains("3 entries for 4 ranks"), "{e}");
         let e = split_entries(&good[..good.len() - 1], 3).unwrap_err().to_string();

@@ -68,7 +68,11 @@ pub fn binomial_tree(root: usize, r: usize, n: usize) -> Vec<usize> {
     let real = |x: usize| (x + root) % n;
     let mut out = Vec::new();
     // Children are v + 2^k below v's lowest set bit (every 2^k < n for the root).
-    let low = if v == 0 { n.next_power_of_two() } else { v & v.wrapping_neg() };
+    let low = if v == 0 {
+        n.next_power_of_two()
+    } else {
+        v & v.wrapping_neg()
+    };
     if v != 0 {
         out.push(real(v - low));
     }

@@ -191,7 +191,10 @@ fn control_exchanges_stay_on_the_control_tree() {
         });
         for (r, (touched, (all, b))) in got.iter().enumerate() {
             let allowed: BTreeSet<usize> = control(r, n).into_iter().collect();
-            assert!(touched.is_subset(&allowed), "rank {r} of {n}: {touched:?} vs {allowed:?}");
+            assert!(
+                touched.is_subset(&allowed),
+                "rank {r} of {n}: {touched:?} vs {allowed:?}"
+            );
             assert_eq!(b, b"verdict");
             match all {
                 Some(all) => {
@@ -234,9 +237,7 @@ fn peer_sets_are_symmetric() {
 
 #[test]
 fn ring_runs_connect_a_linear_number_of_pairs() {
-    let uses = |algo| {
-        [Collective::AllReduce, Collective::AllGather].map(|coll| Use { coll, algo, root: 0 })
-    };
+    let uses = |algo| [Collective::AllReduce, Collective::AllGather].map(|coll| Use { coll, algo, root: 0 });
     for n in [3, 8, 64, 100, 512] {
         let links = Links::plan(n, &uses(Algo::Ring));
         // The ring's n pairs and the control tree's n-1; they share the tree's pairs at distance one
@@ -272,7 +273,13 @@ fn ring_runs_connect_a_linear_number_of_pairs() {
             root: 0,
         }],
     );
-    assert_eq!(a2a, Links { why: a2a.why.clone(), ..Links::full(n, "") });
+    assert_eq!(
+        a2a,
+        Links {
+            why: a2a.why.clone(),
+            ..Links::full(n, "")
+        }
+    );
     assert_eq!(a2a.pairs(), n * (n - 1) / 2);
     assert_eq!(Links::plan(1, &uses(Algo::Ring)).pairs(), 0);
 }
