@@ -10,7 +10,7 @@ use collbench::collective::Collective;
 use collbench::engine::{Engine, Native};
 use collbench::options::{AlgoChoice, Options};
 use collbench::reduce::{Dtype, Op};
-use collbench::session;
+use collbench::session::{self, Pairs};
 use collbench::transport;
 use serde_json::Value;
 
@@ -106,7 +106,7 @@ fn a_send_to_an_unconnected_peer_is_an_error_naming_both_ranks() {
         collectives: vec![Collective::AllReduce],
         ..Options::default()
     };
-    let out = session::run_threads(8, &opts, |s| {
+    let out = session::run_threads_with(8, &opts, Pairs::Needed, |s| {
         let me = s.world.rank;
         if me != 0 {
             return None;
@@ -137,7 +137,7 @@ fn ten_thousand_small_collectives_keep_descriptors_and_memory_flat() {
     let _one = serial();
     const CALLS: usize = 10_000;
     let opts = Options::default();
-    let out = session::run_threads(4, &opts, |s| {
+    let out = session::run_threads_with(4, &opts, Pairs::Needed, |s| {
         let mut e = Native::new(&mut s.transports[0], &opts);
         let (dtype, op) = (Dtype::Float, Op::Sum);
         let send = [1u8; 8];
