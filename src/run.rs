@@ -118,6 +118,11 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             bootstrap_s: sess.world.bootstrap_s,
             connect_s: sess.connect_s,
             auth: sess.world.token_from.clone(),
+            connections: Some(report::Connections::of(
+                &sess.links,
+                opts.streams,
+                sess.transports.len(),
+            )),
             ranks: sess.world.ranks.clone(),
             options: serde_json::to_value(opts).expect("options serialise"),
         };
@@ -168,6 +173,8 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let mut records = Vec::new();
     let mut wrong = 0;
     let mut costs: Vec<PathCost> = Vec::new();
+    // Each rank's peak resident memory, the latest (and so largest) sample of every sweep; rank 0 only.
+    let mut peak_rss: Vec<Option<u64>> = Vec::new();
     // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike.
     for repeat in 0..opts.repeat {
         // TCP paths map, in order, onto the session's transports.
@@ -212,6 +219,10 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 }
             };
             records.extend(outcome.records);
+            peak_rss.resize(outcome.peak_rss.len().max(peak_rss.len()), None);
+            for (acc, p) in peak_rss.iter_mut().zip(outcome.peak_rss) {
+                *acc = (*acc).max(p);
+            }
             wrong += outcome.wrong;
             if let Some(mut c) = outcome.cost {
                 match costs.iter_mut().find(|t| t.path == c.path) {
@@ -234,8 +245,11 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         pb.finish_and_clear();
     }
     if id.rank == 0 {
-        let summary =
+        let mut summary =
             report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates, costs);
+        let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+        let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
+        summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
         for r in &mut reporters {
             r.finish(&summary)?;
         }

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::algorithm::peers::Links;
 use crate::error::{Error, Result};
 use crate::net;
 use crate::net::choose::Choice;
@@ -20,6 +21,8 @@ pub struct Session {
     pub connect_s: f64,
     /// The same, per TCP path (same order as `transports`).
     pub path_connect_s: Vec<f64>,
+    /// The rank pairs every TCP path connected.
+    pub links: Links,
 }
 
 /// Transport tuning taken from the options.
@@ -187,6 +190,26 @@ pub fn path_lines(paths: &[PathKind], ranks: &[RankInfo]) -> Vec<String> {
 /// default choice ([`net::choose`]): loopback for a single-host job, else IPoIB, the interface that reaches
 /// the rendezvous, the default route's, the first by name. Rank 0 says on stderr what each host bound.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
+    connect_with(id, opts, consensus, exchange, Pairs::Needed)
+}
+
+/// Which rank pairs a session connects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pairs {
+    /// Those the options' algorithms and the control exchanges need ([`crate::bench::plan::links`]).
+    Needed,
+    /// Every pair, for callers that run algorithms the options do not name (tests of the algorithms).
+    All,
+}
+
+/// [`connect`], choosing which pairs to connect.
+pub fn connect_with(
+    id: &Identity,
+    opts: &Options,
+    consensus: serde_json::Value,
+    exchange: Exchange<'_>,
+    pairs: Pairs,
+) -> Result<Session> {
     let started = Instant::now();
     let deadline = started + opts.timeout;
     let (mut world, bound) = match exchange {
@@ -200,6 +223,11 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             eprintln!("{line}");
         }
     }
+    // Every rank derives the same pairs from the same (consensus-checked) options.
+    let links = match pairs {
+        Pairs::Needed => crate::bench::plan::links(opts, world.size),
+        Pairs::All => Links::full(world.size, "all pairs, as asked"),
+    };
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
@@ -233,6 +261,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             world.rank,
             &world.host,
             &peers,
+            &links,
             world.token,
             tcp_config(opts),
         )?);
@@ -243,6 +272,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
         transports,
         connect_s: connect_started.elapsed().as_secs_f64(),
         path_connect_s,
+        links,
     })
 }
 
@@ -353,9 +383,19 @@ fn via_mpi(
     Ok((world, bound))
 }
 
-/// Runs `n` ranks as threads of this process, each connected over loopback, and returns what `f`
-/// returned on each rank (in rank order). For tests and benchmarks of the library.
+/// Runs `n` ranks as threads of this process, every pair connected over loopback (so any algorithm can
+/// run), and returns what `f` returned on each rank (in rank order). For tests and benchmarks of the library.
 pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -> R + Sync) -> Vec<Result<R>> {
+    run_threads_with(n, opts, Pairs::All, f)
+}
+
+/// [`run_threads`], connecting `pairs`.
+pub fn run_threads_with<R: Send>(
+    n: usize,
+    opts: &Options,
+    pairs: Pairs,
+    f: impl Fn(&mut Session) -> R + Sync,
+) -> Vec<Result<R>> {
     let (ids, server) = match world::local::thread_identities(n, opts.timeout.max(Duration::from_secs(1))) {
         Ok(x) => x,
         Err(e) => return vec![Err(e)],
@@ -368,7 +408,7 @@ pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -
                 let (f, consensus) = (&f, consensus.clone());
                 s.spawn(move || {
                     let ex = Exchange::Rendezvous(id.root.as_deref().expect("thread ranks have a rendezvous"));
-                    connect(id, opts, consensus, ex).map(|mut sess| f(&mut sess))
+                    connect_with(id, opts, consensus, ex, pairs).map(|mut sess| f(&mut sess))
                 })
             })
             .collect();

@@ -7,10 +7,12 @@
 //! - [`tree`]: binomial-tree broadcast and reduce, and all_reduce as reduce + broadcast.
 //! - [`pairwise`]: alltoall and sendrecv, every pair at once.
 //! - [`control`]: barrier and small gathers/broadcasts the runner uses for statistics.
+//! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 
 mod bruck;
 pub mod control;
 mod pairwise;
+pub mod peers;
 mod rd;
 mod ring;
 mod tree;

@@ -106,6 +106,7 @@ mod tests {
             first_us: if host == "b" { 900.0 } else { 100.0 },
             throttled_periods: throttled_s.map(|t| (t * 10.0) as u64),
             throttled_s,
+            peak_rss: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! rank 0 and hand the record to the reporters as soon as it exists.
 
 pub mod cost;
+pub mod memory;
 pub mod plan;
 pub mod point;
 pub mod stats;
@@ -25,6 +26,8 @@ pub struct Outcome {
     pub wrong: u64,
     /// What the sweep cost, on rank 0 only.
     pub cost: Option<PathCost>,
+    /// Every rank's peak resident memory (VmHWM) at the end of the sweep, in rank order, on rank 0 only.
+    pub peak_rss: Vec<Option<u64>>,
 }
 
 /// Runs every point of `opts` on engine `e`, as whole sweep number `repeat`. Rank 0 passes reporters (and
@@ -111,6 +114,7 @@ pub fn sweep<E: Engine>(
     let mine = started.usage_since(host, bytes, first_us.unwrap_or(0.0));
     if let Some(usages) = gather_json::<_, usage::Usage>(e, &mine, "usage report")? {
         out.cost = Some(cost::of_sweep(&path, &usages));
+        out.peak_rss = usages.iter().map(|u| u.peak_rss).collect();
     }
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;

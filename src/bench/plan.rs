@@ -1,7 +1,9 @@
 //! The points of a sweep: collectives x dtypes x ops x sizes, in the order they run.
 
+use crate::algorithm::peers::{Links, Use};
+use crate::algorithm::Algo;
 use crate::collective::{Collective, Layout};
-use crate::options::Options;
+use crate::options::{Options, PathKind};
 use crate::reduce::{Dtype, Op};
 
 /// One point of the sweep.
@@ -42,6 +44,37 @@ pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
         }
     }
     out
+}
+
+/// The algorithms collbench's own engine runs for the points of `opts` on `nranks` ranks (as
+/// [`Algo::select`] picks them per point), each once.
+pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
+    let mut out: Vec<Use> = Vec::new();
+    for p in points(opts, nranks) {
+        let u = Use {
+            coll: p.coll,
+            algo: Algo::select(p.coll, opts.algo, p.layout.size_bytes as u64, opts.algo_threshold),
+            root: opts.root,
+        };
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
+}
+
+/// The rank pairs the TCP paths connect for `opts` on `nranks` ranks: what the chosen algorithms and the
+/// control exchanges need, or every pair when an RDMA path will swap queue-pair records with every peer
+/// over the first TCP path.
+pub fn links(opts: &Options, nranks: usize) -> Links {
+    if opts.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })) {
+        return Links::full(nranks, "all pairs: RDMA set-up talks to every peer");
+    }
+    if !opts.transports.iter().any(PathKind::is_tcp) {
+        // The TCP path only carries control traffic (the library paths move the data).
+        return Links::plan(nranks, &[]);
+    }
+    Links::plan(nranks, &uses(opts, nranks))
 }
 
 /// Send and receive buffer bytes that cover every point.

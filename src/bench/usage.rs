@@ -145,6 +145,7 @@ impl Sample {
             first_us,
             throttled_periods: throttled.map(|t| t.0),
             throttled_s: throttled.map(|t| t.1 as f64 / 1e6),
+            peak_rss: super::memory::peak_rss(),
         }
     }
 }
@@ -166,6 +167,9 @@ pub struct Usage {
     /// Throttled periods and seconds of this rank's cgroup during the sweep; `None` when unreadable.
     pub throttled_periods: Option<u64>,
     pub throttled_s: Option<f64>,
+    /// Peak resident memory of this rank's process so far (VmHWM), bytes; `None` when unreadable.
+    #[serde(default)]
+    pub peak_rss: Option<u64>,
 }
 
 #[cfg(test)]

@@ -22,8 +22,8 @@ pub use self::json::JsonReporter;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
 pub use record::{
-    AvgBusBw, Comparison, Endpoint, PathCost, PathFigure, RankInfo, Record, RunInfo, Summary, Timing, WrongElement,
-    SCHEMA_VERSION,
+    AvgBusBw, Comparison, Connections, Endpoint, PathCost, PathFigure, PeakMemory, RankInfo, Record, RunInfo, Summary,
+    Timing, WrongElement, SCHEMA_VERSION,
 };
 
 use crate::error::Result;

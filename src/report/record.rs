@@ -52,9 +52,91 @@ pub struct RunInfo {
     pub connect_s: f64,
     /// Where the job token came from (and whether it authenticates anything).
     pub auth: String,
+    /// The data connections opened; `None` where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
     pub ranks: Vec<RankInfo>,
     /// Validated options, as the run used them.
     pub options: serde_json::Value,
+}
+
+/// The data connections of a run: the rank pairs every TCP path connected, and why.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Connections {
+    /// Rank pairs connected on each TCP path.
+    pub pairs: usize,
+    /// The pairs of a full mesh, n(n-1)/2, for comparison.
+    pub all_pairs: usize,
+    /// The most peers any one rank is connected to.
+    pub max_peers: usize,
+    /// TCP connections per pair (`--streams`).
+    pub streams: usize,
+    /// TCP paths, each connecting the same pairs.
+    pub paths: usize,
+    /// TCP connections in the whole job: pairs x streams x paths.
+    pub sockets: usize,
+    /// What the pairs serve, e.g. `control tree, ring`.
+    pub why: String,
+}
+
+impl Connections {
+    /// The connections of `paths` TCP paths over `links`, `streams` each.
+    pub fn of(links: &crate::algorithm::peers::Links, streams: usize, paths: usize) -> Self {
+        let n = links.size();
+        Connections {
+            pairs: links.pairs(),
+            all_pairs: n * n.saturating_sub(1) / 2,
+            max_peers: links.max_peers(),
+            streams,
+            paths,
+            sockets: links.pairs() * streams * paths,
+            why: links.why.clone(),
+        }
+    }
+}
+
+/// Peak resident memory (VmHWM) of the ranks, gathered to rank 0 at the end of each sweep.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeakMemory {
+    /// The largest peak over ranks, bytes.
+    pub max_bytes: u64,
+    /// The rank with that peak, and its host.
+    pub rank: usize,
+    pub host: String,
+    /// Every rank's peak in rank order, bytes; `None` where the rank could not read it.
+    pub per_rank: Vec<Option<u64>>,
+    /// The largest message of the sweep (the size column), bytes, and the bound the peak is held to:
+    /// 3 x that + 64 MiB (send, receive and scratch buffers, plus the program itself).
+    pub largest_message: u64,
+    pub bound_bytes: u64,
+}
+
+impl PeakMemory {
+    /// Headroom over three message buffers for the program, its stacks and the kernel's socket bookkeeping.
+    pub const FIXED_ALLOWANCE: u64 = 64 << 20;
+
+    /// The peak of `per_rank` (rank order, hosts alongside) for a sweep whose largest message is `largest`;
+    /// `None` when no rank could read its peak.
+    pub fn of(per_rank: Vec<Option<u64>>, hosts: &[&str], largest: u64) -> Option<Self> {
+        let (rank, max_bytes) = per_rank
+            .iter()
+            .enumerate()
+            .filter_map(|(r, b)| Some((r, (*b)?)))
+            .max_by_key(|&(_, b)| b)?;
+        Some(PeakMemory {
+            max_bytes,
+            rank,
+            host: hosts.get(rank).map_or_else(String::new, |h| h.to_string()),
+            per_rank,
+            largest_message: largest,
+            bound_bytes: largest.saturating_mul(3).saturating_add(Self::FIXED_ALLOWANCE),
+        })
+    }
+
+    /// Whether the peak stays within [`PeakMemory::bound_bytes`].
+    pub fn within_bound(&self) -> bool {
+        self.max_bytes <= self.bound_bytes
+    }
 }
 
 /// Timing and check results of one placement (out-of-place or in-place) of one point.
@@ -201,6 +283,9 @@ pub struct Summary {
     pub comparison: Vec<Comparison>,
     /// What each path cost, in `--transport` order.
     pub paths: Vec<PathCost>,
+    /// Peak resident memory per rank; `None` where not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory: Option<PeakMemory>,
 }
 
 /// The average bus bandwidth of one table.

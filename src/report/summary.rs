@@ -23,6 +23,7 @@ pub fn summarize(
         end_time,
         comparison: super::compare::compare(records, reference, line_rates),
         paths,
+        peak_memory: None,
     }
 }
 

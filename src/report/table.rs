@@ -108,6 +108,7 @@ impl<W: Write> Reporter for TableReporter<W> {
         self.close_table()?;
         self.lines(comparison_lines(summary))?;
         self.lines(cost_lines(summary))?;
+        self.lines(memory_line(summary))?;
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
         self.lines([
             "#".to_string(),
@@ -200,6 +201,21 @@ fn cost_lines(summary: &Summary) -> Vec<String> {
     out
 }
 
+/// The footer's peak memory line: the largest rank's VmHWM against the bound for this sweep.
+fn memory_line(summary: &Summary) -> Option<String> {
+    let m = summary.peak_memory.as_ref()?;
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    Some(format!(
+        "# {:<20} : {:.1} MiB (rank {} on {}), bound 3 x largest message + 64 MiB = {:.1} MiB {}",
+        "Peak memory per rank",
+        mib(m.max_bytes),
+        m.rank,
+        m.host,
+        mib(m.bound_bytes),
+        if m.within_bound() { "OK" } else { "EXCEEDED" }
+    ))
+}
+
 /// The `#` lines before the first table: version, command line, parameters, launcher, one line per rank.
 fn run_header(run: &RunInfo) -> Vec<String> {
     let p = Params::from_options(&run.options);
@@ -234,9 +250,15 @@ fn run_header(run: &RunInfo) -> Vec<String> {
             run.launcher, run.bootstrap_s, run.connect_s, run.start_time
         ),
         format!("# Job token: {}", run.auth),
-        "#".to_string(),
-        "# Using ranks".to_string(),
     ];
+    if let Some(c) = &run.connections {
+        lines.push(format!(
+            "# Connections: {} of {} rank pairs ({}), at most {} peers per rank, x {} stream(s) x {} path(s) = {} \
+             TCP connections",
+            c.pairs, c.all_pairs, c.why, c.max_peers, c.streams, c.paths, c.sockets
+        ));
+    }
+    lines.extend(["#".to_string(), "# Using ranks".to_string()]);
     // nccl-tests' "#  Rank %2d Group %2d Pid %6d on %10s device ..." with the network end in place of a GPU.
     lines.extend(run.ranks.iter().map(|r| {
         let mut line = format!(
@@ -395,6 +417,7 @@ mod tests {
 # rank stat: max algo: auto streams: 1 chunk bytes: 524288 timeout: 60 s
 # Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
 # Job token: COLLBENCH_JOB_TOKEN
+# Connections: 1 of 1 rank pairs (control tree, rec_doubling, bruck), at most 1 peers per rank, x 1 stream(s) x 1 path(s) = 1 TCP connections
 #
 # Using ranks
 #  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000

@@ -55,6 +55,15 @@ pub fn run_info(percentiles: bool) -> RunInfo {
         bootstrap_s: 0.0123,
         connect_s: 0.0456,
         auth: "COLLBENCH_JOB_TOKEN".into(),
+        connections: Some(crate::report::Connections {
+            pairs: 1,
+            all_pairs: 1,
+            max_peers: 1,
+            streams: 1,
+            paths: 1,
+            sockets: 1,
+            why: "control tree, rec_doubling, bruck".into(),
+        }),
         ranks: vec![
             RankInfo {
                 rank: 0,

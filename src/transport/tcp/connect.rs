@@ -1,7 +1,8 @@
 //! Connection set-up: every rank listens on its interface's address, the bootstrap publishes the
-//! addresses, then the higher rank of each pair connects `streams` times and says [`Hello`]; the lower
-//! rank accepts, authenticates and acks. Strangers (wrong magic, version or token) are logged and dropped
-//! and set-up goes on.
+//! addresses, then for each pair the run needs ([`Links`]: what the algorithms and control exchanges talk
+//! over, not every pair) the higher rank connects `streams` times and says [`Hello`]; the lower rank
+//! accepts, authenticates and acks. Strangers (wrong magic, version or token) and ranks that are not this
+//! rank's peers are logged and dropped, and set-up goes on.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -11,6 +12,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN, HELLO_LEN};
 use super::{PeerAddr, TcpConfig, TcpTransport};
+use crate::algorithm::peers::Links;
 use crate::error::{Error, Result};
 
 /// How long an accepted connection may take to say hello before it is dropped.
@@ -64,14 +66,16 @@ impl TcpListenerBound {
     }
 }
 
-/// Opens and authenticates every connection of a full mesh and returns the ready transport.
+/// Opens and authenticates the connections of this rank's pairs in `links` and returns the ready transport;
+/// a send to a rank outside them is an error naming both ranks.
 ///
-/// `peers[r]` is rank r's published address (including this rank's own).
+/// `peers[r]` is rank r's published address (including this rank's own); every rank passes the same `links`.
 pub fn connect_all(
     bound: TcpListenerBound,
     rank: usize,
     host: &str,
     peers: &[PeerAddr],
+    links: &Links,
     token: Token,
     cfg: TcpConfig,
 ) -> Result<TcpTransport> {
@@ -79,12 +83,20 @@ pub fn connect_all(
     let ns = cfg.streams;
     let deadline = Instant::now() + cfg.timeout;
     let me = format!("rank {rank} (host {host})");
+    if links.size() != n {
+        return Err(Error::Peer(format!(
+            "{me}: internal error: a connection plan for {} ranks in a job of {n}",
+            links.size()
+        )));
+    }
+    let mine = links.peers(rank);
+    ensure_fd_room(mine.len() * ns, &me, mine.len(), ns)?;
     let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..ns).map(|_| None).collect()).collect();
 
-    // 1. Connect to every lower rank and say hello; the kernel completes these through the peer's
+    // 1. Connect to every lower peer and say hello; the kernel completes these through the peer's
     //    backlog, so no rank waits on another's accept loop here.
     let mut outgoing = Vec::new();
-    for p in peers.iter().take(rank) {
+    for p in mine.iter().filter(|&&p| p < rank).map(|&p| &peers[p]) {
         for s in 0..ns {
             let mut sock = connect_retry(p, deadline, &me)?;
             let hello = Hello {
@@ -100,8 +112,8 @@ pub fn connect_all(
         }
     }
 
-    // 2. Accept every higher rank's streams.
-    let expected = (n - rank - 1) * ns;
+    // 2. Accept every higher peer's streams.
+    let expected = mine.iter().filter(|&&p| p > rank).count() * ns;
     let mut accepted = 0;
     bound
         .listener
@@ -112,8 +124,10 @@ pub fn connect_all(
             Ok(x) => x,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 wait_readable(&bound.listener, deadline).map_err(|_| {
-                    let missing: Vec<String> = (rank + 1..n)
-                        .filter(|&r| socks[r].iter().any(Option::is_none))
+                    let missing: Vec<String> = mine
+                        .iter()
+                        .copied()
+                        .filter(|&r| r > rank && socks[r].iter().any(Option::is_none))
                         .map(|r| peers[r].to_string())
                         .collect();
                     Error::Peer(format!(
@@ -132,7 +146,7 @@ pub fn connect_all(
         match read_hello(&mut sock, &token) {
             Ok(h)
                 if (h.from as usize) > rank
-                    && (h.from as usize) < n
+                    && links.connected(rank, h.from as usize)
                     && h.to as usize == rank
                     && (h.stream as usize) < ns
                     && h.nstreams as usize == ns
@@ -149,7 +163,8 @@ pub fn connect_all(
             }
             Ok(h) => eprintln!(
                 "collbench: {me}: dropped a connection from {from_addr}: unexpected hello (from rank {}, to rank {}, \
-                 stream {} of {}; this job has {n} ranks and {ns} streams per peer)",
+                 stream {} of {}; this job has {n} ranks, {ns} streams per peer, and pairs this rank with ranks \
+                 {mine:?})",
                 h.from, h.to, h.stream, h.nstreams
             ),
             Err(why) => eprintln!("collbench: {me}: dropped a connection from {from_addr}: {why}"),
@@ -173,7 +188,7 @@ pub fn connect_all(
 
     let mut conns = Vec::with_capacity(n);
     for (r, streams) in socks.into_iter().enumerate() {
-        if r == rank {
+        if r == rank || !links.connected(rank, r) {
             conns.push(None);
             continue;
         }
@@ -187,6 +202,37 @@ pub fn connect_all(
     }
     let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
     Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
+}
+
+/// Makes room for `sockets` more descriptors (the peers' streams): raises the soft `RLIMIT_NOFILE` towards
+/// the hard limit when needed, and fails naming the numbers when even that is too few.
+fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<()> {
+    // Descriptors already open (listeners, rendezvous, earlier paths, stdio) plus a margin for the rest.
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    let need = (open + sockets + 64) as libc::rlim_t;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= need {
+        return Ok(());
+    }
+    if lim.rlim_max >= need {
+        let raised = libc::rlimit {
+            rlim_cur: need,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads only the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(Error::Peer(format!(
+        "{me}: needs about {need} file descriptors ({npeers} peers x {ns} streams, {open} already open) but \
+         the limit is {} (hard {}); raise it (ulimit -n) or use fewer --streams",
+        lim.rlim_cur, lim.rlim_max
+    )))
 }
 
 fn configure_data_socket(sock: &TcpStream) -> std::io::Result<()> {

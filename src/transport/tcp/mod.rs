@@ -133,6 +133,12 @@ impl TcpTransport {
         }
         match self.peers.get(peer) {
             Some(Some(_)) => Ok(()),
+            Some(None) if peer != self.rank => Err(Error::Peer(format!(
+                "{}: internal error: no connection to rank {peer}: the run connects only the rank pairs its \
+                 algorithms and control exchanges need, and this pair is not one of them; please report it with the \
+                 command line",
+                self.me()
+            ))),
             _ => Err(Error::Peer(format!(
                 "{}: internal error: no connection to rank {peer} (world size {})",
                 self.me(),
