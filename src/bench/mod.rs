@@ -110,6 +110,8 @@ pub fn sweep<E: Engine>(
             pb.inc(1);
         }
     }
+    // The buffers go when this sweep ends; the next sweep's may land at the same addresses.
+    e.forget_memory();
     let host = ranks.get(e.rank()).map_or("", |r| r.host.as_str());
     let mine = started.usage_since(host, bytes, first_us.unwrap_or(0.0));
     if let Some(usages) = gather_json::<_, usage::Usage>(e, &mine, "usage report")? {

@@ -30,6 +30,9 @@ pub trait Engine {
     fn gather(&mut self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>>;
     /// Rank 0's bytes on every rank.
     fn broadcast(&mut self, data: &[u8]) -> Result<Vec<u8>>;
+
+    /// The sweep's buffers are about to be freed: forget anything cached about them.
+    fn forget_memory(&mut self) {}
 }
 
 /// collbench's own algorithms over a [`Transport`].
@@ -58,6 +61,10 @@ impl<T: Transport> Native<T> {
 }
 
 impl<T: Transport> Engine for Native<T> {
+    fn forget_memory(&mut self) {
+        self.transport.forget_memory();
+    }
+
     fn path(&self) -> String {
         self.transport.path()
     }

@@ -54,6 +54,10 @@ pub trait Transport {
 
     /// Number of posted requests that have not been waited for.
     fn pending(&self) -> usize;
+
+    /// The buffers handed to earlier posts may now be freed: drop anything cached about them (RDMA
+    /// registrations), so a new buffer at the same address is never mistaken for the old one.
+    fn forget_memory(&mut self) {}
 }
 
 /// Sends `buf` to `peer` and waits for it.
@@ -116,5 +120,9 @@ impl<T: Transport + ?Sized> Transport for &mut T {
     }
     fn pending(&self) -> usize {
         (**self).pending()
+    }
+
+    fn forget_memory(&mut self) {
+        (**self).forget_memory()
     }
 }

@@ -25,6 +25,8 @@ pub struct MemFabric {
     pub hold_credits: usize,
     held: VecDeque<(usize, usize, u32)>,
     polls: usize,
+    /// Times the transport told this fabric to forget its cached memory.
+    pub forgotten: usize,
 }
 
 // SAFETY: the base pointers point into vectors owned by the shared hub, which outlives every fabric.
@@ -51,11 +53,16 @@ pub fn fabrics(n: usize, shape: WindowShape) -> Vec<MemFabric> {
             hold_credits: 0,
             held: VecDeque::new(),
             polls: 0,
+            forgotten: 0,
         })
         .collect()
 }
 
 impl Fabric for MemFabric {
+    fn forget_memory(&mut self) {
+        self.forgotten += 1;
+    }
+
     unsafe fn write_data(&mut self, w: &Write) -> Result<(), String> {
         let Write {
             peer,

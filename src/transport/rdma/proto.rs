@@ -497,4 +497,8 @@ impl<F: Fabric> Transport for RdmaTransport<F> {
     fn pending(&self) -> usize {
         self.slots.len() - self.free.len()
     }
+
+    fn forget_memory(&mut self) {
+        self.fabric.forget_memory();
+    }
 }

@@ -198,3 +198,20 @@ fn posting_to_a_rank_outside_the_world_is_an_error_not_a_panic() {
     assert!(out[0].0.contains("no queue pair to rank 3"), "{}", out[0].0);
     assert!(out[0].1.contains("no queue pair to rank 0"), "{}", out[0].1);
 }
+
+#[test]
+fn the_engine_passes_forget_memory_down_to_the_fabric() {
+    use crate::engine::{Engine, Native};
+    let shape = WindowShape {
+        slots: 4,
+        slot_bytes: 4096,
+    };
+    let counts = run_ranks(2, shape, 0, Duration::from_secs(5), |t| {
+        let mut e = Native::new(&mut *t, &crate::options::Options::default());
+        // A sweep ends: its buffers may be freed and the next sweep's may reuse their addresses.
+        e.forget_memory();
+        e.forget_memory();
+        t.fabric().forgotten
+    });
+    assert_eq!(counts, [2, 2]);
+}
