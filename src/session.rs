@@ -28,6 +28,7 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
         streams: opts.streams,
         stripe_min: 64 << 10,
         timeout: opts.timeout,
+        connect_timeout: opts.connect_timeout,
     }
 }
 
@@ -188,7 +189,7 @@ pub fn path_lines(paths: &[PathKind], ranks: &[RankInfo]) -> Vec<String> {
 /// the rendezvous, the default route's, the first by name. Rank 0 says on stderr what each host bound.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
     let started = Instant::now();
-    let deadline = started + opts.timeout;
+    let deadline = started + opts.bootstrap_timeout;
     let (mut world, bound) = match exchange {
         Exchange::Rendezvous(root) => via_rendezvous(id, opts, consensus, root, deadline)?,
         #[cfg(feature = "mpi")]
@@ -200,6 +201,7 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
             eprintln!("{line}");
         }
     }
+    crate::fault::Fault::check(opts.fault.as_ref(), world.rank, &crate::fault::Phase::Connect);
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
@@ -228,14 +230,18 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
                 })
             })
             .collect::<Result<_>>()?;
-        transports.push(connect_all(
-            listener,
-            world.rank,
-            &world.host,
-            &peers,
-            world.token,
-            tcp_config(opts),
-        )?);
+        let path = listener.label.clone().unwrap_or_else(|| format!("tcp@{}", listener.iface));
+        transports.push(
+            connect_all(
+                listener,
+                world.rank,
+                &world.host,
+                &peers,
+                world.token,
+                tcp_config(opts),
+            )
+            .map_err(|e| e.during(&format!("connection set-up of {path}")))?,
+        );
         path_connect_s.push(path_started.elapsed().as_secs_f64());
     }
     Ok(Session {
@@ -270,7 +276,7 @@ fn via_rendezvous(
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
         let listener = rendezvous::bind_root(root)?;
-        let (size, token, timeout) = (id.size, id.token, opts.timeout);
+        let (size, token, timeout) = (id.size, id.token, opts.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
@@ -281,7 +287,7 @@ fn via_rendezvous(
         .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
         .ip();
     let bound = bind_paths(plan_paths(opts, single_host, Some(local))?)?;
-    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline)?;
+    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline, opts.fault.as_ref())?;
     Ok((world, bound))
 }
 
@@ -356,7 +362,7 @@ fn via_mpi(
 /// Runs `n` ranks as threads of this process, each connected over loopback, and returns what `f`
 /// returned on each rank (in rank order). For tests and benchmarks of the library.
 pub fn run_threads<R: Send>(n: usize, opts: &Options, f: impl Fn(&mut Session) -> R + Sync) -> Vec<Result<R>> {
-    let (ids, server) = match world::local::thread_identities(n, opts.timeout.max(Duration::from_secs(1))) {
+    let (ids, server) = match world::local::thread_identities(n, opts.bootstrap_timeout.max(Duration::from_secs(1))) {
         Ok(x) => x,
         Err(e) => return vec![Err(e)],
     };

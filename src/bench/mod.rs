@@ -89,11 +89,22 @@ pub fn sweep<E: Engine>(
         if let Some(pb) = progress {
             pb.set_message(format!("{} {} {} B", p.coll, p.dtype, p.layout.size_bytes));
         }
-        let mine = point::measure(e, p, algo, &mut bufs, opts)?;
+        // Errors say where they happened: which collective, size and type.
+        let phase = format!(
+            "{} of {} ({}{})",
+            p.coll,
+            crate::sizes::format_size(p.layout.size_bytes as u64),
+            p.dtype,
+            p.op.map(|o| format!(" {o}")).unwrap_or_default()
+        );
+        let mine = point::measure(e, p, algo, &mut bufs, opts).map_err(|err| err.during(&phase))?;
         bytes += 2.0 * calls * p.layout.size_bytes as f64 * p.coll.bus_factor(n);
         first_us.get_or_insert(mine.first_us);
         let encoded = serde_json::to_vec(&mine).expect("a rank's measurement serialises");
-        if let Some(all) = e.gather(&encoded)? {
+        let gathered = e
+            .gather(&encoded)
+            .map_err(|err| err.during(&format!("the gathering of results of {phase}")))?;
+        if let Some(all) = gathered {
             let per_rank: Vec<RankPoint> = all
                 .iter()
                 .enumerate()
