@@ -49,10 +49,12 @@ impl Fault {
 
     /// Fires the fault when `rank` runs `coll` at `bytes` and that reaches the planned point.
     pub fn check_point(fault: Option<&Fault>, rank: usize, coll: Collective, bytes: u64) {
-        if let Some(f @ Fault {
-            phase: Phase::Collective { coll: c, min_bytes },
-            ..
-        }) = fault
+        if let Some(
+            f @ Fault {
+                phase: Phase::Collective { coll: c, min_bytes },
+                ..
+            },
+        ) = fault
         {
             if f.rank == rank && *c == coll && bytes >= *min_bytes {
                 f.fire();
@@ -153,7 +155,13 @@ mod tests {
             }
         );
         assert_eq!(f.action, Action::Stop);
-        for bad in ["1:boot:kill", "x:connect:kill", "1:connect:nap", "1:connect", "1:all_reduce@7Q:kill"] {
+        for bad in [
+            "1:boot:kill",
+            "x:connect:kill",
+            "1:connect:nap",
+            "1:connect",
+            "1:all_reduce@7Q:kill",
+        ] {
             assert!(bad.parse::<Fault>().is_err(), "{bad}");
         }
     }

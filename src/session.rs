@@ -230,17 +230,13 @@ pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exch
                 })
             })
             .collect::<Result<_>>()?;
-        let path = listener.label.clone().unwrap_or_else(|| format!("tcp@{}", listener.iface));
+        let path = listener
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("tcp@{}", listener.iface));
         transports.push(
-            connect_all(
-                listener,
-                world.rank,
-                &world.host,
-                &peers,
-                world.token,
-                tcp_config(opts),
-            )
-            .map_err(|e| e.during(&format!("connection set-up of {path}")))?,
+            connect_all(listener, world.rank, &world.host, &peers, world.token, tcp_config(opts))
+                .map_err(|e| e.during(&format!("connection set-up of {path}")))?,
         );
         path_connect_s.push(path_started.elapsed().as_secs_f64());
     }

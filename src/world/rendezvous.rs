@@ -111,7 +111,11 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                         j.host
                     );
                     joined[r] = None;
-                    tell_all(&mut joined, &Reply::Failed(msg.clone()));
+                    let reply = Reply::Failed(msg.clone());
+                    tell_all(&mut joined, &reply);
+                    // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
+                    let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
+                    tell_latecomers(&listener, &token, late, &reply, deadline);
                     return Err(Error::Peer(msg));
                 }
                 continue;
@@ -207,6 +211,26 @@ pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
              the same collbench version",
             lines.join("; ")
         ))
+    }
+}
+
+/// Answers `reply` to every rank still `missing` that arrives before `deadline`.
+fn tell_latecomers(listener: &TcpListener, token: &Token, mut missing: Vec<bool>, reply: &Reply, deadline: Instant) {
+    while missing.iter().any(|&m| m) && Instant::now() < deadline {
+        match listener.accept() {
+            Ok((mut sock, _)) => {
+                if let Ok(j) = read_join(&mut sock, token) {
+                    if let Some(m) = missing.get_mut(j.rank) {
+                        *m = false;
+                    }
+                    let _ = write_frame(&mut sock, reply);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let _ = wait_for_news(listener, &[], deadline);
+            }
+            Err(_) => return,
+        }
     }
 }
 
@@ -476,6 +500,74 @@ mod tests {
         assert!(msg.contains("dtypes"), "{msg}");
         assert!(!msg.contains("iters"), "{msg}");
         assert!(disagreement(&[&a, &a.clone()]).is_none());
+    }
+
+    #[test]
+    fn a_different_version_is_a_disagreement_naming_it() {
+        let a = join_msg(0, json!({"iters": 20}));
+        let b = Join {
+            version: "0.2.0".into(),
+            ..join_msg(1, json!({"iters": 20}))
+        };
+        let msg = disagreement(&[&a, &b]).unwrap();
+        assert!(
+            msg.contains("rank 1") && msg.contains("version (0.2.0 vs 0.1.0)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_joined_rank_that_drops_fails_the_job_naming_it_also_for_latecomers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [7u8; 16];
+        let server = std::thread::spawn(move || serve(l, 3, token, Duration::from_secs(60)));
+        let mut s = connect(&root, Instant::now() + Duration::from_secs(20), "rank 2").unwrap();
+        send_join(
+            &mut s,
+            &root,
+            &token,
+            &Join {
+                size: 3,
+                ..join_msg(2, json!({}))
+            },
+        )
+        .unwrap();
+        drop(s);
+        // Whether they join before the service notices the drop or after, ranks 0 and 1 hear it.
+        for r in [0, 1] {
+            let e = join(
+                &root,
+                &token,
+                &Join {
+                    size: 3,
+                    ..join_msg(r, json!({}))
+                },
+                Duration::from_secs(20),
+            )
+            .unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_PEER, "{e}");
+            assert!(e.to_string().contains("rank 2 (host h"), "{e}");
+        }
+        let e = server.join().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("rank 2 (host h") && e.contains("dropped") && e.contains("bootstrap"),
+            "{e}"
+        );
+        assert!(e.contains("had not joined"), "{e}");
+    }
+
+    #[test]
+    fn an_unreachable_rendezvous_names_the_address_and_the_time_tried() {
+        let root = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let e = connect(&root, Instant::now() + Duration::from_millis(300), "rank 1 (host h)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("rendezvous at {root} after trying for 0.")), "{e}");
+        assert!(e.starts_with("rank 1 (host h)"), "{e}");
     }
 
     #[test]

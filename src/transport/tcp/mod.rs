@@ -266,7 +266,10 @@ impl TcpTransport {
         let own = err.to_string();
         let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
         if !heard_first && !self.notes.iter().any(|n| n.origin == self.rank) {
-            let culprit = self.suspect.and_then(|s| self.peers[s].as_ref()).map(|p| (p.addr.rank, p.addr.host.clone()));
+            let culprit = self
+                .suspect
+                .and_then(|s| self.peers[s].as_ref())
+                .map(|p| (p.addr.rank, p.addr.host.clone()));
             let mut text = own.clone();
             text.truncate(MAX_ABORT_BODY / 2);
             self.notes.insert(
@@ -303,7 +306,9 @@ impl TcpTransport {
             .map(|n| (n.origin, serde_json::to_vec(n).expect("a note serialises")))
             .collect();
         for p in self.peers.iter_mut().flatten() {
-            let Some(s) = p.streams.iter_mut().find(|s| !s.closed) else { continue };
+            let Some(s) = p.streams.iter_mut().find(|s| !s.closed) else {
+                continue;
+            };
             for (origin, body) in &bodies[p.notes_sent..] {
                 if *origin != p.addr.rank {
                     s.out.get_or_insert_with(Default::default).push_frame(body);

@@ -232,9 +232,7 @@ impl Stream {
                             // control bytes and read the rest of its frames from the socket.
                             let mut buf = op.hdr.to_vec();
                             // SAFETY: op.done - HEADER_LEN payload bytes were just written at op.ptr.
-                            buf.extend_from_slice(unsafe {
-                                std::slice::from_raw_parts(op.ptr, op.done - HEADER_LEN)
-                            });
+                            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(op.ptr, op.done - HEADER_LEN) });
                             self.control = Some(Control {
                                 buf,
                                 ..Control::default()
@@ -451,7 +449,11 @@ mod tests {
             assert!(c.parse());
             c.buf.extend_from_slice(&wire[cut..]);
             assert!(c.parse());
-            assert_eq!(c.bodies, vec![b"{\"a\":1}".to_vec(), b"second".to_vec()], "cut at {cut}");
+            assert_eq!(
+                c.bodies,
+                vec![b"{\"a\":1}".to_vec(), b"second".to_vec()],
+                "cut at {cut}"
+            );
             assert!(c.buf.is_empty());
         }
     }
