@@ -104,7 +104,9 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                         .map(|m| m.to_string())
                         .collect();
                     let msg = format!(
-                        "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at                          {where_} after joining (it exited or was killed) while ranks {} had not joined yet.                          Culprit: rank {r} (host {})",
+                        "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
+                         {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
+                         Culprit: rank {r} (host {})",
                         j.host,
                         j.pid,
                         missing.join(", "),

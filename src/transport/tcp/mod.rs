@@ -513,13 +513,29 @@ impl TcpTransport {
             .flatten()
             .filter(|p| p.streams.iter().any(Stream::busy))
             .min_by_key(|p| p.last_progress);
+        // This host's own link being down explains every silent peer at once: then this rank is the culprit.
+        let own_link = std::fs::read_to_string(format!("/sys/class/net/{}/operstate", self.iface));
+        if own_link.is_ok_and(|s| s.trim() == "down") {
+            let msg = format!(
+                "{}: timed out after {:.1} s with {} pending: this host's interface {} is down, so no peer can be \
+                 reached; bring the link up (ip link set {} up) or check its cable and switch port",
+                self.me(),
+                self.cfg.timeout.as_secs_f64(),
+                self.pending_list(None).join(", "),
+                self.iface,
+                self.iface
+            );
+            return self.poison(msg);
+        }
         if let Some(p) = stuck {
             let silent = p.last_progress.elapsed().as_secs_f64();
             let (rank, addr) = (p.addr.rank, p.addr.to_string());
             self.suspect = Some(rank);
             let others = self.pending_list(Some(rank));
             let msg = format!(
-                "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout -T {:.1} s),                  with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely                  slow, raise -T/--timeout",
+                "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout -T {:.1} s), \
+                 with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely \
+                 slow, raise -T/--timeout",
                 self.me(),
                 self.cfg.timeout.as_secs_f64(),
                 self.pending_list(None)
