@@ -175,7 +175,7 @@ impl TcpTransport {
                 for s in &mut p.streams {
                     // A part cut short is completed (with zeros) or skipped, so abort frames stay framed.
                     s.open_outbox();
-                    s.to_control();
+                    s.switch_to_control();
                     s.sendq.clear();
                     s.recvq.clear();
                 }

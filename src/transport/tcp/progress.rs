@@ -285,7 +285,7 @@ impl Stream {
     }
 
     /// Switches to control once this rank gave up: a part cut short is skipped (or its header completed).
-    pub fn to_control(&mut self) {
+    pub fn switch_to_control(&mut self) {
         if self.control.is_some() {
             return;
         }
