@@ -171,10 +171,21 @@ pub struct RunArgs {
     #[arg(long = "percentiles", help_heading = TIMING)]
     pub percentiles: bool,
 
-    /// Deadline in seconds for any single wait; a stuck peer ends the run with an error.
+    /// Deadline in seconds for any single wait in a collective; a stuck peer ends the run with an error
+    /// naming it.
     #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
         default_value_t = Options::default().timeout.as_secs_f64())]
     pub timeout: f64,
+
+    /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
+    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
+    pub bootstrap_timeout: f64,
+
+    /// Deadline in seconds for opening and authenticating the data connections.
+    #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().connect_timeout.as_secs_f64())]
+    pub connect_timeout: f64,
 
     /// Algorithm: auto (latency algorithm below --algo-threshold, ring above), ring, rd or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
@@ -251,6 +262,12 @@ pub struct RunArgs {
     /// the #wrong column and exit status 1 work end to end.
     #[arg(long = "corrupt-rank", value_name = "RANK", hide = true)]
     pub corrupt_rank: Option<usize>,
+
+    /// Testing aid: RANK:PHASE:ACTION makes rank RANK kill (SIGKILL) or stop (SIGSTOP) itself at PHASE:
+    /// bootstrap (after joining the rendezvous), connect (before opening data connections), or
+    /// COLLECTIVE@SIZE (before the first timed iteration of the first point of at least SIZE).
+    #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
+    pub fault: Option<String>,
 }
 
 /// A default list as the command line spells it: `all_reduce,all_gather`.

@@ -48,6 +48,15 @@ impl Error {
         }
     }
 
+    /// The same error, its message prefixed with the phase it happened in (`during all_reduce of 4 MiB`);
+    /// only peer failures, whose messages are about the run, say where they happened.
+    pub fn during(self, phase: &str) -> Error {
+        match self {
+            Error::Peer(m) if !m.starts_with("during ") => Error::Peer(format!("during {phase}: {m}")),
+            other => other,
+        }
+    }
+
     /// The process exit status for this error.
     pub fn exit_code(&self) -> i32 {
         match self {

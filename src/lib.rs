@@ -16,7 +16,7 @@
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
-//! - [`error`]: errors and exit codes.
+//! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
 pub mod algorithm;
 pub mod bench;
@@ -24,6 +24,7 @@ pub mod cli;
 pub mod collective;
 pub mod engine;
 pub mod error;
+pub mod fault;
 pub mod info;
 pub mod memory;
 pub mod model;

@@ -320,8 +320,12 @@ pub struct Options {
     pub rank_stat: RankStat,
     /// Show p50/p99 columns in the table (`--percentiles`).
     pub percentiles: bool,
-    /// Deadline for any single wait (`-T`, seconds).
+    /// Deadline for any single wait in a collective (`-T`, seconds).
     pub timeout: Duration,
+    /// Deadline of the bootstrap: reaching the rendezvous and every rank joining (`--bootstrap-timeout`).
+    pub bootstrap_timeout: Duration,
+    /// Deadline of opening and authenticating the data connections (`--connect-timeout`).
+    pub connect_timeout: Duration,
     /// JSON output file (`-J`), nccl-tests layout plus collbench's fields.
     pub json: Option<PathBuf>,
     /// CSV output file (`--csv`).
@@ -342,6 +346,8 @@ pub struct Options {
     pub progress: Progress,
     /// Testing aid (`--corrupt-rank`, hidden): this rank corrupts one output element in every data check.
     pub corrupt_rank: Option<usize>,
+    /// Testing aid (`--fault`, hidden): one rank kills or stops itself at a named phase.
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl Default for Options {
@@ -369,6 +375,8 @@ impl Default for Options {
             rank_stat: RankStat::Max,
             percentiles: false,
             timeout: Duration::from_secs(60),
+            bootstrap_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(60),
             json: None,
             csv: None,
             markdown: None,
@@ -379,6 +387,7 @@ impl Default for Options {
             chunk_bytes: 512 << 10,
             progress: Progress::Auto,
             corrupt_rank: None,
+            fault: None,
         }
     }
 }
@@ -472,7 +481,9 @@ impl Options {
             algo_threshold,
             rank_stat,
             percentiles: args.percentiles,
-            timeout: timeout(args.timeout)?,
+            timeout: timeout("-T/--timeout", args.timeout)?,
+            bootstrap_timeout: timeout("--bootstrap-timeout", args.bootstrap_timeout)?,
+            connect_timeout: timeout("--connect-timeout", args.connect_timeout)?,
             json: args.output_file.clone(),
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
@@ -496,6 +507,11 @@ impl Options {
                 Progress::Auto
             },
             corrupt_rank: args.corrupt_rank,
+            fault: args
+                .fault
+                .as_deref()
+                .map(|f| f.parse().map_err(|e| Error::usage("--fault", e)))
+                .transpose()?,
         })
         .and_then(|o| o.check_outputs())
     }
@@ -682,11 +698,11 @@ where
     Ok(out)
 }
 
-/// `-T` as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
-fn timeout(secs: f64) -> Result<Duration> {
+/// A timeout flag as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
+fn timeout(flag: &str, secs: f64) -> Result<Duration> {
     if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
         return Err(Error::usage(
-            "-T/--timeout",
+            flag,
             format!(
                 "must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (got {secs}); \
                  every wait has a deadline, so pick a generous one rather than none"
@@ -915,6 +931,9 @@ mod tests {
         usage(&["-T", "inf"], "-T/--timeout", "at most");
         usage(&["-T", "NaN"], "-T/--timeout", "more than 0");
         usage(&["-T", "1e9"], "-T/--timeout", "at most");
+        usage(&["--bootstrap-timeout", "0"], "--bootstrap-timeout", "more than 0");
+        usage(&["--connect-timeout", "inf"], "--connect-timeout", "at most");
+        usage(&["--fault", "1:lunch:kill"], "--fault", "phase");
         usage(&["-J", "x", "--csv", "x"], "--csv", "-J");
     }
 

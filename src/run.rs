@@ -56,7 +56,7 @@ fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
             opts.np
         );
     }
-    local::launch_processes(opts.np, &argv[1..], opts.timeout)
+    local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout)
 }
 
 /// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
@@ -215,7 +215,13 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                     if let Some(pb) = &progress {
                         pb.finish_and_clear();
                     }
-                    return Err(e);
+                    // Every peer learns that this rank gave up, and all name the same culprit. The TCP path
+                    // that failed carries the news; other paths' failures go over the first (control) one.
+                    let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
+                    return Err(match sess.transports.get_mut(t) {
+                        Some(t) => t.abort(e),
+                        None => e,
+                    });
                 }
             };
             records.extend(outcome.records);

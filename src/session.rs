@@ -31,6 +31,7 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
         streams: opts.streams,
         stripe_min: 64 << 10,
         timeout: opts.timeout,
+        connect_timeout: opts.connect_timeout,
     }
 }
 
@@ -211,7 +212,7 @@ pub fn connect_with(
     pairs: Pairs,
 ) -> Result<Session> {
     let started = Instant::now();
-    let deadline = started + opts.timeout;
+    let deadline = started + opts.bootstrap_timeout;
     let (mut world, bound) = match exchange {
         Exchange::Rendezvous(root) => via_rendezvous(id, opts, consensus, root, deadline)?,
         #[cfg(feature = "mpi")]
@@ -228,6 +229,7 @@ pub fn connect_with(
         Pairs::Needed => crate::bench::plan::links(opts, world.size),
         Pairs::All => Links::full(world.size, "all pairs, as asked"),
     };
+    crate::fault::Fault::check(opts.fault.as_ref(), world.rank, &crate::fault::Phase::Connect);
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
@@ -256,15 +258,22 @@ pub fn connect_with(
                 })
             })
             .collect::<Result<_>>()?;
-        transports.push(connect_all(
-            listener,
-            world.rank,
-            &world.host,
-            &peers,
-            &links,
-            world.token,
-            tcp_config(opts),
-        )?);
+        let path = listener
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("tcp@{}", listener.iface));
+        transports.push(
+            connect_all(
+                listener,
+                world.rank,
+                &world.host,
+                &peers,
+                &links,
+                world.token,
+                tcp_config(opts),
+            )
+            .map_err(|e| e.during(&format!("connection set-up of {path}")))?,
+        );
         path_connect_s.push(path_started.elapsed().as_secs_f64());
     }
     Ok(Session {
@@ -300,7 +309,7 @@ fn via_rendezvous(
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
         let listener = rendezvous::bind_root(root)?;
-        let (size, token, timeout) = (id.size, id.token, opts.timeout);
+        let (size, token, timeout) = (id.size, id.token, opts.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
@@ -311,7 +320,7 @@ fn via_rendezvous(
         .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
         .ip();
     let bound = bind_paths(plan_paths(opts, single_host, Some(local))?)?;
-    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline)?;
+    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline, opts.fault.as_ref())?;
     Ok((world, bound))
 }
 
@@ -396,7 +405,7 @@ pub fn run_threads_with<R: Send>(
     pairs: Pairs,
     f: impl Fn(&mut Session) -> R + Sync,
 ) -> Vec<Result<R>> {
-    let (ids, server) = match world::local::thread_identities(n, opts.timeout.max(Duration::from_secs(1))) {
+    let (ids, server) = match world::local::thread_identities(n, opts.bootstrap_timeout.max(Duration::from_secs(1))) {
         Ok(x) => x,
         Err(e) => return vec![Err(e)],
     };

@@ -928,3 +928,142 @@ fn the_harness_removes_everything_it_builds() {
         .unwrap();
     assert!(again.success());
 }
+
+/// Starts one rank per host (RANK/WORLD_SIZE/MASTER_ADDR) with `args`, without waiting.
+fn start_env_ranks(cluster: &Cluster, dir: &Path, args: &[&str]) -> Vec<Proc> {
+    let bin = collbench();
+    let master = cluster.addr(0, "eth0");
+    (0..HOSTS)
+        .map(|h| {
+            let mut run_args = vec!["run", "--no-progress"];
+            run_args.extend(args);
+            let mut c = cluster.exec(h, &bin, &run_args);
+            c.env("RANK", h.to_string())
+                .env("WORLD_SIZE", HOSTS.to_string())
+                .env("MASTER_ADDR", &master)
+                .env("MASTER_PORT", ROOT_PORT);
+            spawn(c, &format!("rank{h}"), dir)
+        })
+        .collect()
+}
+
+/// The final `collbench: error:` line of a rank.
+fn error_line(d: &Done) -> &str {
+    d.stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("collbench: error:"))
+        .unwrap_or_else(|| panic!("no error line:\n{}", d.stderr))
+}
+
+#[test]
+fn a_rank_killed_mid_all_reduce_is_named_with_its_host_by_every_other_host() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("k", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let json_s = json.to_str().unwrap();
+    let args = [
+        "--collective",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "-T",
+        "5",
+        "--fault",
+        "2:all_reduce@4M:kill",
+        "-J",
+        json_s,
+    ];
+    let started = Instant::now();
+    let done = wait_all(start_env_ranks(&cluster, dir.path(), &args));
+    // Every survivor names the dead rank, its host and the collective; the slowest within -T + 5 s.
+    assert!(
+        started.elapsed() <= Duration::from_secs(5 + 5),
+        "{:?}",
+        started.elapsed()
+    );
+    let culprit = format!("Culprit: rank 2 (host {})", cluster.host(2));
+    for h in [0, 1, 3] {
+        assert_eq!(done[h].status.code(), Some(3), "rank {h}:\n{}", done[h].stderr);
+        let line = error_line(&done[h]);
+        assert!(
+            line.contains(&culprit) && line.contains("all_reduce of 4 MiB"),
+            "rank {h}: {line}"
+        );
+    }
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        v["results"].as_array().map(Vec::len),
+        Some(2),
+        "points before the fault are kept: {v}"
+    );
+}
+
+#[test]
+fn a_host_whose_link_goes_down_mid_run_is_named() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let cluster = Cluster::up("l", HOSTS);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let json_s = json.to_str().unwrap();
+    // Long enough that the sweep is still running when the link goes down after its first point.
+    let args = [
+        "--collective",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "256M",
+        "-n",
+        "20",
+        "-T",
+        "5",
+        "-J",
+        json_s,
+    ];
+    let procs = start_env_ranks(&cluster, dir.path(), &args);
+    // Rank 0 rewrites the JSON file after every point: the first one there means data is moving.
+    let first_point = Instant::now() + RUN_DEADLINE;
+    loop {
+        let v: Option<serde_json::Value> = std::fs::read_to_string(&json)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        if v.is_some_and(|v| v["results"].as_array().is_some_and(|r| !r.is_empty())) {
+            break;
+        }
+        assert!(Instant::now() < first_point, "no point finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let down = cluster
+        .exec(2, Path::new("ip"), &["link", "set", "eth0", "down"])
+        .status()
+        .unwrap();
+    assert!(down.success());
+    let at = Instant::now();
+    let done = wait_all(procs);
+    assert!(at.elapsed() <= Duration::from_secs(5 + 5), "{:?}", at.elapsed());
+    let host = cluster.host(2);
+    for (h, d) in done.iter().enumerate() {
+        assert_eq!(d.status.code(), Some(3), "rank {h}:\n{}", d.stderr);
+        let line = error_line(d);
+        assert!(
+            line.contains(&format!("Culprit: rank 2 (host {host})")),
+            "rank {h}: {line}"
+        );
+    }
+    // The rank on that host knows why: its own interface is down.
+    assert!(
+        error_line(&done[2]).contains("interface eth0 is down"),
+        "{}",
+        done[2].stderr
+    );
+}

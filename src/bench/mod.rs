@@ -95,10 +95,20 @@ pub fn sweep<E: Engine>(
         if let Some(pb) = progress {
             pb.set_message(format!("{} {} {} B", p.coll, p.dtype, p.layout.size_bytes));
         }
-        let mine = point::measure(e, p, algo, &mut bufs, opts)?;
+        // Errors say where they happened: which collective, size and type.
+        let phase = format!(
+            "{} of {} ({}{})",
+            p.coll,
+            crate::sizes::format_size(p.layout.size_bytes as u64),
+            p.dtype,
+            p.op.map(|o| format!(" {o}")).unwrap_or_default()
+        );
+        let mine = point::measure(e, p, algo, &mut bufs, opts).map_err(|err| err.during(&phase))?;
         bytes += 2.0 * calls * p.layout.size_bytes as f64 * p.coll.bus_factor(n);
         first_us.get_or_insert(mine.first_us);
-        if let Some(per_rank) = gather_json::<_, RankPoint>(e, &mine, "measurement")? {
+        let gathered = gather_json::<_, RankPoint>(e, &mine, "measurement")
+            .map_err(|err| err.during(&format!("the gathering of results of {phase}")))?;
+        if let Some(per_rank) = gathered {
             let rec = stats::record(&ctx, algo.name(), p, &per_rank);
             out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
             for r in reporters.iter_mut() {

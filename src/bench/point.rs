@@ -75,6 +75,7 @@ fn measure_placement<E: Engine>(
         }
     }
     e.barrier()?;
+    crate::fault::Fault::check_point(opts.fault.as_ref(), e.rank(), p.coll, p.layout.size_bytes as u64);
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;

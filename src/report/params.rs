@@ -28,6 +28,10 @@ pub struct Params {
     pub chunk_bytes: Option<u64>,
     /// Seconds; `Options` serialises its `Duration` as `{secs, nanos}`, a plain number is accepted too.
     pub timeout_s: Option<f64>,
+    /// `--bootstrap-timeout`, seconds.
+    pub bootstrap_timeout_s: Option<f64>,
+    /// `--connect-timeout`, seconds.
+    pub connect_timeout_s: Option<f64>,
     pub percentiles: bool,
     /// Memory kind (`host`, `cuda`) once options carry one.
     pub memory: Option<String>,
@@ -43,7 +47,7 @@ impl Params {
             (None, Some(b)) => Some(StepView::Bytes(b)),
             (None, None) => None,
         };
-        let timeout_s = match o.get("timeout") {
+        let secs = |k: &str| match o.get(k) {
             Some(Value::Number(n)) => n.as_f64(),
             Some(t @ Value::Object(_)) => {
                 let secs = t.get("secs").and_then(Value::as_u64);
@@ -52,6 +56,7 @@ impl Params {
             }
             _ => None,
         };
+        let timeout_s = secs("timeout");
         Params {
             min_bytes: u("/sizes/min"),
             max_bytes: u("/sizes/max"),
@@ -65,6 +70,8 @@ impl Params {
             streams: u("/streams"),
             chunk_bytes: u("/chunk_bytes"),
             timeout_s,
+            bootstrap_timeout_s: secs("bootstrap_timeout"),
+            connect_timeout_s: secs("connect_timeout"),
             percentiles: o.get("percentiles").and_then(Value::as_bool).unwrap_or(false),
             memory: s("/memory"),
         }

@@ -246,6 +246,11 @@ fn run_header(run: &RunInfo) -> Vec<String> {
             or_unknown(&p.chunk_bytes),
         ),
         format!(
+            "# Timeouts: bootstrap {} s connect {} s collective wait {timeout} s",
+            p.bootstrap_timeout_s.map_or_else(|| "?".to_string(), g),
+            p.connect_timeout_s.map_or_else(|| "?".to_string(), g),
+        ),
+        format!(
             "# Launcher: {} bootstrap: {:.3} s connect: {:.3} s start: {}",
             run.launcher, run.bootstrap_s, run.connect_s, run.start_time
         ),
@@ -415,6 +420,7 @@ mod tests {
 # Command line: collbench run --np 2
 # nRanks 2 minBytes 8 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
 # rank stat: max algo: auto streams: 1 chunk bytes: 524288 timeout: 60 s
+# Timeouts: bootstrap 120 s connect 60 s collective wait 60 s
 # Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
 # Job token: COLLBENCH_JOB_TOKEN
 # Connections: 1 of 1 rank pairs (control tree, rec_doubling, bruck), at most 1 peers per rank, x 1 stream(s) x 1 path(s) = 1 TCP connections

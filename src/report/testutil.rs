@@ -108,6 +108,8 @@ pub fn run_info(percentiles: bool) -> RunInfo {
             "rank_stat": "max",
             "percentiles": percentiles,
             "timeout": {"secs": 60, "nanos": 0},
+            "bootstrap_timeout": {"secs": 120, "nanos": 0},
+            "connect_timeout": {"secs": 60, "nanos": 0},
             "json": null,
             "csv": null,
             "force": false,

@@ -87,6 +87,7 @@ pub fn bootstrap(
     endpoints: Vec<crate::report::Endpoint>,
     consensus: serde_json::Value,
     deadline: std::time::Instant,
+    fault: Option<&crate::fault::Fault>,
 ) -> crate::error::Result<World> {
     let started = std::time::Instant::now();
     let host = hostname();
@@ -100,7 +101,10 @@ pub fn bootstrap(
         consensus,
     };
     let root = id.root.as_deref().unwrap_or("?");
-    let ranks = rendezvous::exchange(sock, root, &id.token, &me, deadline)?;
+    let mut sock = sock;
+    rendezvous::send_join(&mut sock, root, &id.token, &me)?;
+    crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
+    let ranks = rendezvous::await_welcome(sock, root, &me, deadline)?;
     Ok(World {
         rank: id.rank,
         size: id.size,

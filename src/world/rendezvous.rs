@@ -97,7 +97,29 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                     tell_all(&mut joined, &Reply::Failed(msg.clone()));
                     return Err(Error::Peer(msg));
                 }
-                poll_readable(&listener, deadline);
+                if let Some(r) = wait_for_news(&listener, &joined, deadline) {
+                    let j = &joined[r].as_ref().expect("a joined rank").0;
+                    let missing: Vec<String> = (0..size)
+                        .filter(|&m| joined[m].is_none())
+                        .map(|m| m.to_string())
+                        .collect();
+                    let msg = format!(
+                        "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
+                         {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
+                         Culprit: rank {r} (host {})",
+                        j.host,
+                        j.pid,
+                        missing.join(", "),
+                        j.host
+                    );
+                    joined[r] = None;
+                    let reply = Reply::Failed(msg.clone());
+                    tell_all(&mut joined, &reply);
+                    // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
+                    let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
+                    tell_latecomers(&listener, &token, late, &reply, deadline);
+                    return Err(Error::Peer(msg));
+                }
                 continue;
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -194,6 +216,26 @@ pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
     }
 }
 
+/// Answers `reply` to every rank still `missing` that arrives before `deadline`.
+fn tell_latecomers(listener: &TcpListener, token: &Token, mut missing: Vec<bool>, reply: &Reply, deadline: Instant) {
+    while missing.iter().any(|&m| m) && Instant::now() < deadline {
+        match listener.accept() {
+            Ok((mut sock, _)) => {
+                if let Ok(j) = read_join(&mut sock, token) {
+                    if let Some(m) = missing.get_mut(j.rank) {
+                        *m = false;
+                    }
+                    let _ = write_frame(&mut sock, reply);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let _ = wait_for_news(listener, &[], deadline);
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
     tell_all(joined, &Reply::Refused(msg.to_string()));
 }
@@ -261,17 +303,41 @@ fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
     Ok(body)
 }
 
-fn poll_readable(l: &TcpListener, deadline: Instant) {
+/// Waits until the listener has a connection or `deadline` passes; returns a joined rank whose connection
+/// was closed meanwhile (a rank says nothing after its join, so anything readable is its end).
+fn wait_for_news(l: &TcpListener, joined: &[Option<(Join, TcpStream)>], deadline: Instant) -> Option<usize> {
     use std::os::fd::AsRawFd;
     let left = deadline.saturating_duration_since(Instant::now());
-    let mut pfd = libc::pollfd {
+    let mut fds = vec![libc::pollfd {
         fd: l.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
-    };
+    }];
+    let ranks: Vec<usize> = (0..joined.len()).filter(|&r| joined[r].is_some()).collect();
+    for &r in &ranks {
+        fds.push(libc::pollfd {
+            fd: joined[r].as_ref().expect("joined").1.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
     let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    // SAFETY: fds is a valid array of pollfd of its length.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    for (fd, &r) in fds[1..].iter().zip(&ranks) {
+        if fd.revents == 0 {
+            continue;
+        }
+        let mut b = [0u8; 1];
+        // SAFETY: b is writable for its length.
+        let rc = unsafe { libc::recv(fd.fd, b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        // Bytes after a join are no collbench rank's either: that connection is dropped as well.
+        let gone = rc >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock;
+        if gone {
+            return Some(r);
+        }
+    }
+    None
 }
 
 /// Resolves `root` (`host:port`) to socket addresses; names may take a while to appear (Kubernetes DNS).
@@ -354,6 +420,12 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
 
 /// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
 pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
+    send_join(&mut sock, root, token, me)?;
+    await_welcome(sock, root, me, deadline)
+}
+
+/// Sends the preamble and `me` to the rendezvous at `root`.
+pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join) -> Result<()> {
     let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     let mut pre = Vec::with_capacity(PREAMBLE_LEN);
@@ -361,7 +433,13 @@ pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadl
     pre.extend_from_slice(&VERSION.to_le_bytes());
     pre.extend_from_slice(token);
     sock.write_all(&pre).map_err(io_err)?;
-    write_frame(&mut sock, me).map_err(io_err)?;
+    write_frame(sock, me).map_err(io_err)
+}
+
+/// Waits until `deadline` for the rendezvous's answer to `me`: every rank's info, or why the job cannot start.
+pub fn await_welcome(mut sock: TcpStream, root: &str, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
+    let who = format!("rank {} (host {})", me.rank, me.host);
+    let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(1));
@@ -424,6 +502,74 @@ mod tests {
         assert!(msg.contains("dtypes"), "{msg}");
         assert!(!msg.contains("iters"), "{msg}");
         assert!(disagreement(&[&a, &a.clone()]).is_none());
+    }
+
+    #[test]
+    fn a_different_version_is_a_disagreement_naming_it() {
+        let a = join_msg(0, json!({"iters": 20}));
+        let b = Join {
+            version: "0.2.0".into(),
+            ..join_msg(1, json!({"iters": 20}))
+        };
+        let msg = disagreement(&[&a, &b]).unwrap();
+        assert!(
+            msg.contains("rank 1") && msg.contains("version (0.2.0 vs 0.1.0)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_joined_rank_that_drops_fails_the_job_naming_it_also_for_latecomers() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [7u8; 16];
+        let server = std::thread::spawn(move || serve(l, 3, token, Duration::from_secs(60)));
+        let mut s = connect(&root, Instant::now() + Duration::from_secs(20), "rank 2").unwrap();
+        send_join(
+            &mut s,
+            &root,
+            &token,
+            &Join {
+                size: 3,
+                ..join_msg(2, json!({}))
+            },
+        )
+        .unwrap();
+        drop(s);
+        // Whether they join before the service notices the drop or after, ranks 0 and 1 hear it.
+        for r in [0, 1] {
+            let e = join(
+                &root,
+                &token,
+                &Join {
+                    size: 3,
+                    ..join_msg(r, json!({}))
+                },
+                Duration::from_secs(20),
+            )
+            .unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_PEER, "{e}");
+            assert!(e.to_string().contains("rank 2 (host h"), "{e}");
+        }
+        let e = server.join().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("rank 2 (host h") && e.contains("dropped") && e.contains("bootstrap"),
+            "{e}"
+        );
+        assert!(e.contains("had not joined"), "{e}");
+    }
+
+    #[test]
+    fn an_unreachable_rendezvous_names_the_address_and_the_time_tried() {
+        let root = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let e = connect(&root, Instant::now() + Duration::from_millis(300), "rank 1 (host h)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("rendezvous at {root} after trying for 0.")), "{e}");
+        assert!(e.starts_with("rank 1 (host h)"), "{e}");
     }
 
     #[test]

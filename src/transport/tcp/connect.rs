@@ -81,7 +81,7 @@ pub fn connect_all(
 ) -> Result<TcpTransport> {
     let n = peers.len();
     let ns = cfg.streams;
-    let deadline = Instant::now() + cfg.timeout;
+    let deadline = Instant::now() + cfg.connect_timeout;
     let me = format!("rank {rank} (host {host})");
     if links.size() != n {
         return Err(Error::Peer(format!(
@@ -132,8 +132,8 @@ pub fn connect_all(
                         .collect();
                     Error::Peer(format!(
                         "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
-                         and able to reach {}? Raise -T/--timeout if they start slowly",
-                        cfg.timeout.as_secs_f64(),
+                         and able to reach {}? Raise --connect-timeout if they start slowly",
+                        cfg.connect_timeout.as_secs_f64(),
                         missing.join(", "),
                         bound.addr
                     ))

@@ -7,6 +7,13 @@
 //! fixes order and length), so the header only guards against ranks that disagree on the schedule.
 //! A message of at least [`TcpConfig::stripe_min`] bytes is split across all streams of the peer; smaller
 //! ones go round-robin, one stream each.
+//!
+//! Failure: a rank that gives up ([`TcpTransport::abort`]) completes any part it had started to send with
+//! zeros, then sends an abort frame (a header whose length field is `u32::MAX`, then a JSON [`AbortNote`]:
+//! who gave up, whom it blames, and why) on a stream to every peer, relays the notes it hears, and waits a
+//! moment for more. A rank that reads an abort frame while waiting stops at once and does the same. Every
+//! rank then names one culprit: starting from its own note (or the first it heard), it follows the notes of
+//! the ranks blamed, so a rank that was only waiting on a stuck rank is not blamed for it.
 
 pub mod connect;
 pub mod handshake;
@@ -16,8 +23,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 pub use connect::{connect_all, TcpListenerBound};
-use progress::{Op, Stream};
+use progress::{Op, Stream, MAX_ABORT_BODY};
 
 use crate::error::{Error, Result};
 use crate::transport::{Request, Transport};
@@ -29,8 +38,34 @@ pub struct TcpConfig {
     pub streams: usize,
     /// Messages at least this long are striped across all streams.
     pub stripe_min: usize,
-    /// Deadline of any single wait, and of connection set-up.
+    /// Deadline of any single wait.
     pub timeout: Duration,
+    /// Deadline of connection set-up.
+    pub connect_timeout: Duration,
+}
+
+/// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// What a rank that gave up tells every other: who it is, whom it blames, and its own message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AbortNote {
+    pub origin: usize,
+    pub origin_host: String,
+    /// The rank it was waiting on (and its host), if its failure was about one peer.
+    pub culprit: Option<(usize, String)>,
+    /// Its error, with the phase it was in.
+    pub text: String,
+}
+
+impl AbortNote {
+    /// The rank this note blames: its culprit, else its origin itself.
+    fn blamed(&self) -> (usize, &str) {
+        match &self.culprit {
+            Some((r, h)) => (*r, h),
+            None => (self.origin, &self.origin_host),
+        }
+    }
 }
 
 /// Where a peer is, for connecting and for naming it in errors.
@@ -50,6 +85,12 @@ impl std::fmt::Display for PeerAddr {
 struct Peer {
     addr: PeerAddr,
     streams: Vec<Stream>,
+    /// When bytes last moved to or from this peer: the peer that made no progress for longest is blamed.
+    last_progress: Instant,
+    /// How many of the transport's notes were queued to this peer.
+    notes_sent: usize,
+    /// Whether an abort frame arrived from this peer.
+    heard: bool,
     /// Messages posted to / from this peer so far: picks the stream of small messages.
     sent_msgs: u64,
     recv_msgs: u64,
@@ -68,7 +109,13 @@ pub struct TcpTransport {
     free: Vec<usize>,
     cfg: TcpConfig,
     poisoned: Option<String>,
+    /// The peer this rank's own failure was about (a timeout or a broken connection).
+    suspect: Option<usize>,
+    /// Abort notes: this rank's own (once it gave up on its own) and every one heard, one per origin.
+    notes: Vec<AbortNote>,
     pollfds: Vec<libc::pollfd>,
+    /// (peer, stream) of each entry of `pollfds`.
+    pollmap: Vec<(usize, usize)>,
 }
 
 impl TcpTransport {
@@ -86,6 +133,9 @@ impl TcpTransport {
                 p.map(|(addr, socks)| Peer {
                     addr,
                     streams: socks.into_iter().map(Stream::new).collect(),
+                    last_progress: Instant::now(),
+                    notes_sent: 0,
+                    heard: false,
                     sent_msgs: 0,
                     recv_msgs: 0,
                 })
@@ -101,7 +151,10 @@ impl TcpTransport {
             free: Vec::new(),
             cfg,
             poisoned: None,
+            suspect: None,
+            notes: Vec::new(),
             pollfds: Vec::new(),
+            pollmap: Vec::new(),
         }
     }
 
@@ -117,14 +170,203 @@ impl TcpTransport {
     /// Records the first error, drops every queued operation (their memory is never touched again) and
     /// returns the error.
     fn poison(&mut self, msg: String) -> Error {
+        if self.poisoned.is_none() {
+            for p in self.peers.iter_mut().flatten() {
+                for s in &mut p.streams {
+                    // A part cut short is completed (with zeros) or skipped, so abort frames stay framed.
+                    s.open_outbox();
+                    s.switch_to_control();
+                    s.sendq.clear();
+                    s.recvq.clear();
+                }
+            }
+            self.poisoned = Some(msg.clone());
+        }
+        Error::Peer(msg)
+    }
+
+    /// Takes the abort frames read on every stream into `notes`; returns whether a new one arrived.
+    fn collect_notes(&mut self) -> bool {
+        let mut new = false;
         for p in self.peers.iter_mut().flatten() {
             for s in &mut p.streams {
-                s.sendq.clear();
-                s.recvq.clear();
+                let Some(c) = s.control.as_mut() else { continue };
+                for body in c.bodies.drain(..) {
+                    p.heard = true;
+                    match serde_json::from_slice::<AbortNote>(&body) {
+                        Ok(n) if n.origin != self.rank && !self.notes.iter().any(|m| m.origin == n.origin) => {
+                            self.notes.push(n);
+                            new = true;
+                        }
+                        Ok(_) => {}
+                        Err(e) => eprintln!(
+                            "collbench: {}: unreadable abort note from {} ignored: {e}",
+                            format_args!("rank {} (host {})", self.rank, self.host),
+                            p.addr
+                        ),
+                    }
+                }
             }
         }
-        self.poisoned = Some(msg.clone());
-        Error::Peer(msg)
+        new
+    }
+
+    /// The note that names the culprit: from this rank's own note (or the first heard), follow the note of
+    /// each blamed rank as long as there is one; a rank that sent none is the culprit.
+    fn verdict(&self) -> Option<&AbortNote> {
+        let mut note = self
+            .notes
+            .iter()
+            .find(|n| n.origin == self.rank)
+            .or_else(|| self.notes.first())?;
+        let mut seen = vec![note.origin];
+        loop {
+            let (blamed, _) = note.blamed();
+            match self.notes.iter().find(|n| n.origin == blamed) {
+                Some(next) if !seen.contains(&next.origin) => {
+                    seen.push(next.origin);
+                    note = next;
+                }
+                _ => return Some(note),
+            }
+        }
+    }
+
+    /// The message of the verdict as this rank reports it.
+    fn verdict_message(&self, own: &str) -> Option<String> {
+        let v = self.verdict()?;
+        let (c, ch) = v.blamed();
+        Some(if v.origin == self.rank {
+            format!("{own}. Culprit: rank {c} (host {ch})")
+        } else {
+            format!(
+                "{}: stopped because rank {} (host {}) gave up: {}. Culprit: rank {c} (host {ch})",
+                self.me(),
+                v.origin,
+                v.origin_host,
+                v.text
+            )
+        })
+    }
+
+    /// Poisons the transport with what the notes heard say.
+    fn poison_from_notes(&mut self) -> Error {
+        let msg = self.verdict_message("").unwrap_or_default();
+        self.poison(msg)
+    }
+
+    /// Gives up: tells every peer (an abort frame with `err`, or the notes this rank heard, relayed), hears
+    /// their notes for a moment, and returns the error to report, naming the one culprit every rank names.
+    /// Best effort and non-blocking throughout: a peer that is gone or stopped is skipped.
+    pub fn abort(&mut self, err: Error) -> Error {
+        if matches!(err, Error::Usage { .. }) {
+            // Every rank checks the same options and stops alike; there is nobody to tell.
+            return err;
+        }
+        let own = err.to_string();
+        let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
+        if !heard_first && !self.notes.iter().any(|n| n.origin == self.rank) {
+            let culprit = self
+                .suspect
+                .and_then(|s| self.peers[s].as_ref())
+                .map(|p| (p.addr.rank, p.addr.host.clone()));
+            let mut text = own.clone();
+            text.truncate(MAX_ABORT_BODY / 2);
+            self.notes.insert(
+                0,
+                AbortNote {
+                    origin: self.rank,
+                    origin_host: self.host.clone(),
+                    culprit,
+                    text,
+                },
+            );
+        }
+        self.poison(own.clone());
+        self.linger();
+        let msg = match self.verdict_message(&own) {
+            Some(m) => m,
+            None => own,
+        };
+        match err {
+            // A local failure stays one (its exit status says so); its peers hear it as a peer failure.
+            Error::Io { context, source } => Error::Io {
+                context: format!("{context} (culprit: rank {} (host {}))", self.rank, self.host),
+                source,
+            },
+            _ => Error::Peer(msg),
+        }
+    }
+
+    /// Queues every note a peer has not been sent, except its own.
+    fn queue_notes(&mut self) {
+        let bodies: Vec<(usize, Vec<u8>)> = self
+            .notes
+            .iter()
+            .map(|n| (n.origin, serde_json::to_vec(n).expect("a note serialises")))
+            .collect();
+        for p in self.peers.iter_mut().flatten() {
+            let Some(s) = p.streams.iter_mut().find(|s| !s.closed) else {
+                continue;
+            };
+            for (origin, body) in &bodies[p.notes_sent..] {
+                if *origin != p.addr.rank {
+                    s.out.get_or_insert_with(Default::default).push_frame(body);
+                }
+            }
+            p.notes_sent = bodies.len();
+        }
+    }
+
+    /// Sends and hears abort notes until every peer was told and has told (or is gone), or [`LINGER`] passed.
+    fn linger(&mut self) {
+        let end = Instant::now() + LINGER.min(self.cfg.timeout);
+        loop {
+            self.queue_notes();
+            let mut drained = true;
+            for p in self.peers.iter_mut().flatten() {
+                for s in &mut p.streams {
+                    drained &= s.push_out();
+                    if !s.closed {
+                        let _ = s.drive(&mut []);
+                    }
+                }
+            }
+            if self.collect_notes() {
+                continue;
+            }
+            let settled = self
+                .peers
+                .iter()
+                .flatten()
+                .all(|p| p.heard || p.streams.iter().all(|s| s.closed));
+            let now = Instant::now();
+            if (drained && settled) || now >= end {
+                return;
+            }
+            self.pollfds.clear();
+            for p in self.peers.iter().flatten() {
+                for s in &p.streams {
+                    let mut events = 0;
+                    if !s.closed {
+                        events |= libc::POLLIN;
+                    }
+                    if s.out.as_ref().is_some_and(|o| !o.drained()) {
+                        events |= libc::POLLOUT;
+                    }
+                    if events != 0 {
+                        self.pollfds.push(libc::pollfd {
+                            fd: s.sock.as_raw_fd(),
+                            events,
+                            revents: 0,
+                        });
+                    }
+                }
+            }
+            let ms = (end - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: pollfds is a valid array of pollfd of the given length.
+            unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, ms) };
+        }
     }
 
     fn check_usable(&self, peer: usize) -> Result<()> {
@@ -188,30 +430,44 @@ impl TcpTransport {
         'peers: for p in self.peers.iter_mut().flatten() {
             for (si, s) in p.streams.iter_mut().enumerate() {
                 match s.drive(&mut self.slots) {
-                    Ok(m) => moved |= m,
+                    Ok(true) => {
+                        moved = true;
+                        p.last_progress = Instant::now();
+                    }
+                    Ok(false) => {}
                     Err(e) => {
-                        failure = Some(format!("{} on stream {si} with {}", e, p.addr));
+                        failure = Some((p.addr.rank, format!("{} on stream {si} with {}", e, p.addr)));
                         break 'peers;
                     }
                 }
             }
         }
+        if self.collect_notes() {
+            return Err(self.poison_from_notes());
+        }
         match failure {
-            Some(f) => Err(self.poison(format!("rank {} (host {}): {f}", self.rank, self.host))),
+            Some((peer, f)) => {
+                self.suspect = Some(peer);
+                Err(self.poison(format!("rank {} (host {}): {f}", self.rank, self.host)))
+            }
             None => Ok(moved),
         }
     }
 
     /// Blocks in poll(2) until a stream with queued work is ready or the deadline passes.
+    ///
+    /// Idle streams are watched too, so an abort frame from any peer ends the wait at once.
     fn block(&mut self, deadline: Instant) -> Result<()> {
         self.pollfds.clear();
-        for p in self.peers.iter().flatten() {
-            for s in &p.streams {
+        self.pollmap.clear();
+        for (pi, p) in self.peers.iter().enumerate() {
+            let Some(p) = p else { continue };
+            for (si, s) in p.streams.iter().enumerate() {
                 let mut events = 0;
                 if !s.sendq.is_empty() {
                     events |= libc::POLLOUT;
                 }
-                if !s.recvq.is_empty() {
+                if !s.recvq.is_empty() || s.idle_watch() || (s.control.is_some() && !s.closed) {
                     events |= libc::POLLIN;
                 }
                 if events != 0 {
@@ -220,6 +476,7 @@ impl TcpTransport {
                         events,
                         revents: 0,
                     });
+                    self.pollmap.push((pi, si));
                 }
             }
         }
@@ -236,6 +493,18 @@ impl TcpTransport {
                 return Err(self.poison(format!("{}: poll failed: {e}", self.me())));
             }
         }
+        if rc > 0 {
+            for (fd, &(pi, si)) in self.pollfds.iter().zip(&self.pollmap) {
+                if fd.revents == 0 {
+                    continue;
+                }
+                if let Some(s) = self.peers[pi].as_mut().map(|p| &mut p.streams[si]) {
+                    if s.idle_watch() && s.control.is_none() {
+                        s.peek();
+                    }
+                }
+            }
+        }
         if rc == 0 && Instant::now() >= deadline {
             return Err(self.timeout_error());
         }
@@ -243,6 +512,51 @@ impl TcpTransport {
     }
 
     fn timeout_error(&mut self) -> Error {
+        // The peer with work pending that moved nothing for longest is the one this rank was waiting on.
+        let stuck = self
+            .peers
+            .iter()
+            .flatten()
+            .filter(|p| p.streams.iter().any(Stream::busy))
+            .min_by_key(|p| p.last_progress);
+        // This host's own link being down explains every silent peer at once: then this rank is the culprit.
+        let own_link = std::fs::read_to_string(format!("/sys/class/net/{}/operstate", self.iface));
+        if own_link.is_ok_and(|s| s.trim() == "down") {
+            let msg = format!(
+                "{}: timed out after {:.1} s with {} pending: this host's interface {} is down, so no peer can be \
+                 reached; bring the link up (ip link set {} up) or check its cable and switch port",
+                self.me(),
+                self.cfg.timeout.as_secs_f64(),
+                self.pending_list(None).join(", "),
+                self.iface,
+                self.iface
+            );
+            return self.poison(msg);
+        }
+        if let Some(p) = stuck {
+            let silent = p.last_progress.elapsed().as_secs_f64();
+            let (rank, addr) = (p.addr.rank, p.addr.to_string());
+            self.suspect = Some(rank);
+            let others = self.pending_list(Some(rank));
+            let msg = format!(
+                "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout -T {:.1} s), \
+                 with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely \
+                 slow, raise -T/--timeout",
+                self.me(),
+                self.cfg.timeout.as_secs_f64(),
+                self.pending_list(None)
+                    .into_iter()
+                    .filter(|x| x.contains(&addr))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (also pending: {})", others.join(", "))
+                }
+            );
+            return self.poison(msg);
+        }
         let mut pending = Vec::new();
         for p in self.peers.iter().flatten() {
             let sends: usize = p.streams.iter().map(|s| s.sendq.len()).sum();
@@ -268,9 +582,26 @@ impl TcpTransport {
         self.poison(msg)
     }
 
+    /// "N receive(s) from PEER" and "N send(s) to PEER" for each peer with work pending, but `skip`.
+    fn pending_list(&self, skip: Option<usize>) -> Vec<String> {
+        let mut pending = Vec::new();
+        for p in self.peers.iter().flatten().filter(|p| Some(p.addr.rank) != skip) {
+            let sends: usize = p.streams.iter().map(|s| s.sendq.len()).sum();
+            let recvs: usize = p.streams.iter().map(|s| s.recvq.len()).sum();
+            if recvs > 0 {
+                pending.push(format!("{recvs} receive(s) from {}", p.addr));
+            }
+            if sends > 0 {
+                pending.push(format!("{sends} send(s) to {}", p.addr));
+            }
+        }
+        pending
+    }
+
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, is_send: bool) -> Result<Request> {
         self.check_usable(peer)?;
-        if len > u32::MAX as usize {
+        // u32::MAX itself marks abort frames.
+        if len >= u32::MAX as usize {
             return Err(Error::Peer(format!(
                 "{}: message of {len} bytes exceeds the 4 GiB frame limit",
                 self.me()

@@ -1,4 +1,5 @@
-//! One stream's queues and the non-blocking I/O that moves them.
+//! One stream's queues and the non-blocking I/O that moves them, plus the control bytes of an abort:
+//! abort frames read from the peer, and padding plus abort frames written to it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -7,6 +8,11 @@ use std::os::fd::AsRawFd;
 
 /// Header before every message part: payload length and sequence number.
 pub const HEADER_LEN: usize = 8;
+/// A header whose length field is this announces an abort frame; its second field is the body length.
+/// Data parts are shorter than this (the transport refuses longer messages).
+pub const ABORT_MARK: u32 = u32::MAX;
+/// Longest abort body accepted; anything longer is not an abort from a collbench rank.
+pub const MAX_ABORT_BODY: usize = 64 << 10;
 
 /// One queued message part.
 pub struct Op {
@@ -68,6 +74,83 @@ impl Op {
     }
 }
 
+/// Incoming bytes read as frames once data is no longer expected: after the peer sent an abort frame, or
+/// after this rank gave up. Data parts are skipped, abort frames kept.
+#[derive(Default)]
+pub struct Control {
+    /// Bytes read but not yet parsed.
+    buf: Vec<u8>,
+    /// Payload bytes of a data part still to be skipped.
+    skip: usize,
+    /// Abort bodies parsed and not yet taken.
+    pub bodies: Vec<Vec<u8>>,
+}
+
+impl Control {
+    /// Parses what `buf` holds; returns false on bytes that are no collbench frame (the stream is then dropped).
+    fn parse(&mut self) -> bool {
+        let mut at = 0;
+        loop {
+            if self.skip > 0 {
+                let k = self.skip.min(self.buf.len() - at);
+                self.skip -= k;
+                at += k;
+                if self.skip > 0 {
+                    break;
+                }
+            }
+            let rest = &self.buf[at..];
+            if rest.len() < HEADER_LEN {
+                break;
+            }
+            let first = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+            let second = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+            if first == ABORT_MARK {
+                if second > MAX_ABORT_BODY {
+                    self.buf.clear();
+                    return false;
+                }
+                if rest.len() < HEADER_LEN + second {
+                    break;
+                }
+                self.bodies.push(rest[HEADER_LEN..HEADER_LEN + second].to_vec());
+                at += HEADER_LEN + second;
+            } else {
+                self.skip = first as usize;
+                at += HEADER_LEN;
+            }
+        }
+        self.buf.drain(..at);
+        true
+    }
+}
+
+/// What goes out on a stream after this rank gave up: the rest of a part cut short (its remaining header
+/// bytes, then zeros for its payload, whose memory is no longer ours), then abort frames.
+#[derive(Default)]
+pub struct Outbox {
+    head: Vec<u8>,
+    zeros: usize,
+    frames: Vec<u8>,
+    sent: usize,
+    /// The socket refused the bytes for good (the peer is gone).
+    failed: bool,
+}
+
+impl Outbox {
+    /// Appends one abort frame with `body`.
+    pub fn push_frame(&mut self, body: &[u8]) {
+        self.frames.extend_from_slice(&ABORT_MARK.to_le_bytes());
+        self.frames.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        self.frames.extend_from_slice(body);
+    }
+
+    /// Whether everything queued has been written (or can never be).
+    pub fn drained(&self) -> bool {
+        self.failed || (self.head.is_empty() && self.zeros == 0 && self.sent == self.frames.len())
+    }
+}
+
 /// One TCP connection to a peer with its send and receive queues.
 pub struct Stream {
     pub sock: TcpStream,
@@ -75,6 +158,14 @@ pub struct Stream {
     pub recvq: VecDeque<Op>,
     pub send_seq: u32,
     pub recv_seq: u32,
+    /// The next incoming bytes are a data part no receive is posted for yet: not watched until one is.
+    pub data_ahead: bool,
+    /// The peer closed the connection (or reset it) while no receive was posted.
+    pub closed: bool,
+    /// Set once data is no longer expected on this stream.
+    pub control: Option<Control>,
+    /// Set once this rank gave up.
+    pub out: Option<Outbox>,
 }
 
 impl Stream {
@@ -86,6 +177,10 @@ impl Stream {
             recvq: VecDeque::new(),
             send_seq: 0,
             recv_seq: 0,
+            data_ahead: false,
+            closed: false,
+            control: None,
+            out: None,
         }
     }
 
@@ -94,8 +189,16 @@ impl Stream {
         !self.sendq.is_empty() || !self.recvq.is_empty()
     }
 
+    /// Whether nothing is posted and the peer may still send: an abort frame may arrive here.
+    pub fn idle_watch(&self) -> bool {
+        self.recvq.is_empty() && !self.data_ahead && !self.closed
+    }
+
     /// Moves as many bytes as the socket takes without blocking, completing parts in `slots`.
     pub fn drive(&mut self, slots: &mut [(u32, u32)]) -> Result<bool, String> {
+        if self.control.is_some() {
+            return Ok(self.read_control());
+        }
         let mut moved = false;
         let fd = self.sock.as_raw_fd();
         while let Some(op) = self.sendq.front_mut() {
@@ -124,7 +227,21 @@ impl Stream {
                     moved = true;
                     op.done += k;
                     if before < HEADER_LEN && op.done >= HEADER_LEN {
+                        if is_abort(&op.hdr) {
+                            // The peer gave up: what followed the header landed in our buffer; keep it as
+                            // control bytes and read the rest of its frames from the socket.
+                            let mut buf = op.hdr.to_vec();
+                            // SAFETY: op.done - HEADER_LEN payload bytes were just written at op.ptr.
+                            buf.extend_from_slice(unsafe { std::slice::from_raw_parts(op.ptr, op.done - HEADER_LEN) });
+                            self.control = Some(Control {
+                                buf,
+                                ..Control::default()
+                            });
+                            self.read_control();
+                            return Ok(true);
+                        }
                         check_header(op)?;
+                        self.data_ahead = false;
                     }
                     if op.done == op.total() {
                         slots[op.slot].0 -= 1;
@@ -137,6 +254,135 @@ impl Stream {
         }
         Ok(moved)
     }
+
+    /// Looks at the next incoming bytes of a stream with nothing posted (poll said it is readable): an abort
+    /// frame switches it to control, a data part is left for the receive that will be posted, a close is noted.
+    pub fn peek(&mut self) {
+        let mut b = [0u8; 4];
+        // SAFETY: b is writable for its length.
+        let rc = unsafe {
+            libc::recv(
+                self.sock.as_raw_fd(),
+                b.as_mut_ptr().cast(),
+                b.len(),
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if rc == 0 {
+            self.closed = true;
+        } else if rc < 0 {
+            let e = io::Error::last_os_error();
+            if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) {
+                self.closed = true;
+            }
+        } else if rc == 4 && u32::from_le_bytes(b) == ABORT_MARK {
+            self.control = Some(Control::default());
+            self.read_control();
+        } else {
+            // A data part (or too few bytes to tell): the receive posted for it will read it.
+            self.data_ahead = true;
+        }
+    }
+
+    /// Switches to control once this rank gave up: a part cut short is skipped (or its header completed).
+    pub fn switch_to_control(&mut self) {
+        if self.control.is_some() {
+            return;
+        }
+        let mut c = Control::default();
+        if let Some(op) = self.recvq.front() {
+            if op.done < HEADER_LEN {
+                c.buf.extend_from_slice(&op.hdr[..op.done]);
+            } else {
+                c.skip = op.total() - op.done;
+            }
+        }
+        self.control = Some(c);
+    }
+
+    /// Prepares the outbox once this rank gave up: a part cut short is completed with its header and zeros.
+    pub fn open_outbox(&mut self) {
+        if self.out.is_some() {
+            return;
+        }
+        let mut o = Outbox::default();
+        if let Some(op) = self.sendq.front() {
+            if op.done > 0 {
+                if op.done < HEADER_LEN {
+                    o.head.extend_from_slice(&op.hdr[op.done..]);
+                }
+                o.zeros = op.total() - op.done.max(HEADER_LEN);
+            }
+        }
+        self.out = Some(o);
+    }
+
+    /// Writes queued outbox bytes without blocking; returns whether the outbox is drained.
+    pub fn push_out(&mut self) -> bool {
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let fd = self.sock.as_raw_fd();
+        let Some(o) = self.out.as_mut() else { return true };
+        while !o.drained() {
+            let chunk: &[u8] = if !o.head.is_empty() {
+                &o.head
+            } else if o.zeros > 0 {
+                &ZEROS[..o.zeros.min(ZEROS.len())]
+            } else {
+                &o.frames[o.sent..]
+            };
+            let mut iov = [libc::iovec {
+                iov_base: chunk.as_ptr() as *mut _,
+                iov_len: chunk.len(),
+            }];
+            match xfer(fd, &mut iov, true) {
+                Ok(Some(k)) => {
+                    if !o.head.is_empty() {
+                        o.head.drain(..k);
+                    } else if o.zeros > 0 {
+                        o.zeros -= k;
+                    } else {
+                        o.sent += k;
+                    }
+                }
+                Ok(None) => return false,
+                Err(_) => o.failed = true,
+            }
+        }
+        true
+    }
+
+    /// Reads control bytes until the socket would block; returns whether any arrived.
+    fn read_control(&mut self) -> bool {
+        let fd = self.sock.as_raw_fd();
+        let Some(c) = self.control.as_mut() else { return false };
+        let mut moved = !c.buf.is_empty();
+        let mut chunk = [0u8; 16 << 10];
+        loop {
+            if !c.parse() {
+                self.closed = true;
+                return moved;
+            }
+            if self.closed {
+                return moved;
+            }
+            let mut iov = [libc::iovec {
+                iov_base: chunk.as_mut_ptr().cast(),
+                iov_len: chunk.len(),
+            }];
+            match xfer(fd, &mut iov, false) {
+                Ok(Some(0)) | Err(_) => self.closed = true,
+                Ok(Some(k)) => {
+                    moved = true;
+                    c.buf.extend_from_slice(&chunk[..k]);
+                }
+                Ok(None) => return moved,
+            }
+        }
+    }
+}
+
+fn is_abort(hdr: &[u8; HEADER_LEN]) -> bool {
+    u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]) == ABORT_MARK
 }
 
 /// The header a receive got must announce the length and sequence number the receiver expects.
@@ -176,5 +422,47 @@ fn xfer(fd: i32, iov: &mut [libc::iovec], send: bool) -> io::Result<Option<usize
             io::ErrorKind::Interrupted => continue,
             _ => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut o = Outbox::default();
+        o.push_frame(body);
+        o.frames
+    }
+
+    #[test]
+    fn control_skips_data_parts_and_keeps_abort_frames_split_anywhere() {
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&5u32.to_le_bytes());
+        wire.extend_from_slice(&0u32.to_le_bytes());
+        wire.extend_from_slice(b"hello");
+        wire.extend(frame(b"{\"a\":1}"));
+        wire.extend(frame(b"second"));
+        for cut in 0..wire.len() {
+            let mut c = Control::default();
+            c.buf.extend_from_slice(&wire[..cut]);
+            assert!(c.parse());
+            c.buf.extend_from_slice(&wire[cut..]);
+            assert!(c.parse());
+            assert_eq!(
+                c.bodies,
+                vec![b"{\"a\":1}".to_vec(), b"second".to_vec()],
+                "cut at {cut}"
+            );
+            assert!(c.buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn control_refuses_an_absurd_abort_length() {
+        let mut c = Control::default();
+        c.buf.extend_from_slice(&ABORT_MARK.to_le_bytes());
+        c.buf.extend_from_slice(&((MAX_ABORT_BODY + 1) as u32).to_le_bytes());
+        assert!(!c.parse());
     }
 }
