@@ -9,6 +9,7 @@
 //! ones go round-robin, one stream each.
 
 pub mod connect;
+pub mod gate;
 pub mod handshake;
 mod progress;
 
