@@ -3,9 +3,11 @@
 # corpus; any crash (a panic, an assertion, an out-of-memory) fails the script and leaves the input in
 # fuzz/artifacts/TARGET/. Usage: fuzz/run.sh [SECONDS per target, default 30] [TARGET...]
 #
-# Works on the stable toolchain: cargo-fuzz passes a few -Z flags to rustc, which stable accepts with
-# RUSTC_BOOTSTRAP=1. No sanitizer is compiled in (the decoders are safe Rust, where a sanitizer finds nothing a
-# panic would not), which keeps the build short; debug assertions are on, so arithmetic overflow is a crash.
+# Works on the stable toolchain as it is: without a sanitizer, cargo-fuzz passes rustc no -Z flag (the decoders
+# are safe Rust, where a sanitizer finds nothing a panic would not). Debug assertions are on, so arithmetic
+# overflow is a crash too; --dev with the light optimisation in fuzz/Cargo.toml keeps the build short.
+# To fuzz under AddressSanitizer instead, stable needs RUSTC_BOOTSTRAP=1 for cargo-fuzz's -Zsanitizer:
+#   RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz TARGET
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +21,7 @@ if ! command -v cargo-fuzz >/dev/null; then
     cargo install cargo-fuzz --locked
 fi
 
-export RUSTC_BOOTSTRAP=1
-flags=(--fuzz-dir fuzz --sanitizer none --debug-assertions)
+flags=(--fuzz-dir fuzz --sanitizer none --debug-assertions --dev)
 cargo fuzz build "${flags[@]}"
 for t in "${targets[@]}"; do
     # New inputs go to a scratch folder (first corpus argument), the committed seeds are only read.
