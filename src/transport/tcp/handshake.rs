@@ -116,7 +116,9 @@ pub const FRAME_HEADER_LEN: usize = 8;
 /// The header before every message part: its payload length and its sequence number on the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// Payload bytes that follow.
     pub len: u32,
+    /// Position of the part on its stream, from 0, wrapping.
     pub seq: u32,
 }
 
