@@ -134,6 +134,22 @@ fn bind_paths(plan: Vec<PathBind>) -> Result<Vec<(TcpListenerBound, String)>> {
         .collect()
 }
 
+/// Set (to anything) to have each rank print the address of every data listener as soon as it is bound, before
+/// the bootstrap: a testing and debugging aid (the security tests connect strangers to these listeners while a
+/// job is still setting up). The addresses are in the JSON rank table too, but only once the run has finished.
+pub const SHOW_LISTENERS: &str = "COLLBENCH_SHOW_LISTENERS";
+
+/// The [`SHOW_LISTENERS`] lines: `collbench: rank R: data listener for PATH on ADDR`.
+fn show_listeners(rank: usize, bound: &[(TcpListenerBound, String)]) {
+    if std::env::var_os(SHOW_LISTENERS).is_none() {
+        return;
+    }
+    for (b, _) in bound {
+        let path = b.label.clone().unwrap_or_else(|| format!("tcp@{}", b.iface));
+        eprintln!("collbench: rank {rank}: data listener for {path} on {}", b.addr);
+    }
+}
+
 /// Whether every rank of the job runs on this host, as far as a rank can tell before the bootstrap: the
 /// embedded launcher (processes or threads), a job of one, a launcher whose ranks-on-this-node count
 /// (`local_size`) is the whole job, or a rendezvous at a literal loopback address (which only this host
@@ -320,6 +336,7 @@ fn via_rendezvous(
         .map_err(|e| Error::io(format!("{who}: reading the local address"), e))?
         .ip();
     let bound = bind_paths(plan_paths(opts, single_host, Some(local))?)?;
+    show_listeners(id.rank, &bound);
     let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline, opts.fault.as_ref())?;
     Ok((world, bound))
 }

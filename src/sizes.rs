@@ -9,9 +9,10 @@
 const MAX_DECIMALS: usize = 20;
 
 /// What every parse error ends with: how to write a size.
-const HOW: &str = "give bytes or a K/M/G/T suffix (binary, 1K = 1024), e.g. 8, 64K, 1M, 2GiB";
+const HOW: &str = "give bytes or a K/M/G/T/P/E suffix (binary, 1K = 1024), e.g. 8, 64K, 1M, 2GiB";
 
-/// Parses a byte count: plain bytes or a K/M/G/T suffix (binary), case-insensitive, optional `B`/`iB`.
+/// Parses a byte count: plain bytes or a K/M/G/T/P/E suffix (binary), case-insensitive, optional `B`/`iB`.
+/// P and E are here because [`format_size`] prints them for the largest sizes, and what it prints must parse.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.is_empty() {
@@ -32,7 +33,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("'{s}' is not a number; {HOW}"));
     }
     let too_large = || format!("'{s}' is too large (the limit is {} bytes)", u64::MAX);
-    // 20 digits bound the integer part below 2^67, so shifting by up to 40 stays inside u128.
+    // 20 digits bound the integer part below 2^67, so shifting by up to 60 (E) stays inside u128.
     let int = int.trim_start_matches('0');
     if int.len() > 20 {
         return Err(too_large());
@@ -70,6 +71,8 @@ fn unit_shift(unit: &str) -> Option<u32> {
         'm' => 20,
         'g' => 30,
         't' => 40,
+        'p' => 50,
+        'e' => 60,
         _ => return None,
     };
     matches!(chars.as_str(), "" | "b" | "ib").then_some(shift)
@@ -136,6 +139,10 @@ mod tests {
             ("0.5K", 512),
             ("18446744073709551615", u64::MAX),
             ("16383.75T", (16383 << 40) + (3 << 38)),
+            ("1P", 1 << 50),
+            // The label format_size gives 0x4285_0000_0000_0000 bytes (found by the sizes fuzz target).
+            ("18.75 PiB", 21_110_623_253_299_200),
+            ("15.5EiB", 31 << 59),
         ];
         for &(s, want) in cases {
             assert_eq!(parse_size(s), Ok(want), "{s}");
@@ -150,7 +157,8 @@ mod tests {
             ("1Q", "unknown unit 'Q'"),
             ("1KQ", "unknown unit 'KQ'"),
             ("1iB", "unknown unit 'iB'"),
-            ("1P", "unknown unit 'P'"),
+            ("1Z", "unknown unit 'Z'"),
+            ("16E", "too large"),
             ("1µ", "unknown unit 'µ'"),
             ("K", "not a size"),
             ("abc", "not a size"),

@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::report::{Endpoint, RankInfo};
+use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
 
 const MAGIC: [u8; 4] = *b"CBRV";
 const VERSION: u16 = 1;
 const PREAMBLE_LEN: usize = 4 + 2 + 16;
+/// How long a connection may take to present its preamble and join before it is dropped.
+const OPENING_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest frame accepted: a hello with its options is a few KiB.
 const MAX_FRAME: usize = 1 << 20;
 
@@ -74,59 +77,25 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     // Connections refused on the way, so a rank that never joined can be explained.
     let mut dropped: Vec<String> = Vec::new();
     let mut count = 0;
+    // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
+    let mut gate = Gate::new(|b: &[u8]| admit_join(b, &token), OPENING_DEADLINE);
+    let mut drop_one = |from: SocketAddr, why: String| {
+        eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
+        dropped.push(format!("{from}: {why}"));
+    };
     while count < size {
-        let (mut sock, from) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<String> = (0..size)
-                        .filter(|&r| joined[r].is_none())
-                        .map(|r| r.to_string())
-                        .collect();
-                    let msg = format!(
-                        "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
-                         reach this address?{}",
-                        missing.join(", "),
-                        timeout.as_secs_f64(),
-                        if dropped.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" Refused on the way: {}", dropped.join("; "))
-                        }
-                    );
-                    tell_all(&mut joined, &Reply::Failed(msg.clone()));
-                    return Err(Error::Peer(msg));
+        let (res, mut events) = gate.accept_all(&listener);
+        res.map_err(|e| Error::io(format!("rendezvous at {where_}: accept"), e))?;
+        events.extend(gate.drive());
+        for ev in events {
+            let (mut sock, j) = match ev {
+                Event::Admitted(sock, _, j) => (sock, j),
+                Event::Rejected(from, why) => {
+                    drop_one(from, why);
+                    continue;
                 }
-                if let Some(r) = wait_for_news(&listener, &joined, deadline) {
-                    let j = &joined[r].as_ref().expect("a joined rank").0;
-                    let missing: Vec<String> = (0..size)
-                        .filter(|&m| joined[m].is_none())
-                        .map(|m| m.to_string())
-                        .collect();
-                    let msg = format!(
-                        "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
-                         {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
-                         Culprit: rank {r} (host {})",
-                        j.host,
-                        j.pid,
-                        missing.join(", "),
-                        j.host
-                    );
-                    joined[r] = None;
-                    let reply = Reply::Failed(msg.clone());
-                    tell_all(&mut joined, &reply);
-                    // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
-                    let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
-                    tell_latecomers(&listener, &token, late, &reply, deadline);
-                    return Err(Error::Peer(msg));
-                }
-                continue;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(format!("rendezvous at {where_}: accept"), e)),
-        };
-        match read_join(&mut sock, &token) {
-            Ok(j) if j.size != size => {
+            };
+            if j.size != size {
                 let msg = format!(
                     "rank {} (host {}) thinks the job has {} ranks, the rendezvous expects {size}",
                     j.rank, j.host, j.size
@@ -135,7 +104,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
             }
-            Ok(j) if j.rank >= size || joined[j.rank].is_some() => {
+            if j.rank >= size || joined[j.rank].is_some() {
                 let msg = format!(
                     "rank {} (host {}) joined twice or is out of range (job of {size} ranks)",
                     j.rank, j.host
@@ -144,16 +113,63 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
             }
-            Ok(j) => {
-                let r = j.rank;
-                joined[r] = Some((j, sock));
-                count += 1;
-            }
-            Err(why) => {
-                eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
-                dropped.push(format!("{from}: {why}"));
-            }
+            let r = j.rank;
+            joined[r] = Some((j, sock));
+            count += 1;
         }
+        if count == size {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = (0..size)
+                .filter(|&r| joined[r].is_none())
+                .map(|r| r.to_string())
+                .collect();
+            let mut refused = dropped.clone();
+            refused.extend(gate.close().into_iter().map(|(from, why)| format!("{from}: {why}")));
+            let msg = format!(
+                "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
+                 reach this address?{}",
+                missing.join(", "),
+                timeout.as_secs_f64(),
+                if refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Refused on the way: {}", refused.join("; "))
+                }
+            );
+            tell_all(&mut joined, &Reply::Failed(msg.clone()));
+            return Err(Error::Peer(msg));
+        }
+        // A joined rank says nothing until the answer, so a readable joined socket means it went away: look
+        // between waits (a short tick, since the gate's wait does not watch joined ranks).
+        gate.wait(&listener, deadline.min(Instant::now() + NEWS_TICK));
+        if let Some(r) = closed_rank(&joined) {
+            let j = &joined[r].as_ref().expect("a joined rank").0;
+            let missing: Vec<String> = (0..size)
+                .filter(|&m| joined[m].is_none())
+                .map(|m| m.to_string())
+                .collect();
+            let msg = format!(
+                "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
+                 {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
+                 Culprit: rank {r} (host {})",
+                j.host,
+                j.pid,
+                missing.join(", "),
+                j.host
+            );
+            joined[r] = None;
+            let reply = Reply::Failed(msg.clone());
+            tell_all(&mut joined, &reply);
+            // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
+            let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
+            tell_latecomers(&listener, &token, late, &reply, deadline);
+            return Err(Error::Peer(msg));
+        }
+    }
+    for (from, why) in gate.close() {
+        drop_one(from, why);
     }
     let joins: Vec<&Join> = joined.iter().map(|j| &j.as_ref().expect("all joined").0).collect();
     if let Some(msg) = disagreement(&joins) {
@@ -218,21 +234,22 @@ pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
 
 /// Answers `reply` to every rank still `missing` that arrives before `deadline`.
 fn tell_latecomers(listener: &TcpListener, token: &Token, mut missing: Vec<bool>, reply: &Reply, deadline: Instant) {
+    let mut gate = Gate::new(|b: &[u8]| admit_join(b, token), OPENING_DEADLINE);
     while missing.iter().any(|&m| m) && Instant::now() < deadline {
-        match listener.accept() {
-            Ok((mut sock, _)) => {
-                if let Ok(j) = read_join(&mut sock, token) {
-                    if let Some(m) = missing.get_mut(j.rank) {
-                        *m = false;
-                    }
-                    let _ = write_frame(&mut sock, reply);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let _ = wait_for_news(listener, &[], deadline);
-            }
-            Err(_) => return,
+        let (res, mut events) = gate.accept_all(listener);
+        if res.is_err() {
+            return;
         }
+        events.extend(gate.drive());
+        for ev in events {
+            if let Event::Admitted(mut sock, _, j) = ev {
+                if let Some(m) = missing.get_mut(j.rank) {
+                    *m = false;
+                }
+                let _ = write_frame(&mut sock, reply);
+            }
+        }
+        gate.wait(listener, deadline);
     }
 }
 
@@ -246,44 +263,77 @@ fn tell_all(joined: &mut [Option<(Join, TcpStream)>], reply: &Reply) {
     }
 }
 
-fn read_join(sock: &mut TcpStream, token: &Token) -> std::result::Result<Join, String> {
-    sock.set_nonblocking(false).map_err(|e| e.to_string())?;
-    sock.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let mut pre = [0u8; PREAMBLE_LEN];
-    sock.read_exact(&mut pre)
-        .map_err(|e| format!("no complete preamble: {e}"))?;
-    if pre[0..4] != MAGIC {
-        return Err("bad magic (not a collbench rank)".into());
+/// Judges the first bytes a connection to the rendezvous sent: the preamble (magic, version, token), then one
+/// length-prefixed JSON [`Join`]. A stranger is refused as soon as a byte gives it away; a collbench rank of another
+/// job (wrong token) is told so, so it stops at once instead of waiting out its deadline.
+pub fn admit_join(b: &[u8], token: &Token) -> Verdict<Join> {
+    let seen = b.len().min(MAGIC.len());
+    if b[..seen] != MAGIC[..seen] {
+        return Verdict::reject("bad magic (not a collbench rank)");
     }
-    let v = u16::from_le_bytes([pre[4], pre[5]]);
+    if b.len() < PREAMBLE_LEN + 4 {
+        return Verdict::Need(PREAMBLE_LEN + 4);
+    }
+    let v = u16::from_le_bytes([b[4], b[5]]);
     if v != VERSION {
-        return Err(format!(
+        return Verdict::reject(format!(
             "rendezvous protocol version {v}, this service speaks {VERSION}"
         ));
     }
-    if pre[6..22].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
-        // A collbench rank of the wrong job (or a typo in its token): tell it, so it stops at once with the
-        // reason instead of waiting out its deadline. The answer reveals nothing about the right token.
-        let _ = write_frame(
-            sock,
-            &Reply::Refused(
-                "this rendezvous belongs to another job: wrong job token; every rank needs the same \
-                 COLLBENCH_JOB_TOKEN (or token file)"
-                    .into(),
-            ),
-        );
-        return Err("wrong job token".into());
+    if b[6..PREAMBLE_LEN].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
+        // The answer reveals nothing about the right token.
+        let answer = frame_bytes(&Reply::Refused(
+            "this rendezvous belongs to another job: wrong job token; every rank needs the same \
+             COLLBENCH_JOB_TOKEN (or token file)"
+                .into(),
+        ))
+        .unwrap_or_default();
+        return Verdict::Reject {
+            why: "wrong job token".into(),
+            answer,
+        };
     }
-    let frame = read_frame(sock)?;
-    serde_json::from_slice(&frame).map_err(|e| format!("malformed join: {e}"))
+    let len = u32::from_le_bytes([b[22], b[23], b[24], b[25]]) as usize;
+    if len > MAX_FRAME {
+        return Verdict::reject(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
+    }
+    let total = PREAMBLE_LEN + 4 + len;
+    if b.len() < total {
+        return Verdict::Need(total);
+    }
+    if b.len() > total {
+        return Verdict::reject(format!("{} bytes where the join has {total}", b.len()));
+    }
+    match serde_json::from_slice(&b[PREAMBLE_LEN + 4..]) {
+        Ok(j) => Verdict::Admit(j),
+        Err(e) => Verdict::reject(format!("malformed join: {e}")),
+    }
+}
+
+/// Decodes the rendezvous's answer to a join: every rank's info, or the reason the job cannot start.
+pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Vec<RankInfo>> {
+    match serde_json::from_slice::<Reply>(frame) {
+        Ok(Reply::Welcome(t)) => Ok(t),
+        Ok(Reply::Refused(msg)) => Err(Error::usage(
+            "options",
+            format!("{who}: the rendezvous refused the job: {msg}"),
+        )),
+        Ok(Reply::Failed(msg)) => Err(Error::Peer(format!("{who}: the job could not start: {msg}"))),
+        Err(e) => Err(Error::Peer(format!(
+            "{who}: malformed answer from the rendezvous at {root}: {e}"
+        ))),
+    }
+}
+
+fn frame_bytes<T: Serialize>(v: &T) -> serde_json::Result<Vec<u8>> {
+    let body = serde_json::to_vec(v)?;
+    let mut out = (body.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&body);
+    Ok(out)
 }
 
 fn write_frame<T: Serialize>(sock: &mut TcpStream, v: &T) -> std::io::Result<()> {
-    let body = serde_json::to_vec(v).map_err(std::io::Error::other)?;
-    let mut out = (body.len() as u32).to_le_bytes().to_vec();
-    out.extend_from_slice(&body);
-    sock.write_all(&out)
+    sock.write_all(&frame_bytes(v).map_err(std::io::Error::other)?)
 }
 
 fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
@@ -303,35 +353,34 @@ fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
     Ok(body)
 }
 
-/// Waits until the listener has a connection or `deadline` passes; returns a joined rank whose connection
-/// was closed meanwhile (a rank says nothing after its join, so anything readable is its end).
-fn wait_for_news(l: &TcpListener, joined: &[Option<(Join, TcpStream)>], deadline: Instant) -> Option<usize> {
+/// How often the rendezvous looks at joined ranks while it waits for the others.
+const NEWS_TICK: Duration = Duration::from_millis(100);
+
+/// A joined rank whose connection was closed (a rank says nothing after its join, so anything readable is
+/// its end, or bytes no collbench rank sends), without waiting.
+fn closed_rank(joined: &[Option<(Join, TcpStream)>]) -> Option<usize> {
     use std::os::fd::AsRawFd;
-    let left = deadline.saturating_duration_since(Instant::now());
-    let mut fds = vec![libc::pollfd {
-        fd: l.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
     let ranks: Vec<usize> = (0..joined.len()).filter(|&r| joined[r].is_some()).collect();
-    for &r in &ranks {
-        fds.push(libc::pollfd {
+    let mut fds: Vec<libc::pollfd> = ranks
+        .iter()
+        .map(|&r| libc::pollfd {
             fd: joined[r].as_ref().expect("joined").1.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        });
+        })
+        .collect();
+    if fds.is_empty() {
+        return None;
     }
-    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
     // SAFETY: fds is a valid array of pollfd of its length.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    for (fd, &r) in fds[1..].iter().zip(&ranks) {
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    for (fd, &r) in fds.iter().zip(&ranks) {
         if fd.revents == 0 {
             continue;
         }
         let mut b = [0u8; 1];
         // SAFETY: b is writable for its length.
         let rc = unsafe { libc::recv(fd.fd, b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-        // Bytes after a join are no collbench rank's either: that connection is dropped as well.
         let gone = rc >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock;
         if gone {
             return Some(r);
@@ -451,17 +500,7 @@ pub fn await_welcome(mut sock: TcpStream, root: &str, me: &Join, deadline: Insta
             me.size
         ))
     })?;
-    match serde_json::from_slice::<Reply>(&frame) {
-        Ok(Reply::Welcome(t)) => Ok(t),
-        Ok(Reply::Refused(msg)) => Err(Error::usage(
-            "options",
-            format!("{who}: the rendezvous refused the job: {msg}"),
-        )),
-        Ok(Reply::Failed(msg)) => Err(Error::Peer(format!("{who}: the job could not start: {msg}"))),
-        Err(e) => Err(Error::Peer(format!(
-            "{who}: malformed answer from the rendezvous at {root}: {e}"
-        ))),
-    }
+    decode_reply(&frame, &who, root)
 }
 
 /// Connects and joins in one go (tests and simple callers).

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN, HELLO_LEN};
+use super::gate::{Event, Gate};
+use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN};
 use super::{PeerAddr, TcpConfig, TcpTransport};
 use crate::algorithm::peers::Links;
 use crate::error::{Error, Result};
@@ -112,63 +113,77 @@ pub fn connect_all(
         }
     }
 
-    // 2. Accept every higher peer's streams.
+    // 2. Accept every higher peer's streams. Hellos are read through a gate, without blocking, so a stranger
+    //    that connects and stays silent cannot delay the ranks queued behind it.
     let expected = mine.iter().filter(|&&p| p > rank).count() * ns;
     let mut accepted = 0;
     bound
         .listener
         .set_nonblocking(true)
         .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
+    let mut gate = Gate::new(|b: &[u8]| Hello::admit(b, &token), HELLO_DEADLINE);
+    let drop_line = |from: SocketAddr, why: &str| eprintln!("collbench: {me}: dropped a connection from {from}: {why}");
     while accepted < expected {
-        let (mut sock, from_addr) = match bound.listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                wait_readable(&bound.listener, deadline).map_err(|_| {
-                    let missing: Vec<String> = mine
-                        .iter()
-                        .copied()
-                        .filter(|&r| r > rank && socks[r].iter().any(Option::is_none))
-                        .map(|r| peers[r].to_string())
-                        .collect();
-                    Error::Peer(format!(
-                        "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
-                         and able to reach {}? Raise --connect-timeout if they start slowly",
-                        cfg.connect_timeout.as_secs_f64(),
-                        missing.join(", "),
-                        bound.addr
-                    ))
-                })?;
+        let (res, mut events) = gate.accept_all(&bound.listener);
+        res.map_err(|e| Error::io(format!("{me}: accepting on {}", bound.addr), e))?;
+        events.extend(gate.drive());
+        for ev in events {
+            let (mut sock, from_addr, h) = match ev {
+                Event::Admitted(sock, from, h) => (sock, from, h),
+                Event::Rejected(from, why) => {
+                    drop_line(from, &why);
+                    continue;
+                }
+            };
+            let fits = (h.from as usize) > rank
+                && (h.from as usize) < n
+                && links.connected(rank, h.from as usize)
+                && h.to as usize == rank
+                && (h.stream as usize) < ns
+                && h.nstreams as usize == ns
+                && socks[h.from as usize][h.stream as usize].is_none();
+            if !fits {
+                drop_line(
+                    from_addr,
+                    &format!(
+                        "unexpected hello (from rank {}, to rank {}, stream {} of {}; this job has {n} ranks, {ns} \
+                         streams per peer, and pairs this rank with ranks {mine:?})",
+                        h.from, h.to, h.stream, h.nstreams
+                    ),
+                );
                 continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Error::io(format!("{me}: accepting on {}", bound.addr), e)),
-        };
-        match read_hello(&mut sock, &token) {
-            Ok(h)
-                if (h.from as usize) > rank
-                    && links.connected(rank, h.from as usize)
-                    && h.to as usize == rank
-                    && (h.stream as usize) < ns
-                    && h.nstreams as usize == ns
-                    && socks[h.from as usize][h.stream as usize].is_none() =>
-            {
-                if let Err(e) = sock.write_all(&encode_ack()) {
-                    return Err(Error::Peer(format!(
-                        "{me}: acking {} failed: {e}",
-                        peers[h.from as usize]
-                    )));
-                }
-                socks[h.from as usize][h.stream as usize] = Some(sock);
-                accepted += 1;
+            if let Err(e) = sock.write_all(&encode_ack()) {
+                return Err(Error::Peer(format!(
+                    "{me}: acking {} failed: {e}",
+                    peers[h.from as usize]
+                )));
             }
-            Ok(h) => eprintln!(
-                "collbench: {me}: dropped a connection from {from_addr}: unexpected hello (from rank {}, to rank {}, \
-                 stream {} of {}; this job has {n} ranks, {ns} streams per peer, and pairs this rank with ranks \
-                 {mine:?})",
-                h.from, h.to, h.stream, h.nstreams
-            ),
-            Err(why) => eprintln!("collbench: {me}: dropped a connection from {from_addr}: {why}"),
+            socks[h.from as usize][h.stream as usize] = Some(sock);
+            accepted += 1;
         }
+        if accepted == expected {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let missing: Vec<String> = mine
+                .iter()
+                .copied()
+                .filter(|&r| r > rank && socks[r].iter().any(Option::is_none))
+                .map(|r| peers[r].to_string())
+                .collect();
+            return Err(Error::Peer(format!(
+                "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
+                 and able to reach {}? Raise --connect-timeout if they start slowly",
+                cfg.connect_timeout.as_secs_f64(),
+                missing.join(", "),
+                bound.addr
+            )));
+        }
+        gate.wait(&bound.listener, deadline);
+    }
+    for (from, why) in gate.close() {
+        drop_line(from, &why);
     }
 
     // 3. Collect the acks of our own connections.
@@ -258,33 +273,4 @@ fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream>
         // Back off briefly before retrying a refused connection: the peer's listener is not up yet.
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn read_hello(sock: &mut TcpStream, token: &Token) -> std::result::Result<Hello, String> {
-    sock.set_nonblocking(false).map_err(|e| e.to_string())?;
-    sock.set_read_timeout(Some(HELLO_DEADLINE)).map_err(|e| e.to_string())?;
-    let mut buf = [0u8; HELLO_LEN];
-    sock.read_exact(&mut buf)
-        .map_err(|e| format!("no complete hello within {HELLO_DEADLINE:?}: {e}"))?;
-    Hello::decode(&buf, token)
-}
-
-fn wait_readable(l: &TcpListener, deadline: Instant) -> std::result::Result<(), ()> {
-    use std::os::fd::AsRawFd;
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(());
-    }
-    let mut pfd = libc::pollfd {
-        fd: l.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if rc == 0 && Instant::now() >= deadline {
-        return Err(());
-    }
-    Ok(())
 }

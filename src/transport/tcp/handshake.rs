@@ -1,5 +1,8 @@
-//! The first bytes of every data connection: magic, protocol version, the job's token, who is calling whom.
-//! Decoding never panics on any input; anything unexpected is an error naming what was wrong.
+//! The data connection's wire formats: its first bytes (magic, protocol version, the job's token, who is calling
+//! whom), the answer to them, and the header before every message part. Decoding never panics on any input;
+//! anything unexpected is an error naming what was wrong. The fuzz targets in `fuzz/` call these decoders.
+
+use super::gate::Verdict;
 
 /// Magic that opens a data-connection hello.
 pub const HELLO_MAGIC: [u8; 4] = *b"CBTH";
@@ -37,6 +40,23 @@ impl Hello {
         b[30..32].copy_from_slice(&self.stream.to_le_bytes());
         b[32..34].copy_from_slice(&self.nstreams.to_le_bytes());
         b
+    }
+
+    /// Judges the first bytes a connection sent: a stranger is refused as soon as a byte gives it away (the
+    /// magic, then the version, then the token), so a port scanner is dropped without waiting for more.
+    pub fn admit(b: &[u8], token: &Token) -> Verdict<Hello> {
+        let seen = b.len().min(HELLO_MAGIC.len());
+        if b[..seen] != HELLO_MAGIC[..seen] {
+            return Verdict::reject("bad magic (not a collbench data connection)");
+        }
+        if b.len() < HELLO_LEN {
+            return Verdict::Need(HELLO_LEN);
+        }
+        match Hello::decode(&b[..HELLO_LEN], token) {
+            Ok(h) if b.len() == HELLO_LEN => Verdict::Admit(h),
+            Ok(_) => Verdict::reject(format!("{} bytes where a hello has {HELLO_LEN}", b.len())),
+            Err(why) => Verdict::reject(why),
+        }
     }
 
     /// Parses and authenticates a hello; the error says what was wrong (never echoes the token).
@@ -90,6 +110,50 @@ pub fn decode_ack(b: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Length of the header before every message part on a data connection.
+pub const FRAME_HEADER_LEN: usize = 8;
+
+/// The header before every message part: its payload length and its sequence number on the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Payload bytes that follow.
+    pub len: u32,
+    /// Position of the part on its stream, from 0, wrapping.
+    pub seq: u32,
+}
+
+impl FrameHeader {
+    /// Wire form: both fields little-endian.
+    pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
+        let mut b = [0u8; FRAME_HEADER_LEN];
+        b[..4].copy_from_slice(&self.len.to_le_bytes());
+        b[4..].copy_from_slice(&self.seq.to_le_bytes());
+        b
+    }
+
+    /// Reads a header; every 8 bytes are some header, so this cannot fail.
+    pub fn decode(b: &[u8; FRAME_HEADER_LEN]) -> FrameHeader {
+        FrameHeader {
+            len: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            seq: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
+
+    /// Checks a received header against the part the receiver expects (order and length are fixed by the
+    /// transport contract, so any difference means the ranks disagree on the schedule, or a stranger got in).
+    pub fn check(b: &[u8; FRAME_HEADER_LEN], expected: FrameHeader) -> Result<(), String> {
+        let got = FrameHeader::decode(b);
+        if got != expected {
+            return Err(format!(
+                "protocol error: expected part #{} of {} bytes, the peer sent part #{} of {} bytes; the ranks \
+                 disagree on the schedule: were they all started with the same options and version?",
+                expected.seq, expected.len, got.seq, got.len
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Compares secrets without an early exit, so timing does not leak how much of a token matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -121,6 +185,38 @@ mod tests {
         old[4] = 99;
         assert!(Hello::decode(&old, &TOKEN).unwrap_err().contains("version"));
         assert!(Hello::decode(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\0\0\0\0\0\0\0\0", &TOKEN).is_err());
+    }
+
+    #[test]
+    fn admit_refuses_a_stranger_at_the_first_wrong_byte_and_waits_for_the_rest() {
+        let wire = Hello {
+            token: TOKEN,
+            from: 1,
+            to: 0,
+            stream: 0,
+            nstreams: 1,
+        }
+        .encode();
+        assert_eq!(Hello::admit(&[], &TOKEN), Verdict::Need(HELLO_LEN));
+        assert_eq!(Hello::admit(&wire[..10], &TOKEN), Verdict::Need(HELLO_LEN));
+        assert!(matches!(Hello::admit(&wire, &TOKEN), Verdict::Admit(h) if h.from == 1));
+        assert!(matches!(Hello::admit(b"G", &TOKEN), Verdict::Reject { why, .. } if why.contains("magic")));
+        assert!(matches!(Hello::admit(&wire, &[0; 16]), Verdict::Reject { why, .. } if why.contains("token")));
+        let mut long = wire.to_vec();
+        long.push(0);
+        assert!(matches!(Hello::admit(&long, &TOKEN), Verdict::Reject { .. }));
+    }
+
+    #[test]
+    fn frame_headers_round_trip_and_a_mismatch_names_both_parts() {
+        let h = FrameHeader { len: 4096, seq: 7 };
+        assert_eq!(FrameHeader::decode(&h.encode()), h);
+        assert!(FrameHeader::check(&h.encode(), h).is_ok());
+        let e = FrameHeader::check(&FrameHeader { len: 8, seq: 7 }.encode(), h).unwrap_err();
+        assert!(
+            e.contains("part #7 of 4096 bytes") && e.contains("part #7 of 8 bytes"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! the ranks blamed, so a rank that was only waiting on a stuck rank is not blamed for it.
 
 pub mod connect;
+pub mod gate;
 pub mod handshake;
 mod progress;
 

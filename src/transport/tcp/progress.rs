@@ -6,8 +6,10 @@ use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
+use super::handshake::{FrameHeader, FRAME_HEADER_LEN};
+
 /// Header before every message part: payload length and sequence number.
-pub const HEADER_LEN: usize = 8;
+pub const HEADER_LEN: usize = FRAME_HEADER_LEN;
 /// A header whose length field is this announces an abort frame; its second field is the body length.
 /// Data parts are shorter than this (the transport refuses longer messages).
 pub const ABORT_MARK: u32 = u32::MAX;
@@ -29,9 +31,7 @@ pub struct Op {
 impl Op {
     /// A part of `len` bytes at `ptr`, sequence number `seq` on its stream.
     pub fn new(slot: usize, ptr: *mut u8, len: usize, seq: u32) -> Self {
-        let mut hdr = [0u8; HEADER_LEN];
-        hdr[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        hdr[4..].copy_from_slice(&seq.to_le_bytes());
+        let hdr = FrameHeader { len: len as u32, seq }.encode();
         Op {
             slot,
             ptr,
@@ -387,16 +387,11 @@ fn is_abort(hdr: &[u8; HEADER_LEN]) -> bool {
 
 /// The header a receive got must announce the length and sequence number the receiver expects.
 fn check_header(op: &Op) -> Result<(), String> {
-    let got_len = u32::from_le_bytes([op.hdr[0], op.hdr[1], op.hdr[2], op.hdr[3]]) as usize;
-    let got_seq = u32::from_le_bytes([op.hdr[4], op.hdr[5], op.hdr[6], op.hdr[7]]);
-    if got_len != op.len || got_seq != op.seq {
-        return Err(format!(
-            "protocol error: expected part #{} of {} bytes, the peer sent part #{got_seq} of {got_len} bytes; \
-             the ranks disagree on the schedule: were they all started with the same options and version?",
-            op.seq, op.len
-        ));
-    }
-    Ok(())
+    let expected = FrameHeader {
+        len: op.len as u32,
+        seq: op.seq,
+    };
+    FrameHeader::check(&op.hdr, expected)
 }
 
 /// One non-blocking sendmsg/recvmsg; `Ok(None)` when the socket would block.

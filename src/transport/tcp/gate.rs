@@ -1,0 +1,377 @@
+//! Admission of accepted connections. Every connection must prove itself (magic, protocol version, job token)
+//! before it is handed on; until then it waits here, read without blocking, so a stranger that connects and says
+//! nothing, or half a hello, never holds up the real peers queued behind it. Each candidate gets its own deadline.
+//!
+//! The gate only moves bytes and keeps time; what a valid opening looks like is a decoder's business
+//! ([`crate::transport::tcp::handshake::Hello::admit`], [`crate::world::rendezvous::admit_join`]). A decoder
+//! sees the bytes received so far and answers with a [`Verdict`]; it is a pure function, which is what the
+//! fuzz targets exercise.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// Most candidates held at once; beyond this a newcomer is dropped at once, so a flood of connections cannot
+/// exhaust this process's file descriptors. Far above what a job needs (one per stream of each higher rank).
+pub const MAX_PENDING: usize = 4096;
+
+/// What a decoder makes of the bytes a connection sent so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict<T> {
+    /// Nothing wrong yet; the opening is this many bytes long in total (as far as is known so far), always
+    /// more than were given.
+    Need(usize),
+    /// A complete, authenticated opening.
+    Admit(T),
+    /// Not a rank of this job: why (never echoing a secret), and bytes to send back before closing (may be empty).
+    Reject { why: String, answer: Vec<u8> },
+}
+
+impl<T> Verdict<T> {
+    /// A rejection with nothing to answer.
+    pub fn reject(why: impl Into<String>) -> Self {
+        Verdict::Reject {
+            why: why.into(),
+            answer: Vec::new(),
+        }
+    }
+}
+
+/// What happened to a candidate.
+pub enum Event<T> {
+    /// It presented a valid opening; the socket is back in blocking mode, with no read timeout.
+    Admitted(TcpStream, SocketAddr, T),
+    /// It was dropped: who it was and why.
+    Rejected(SocketAddr, String),
+}
+
+struct Candidate {
+    sock: TcpStream,
+    from: SocketAddr,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// Connections accepted but not yet authenticated.
+pub struct Gate<T, D: FnMut(&[u8]) -> Verdict<T>> {
+    decode: D,
+    limit: Duration,
+    pending: Vec<Candidate>,
+}
+
+impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
+    /// A gate giving each connection `limit` to present a complete opening that `decode` admits.
+    pub fn new(decode: D, limit: Duration) -> Self {
+        Gate {
+            decode,
+            limit,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Accepts every connection waiting on `listener` (which must be non-blocking) into the gate; returns the
+    /// accept error that is not "nothing waiting", if any, and the candidates dropped on the way.
+    pub fn accept_all(&mut self, listener: &TcpListener) -> (std::io::Result<()>, Vec<Event<T>>) {
+        let mut events = Vec::new();
+        loop {
+            match listener.accept() {
+                Ok((sock, from)) => {
+                    if let Some(ev) = self.add(sock, from) {
+                        events.push(ev);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return (Ok(()), events),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // The connection died before it was accepted, or the process is out of descriptors for a moment:
+                // neither stops the job.
+                Err(e) if transient_accept_error(&e) => return (Ok(()), events),
+                Err(e) => return (Err(e), events),
+            }
+        }
+    }
+
+    /// Takes a freshly accepted connection in; a rejection when it cannot be held.
+    fn add(&mut self, sock: TcpStream, from: SocketAddr) -> Option<Event<T>> {
+        if self.pending.len() >= MAX_PENDING {
+            return Some(Event::Rejected(
+                from,
+                format!("{MAX_PENDING} connections are already waiting to authenticate"),
+            ));
+        }
+        if let Err(e) = sock.set_nonblocking(true) {
+            return Some(Event::Rejected(from, format!("cannot configure the socket: {e}")));
+        }
+        self.pending.push(Candidate {
+            sock,
+            from,
+            buf: Vec::new(),
+            deadline: Instant::now() + self.limit,
+        });
+        None
+    }
+
+    /// Reads what each candidate sent, without blocking, and settles those that are complete, wrong, closed
+    /// or out of time.
+    pub fn drive(&mut self) -> Vec<Event<T>> {
+        let now = Instant::now();
+        let mut events = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            let Some(outcome) = self.step(i, now) else {
+                i += 1;
+                continue;
+            };
+            let c = self.pending.swap_remove(i);
+            events.push(match outcome {
+                Ok(v) => match c.sock.set_nonblocking(false) {
+                    Ok(()) => Event::Admitted(c.sock, c.from, v),
+                    Err(e) => Event::Rejected(c.from, format!("cannot configure the socket: {e}")),
+                },
+                Err(why) => Event::Rejected(c.from, why),
+            });
+        }
+        events
+    }
+
+    /// Advances candidate `i`: `None` while it may still complete, else its outcome (the caller removes it).
+    fn step(&mut self, i: usize, now: Instant) -> Option<Result<T, String>> {
+        let c = &mut self.pending[i];
+        loop {
+            let need = match (self.decode)(&c.buf) {
+                Verdict::Need(n) if n > c.buf.len() => n,
+                // A decoder bug must not spin here: treat it as a refusal naming the numbers.
+                Verdict::Need(n) => {
+                    return Some(Err(format!(
+                        "internal error: decoder asked for {n} bytes after {}",
+                        c.buf.len()
+                    )))
+                }
+                Verdict::Admit(v) => return Some(Ok(v)),
+                Verdict::Reject { why, answer } => {
+                    if !answer.is_empty() {
+                        // Best effort: the answer is small and the socket's buffer empty; a stranger that does not
+                        // read it loses nothing.
+                        let _ = c.sock.write(&answer);
+                    }
+                    return Some(Err(why));
+                }
+            };
+            // Read no further than the opening: what follows it belongs to whoever takes the socket next.
+            let have = c.buf.len();
+            let want = (need - have).min(64 * 1024);
+            c.buf.resize(have + want, 0);
+            let got = c.sock.read(&mut c.buf[have..]);
+            c.buf.truncate(have + *got.as_ref().unwrap_or(&0));
+            match got {
+                Ok(0) => return Some(Err(format!("closed after {have} of {need} opening bytes"))),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if now < c.deadline {
+                        return None;
+                    }
+                    return Some(Err(format!(
+                        "sent {have} of {need} opening bytes within {:.1} s (half-open or too slow)",
+                        self.limit.as_secs_f64()
+                    )));
+                }
+                Err(e) => return Some(Err(format!("read failed: {e}"))),
+            }
+        }
+    }
+
+    /// Waits until `listener` or a candidate has something to read, a candidate's deadline passes, or `until`.
+    pub fn wait(&self, listener: &TcpListener, until: Instant) {
+        let mut fds = Vec::with_capacity(1 + self.pending.len());
+        fds.push(libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let mut wake = until;
+        for c in &self.pending {
+            fds.push(libc::pollfd {
+                fd: c.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            wake = wake.min(c.deadline);
+        }
+        let left = wake.saturating_duration_since(Instant::now());
+        // Round up, so a deadline a fraction of a millisecond away is not polled for zero time over and over.
+        let ms = (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32;
+        // SAFETY: fds is a valid array of pollfd of the given length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+
+    /// Drops every candidate still waiting (set-up is over) and says who they were and how far each got.
+    pub fn close(self) -> Vec<(SocketAddr, String)> {
+        let Gate {
+            mut decode, pending, ..
+        } = self;
+        pending
+            .into_iter()
+            .map(|c| {
+                let need = match decode(&c.buf) {
+                    Verdict::Need(n) => n.to_string(),
+                    _ => "?".into(),
+                };
+                (
+                    c.from,
+                    format!(
+                        "still unauthenticated when set-up finished ({} of {need} opening bytes)",
+                        c.buf.len()
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// How many candidates are waiting.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether no candidate is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+/// Accept errors that concern one connection or a passing shortage, not the listener.
+fn transient_accept_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNABORTED | libc::EPROTO | libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    /// Admits the 4 bytes "ping"; rejects anything else as soon as it differs.
+    fn ping(b: &[u8]) -> Verdict<()> {
+        if !b"ping".starts_with(&b[..b.len().min(4)]) {
+            return Verdict::Reject {
+                why: "not ping".into(),
+                answer: b"no".to_vec(),
+            };
+        }
+        if b.len() < 4 {
+            Verdict::Need(4)
+        } else {
+            Verdict::Admit(())
+        }
+    }
+
+    fn listener() -> (TcpListener, SocketAddr) {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let a = l.local_addr().unwrap();
+        (l, a)
+    }
+
+    /// Drives the gate until `n` candidates are settled, waiting on sockets, never on a clock.
+    fn settle<D: FnMut(&[u8]) -> Verdict<()>>(g: &mut Gate<(), D>, l: &TcpListener, n: usize) -> Vec<Event<()>> {
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut out = Vec::new();
+        while out.len() < n && Instant::now() < until {
+            let (r, evs) = g.accept_all(l);
+            r.unwrap();
+            out.extend(evs);
+            out.extend(g.drive());
+            if out.len() < n {
+                g.wait(l, until);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_silent_stranger_does_not_hold_up_a_real_peer_behind_it() {
+        let (l, addr) = listener();
+        let mut g = Gate::new(ping, Duration::from_secs(600));
+        let silent = TcpStream::connect(addr).unwrap();
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"pi").unwrap();
+        let mut real = TcpStream::connect(addr).unwrap();
+        real.write_all(b"ping").unwrap();
+        let evs = settle(&mut g, &l, 1);
+        let who: Vec<SocketAddr> = evs
+            .iter()
+            .map(|e| match e {
+                Event::Admitted(_, from, ()) => *from,
+                Event::Rejected(from, why) => panic!("{from} rejected: {why}"),
+            })
+            .collect();
+        assert_eq!(who, vec![real.local_addr().unwrap()]);
+        assert_eq!(g.len(), 2, "the two strangers still wait");
+        let left = g.close();
+        let addrs: Vec<SocketAddr> = left.iter().map(|(a, _)| *a).collect();
+        assert!(addrs.contains(&silent.local_addr().unwrap()) && addrs.contains(&half.local_addr().unwrap()));
+        assert!(left.iter().any(|(_, why)| why.contains("2 of 4")), "{left:?}");
+    }
+
+    #[test]
+    fn garbage_is_refused_with_the_answer_and_a_closed_connection_is_named() {
+        let (l, addr) = listener();
+        let mut g = Gate::new(ping, Duration::from_secs(600));
+        let mut junk = TcpStream::connect(addr).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut gone = TcpStream::connect(addr).unwrap();
+        gone.write_all(b"p").unwrap();
+        let gone_addr = gone.local_addr().unwrap();
+        drop(gone);
+        let evs = settle(&mut g, &l, 2);
+        let mut whys: Vec<(SocketAddr, String)> = evs
+            .into_iter()
+            .map(|e| match e {
+                Event::Rejected(a, why) => (a, why),
+                Event::Admitted(_, a, ()) => panic!("{a} admitted"),
+            })
+            .collect();
+        whys.sort_by_key(|(_, w)| w.clone());
+        assert!(whys[0].1.contains("closed after 1 of 4"), "{whys:?}");
+        assert_eq!(whys[0].0, gone_addr);
+        assert_eq!(whys[1].1, "not ping");
+        // The unread rest of the junk makes the close a reset, so read just the answer (it arrived before).
+        let mut answer = [0u8; 2];
+        junk.read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"no");
+    }
+
+    #[test]
+    fn a_half_open_connection_is_dropped_at_its_own_deadline() {
+        let (l, addr) = listener();
+        let mut g = Gate::new(ping, Duration::ZERO);
+        let mut half = TcpStream::connect(addr).unwrap();
+        half.write_all(b"pin").unwrap();
+        let evs = settle(&mut g, &l, 1);
+        match &evs[..] {
+            [Event::Rejected(a, why)] => {
+                assert_eq!(*a, half.local_addr().unwrap());
+                assert!(why.contains("half-open"), "{why}");
+            }
+            _ => panic!("expected one rejection"),
+        }
+    }
+
+    #[test]
+    fn reads_stop_at_the_end_of_the_opening() {
+        let (l, addr) = listener();
+        let mut g = Gate::new(ping, Duration::from_secs(600));
+        let mut real = TcpStream::connect(addr).unwrap();
+        real.write_all(b"pingPAYLOAD").unwrap();
+        let mut evs = settle(&mut g, &l, 1);
+        let Some(Event::Admitted(mut sock, _, ())) = evs.pop() else {
+            panic!("not admitted")
+        };
+        drop(real);
+        let mut rest = Vec::new();
+        sock.read_to_end(&mut rest).unwrap();
+        assert_eq!(rest, b"PAYLOAD", "bytes after the opening stay in the socket");
+    }
+}
