@@ -211,6 +211,11 @@ pub struct RunArgs {
     #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]
     pub reference: Option<String>,
 
+    /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
+    /// RoCE v2 entry with an IPv4 address]
+    #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
+    pub gid_index: Option<u8>,
+
     /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
     /// (virtual or shaped links) [default: the interface's reported speed]
     #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]

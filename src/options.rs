@@ -312,6 +312,8 @@ pub struct Options {
     pub transports: Vec<PathKind>,
     /// The path others are compared with (`--reference`, e.g. `tcp@eth0`).
     pub reference: Option<String>,
+    /// GID table index of RDMA paths (`--gid-index`); `None`: chosen per link layer.
+    pub gid_index: Option<u8>,
     /// Line rate of every path in Gbit/s (`--line-rate`), for links whose speed the kernel does not know
     /// (virtual devices, shaped links).
     pub line_rate_gbit: Option<f64>,
@@ -370,6 +372,7 @@ impl Default for Options {
             algo: AlgoChoice::Auto,
             transports: vec![PathKind::Tcp(None)],
             reference: None,
+            gid_index: None,
             line_rate_gbit: None,
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
@@ -469,6 +472,7 @@ impl Options {
             algo,
             transports,
             reference: args.reference.clone(),
+            gid_index: args.gid_index,
             line_rate_gbit: match args.line_rate {
                 Some(r) if !(r.is_finite() && r > 0.0) => {
                     return Err(Error::usage(

@@ -199,7 +199,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
                     &mut sess.transports[0],
                     &sess.world.host,
-                    &rdma_target(device, *port),
+                    &rdma_target(device, *port, opts.gid_index),
                     crate::transport::rdma::connect::default_config(opts.timeout),
                 )
                 .and_then(|t| {
@@ -293,13 +293,13 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
     Ok(())
 }
 
-/// The device and port of an `rdma@DEVICE:PORT` path, with the GID picked automatically.
+/// The device and port of an `rdma@DEVICE:PORT` path, with `--gid-index` (or the GID chosen per link layer).
 #[cfg(feature = "rdma")]
-fn rdma_target(device: &str, port: u8) -> crate::transport::rdma::connect::Target {
+fn rdma_target(device: &str, port: u8, gid_index: Option<u8>) -> crate::transport::rdma::connect::Target {
     crate::transport::rdma::connect::Target {
         device: device.to_string(),
         port,
-        gid_index: None,
+        gid_index,
     }
 }
 
