@@ -43,6 +43,77 @@ pub struct Series {
     pub line_rate_gbs: Option<f64>,
     /// By increasing size, one per size.
     pub points: Vec<Point>,
+    /// Set for a model's prediction of the path at another scale, drawn dashed without a band;
+    /// `None` for measurements.
+    pub predicted: Option<Predicted>,
+}
+
+/// What a predicted series is a prediction of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Predicted {
+    /// Ranks predicted at.
+    pub nranks: usize,
+    /// The algorithm predicted, e.g. `ring`.
+    pub algo: String,
+}
+
+impl Series {
+    /// The legend's name for the series: the path, or e.g. `tcp@eth0 predicted, 64 ranks (ring)`.
+    pub fn label(&self) -> String {
+        match &self.predicted {
+            None => self.path.clone(),
+            Some(p) => format!("{} predicted, {} ranks ({})", self.path, p.nranks, p.algo),
+        }
+    }
+}
+
+/// One flat (not two-level) predicted point of a model, as the charts use it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct PredictedSample {
+    pub path: String,
+    /// Collective by name; predictions hold for every dtype and op of it.
+    pub collective: String,
+    pub algo: String,
+    /// Two-level predictions are left out of the charts.
+    #[serde(default)]
+    pub hierarchical: bool,
+    pub nranks: usize,
+    pub size: u64,
+    pub time_us: f64,
+    pub busbw: f64,
+}
+
+/// The points of a model's report, for [`PlotData::add_predictions`].
+pub fn predicted_samples(report: &crate::model::Report) -> Vec<PredictedSample> {
+    report
+        .predictions
+        .iter()
+        .map(|p| PredictedSample {
+            path: p.path.clone(),
+            collective: p.collective.name().to_string(),
+            algo: p.algo.clone(),
+            hierarchical: p.hierarchical,
+            nranks: p.nranks,
+            size: p.size,
+            time_us: p.time_us,
+            busbw: p.busbw,
+        })
+        .collect()
+}
+
+/// The predictions in a results file (`collbench.summary.model.predictions`); none when the run made no
+/// model. The error names the entry that is not a prediction.
+fn json_predictions(doc: &Value) -> std::result::Result<Vec<PredictedSample>, String> {
+    let Some(list) = doc["collbench"]["summary"]["model"]["predictions"].as_array() else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            PredictedSample::deserialize(v)
+                .map_err(|e| format!("collbench.summary.model.predictions[{i}] is not a prediction: {e}"))
+        })
+        .collect()
 }
 
 /// One size on one path: the time and busbw drawn, and the band around each.
@@ -165,7 +236,8 @@ impl PlotData {
                     .map_err(|e| format!("results[{i}] is not a collbench result entry: {e}"))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
+        let mut data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
+        data.add_predictions(&json_predictions(doc)?);
         if data.tables.is_empty() {
             return Err(format!(
                 "has no results to plot ({} entries, none with a positive size and time): run \
@@ -206,6 +278,7 @@ impl PlotData {
                         path: s.path.clone(),
                         line_rate_gbs: line_rate(line_rates, &s.path),
                         points: Vec::new(),
+                        predicted: None,
                     });
                     pending[ti].push(Vec::new());
                     table.series.len() - 1
@@ -224,6 +297,56 @@ impl PlotData {
             }
         }
         PlotData { note, tables }
+    }
+
+    /// Adds a model's flat predictions as dashed series: to every table of the predicted collective
+    /// (whatever its dtype and op), one series per path and algorithm after the measured ones, by
+    /// increasing size. Points that cannot go on log axes are left out.
+    pub fn add_predictions(&mut self, predictions: &[PredictedSample]) {
+        let usable = predictions.iter().filter(|p| {
+            !p.hierarchical && p.size > 0 && p.time_us.is_finite() && p.time_us > 0.0 && p.busbw.is_finite()
+        });
+        for p in usable {
+            for table in self.tables.iter_mut().filter(|t| t.collective == p.collective) {
+                let same = |s: &Series| {
+                    s.path == p.path
+                        && s.predicted
+                            .as_ref()
+                            .is_some_and(|q| q.algo == p.algo && q.nranks == p.nranks)
+                };
+                let i = match table.series.iter().position(same) {
+                    Some(i) => i,
+                    None => {
+                        table.series.push(Series {
+                            path: p.path.clone(),
+                            line_rate_gbs: None,
+                            points: Vec::new(),
+                            predicted: Some(Predicted {
+                                nranks: p.nranks,
+                                algo: p.algo.clone(),
+                            }),
+                        });
+                        table.series.len() - 1
+                    }
+                };
+                let points = &mut table.series[i].points;
+                if points.iter().any(|q| q.size == p.size) {
+                    continue;
+                }
+                // No band: the model's interval is a statement about the fit, not a measured spread.
+                points.push(Point {
+                    size: p.size,
+                    time_us: p.time_us,
+                    time_lo_us: p.time_us,
+                    time_hi_us: p.time_us,
+                    busbw: p.busbw,
+                    busbw_lo: p.busbw,
+                    busbw_hi: p.busbw,
+                    repeats: 1,
+                });
+                points.sort_by_key(|q| q.size);
+            }
+        }
     }
 }
 
