@@ -689,6 +689,91 @@ mod tests {
         assert_eq!(lo.line_rate_gbs, None);
     }
 
+    fn predicted(collective: &str, algo: &str, size: u64, time_us: f64) -> Value {
+        json!({
+            "path": "tcp@lo", "collective": collective, "algo": algo, "hierarchical": false,
+            "size": size, "nranks": 8, "time_us": time_us, "ci95_us": 1.0, "algbw": 1.0,
+            "busbw": size as f64 / time_us / 1e3, "bound": "latency",
+        })
+    }
+
+    #[test]
+    fn predictions_go_to_their_collectives_table_as_dashed_series() {
+        let mut v = doc();
+        let mut gather = v["results"][1].clone();
+        gather["collective"] = json!("all_gather");
+        gather["redop"] = json!("none");
+        v["results"].as_array_mut().unwrap().push(gather);
+        let mut two_level = predicted("all_reduce", "ring", 8, 70.0);
+        two_level["hierarchical"] = json!(true);
+        v["collbench"]["summary"]["model"] = json!({ "predictions": [
+            predicted("all_reduce", "ring", 1024, 90.0),
+            predicted("all_reduce", "ring", 8, 50.0),
+            predicted("all_reduce", "rec_doubling", 8, 30.0),
+            predicted("all_gather", "ring", 1024, 60.0),
+            predicted("broadcast", "ring", 1024, 10.0),
+            two_level,
+        ]});
+        let d = PlotData::from_json(&v).unwrap();
+        assert_eq!(d.tables.len(), 2, "a prediction of an unmeasured collective adds no table");
+        let reduce = &d.tables[0];
+        let labels: Vec<String> = reduce.series.iter().map(Series::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "tcp@lo",
+                "tcp@eth0",
+                "tcp@lo predicted, 8 ranks (ring)",
+                "tcp@lo predicted, 8 ranks (rec_doubling)"
+            ]
+        );
+        let ring = &reduce.series[2];
+        assert_eq!(ring.predicted.as_ref().unwrap().nranks, 8);
+        // By size, the two-level point left out, no band, no line rate.
+        let sizes: Vec<(u64, f64)> = ring.points.iter().map(|p| (p.size, p.time_us)).collect();
+        assert_eq!(sizes, [(8, 50.0), (1024, 90.0)]);
+        assert!(ring.points.iter().all(|p| p.time_lo_us == p.time_hi_us && p.busbw_lo == p.busbw_hi));
+        assert_eq!(ring.line_rate_gbs, None);
+        let gather = &d.tables[1];
+        assert_eq!(gather.collective, "all_gather");
+        assert_eq!(gather.series.len(), 2);
+        assert_eq!(gather.series[1].points.len(), 1);
+        assert!(gather.series[1].label().ends_with("(ring)"));
+    }
+
+    #[test]
+    fn a_results_file_with_a_broken_prediction_names_it() {
+        let mut v = doc();
+        v["collbench"]["summary"]["model"] = json!({ "predictions": [{ "path": "tcp@lo" }] });
+        let e = PlotData::from_json(&v).unwrap_err();
+        assert!(e.contains("collbench.summary.model.predictions[0]"), "{e}");
+    }
+
+    #[test]
+    fn predictions_from_a_report_keep_every_point() {
+        let recs: Vec<_> = [1u64 << 10, 1 << 14, 1 << 18, 1 << 22]
+            .into_iter()
+            .map(|size| record(Collective::AllReduce, size, 30.0 + size as f64 * 1e-3, 1.0, Some(0)))
+            .collect();
+        let opts = crate::model::ModelOptions {
+            target_ranks: 8,
+            ranks_per_node: None,
+            local_path: None,
+            reference: None,
+            weighting: crate::model::Weighting::default(),
+        };
+        let report = crate::model::predict_from_records(&recs, 1, &opts).unwrap();
+        let samples = predicted_samples(&report);
+        assert_eq!(samples.len(), report.predictions.len());
+        let mut data = PlotData::from_records(&recs, &[], "");
+        data.add_predictions(&samples);
+        let t = &data.tables[0];
+        assert!(t.series.len() > 1, "{t:?}");
+        assert!(t.series[1..]
+            .iter()
+            .all(|s| s.predicted.as_ref().is_some_and(|p| p.nranks == 8) && s.path == t.series[0].path));
+    }
+
     #[test]
     fn summary_paths_line_rates_win_over_derived_ones() {
         let mut v = doc();
