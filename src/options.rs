@@ -827,7 +827,11 @@ mod tests {
             "--ranks-per-node",
             "divisor",
         );
-        usage(&["--target-ranks", "10", "--ranks-per-node", "0"], "--ranks-per-node", "divide");
+        usage(
+            &["--target-ranks", "10", "--ranks-per-node", "0"],
+            "--ranks-per-node",
+            "divide",
+        );
     }
 
     #[test]

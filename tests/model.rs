@@ -167,11 +167,16 @@ fn a_run_with_target_ranks_predicts_in_every_output() {
         .arg(&plots)
         .output()
         .unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     // The prediction table follows the results tables and their footer.
     let footer = stdout.find("# Avg bus bandwidth").expect("results footer");
-    let table = stdout.find("# collbench model: fitted to this run").expect("prediction table");
+    let table = stdout
+        .find("# collbench model: fitted to this run")
+        .expect("prediction table");
     assert!(footer < table, "{stdout}");
     assert!(stdout[table..].contains("# target: 8 ranks"), "{stdout}");
 
@@ -188,7 +193,10 @@ fn a_run_with_target_ranks_predicts_in_every_output() {
 
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.contains("## Predictions at 8 ranks"), "{md}");
-    assert!(md.contains("## collbench model:"), "the model's headings sit under the report's: {md}");
+    assert!(
+        md.contains("## collbench model:"),
+        "the model's headings sit under the report's: {md}"
+    );
 
     let svg = std::fs::read_to_string(plots.join("all_reduce-float-sum-busbw.svg")).unwrap();
     assert!(svg.contains("tcp@lo predicted, 8 ranks (ring)"), "{svg}");
@@ -203,7 +211,15 @@ fn a_run_whose_fit_fails_warns_and_still_succeeds() {
     // One size only: alpha and beta cannot be told apart.
     let out = collbench()
         .args(["run", "--np", "2", "-b", "64K", "-e", "64K", "-n", "2", "-w", "1"])
-        .args(["--collective", "all_reduce", "--algo", "ring", "--target-ranks", "8", "-J"])
+        .args([
+            "--collective",
+            "all_reduce",
+            "--algo",
+            "ring",
+            "--target-ranks",
+            "8",
+            "-J",
+        ])
         .arg(&j)
         .output()
         .unwrap();

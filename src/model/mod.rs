@@ -200,12 +200,7 @@ pub fn predict_from_records(records: &[Record], hosts: usize, opts: &ModelOption
 /// The model of a finished run for `collbench run --target-ranks N`, on rank 0: fits the run's records
 /// (`hosts` distinct hosts) with the default weighting. A fit that cannot be made is a warning on stderr
 /// naming why, never a failure: the measurements are the product.
-pub fn for_run(
-    records: &[Record],
-    hosts: usize,
-    target_ranks: usize,
-    ranks_per_node: Option<usize>,
-) -> Option<Report> {
+pub fn for_run(records: &[Record], hosts: usize, target_ranks: usize, ranks_per_node: Option<usize>) -> Option<Report> {
     let opts = ModelOptions {
         target_ranks,
         ranks_per_node,
@@ -232,7 +227,13 @@ pub fn attach_to_summary(summary: &mut crate::report::Summary, report: &Report) 
     let md = render::markdown(report);
     let demoted: Vec<String> = md
         .lines()
-        .map(|l| if l.starts_with('#') { format!("#{l}") } else { l.to_string() })
+        .map(|l| {
+            if l.starts_with('#') {
+                format!("#{l}")
+            } else {
+                l.to_string()
+            }
+        })
         .collect();
     summary.model_markdown = Some(demoted.join("\n") + "\n");
 }

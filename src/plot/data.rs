@@ -715,7 +715,11 @@ mod tests {
             two_level,
         ]});
         let d = PlotData::from_json(&v).unwrap();
-        assert_eq!(d.tables.len(), 2, "a prediction of an unmeasured collective adds no table");
+        assert_eq!(
+            d.tables.len(),
+            2,
+            "a prediction of an unmeasured collective adds no table"
+        );
         let reduce = &d.tables[0];
         let labels: Vec<String> = reduce.series.iter().map(Series::label).collect();
         assert_eq!(
@@ -732,7 +736,10 @@ mod tests {
         // By size, the two-level point left out, no band, no line rate.
         let sizes: Vec<(u64, f64)> = ring.points.iter().map(|p| (p.size, p.time_us)).collect();
         assert_eq!(sizes, [(8, 50.0), (1024, 90.0)]);
-        assert!(ring.points.iter().all(|p| p.time_lo_us == p.time_hi_us && p.busbw_lo == p.busbw_hi));
+        assert!(ring
+            .points
+            .iter()
+            .all(|p| p.time_lo_us == p.time_hi_us && p.busbw_lo == p.busbw_hi));
         assert_eq!(ring.line_rate_gbs, None);
         let gather = &d.tables[1];
         assert_eq!(gather.collective, "all_gather");

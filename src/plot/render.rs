@@ -585,8 +585,13 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, entries: &[Ent
             }
             Entry::Predicted { colour, dash, .. } => {
                 let style = colour.stroke_width(2);
-                area.draw(&DashedPathElement::new([(x, y), (x + SWATCH_W, y)], dash.0, dash.1, style))
-                    .map_err(err)?;
+                area.draw(&DashedPathElement::new(
+                    [(x, y), (x + SWATCH_W, y)],
+                    dash.0,
+                    dash.1,
+                    style,
+                ))
+                .map_err(err)?;
             }
             Entry::Band(_) => {
                 let grey = RGBColor(120, 120, 120).mix(0.3).filled();
