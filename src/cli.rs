@@ -257,6 +257,7 @@ pub struct RunArgs {
     pub target_ranks: Option<usize>,
 
     /// With --target-ranks: G ranks share each node, so also predict the two-level (hierarchical) form
+    /// [default: flat only]
     #[arg(long = "ranks-per-node", value_name = "G", help_heading = OUTPUT)]
     pub ranks_per_node: Option<usize>,
 
