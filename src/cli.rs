@@ -255,6 +255,17 @@ pub struct RunArgs {
     #[arg(long = "plot", value_name = "DIR", help_heading = OUTPUT)]
     pub plot: Option<PathBuf>,
 
+    /// At the end of the run, fit alpha-beta models per path to its measurements and predict every
+    /// collective at N ranks: a table after the results, and the same in the JSON, Markdown and charts
+    /// (dashed) [default: no prediction]
+    #[arg(long = "target-ranks", value_name = "N", help_heading = OUTPUT)]
+    pub target_ranks: Option<usize>,
+
+    /// With --target-ranks: G ranks share each node, so also predict the two-level (hierarchical) form
+    /// [default: flat only]
+    #[arg(long = "ranks-per-node", value_name = "G", help_heading = OUTPUT)]
+    pub ranks_per_node: Option<usize>,
+
     /// Overwrite output files that already exist.
     #[arg(long = "force", help_heading = OUTPUT)]
     pub force: bool,

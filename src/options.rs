@@ -336,6 +336,10 @@ pub struct Options {
     pub markdown: Option<PathBuf>,
     /// Directory for charts drawn at the end of the run (`--plot`).
     pub plot: Option<PathBuf>,
+    /// Ranks to predict at from the run's measurements (`--target-ranks`); `None`: no prediction.
+    pub target_ranks: Option<usize>,
+    /// Ranks per node of the two-level prediction (`--ranks-per-node`).
+    pub ranks_per_node: Option<usize>,
     /// Overwrite existing output files (`--force`).
     pub force: bool,
     /// Interface SPEC the plain TCP path binds to (`--iface`, as in `tcp@SPEC`); `None`: the default choice
@@ -384,6 +388,8 @@ impl Default for Options {
             csv: None,
             markdown: None,
             plot: None,
+            target_ranks: None,
+            ranks_per_node: None,
             force: false,
             iface: None,
             streams: 1,
@@ -397,7 +403,18 @@ impl Default for Options {
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
 /// which a launcher overrides. Everything else must match on every rank (see [`Options::consensus_fields`]).
-pub const LOCAL_ONLY_FIELDS: [&str; 8] = ["np", "json", "csv", "markdown", "plot", "force", "progress", "iface"];
+pub const LOCAL_ONLY_FIELDS: [&str; 10] = [
+    "np",
+    "json",
+    "csv",
+    "markdown",
+    "plot",
+    "target_ranks",
+    "ranks_per_node",
+    "force",
+    "progress",
+    "iface",
+];
 
 impl Options {
     /// Validates `collbench run`'s flags; every error names the flag and says what to do instead.
@@ -458,6 +475,7 @@ impl Options {
                 ),
             ));
         }
+        let target_ranks = target_ranks(args)?;
         Ok(Options {
             np: args.np,
             sizes,
@@ -492,6 +510,8 @@ impl Options {
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
             plot: args.plot.clone(),
+            target_ranks,
+            ranks_per_node: args.ranks_per_node,
             force: args.force,
             iface: args
                 .iface
@@ -702,6 +722,25 @@ where
     Ok(out)
 }
 
+/// `--target-ranks` and `--ranks-per-node`: a rank count that moves data, and a node size that divides it.
+fn target_ranks(args: &RunArgs) -> Result<Option<usize>> {
+    match (args.target_ranks, args.ranks_per_node) {
+        (Some(n), _) if n < 2 => Err(Error::usage(
+            "--target-ranks",
+            format!("{n} ranks move nothing between ranks; give 2 or more"),
+        )),
+        (None, Some(_)) => Err(Error::usage(
+            "--ranks-per-node",
+            "only shapes a prediction; give --target-ranks N with it",
+        )),
+        (Some(n), Some(g)) if g == 0 || n % g != 0 => Err(Error::usage(
+            "--ranks-per-node",
+            format!("{g} does not divide --target-ranks {n} into whole nodes; give a divisor of it"),
+        )),
+        (n, _) => Ok(n),
+    }
+}
+
 /// A timeout flag as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
 fn timeout(flag: &str, secs: f64) -> Result<Duration> {
     if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
@@ -778,6 +817,24 @@ mod tests {
         assert_eq!(
             opts(&["--transport", "tcp@ib?|eth0"]).transports,
             [PathKind::Tcp(Some("ib?|eth0".into()))]
+        );
+    }
+
+    #[test]
+    fn prediction_flags_are_checked() {
+        let o = opts(&["--target-ranks", "64", "--ranks-per-node", "8"]);
+        assert_eq!((o.target_ranks, o.ranks_per_node), (Some(64), Some(8)));
+        usage(&["--target-ranks", "1"], "--target-ranks", "2 or more");
+        usage(&["--ranks-per-node", "8"], "--ranks-per-node", "--target-ranks");
+        usage(
+            &["--target-ranks", "10", "--ranks-per-node", "4"],
+            "--ranks-per-node",
+            "divisor",
+        );
+        usage(
+            &["--target-ranks", "10", "--ranks-per-node", "0"],
+            "--ranks-per-node",
+            "divide",
         );
     }
 

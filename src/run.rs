@@ -256,11 +256,24 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
         let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
         summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
+        let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
+        let model = opts
+            .target_ranks
+            .and_then(|n| crate::model::for_run(&records, distinct.len(), n, opts.ranks_per_node));
+        if let Some(m) = &model {
+            crate::model::attach_to_summary(&mut summary, m);
+        }
         for r in &mut reporters {
             r.finish(&summary)?;
         }
+        if let Some(m) = &model {
+            print!("\n{}", crate::model::render::text(m));
+        }
         if let (Some(dir), Some(info)) = (&opts.plot, &run_info) {
-            let data = crate::plot::PlotData::from_records(&records, &line_rates, &crate::plot::run_note(info));
+            let mut data = crate::plot::PlotData::from_records(&records, &line_rates, &crate::plot::run_note(info));
+            if let Some(m) = &model {
+                data.add_predictions(&crate::plot::data::predicted_samples(m));
+            }
             for p in crate::plot::write_plots(&data, dir, &crate::plot::Format::ALL)? {
                 eprintln!("collbench: chart {}", p.display());
             }

@@ -140,3 +140,96 @@ fn bad_input_is_exit_2_naming_the_file_and_what_is_missing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target-ranks"));
 }
+
+fn validate_against_schema(v: &Value) {
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/collbench-results.schema.json")).expect("schema parses");
+    let mut compiler = boon::Compiler::new();
+    let mut schemas = boon::Schemas::new();
+    compiler.add_resource("urn:collbench-results", schema).unwrap();
+    let idx = compiler.compile("urn:collbench-results", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("JSON output does not match the schema: {e:#}");
+    }
+}
+
+#[test]
+fn a_run_with_target_ranks_predicts_in_every_output() {
+    let d = tempfile::tempdir().unwrap();
+    let (j, md, plots) = (d.path().join("r.json"), d.path().join("r.md"), d.path().join("charts"));
+    let out = collbench()
+        .args(["run", "--np", "2", "-b", "64K", "-e", "4M", "-n", "3", "-w", "1"])
+        .args(["--collective", "all_reduce,all_gather", "--target-ranks", "8", "-J"])
+        .arg(&j)
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--plot")
+        .arg(&plots)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The prediction table follows the results tables and their footer.
+    let footer = stdout.find("# Avg bus bandwidth").expect("results footer");
+    let table = stdout
+        .find("# collbench model: fitted to this run")
+        .expect("prediction table");
+    assert!(footer < table, "{stdout}");
+    assert!(stdout[table..].contains("# target: 8 ranks"), "{stdout}");
+
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    validate_against_schema(&v);
+    let model = &v["collbench"]["summary"]["model"];
+    assert_eq!(model["target_ranks"], 8, "{model}");
+    let preds = model["predictions"].as_array().unwrap();
+    assert!(!preds.is_empty());
+    assert!(preds.iter().all(|p| p["nranks"] == 8), "{model}");
+    for c in ["all_reduce", "all_gather"] {
+        assert!(preds.iter().any(|p| p["collective"] == c && p["algo"] == "ring"), "{c}");
+    }
+
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("## Predictions at 8 ranks"), "{md}");
+    assert!(
+        md.contains("## collbench model:"),
+        "the model's headings sit under the report's: {md}"
+    );
+
+    let svg = std::fs::read_to_string(plots.join("all_reduce-float-sum-busbw.svg")).unwrap();
+    assert!(svg.contains("tcp@lo predicted, 8 ranks (ring)"), "{svg}");
+    let svg = std::fs::read_to_string(plots.join("all_gather-float-latency.svg")).unwrap();
+    assert!(svg.contains("tcp@lo predicted, 8 ranks (ring)"), "{svg}");
+}
+
+#[test]
+fn a_run_whose_fit_fails_warns_and_still_succeeds() {
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("r.json");
+    // One size only: alpha and beta cannot be told apart.
+    let out = collbench()
+        .args(["run", "--np", "2", "-b", "64K", "-e", "64K", "-n", "2", "-w", "1"])
+        .args([
+            "--collective",
+            "all_reduce",
+            "--algo",
+            "ring",
+            "--target-ranks",
+            "8",
+            "-J",
+        ])
+        .arg(&j)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: no prediction at --target-ranks 8"),
+        "{stderr}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    assert!(v["collbench"]["summary"].get("model").is_none(), "{v}");
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+}

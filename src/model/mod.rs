@@ -197,6 +197,47 @@ pub fn predict_from_records(records: &[Record], hosts: usize, opts: &ModelOption
     predict(&input::from_records(records, hosts), opts)
 }
 
+/// The model of a finished run for `collbench run --target-ranks N`, on rank 0: fits the run's records
+/// (`hosts` distinct hosts) with the default weighting. A fit that cannot be made is a warning on stderr
+/// naming why, never a failure: the measurements are the product.
+pub fn for_run(records: &[Record], hosts: usize, target_ranks: usize, ranks_per_node: Option<usize>) -> Option<Report> {
+    let opts = ModelOptions {
+        target_ranks,
+        ranks_per_node,
+        local_path: None,
+        reference: None,
+        weighting: Weighting::default(),
+    };
+    match predict_from_records(records, hosts, &opts) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!(
+                "collbench: warning: no prediction at --target-ranks {target_ranks}: {e} \
+                 (the measurements above are complete; `collbench model` can fit a results file later)"
+            );
+            None
+        }
+    }
+}
+
+/// Puts `report` into a run's summary: its JSON form for the results file and its Markdown, headings one
+/// level down, for the Markdown report.
+pub fn attach_to_summary(summary: &mut crate::report::Summary, report: &Report) {
+    summary.model = serde_json::to_value(report).ok();
+    let md = render::markdown(report);
+    let demoted: Vec<String> = md
+        .lines()
+        .map(|l| {
+            if l.starts_with('#') {
+                format!("#{l}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    summary.model_markdown = Some(demoted.join("\n") + "\n");
+}
+
 /// Puts measured times at the target scale beside the flat predictions (mean over repeats), and the error
 /// at each collective and algorithm's largest measured size.
 pub fn attach_measured(report: &mut Report, measured: &[Sample]) {

@@ -43,6 +43,77 @@ pub struct Series {
     pub line_rate_gbs: Option<f64>,
     /// By increasing size, one per size.
     pub points: Vec<Point>,
+    /// Set for a model's prediction of the path at another scale, drawn dashed without a band;
+    /// `None` for measurements.
+    pub predicted: Option<Predicted>,
+}
+
+/// What a predicted series is a prediction of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Predicted {
+    /// Ranks predicted at.
+    pub nranks: usize,
+    /// The algorithm predicted, e.g. `ring`.
+    pub algo: String,
+}
+
+impl Series {
+    /// The legend's name for the series: the path, or e.g. `tcp@eth0 predicted, 64 ranks (ring)`.
+    pub fn label(&self) -> String {
+        match &self.predicted {
+            None => self.path.clone(),
+            Some(p) => format!("{} predicted, {} ranks ({})", self.path, p.nranks, p.algo),
+        }
+    }
+}
+
+/// One flat (not two-level) predicted point of a model, as the charts use it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct PredictedSample {
+    pub path: String,
+    /// Collective by name; predictions hold for every dtype and op of it.
+    pub collective: String,
+    pub algo: String,
+    /// Two-level predictions are left out of the charts.
+    #[serde(default)]
+    pub hierarchical: bool,
+    pub nranks: usize,
+    pub size: u64,
+    pub time_us: f64,
+    pub busbw: f64,
+}
+
+/// The points of a model's report, for [`PlotData::add_predictions`].
+pub fn predicted_samples(report: &crate::model::Report) -> Vec<PredictedSample> {
+    report
+        .predictions
+        .iter()
+        .map(|p| PredictedSample {
+            path: p.path.clone(),
+            collective: p.collective.name().to_string(),
+            algo: p.algo.clone(),
+            hierarchical: p.hierarchical,
+            nranks: p.nranks,
+            size: p.size,
+            time_us: p.time_us,
+            busbw: p.busbw,
+        })
+        .collect()
+}
+
+/// The predictions in a results file (`collbench.summary.model.predictions`); none when the run made no
+/// model. The error names the entry that is not a prediction.
+fn json_predictions(doc: &Value) -> std::result::Result<Vec<PredictedSample>, String> {
+    let Some(list) = doc["collbench"]["summary"]["model"]["predictions"].as_array() else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            PredictedSample::deserialize(v)
+                .map_err(|e| format!("collbench.summary.model.predictions[{i}] is not a prediction: {e}"))
+        })
+        .collect()
 }
 
 /// One size on one path: the time and busbw drawn, and the band around each.
@@ -165,7 +236,8 @@ impl PlotData {
                     .map_err(|e| format!("results[{i}] is not a collbench result entry: {e}"))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
+        let mut data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
+        data.add_predictions(&json_predictions(doc)?);
         if data.tables.is_empty() {
             return Err(format!(
                 "has no results to plot ({} entries, none with a positive size and time): run \
@@ -206,6 +278,7 @@ impl PlotData {
                         path: s.path.clone(),
                         line_rate_gbs: line_rate(line_rates, &s.path),
                         points: Vec::new(),
+                        predicted: None,
                     });
                     pending[ti].push(Vec::new());
                     table.series.len() - 1
@@ -224,6 +297,56 @@ impl PlotData {
             }
         }
         PlotData { note, tables }
+    }
+
+    /// Adds a model's flat predictions as dashed series: to every table of the predicted collective
+    /// (whatever its dtype and op), one series per path and algorithm after the measured ones, by
+    /// increasing size. Points that cannot go on log axes are left out.
+    pub fn add_predictions(&mut self, predictions: &[PredictedSample]) {
+        let usable = predictions.iter().filter(|p| {
+            !p.hierarchical && p.size > 0 && p.time_us.is_finite() && p.time_us > 0.0 && p.busbw.is_finite()
+        });
+        for p in usable {
+            for table in self.tables.iter_mut().filter(|t| t.collective == p.collective) {
+                let same = |s: &Series| {
+                    s.path == p.path
+                        && s.predicted
+                            .as_ref()
+                            .is_some_and(|q| q.algo == p.algo && q.nranks == p.nranks)
+                };
+                let i = match table.series.iter().position(same) {
+                    Some(i) => i,
+                    None => {
+                        table.series.push(Series {
+                            path: p.path.clone(),
+                            line_rate_gbs: None,
+                            points: Vec::new(),
+                            predicted: Some(Predicted {
+                                nranks: p.nranks,
+                                algo: p.algo.clone(),
+                            }),
+                        });
+                        table.series.len() - 1
+                    }
+                };
+                let points = &mut table.series[i].points;
+                if points.iter().any(|q| q.size == p.size) {
+                    continue;
+                }
+                // No band: the model's interval is a statement about the fit, not a measured spread.
+                points.push(Point {
+                    size: p.size,
+                    time_us: p.time_us,
+                    time_lo_us: p.time_us,
+                    time_hi_us: p.time_us,
+                    busbw: p.busbw,
+                    busbw_lo: p.busbw,
+                    busbw_hi: p.busbw,
+                    repeats: 1,
+                });
+                points.sort_by_key(|q| q.size);
+            }
+        }
     }
 }
 
@@ -564,6 +687,98 @@ mod tests {
         assert_eq!(eth.points.len(), 1);
         assert!(close(eth.line_rate_gbs.unwrap(), 1.25));
         assert_eq!(lo.line_rate_gbs, None);
+    }
+
+    fn predicted(collective: &str, algo: &str, size: u64, time_us: f64) -> Value {
+        json!({
+            "path": "tcp@lo", "collective": collective, "algo": algo, "hierarchical": false,
+            "size": size, "nranks": 8, "time_us": time_us, "ci95_us": 1.0, "algbw": 1.0,
+            "busbw": size as f64 / time_us / 1e3, "bound": "latency",
+        })
+    }
+
+    #[test]
+    fn predictions_go_to_their_collectives_table_as_dashed_series() {
+        let mut v = doc();
+        let mut gather = v["results"][1].clone();
+        gather["collective"] = json!("all_gather");
+        gather["redop"] = json!("none");
+        v["results"].as_array_mut().unwrap().push(gather);
+        let mut two_level = predicted("all_reduce", "ring", 8, 70.0);
+        two_level["hierarchical"] = json!(true);
+        v["collbench"]["summary"]["model"] = json!({ "predictions": [
+            predicted("all_reduce", "ring", 1024, 90.0),
+            predicted("all_reduce", "ring", 8, 50.0),
+            predicted("all_reduce", "rec_doubling", 8, 30.0),
+            predicted("all_gather", "ring", 1024, 60.0),
+            predicted("broadcast", "ring", 1024, 10.0),
+            two_level,
+        ]});
+        let d = PlotData::from_json(&v).unwrap();
+        assert_eq!(
+            d.tables.len(),
+            2,
+            "a prediction of an unmeasured collective adds no table"
+        );
+        let reduce = &d.tables[0];
+        let labels: Vec<String> = reduce.series.iter().map(Series::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "tcp@lo",
+                "tcp@eth0",
+                "tcp@lo predicted, 8 ranks (ring)",
+                "tcp@lo predicted, 8 ranks (rec_doubling)"
+            ]
+        );
+        let ring = &reduce.series[2];
+        assert_eq!(ring.predicted.as_ref().unwrap().nranks, 8);
+        // By size, the two-level point left out, no band, no line rate.
+        let sizes: Vec<(u64, f64)> = ring.points.iter().map(|p| (p.size, p.time_us)).collect();
+        assert_eq!(sizes, [(8, 50.0), (1024, 90.0)]);
+        assert!(ring
+            .points
+            .iter()
+            .all(|p| p.time_lo_us == p.time_hi_us && p.busbw_lo == p.busbw_hi));
+        assert_eq!(ring.line_rate_gbs, None);
+        let gather = &d.tables[1];
+        assert_eq!(gather.collective, "all_gather");
+        assert_eq!(gather.series.len(), 2);
+        assert_eq!(gather.series[1].points.len(), 1);
+        assert!(gather.series[1].label().ends_with("(ring)"));
+    }
+
+    #[test]
+    fn a_results_file_with_a_broken_prediction_names_it() {
+        let mut v = doc();
+        v["collbench"]["summary"]["model"] = json!({ "predictions": [{ "path": "tcp@lo" }] });
+        let e = PlotData::from_json(&v).unwrap_err();
+        assert!(e.contains("collbench.summary.model.predictions[0]"), "{e}");
+    }
+
+    #[test]
+    fn predictions_from_a_report_keep_every_point() {
+        let recs: Vec<_> = [1u64 << 10, 1 << 14, 1 << 18, 1 << 22]
+            .into_iter()
+            .map(|size| record(Collective::AllReduce, size, 30.0 + size as f64 * 1e-3, 1.0, Some(0)))
+            .collect();
+        let opts = crate::model::ModelOptions {
+            target_ranks: 8,
+            ranks_per_node: None,
+            local_path: None,
+            reference: None,
+            weighting: crate::model::Weighting::default(),
+        };
+        let report = crate::model::predict_from_records(&recs, 1, &opts).unwrap();
+        let samples = predicted_samples(&report);
+        assert_eq!(samples.len(), report.predictions.len());
+        let mut data = PlotData::from_records(&recs, &[], "");
+        data.add_predictions(&samples);
+        let t = &data.tables[0];
+        assert!(t.series.len() > 1, "{t:?}");
+        assert!(t.series[1..]
+            .iter()
+            .all(|s| s.predicted.as_ref().is_some_and(|p| p.nranks == 8) && s.path == t.series[0].path));
     }
 
     #[test]

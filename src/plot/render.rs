@@ -73,6 +73,63 @@ fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
+/// The index whose colour and marker series `i` of `table` takes: its own for a measured path; for a
+/// prediction, that of the measured series of the same path, so a prediction reads as its path's.
+fn style_index(table: &Table, i: usize) -> usize {
+    let s = &table.series[i];
+    if s.predicted.is_none() {
+        return i;
+    }
+    table
+        .series
+        .iter()
+        .position(|m| m.predicted.is_none() && m.path == s.path)
+        .unwrap_or(i)
+}
+
+/// Dash and gap lengths of a predicted series: long dashes for the ring, dots for the latency algorithm.
+fn dashes(series: &Series) -> (u32, u32) {
+    match series.predicted.as_ref().map(|p| p.algo.as_str()) {
+        Some("ring") | None => (12, 6),
+        Some(_) => (3, 5),
+    }
+}
+
+/// Draws a predicted series: a dashed line in its path's colour, no markers and no band.
+fn predicted_line<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    table: &Table,
+    i: usize,
+    pts: &[(f64, f64)],
+) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    let (dash, gap) = dashes(&table.series[i]);
+    let style = colour(style_index(table, i)).stroke_width(2);
+    chart
+        .draw_series(DashedLineSeries::new(pts.iter().copied(), dash, gap, style))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// Draws series `i` of `table` through `pts`: measured with markers, predicted dashed.
+fn series_line<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    table: &Table,
+    i: usize,
+    pts: &[(f64, f64)],
+) -> Drawn
+where
+    DB::ErrorType: 'static,
+{
+    if table.series[i].predicted.is_some() {
+        predicted_line(chart, table, i, pts)
+    } else {
+        line_with_markers(chart, i, pts)
+    }
+}
+
 /// Draws `chart` of `table` on `root` (already sized [`WIDTH`] x [`HEIGHT`]).
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: Chart, table: &Table, note: &str) -> Drawn
 where
@@ -286,7 +343,7 @@ where
         .draw()
         .map_err(err)?;
     let clamp = |v: f64| v.clamp(0.0, top);
-    for (i, s) in table.series.iter().enumerate() {
+    for (i, s) in table.series.iter().enumerate().filter(|(_, s)| s.predicted.is_none()) {
         band(&mut chart, s, colour(i), |p| (clamp(p.busbw_lo), clamp(p.busbw_hi)))?;
     }
     for r in scale.rates.iter().filter(|r| r.drawn) {
@@ -297,7 +354,7 @@ where
     }
     for (i, s) in table.series.iter().enumerate() {
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (log2(p.size), p.busbw)).collect();
-        line_with_markers(&mut chart, i, &pts)?;
+        series_line(&mut chart, table, i, &pts)?;
     }
     Ok(())
 }
@@ -327,12 +384,12 @@ where
     common_mesh(&mut mesh);
     mesh.y_desc("time (us), log scale").draw().map_err(err)?;
     let log = |us: f64| if us > 0.0 { us.log10().clamp(y0, y1) } else { y0 };
-    for (i, s) in table.series.iter().enumerate() {
+    for (i, s) in table.series.iter().enumerate().filter(|(_, s)| s.predicted.is_none()) {
         band(&mut chart, s, colour(i), |p| (log(p.time_lo_us), log(p.time_hi_us)))?;
     }
     for (i, s) in table.series.iter().enumerate() {
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (log2(p.size), log(p.time_us))).collect();
-        line_with_markers(&mut chart, i, &pts)?;
+        series_line(&mut chart, table, i, &pts)?;
     }
     Ok(())
 }
@@ -401,6 +458,12 @@ enum Entry {
     Path { index: usize, label: String },
     /// A line rate, dashed in its colour.
     Rate { colour: RGBColor, label: String },
+    /// A predicted series, dashed in its path's colour with its own dash pattern.
+    Predicted {
+        colour: RGBColor,
+        dash: (u32, u32),
+        label: String,
+    },
     /// What the shading means.
     Band(String),
 }
@@ -408,7 +471,10 @@ enum Entry {
 impl Entry {
     fn label(&self) -> &str {
         match self {
-            Entry::Path { label, .. } | Entry::Rate { label, .. } | Entry::Band(label) => label,
+            Entry::Path { label, .. }
+            | Entry::Rate { label, .. }
+            | Entry::Predicted { label, .. }
+            | Entry::Band(label) => label,
         }
     }
 }
@@ -424,9 +490,17 @@ fn legend_entries(chart: Chart, table: &Table, scale: &BusBwScale) -> Vec<Entry>
     };
     let mut entries = Vec::new();
     for (index, s) in table.series.iter().enumerate() {
+        if s.predicted.is_some() {
+            entries.push(Entry::Predicted {
+                colour: colour(style_index(table, index)),
+                dash: dashes(s),
+                label: s.label(),
+            });
+            continue;
+        }
         entries.push(Entry::Path {
             index,
-            label: s.path.clone(),
+            label: s.label(),
         });
         // A path's own rate goes under its name.
         if let Some(r) = rates.iter().find(|r| r.members == [index]) {
@@ -438,7 +512,8 @@ fn legend_entries(chart: Chart, table: &Table, scale: &BusBwScale) -> Vec<Entry>
     }
     // Shared rates go after every path, saying whose they are.
     for r in rates.iter().filter(|r| r.members.len() > 1) {
-        let whose = if r.members.len() == table.series.len() {
+        let measured = table.series.iter().filter(|s| s.predicted.is_none()).count();
+        let whose = if r.members.len() == measured {
             "all paths".to_string()
         } else {
             let names: Vec<&str> = r.members.iter().map(|i| table.series[*i].path.as_str()).collect();
@@ -508,6 +583,16 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, entries: &[Ent
                 area.draw(&DashedPathElement::new([(x, y), (x + SWATCH_W, y)], 8, 5, style))
                     .map_err(err)?;
             }
+            Entry::Predicted { colour, dash, .. } => {
+                let style = colour.stroke_width(2);
+                area.draw(&DashedPathElement::new(
+                    [(x, y), (x + SWATCH_W, y)],
+                    dash.0,
+                    dash.1,
+                    style,
+                ))
+                .map_err(err)?;
+            }
             Entry::Band(_) => {
                 let grey = RGBColor(120, 120, 120).mix(0.3).filled();
                 area.draw(&Rectangle::new([(x, y - 7), (x + SWATCH_W, y + 7)], grey))
@@ -562,6 +647,7 @@ mod tests {
                 .map(|(i, r)| Series {
                     path: format!("tcp@eth{i}"),
                     line_rate_gbs: *r,
+                    predicted: None,
                     points: vec![point(8, 0.001), point(1 << 20, 1.0)],
                 })
                 .collect(),

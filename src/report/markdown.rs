@@ -119,6 +119,10 @@ pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> Stri
             "\n{} wrong elements in {} points; finished {}.\n",
             sum.wrong, sum.out_of_bounds, sum.end_time
         );
+        if let Some(m) = &sum.model_markdown {
+            s.push('\n');
+            s.push_str(m);
+        }
     }
     s
 }

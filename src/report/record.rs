@@ -286,6 +286,13 @@ pub struct Summary {
     /// Peak resident memory per rank; `None` where not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_memory: Option<PeakMemory>,
+    /// The model fitted to this run and its predictions at `--target-ranks` (the `collbench model`
+    /// document); `None` when not asked for or when the fit failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<serde_json::Value>,
+    /// The same model as Markdown, for the Markdown report (the JSON has the data already).
+    #[serde(skip)]
+    pub model_markdown: Option<String>,
 }
 
 /// The average bus bandwidth of one table.

@@ -24,6 +24,8 @@ pub fn summarize(
         comparison: super::compare::compare(records, reference, line_rates),
         paths,
         peak_memory: None,
+        model: None,
+        model_markdown: None,
     }
 }
 
