@@ -45,7 +45,7 @@ fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     #[cfg(feature = "rdma")]
     for p in &opts.transports {
         if let PathKind::Rdma { device, port } = p {
-            crate::transport::rdma::connect::check_target(&rdma_target(device, *port))?;
+            crate::transport::rdma::connect::check_target(&rdma_target(device, *port, opts.gid_index))?;
         }
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
