@@ -258,7 +258,9 @@ fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
 }
 
 fn tell_all(joined: &mut [Option<(Join, TcpStream)>], reply: &Reply) {
-    for (_, sock) in joined.iter_mut().flatten() {
+    // Rank 0 last: it usually runs this service, and once it hears a refusal its process exits, taking the
+    // service with it before the others were told.
+    for (_, sock) in joined.iter_mut().rev().flatten() {
         let _ = write_frame(sock, reply);
     }
 }
