@@ -5,6 +5,9 @@ use std::process::Output;
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+use common::validate_against_schema;
+
 fn collbench() -> Command {
     let mut c = Command::cargo_bin("collbench").expect("binary built");
     // Keep the runs independent of the environment the tests run in.
@@ -106,18 +109,6 @@ fn default_run_prints_both_tables_with_no_wrong_data() {
         stdout.contains(">= 1 MiB"),
         "the footer says which sizes were averaged: {stdout}"
     );
-}
-
-fn validate_against_schema(v: &Value) {
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/collbench-results.schema.json")).expect("schema parses");
-    let mut compiler = boon::Compiler::new();
-    let mut schemas = boon::Schemas::new();
-    compiler.add_resource("urn:collbench-results", schema).unwrap();
-    let idx = compiler.compile("urn:collbench-results", &mut schemas).unwrap();
-    if let Err(e) = schemas.validate(v, idx) {
-        panic!("JSON output does not match the schema: {e:#}");
-    }
 }
 
 #[test]

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::{json, Value};
 
+mod common;
+use common::validate_against_schema;
+
 /// A results file in the layout `collbench run -J` writes (the fields the model reads), with times from a
 /// known model: ring all_reduce and all_gather at `p` ranks, alpha 30 us, beta 8 ns/B, gamma 2 ns/B.
 fn results(p: usize, sizes: &[u64]) -> Value {
@@ -139,18 +142,6 @@ fn bad_input_is_exit_2_naming_the_file_and_what_is_missing() {
     let out = collbench().arg("model").arg(&good).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target-ranks"));
-}
-
-fn validate_against_schema(v: &Value) {
-    let schema: Value =
-        serde_json::from_str(include_str!("../schema/collbench-results.schema.json")).expect("schema parses");
-    let mut compiler = boon::Compiler::new();
-    let mut schemas = boon::Schemas::new();
-    compiler.add_resource("urn:collbench-results", schema).unwrap();
-    let idx = compiler.compile("urn:collbench-results", &mut schemas).unwrap();
-    if let Err(e) = schemas.validate(v, idx) {
-        panic!("JSON output does not match the schema: {e:#}");
-    }
 }
 
 #[test]
