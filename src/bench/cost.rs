@@ -29,6 +29,11 @@ pub fn of_sweep(path: &str, usages: &[Usage]) -> PathCost {
         .iter()
         .filter_map(|u| Some((u.throttled_s?, u.throttled_periods?)))
         .max_by(|a, b| a.0.total_cmp(&b.0));
+    // Every process's use of the host's CPUs: the busiest host's, over its ranks.
+    let host_busy_pct = usages
+        .iter()
+        .filter_map(|u| u.host_busy_pct)
+        .max_by(|a, b| a.total_cmp(b));
     let cpu_s: f64 = usages.iter().map(|u| u.cpu_s).sum();
     let gb_moved = usages.iter().map(|u| u.bytes).sum::<f64>() / 1e9;
     let mut c = PathCost {
@@ -44,6 +49,7 @@ pub fn of_sweep(path: &str, usages: &[Usage]) -> PathCost {
         host_cpu_pct,
         throttled_s: throttled.map(|t| t.0),
         throttled_periods: throttled.map(|t| t.1),
+        host_busy_pct,
         cpu_limited: false,
     };
     settle(&mut c);
@@ -61,13 +67,19 @@ pub fn add(total: &mut PathCost, later: &PathCost) {
     }
     total.throttled_s = total.throttled_s.zip(later.throttled_s).map(|(a, b)| a + b);
     total.throttled_periods = total.throttled_periods.zip(later.throttled_periods).map(|(a, b)| a + b);
+    total.host_busy_pct = match (total.host_busy_pct, later.host_busy_pct) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
     settle(total);
 }
 
 /// The figures derived from the others.
 fn settle(c: &mut PathCost) {
     c.cpu_s_per_gb = (c.gb_moved > 0.0).then(|| c.cpu_s / c.gb_moved);
-    c.cpu_limited = c.host_cpu_pct >= CPU_LIMITED_PCT || c.throttled_s.is_some_and(|t| t > THROTTLED_SHARE * c.sweep_s);
+    c.cpu_limited = c.host_cpu_pct >= CPU_LIMITED_PCT
+        || c.host_busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT)
+        || c.throttled_s.is_some_and(|t| t > THROTTLED_SHARE * c.sweep_s);
 }
 
 /// A warning with advice when `c` says the CPUs rather than the network set the pace; `None` otherwise.
@@ -76,14 +88,23 @@ pub fn warning(c: &PathCost) -> Option<String> {
         return None;
     }
     let throttled = c.throttled_s.filter(|&t| t > THROTTLED_SHARE * c.sweep_s);
-    Some(match throttled {
-        Some(t) => format!(
+    let others = c
+        .host_busy_pct
+        .filter(|&b| b >= CPU_LIMITED_PCT && c.host_cpu_pct < CPU_LIMITED_PCT);
+    Some(match (throttled, others) {
+        (None, Some(b)) => format!(
+            "path {}: the host's CPUs were {b:.0}% busy during the sweep, mostly with work other than collbench's \
+             ranks ({:.0}% of them), so its figures are CPU-limited rather than network-limited. Run on an idle \
+             host, or stop what else runs there, and measure again",
+            c.path, c.host_cpu_pct
+        ),
+        (Some(t), _) => format!(
             "path {}: a cgroup CPU quota held ranks back for {t:.2} s of the {:.2} s sweep, so its figures are \
              CPU-limited, not network-limited. Raise the CPU limit of the pods or containers (resources.limits.cpu), \
              or run fewer ranks per host",
             c.path, c.sweep_s
         ),
-        None => format!(
+        (None, None) => format!(
             "path {}: host {}'s CPUs were {:.0}% busy during the sweep, so its figures are CPU-limited rather than \
              network-limited. Run fewer ranks per host (--np, or the launcher's ranks per node) or use a host with \
              more cores",
@@ -106,6 +127,7 @@ mod tests {
             first_us: if host == "b" { 900.0 } else { 100.0 },
             throttled_periods: throttled_s.map(|t| (t * 10.0) as u64),
             throttled_s,
+            host_busy_pct: None,
             peak_rss: None,
         }
     }
@@ -157,6 +179,25 @@ mod tests {
         assert_eq!(total.cpu_s_per_gb, Some(2.0));
         // 0.25 s of 4 s is more than a twentieth; and b's single CPU was half busy.
         assert!(total.cpu_limited);
+    }
+
+    #[test]
+    fn a_host_busy_with_other_work_is_cpu_limited_too() {
+        // The ranks used 5% of the CPUs, but the host was 92% busy: something else took them.
+        let mut a = u("a", 0.2, 2.0, Some(0.0));
+        a.host_busy_pct = Some(92.0);
+        let c = of_sweep("p", &[a.clone()]);
+        assert_eq!(c.host_busy_pct, Some(92.0));
+        assert!(c.cpu_limited);
+        assert!(warning(&c)
+            .unwrap()
+            .contains("92% busy during the sweep, mostly with work other than"));
+        a.host_busy_pct = Some(40.0);
+        let quiet = of_sweep("p", &[a]);
+        assert!(!quiet.cpu_limited);
+        let mut total = c;
+        add(&mut total, &quiet);
+        assert_eq!(total.host_busy_pct, Some(92.0), "the busier sweep counts");
     }
 
     #[test]

@@ -79,6 +79,28 @@ pub fn cpu_stat_dirs(root: &Path, cgroup_table: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Busy and total time of all of this host's CPUs from `/proc/stat`'s `cpu` line (clock ticks): busy is
+/// everything but idle and iowait. `None` when the line is missing or malformed.
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 4 {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal [guest guest_nice, already inside user and nice]
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+fn host_cpu_ticks() -> Option<(u64, u64)> {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
 /// CPU seconds (user + system) this process has used so far.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct it is given.
@@ -97,6 +119,8 @@ pub struct Sample {
     /// Per cgroup folder, its counters (same order as `dirs`).
     throttling: Vec<Option<Throttling>>,
     dirs: Vec<PathBuf>,
+    /// The host's CPU ticks (busy, total), by every process.
+    host: Option<(u64, u64)>,
 }
 
 impl Sample {
@@ -120,6 +144,7 @@ impl Sample {
             cpu_s: cpu_seconds(),
             throttling,
             dirs,
+            host: host_cpu_ticks(),
         }
     }
 
@@ -146,8 +171,16 @@ impl Sample {
             throttled_periods: throttled.map(|t| t.0),
             throttled_s: throttled.map(|t| t.1 as f64 / 1e6),
             peak_rss: super::memory::peak_rss(),
+            host_busy_pct: busy_pct(self.host, end.host),
         }
     }
+}
+
+/// How busy the host's CPUs were between two `/proc/stat` samples, by every process (%).
+fn busy_pct(start: Option<(u64, u64)>, end: Option<(u64, u64)>) -> Option<f64> {
+    let ((b0, t0), (b1, t1)) = (start?, end?);
+    let total = t1.checked_sub(t0).filter(|&t| t > 0)?;
+    Some(100.0 * b1.saturating_sub(b0) as f64 / total as f64)
 }
 
 /// One rank's cost of one sweep, sent to rank 0.
@@ -170,6 +203,9 @@ pub struct Usage {
     /// Peak resident memory of this rank's process so far (VmHWM), bytes; `None` when unreadable.
     #[serde(default)]
     pub peak_rss: Option<u64>,
+    /// How busy the host's CPUs were during the sweep, by every process (%); `None` when unreadable.
+    #[serde(default)]
+    pub host_busy_pct: Option<f64>,
 }
 
 #[cfg(test)]
@@ -190,6 +226,19 @@ mod tests {
         assert_eq!(parse_cpu_stat(v1), Some(Throttling { periods: 2, us: 7000 }));
         assert_eq!(parse_cpu_stat("usage_usec 5\n"), None, "no cpu controller: no counters");
         assert_eq!(parse_cpu_stat("nr_throttled x\nthrottled_usec 1\n"), None);
+    }
+
+    #[test]
+    fn host_busy_counts_everything_but_idle_and_iowait() {
+        let a = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+        assert_eq!(parse_proc_stat(a), Some((150, 1000)));
+        let b = "cpu  400 0 150 850 100 0 0 0 0 0\n";
+        assert_eq!(parse_proc_stat(b), Some((550, 1500)));
+        // 400 busy ticks of 500: 80%.
+        assert_eq!(busy_pct(parse_proc_stat(a), parse_proc_stat(b)), Some(80.0));
+        assert_eq!(busy_pct(parse_proc_stat(a), parse_proc_stat(a)), None, "no time passed");
+        assert_eq!(parse_proc_stat("cpu0 1 2 3 4\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 x 3 4\n"), None);
     }
 
     #[test]

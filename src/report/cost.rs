@@ -3,7 +3,7 @@
 use super::record::PathCost;
 
 /// Column titles.
-pub const HEADERS: [&str; 10] = [
+pub const HEADERS: [&str; 11] = [
     "path",
     "connect(ms)",
     "1st call(us)",
@@ -12,16 +12,17 @@ pub const HEADERS: [&str; 10] = [
     "GB moved",
     "cpu s/GB",
     "host cpu%",
+    "host busy%",
     "throttled(s)",
     "limited by",
 ];
 
 /// Text-table column widths, one per header.
-pub const WIDTHS: [usize; 10] = [16, 11, 12, 9, 8, 9, 9, 9, 12, 10];
+pub const WIDTHS: [usize; 11] = [16, 11, 12, 9, 8, 9, 9, 9, 10, 12, 10];
 
 /// What the columns mean, for the line above the table.
 pub const LEGEND: &str = "start-up = connect + first call; cpu = every rank's CPU time; GB moved as busbw counts \
-                          bytes; host cpu% = the busiest host's ranks' CPU time over its CPUs; throttled = held \
+                          bytes; host cpu% = the busiest host's ranks' CPU time over its CPUs; host busy% = the same host's CPUs busy with anything; throttled = held \
                           back by a cgroup CPU quota; limited by cpu = the CPUs, not the network, set the pace";
 
 /// One path's row.
@@ -36,6 +37,7 @@ pub fn cells(c: &PathCost) -> Vec<String> {
         format!("{:.3}", c.gb_moved),
         opt(c.cpu_s_per_gb, 3),
         format!("{:.0}", c.host_cpu_pct),
+        opt(c.host_busy_pct, 0),
         opt(c.throttled_s, 2),
         if c.cpu_limited { "cpu" } else { "-" }.to_string(),
     ]
@@ -60,13 +62,14 @@ mod tests {
             host_cpu_pct: 91.2,
             throttled_s: None,
             throttled_periods: None,
+            host_busy_pct: Some(97.4),
             cpu_limited: true,
         };
         let row = cells(&c);
         assert_eq!(row.len(), HEADERS.len());
         assert_eq!(
             row,
-            ["mpi", "-", "1234.6", "2.00", "3.00", "1.500", "2.000", "91", "-", "cpu"]
+            ["mpi", "-", "1234.6", "2.00", "3.00", "1.500", "2.000", "91", "97", "-", "cpu"]
         );
     }
 }

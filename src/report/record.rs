@@ -258,8 +258,11 @@ pub struct PathCost {
     /// counters could not be read.
     pub throttled_s: Option<f64>,
     pub throttled_periods: Option<u64>,
+    /// How busy the busiest host's CPUs were during the sweeps, by every process, not only collbench's
+    /// (`/proc/stat`, %); `None` when unreadable.
+    pub host_busy_pct: Option<f64>,
     /// The CPUs, not the network, probably set the pace: a host's CPUs at least
-    /// [`CPU_LIMITED_PCT`] busy, or throttled for more than [`THROTTLED_SHARE`] of the sweep.
+    /// [`CPU_LIMITED_PCT`] busy (by collbench's ranks or by anything), or throttled for more than [`THROTTLED_SHARE`] of the sweep.
     pub cpu_limited: bool,
 }
 
