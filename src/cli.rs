@@ -38,6 +38,40 @@ pub enum Command {
     Plot(PlotArgs),
     /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
     Model(crate::model::ModelArgs),
+    /// Compare two results files (baseline, then new): busbw and time changes per point, regressions
+    /// beyond a threshold and the noise; exit 1 on a regression.
+    Compare(CompareArgs),
+}
+
+/// Flags of `collbench compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The baseline results file (`collbench run -J`).
+    #[arg(value_name = "OLD.json")]
+    pub old: PathBuf,
+
+    /// The results file to check against the baseline.
+    #[arg(value_name = "NEW.json")]
+    pub new: PathBuf,
+
+    /// A point regressed when NEW's time is longer than OLD's by more than this percentage and the
+    /// difference is larger than the noise of both.
+    #[arg(long = "threshold", value_name = "PERCENT", default_value_t = 5.0)]
+    pub threshold: f64,
+
+    /// Write every compared point and the verdict as JSON to this file (overwritten).
+    #[arg(
+        short = 'J',
+        long = "output_file",
+        alias = "output-file",
+        alias = "json",
+        value_name = "FILE"
+    )]
+    pub output_file: Option<PathBuf>,
+
+    /// Write the comparison as a Markdown table to this file (overwritten).
+    #[arg(long = "markdown", value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
 }
 
 /// Flags of `collbench plot`.

@@ -13,6 +13,7 @@
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
+//! - [`compare`]: two results files against each other, regressions with significance (`collbench compare`).
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
@@ -22,6 +23,7 @@ pub mod algorithm;
 pub mod bench;
 pub mod cli;
 pub mod collective;
+pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod fault;

@@ -19,47 +19,81 @@ pub fn ci95_half_width(std: f64, n: u32) -> f64 {
     t * std / (n as f64).sqrt()
 }
 
-/// One path's sweeps of one point combined: the mean time over repeats and an interval that covers the
-/// spread between repeats as well as the noise within each.
-struct Combined<'a> {
-    first: &'a Record,
-    time_us: f64,
-    ci95_us: f64,
-    busbw: f64,
-    repeats: u32,
+/// One sweep's figures of one point, the inputs of [`combine_sweeps`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sweep {
+    /// The reported time, microseconds.
+    pub time_us: f64,
+    /// Half-width of its 95% confidence interval, microseconds.
+    pub ci95_us: f64,
+    /// Bus bandwidth at that time, GB/s.
+    pub busbw: f64,
 }
 
-fn combine<'a>(sweeps: &[&'a Record]) -> Combined<'a> {
+/// Whole sweeps of one point combined: the mean time over repeats and an interval that covers the
+/// spread between repeats as well as the noise within each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    /// Mean time over the sweeps, microseconds.
+    pub time_us: f64,
+    /// Half-width of the 95% interval of that mean, microseconds.
+    pub ci95_us: f64,
+    /// Bus bandwidth at the mean time, GB/s.
+    pub busbw: f64,
+    /// Sweeps combined.
+    pub repeats: u32,
+}
+
+/// Combines the sweeps of one point (at least one; the first one's busbw scales to the mean time).
+pub fn combine_sweeps(sweeps: &[Sweep]) -> Estimate {
     let k = sweeps.len();
     let first = sweeps[0];
     if k == 1 {
-        let t = &first.out_of_place;
-        return Combined {
-            first,
-            time_us: t.time_us,
-            ci95_us: t.ci95_us,
-            busbw: t.busbw,
+        return Estimate {
+            time_us: first.time_us,
+            ci95_us: first.ci95_us,
+            busbw: first.busbw,
             repeats: 1,
         };
     }
-    let times: Vec<f64> = sweeps.iter().map(|r| r.out_of_place.time_us).collect();
-    let mean = times.iter().sum::<f64>() / k as f64;
-    let var = times.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / (k - 1) as f64;
+    let mean = sweeps.iter().map(|s| s.time_us).sum::<f64>() / k as f64;
+    let var = sweeps.iter().map(|s| (s.time_us - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
     let between = ci95_half_width(var.sqrt(), k as u32);
     // The mean of k independent means: its within-sweep interval shrinks by sqrt(k).
-    let within = sweeps
-        .iter()
-        .map(|r| r.out_of_place.ci95_us.powi(2))
-        .sum::<f64>()
-        .sqrt()
-        / k as f64;
-    Combined {
-        first,
+    let within = sweeps.iter().map(|s| s.ci95_us.powi(2)).sum::<f64>().sqrt() / k as f64;
+    Estimate {
         time_us: mean,
         ci95_us: between.max(within),
         // busbw is inversely proportional to time at a fixed size.
-        busbw: first.out_of_place.busbw * first.out_of_place.time_us / mean,
+        busbw: first.busbw * first.time_us / mean,
         repeats: k as u32,
+    }
+}
+
+/// Whether `slow` takes longer than `fast` by more than the noise of either: their 95% intervals of the
+/// time do not overlap.
+pub fn slower_beyond_noise(slow: &Estimate, fast: &Estimate) -> bool {
+    slow.time_us - slow.ci95_us > fast.time_us + fast.ci95_us
+}
+
+/// One path's sweeps of one point combined, with the record that names the point.
+struct Combined<'a> {
+    first: &'a Record,
+    est: Estimate,
+}
+
+fn combine<'a>(sweeps: &[&'a Record]) -> Combined<'a> {
+    let figures: Vec<Sweep> = sweeps
+        .iter()
+        .map(|r| Sweep {
+            time_us: r.out_of_place.time_us,
+            ci95_us: r.out_of_place.ci95_us,
+            busbw: r.out_of_place.busbw,
+        })
+        .collect();
+    Combined {
+        first: sweeps[0],
+        est: combine_sweeps(&figures),
     }
 }
 
@@ -84,8 +118,7 @@ pub fn compare(records: &[Record], reference: Option<&str>, line_rates: &[(Strin
     }
     let mut out: Vec<Comparison> = Vec::new();
     for g in &groups {
-        let c = combine(g);
-        let r = c.first;
+        let Combined { first: r, est: c } = combine(g);
         let fig = PathFigure {
             path: r.path.clone(),
             time_us: c.time_us,
@@ -125,10 +158,20 @@ pub fn compare(records: &[Record], reference: Option<&str>, line_rates: &[(Strin
             p.vs_best = if best.busbw > 0.0 { p.busbw / best.busbw } else { 1.0 };
             p.vs_reference = refbw.filter(|&b| b > 0.0).map(|b| p.busbw / b);
             // Intervals of the times that do not overlap: the gap is larger than the noise of either.
-            p.significant = p.path != best.path && p.time_us - p.ci95_us > best.time_us + best.ci95_us;
+            p.significant = p.path != best.path && slower_beyond_noise(&estimate(p), &estimate(&best));
         }
     }
     out
+}
+
+/// A path's figure as an [`Estimate`], for the significance rule.
+fn estimate(p: &PathFigure) -> Estimate {
+    Estimate {
+        time_us: p.time_us,
+        ci95_us: p.ci95_us,
+        busbw: p.busbw,
+        repeats: p.repeats,
+    }
 }
 
 #[cfg(test)]

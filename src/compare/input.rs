@@ -1,0 +1,164 @@
+//! Reading a results file (`collbench run -J`) into its points, whole-sweep repeats combined.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::report::compare::{combine_sweeps, Estimate, Sweep};
+
+/// What identifies a point across two runs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    pub path: String,
+    pub collective: String,
+    pub dtype: String,
+    pub redop: String,
+    pub size: u64,
+}
+
+/// One point of one file: its key, rank count and its sweeps combined.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub key: Key,
+    pub nranks: u64,
+    pub est: Estimate,
+}
+
+/// Reads and parses one results file; errors (exit 2) name the file and say what to do.
+pub fn read(path: &Path) -> Result<Vec<Point>> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(&shown, format!("cannot read the results file: {e}; check the path")))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        Error::usage(
+            &shown,
+            format!("not JSON ({e}); expected a results file written by `collbench run -J`"),
+        )
+    })?;
+    parse(&doc, &shown)
+}
+
+/// The points of one parsed results document, in first-seen order; `source` names it in errors.
+pub fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
+    let bad = |msg: String| Error::usage(source, msg);
+    let results = doc
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `results` array; expected a results file written by `collbench run -J`".into()))?;
+    if results.is_empty() {
+        return Err(bad(
+            "the file holds no results (the run measured no point); nothing to compare".into(),
+        ));
+    }
+    // Each point's sweeps, in first-seen order, with the repeats already taken.
+    let mut groups: Vec<(Key, u64, Vec<u64>, Vec<Sweep>)> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let field = |k: &str| {
+            r.pointer(k).ok_or_else(|| {
+                bad(format!(
+                    "results[{i}] has no `{}` (not a results file of `collbench run -J`?)",
+                    k.trim_start_matches('/').replace('/', ".")
+                ))
+            })
+        };
+        let text = |k: &str| -> Result<String> {
+            field(k)?
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| bad(format!("results[{i}]{} is not a string", k.replace('/', "."))))
+        };
+        let uint = |k: &str| -> Result<u64> {
+            field(k)?
+                .as_u64()
+                .ok_or_else(|| bad(format!("results[{i}]{} is not a whole number", k.replace('/', "."))))
+        };
+        // "nan" (a point without a number) stays NaN: such a point is shown but never called a change.
+        let num = |k: &str| -> Result<f64> { Ok(field(k)?.as_f64().unwrap_or(f64::NAN)) };
+        let key = Key {
+            path: text("/path")?,
+            collective: text("/collective")?,
+            dtype: text("/type")?,
+            redop: text("/redop")?,
+            size: uint("/size")?,
+        };
+        let nranks = uint("/nranks")?;
+        // Files older than `--repeat` hold one sweep.
+        let repeat = r.get("repeat").and_then(Value::as_u64).unwrap_or(0);
+        let sweep = Sweep {
+            time_us: num("/out_of_place/time")?,
+            // Without an interval nothing can be told from the noise.
+            ci95_us: r
+                .pointer("/out_of_place/ci95_us")
+                .map_or(f64::INFINITY, |v| v.as_f64().unwrap_or(f64::INFINITY)),
+            busbw: num("/out_of_place/bus_bw")?,
+        };
+        match groups.iter_mut().find(|g| g.0 == key && g.1 == nranks) {
+            // Sizes that round to the same bytes repeat a point within one sweep: the first one counts.
+            Some(g) if g.2.contains(&repeat) => {}
+            Some(g) => {
+                g.2.push(repeat);
+                g.3.push(sweep);
+            }
+            None => groups.push((key, nranks, vec![repeat], vec![sweep])),
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(key, nranks, _, sweeps)| Point {
+            key,
+            nranks,
+            est: combine_sweeps(&sweeps),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn entry(size: u64, repeat: u32, time: f64, ci: f64) -> Value {
+        json!({"path": "tcp@lo", "collective": "all_reduce", "type": "float", "redop": "sum", "size": size,
+               "nranks": 2, "repeat": repeat,
+               "out_of_place": {"time": time, "bus_bw": 1000.0 / time, "ci95_us": ci}})
+    }
+
+    #[test]
+    fn repeats_of_a_point_are_combined_and_sizes_kept_apart() {
+        let doc = json!({"results": [entry(8, 0, 100.0, 1.0), entry(16, 0, 50.0, 1.0), entry(8, 1, 110.0, 1.0)]});
+        let p = parse(&doc, "a.json").unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].key.size, p[0].est.repeats, p[0].est.time_us), (8, 2, 105.0));
+        assert_eq!((p[1].key.size, p[1].est.repeats), (16, 1));
+    }
+
+    #[test]
+    fn nan_and_missing_intervals_are_kept_as_unknown() {
+        let mut e = entry(8, 0, 1.0, 1.0);
+        e["out_of_place"]["time"] = json!("nan");
+        e["out_of_place"].as_object_mut().unwrap().remove("ci95_us");
+        let p = parse(&json!({"results": [e]}), "a.json").unwrap();
+        assert!(p[0].est.time_us.is_nan());
+        assert!(p[0].est.ci95_us.is_infinite());
+    }
+
+    #[test]
+    fn bad_documents_name_the_file_and_the_missing_piece() {
+        let e = parse(&json!({"version": 2}), "a.json").unwrap_err();
+        assert!(e.to_string().starts_with("a.json: no `results`"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+        let e = parse(&json!({"results": []}), "b.json").unwrap_err();
+        assert!(e.to_string().contains("b.json: the file holds no results"), "{e}");
+        let mut x = entry(8, 0, 1.0, 1.0);
+        x["out_of_place"].as_object_mut().unwrap().remove("time");
+        let e = parse(&json!({"results": [x]}), "c.json").unwrap_err();
+        assert!(
+            e.to_string().contains("c.json: results[0] has no `out_of_place.time`"),
+            "{e}"
+        );
+        let e = read(Path::new("/nonexistent/r.json")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/r.json: cannot read"), "{e}");
+    }
+}
