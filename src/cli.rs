@@ -38,6 +38,24 @@ pub enum Command {
     Plot(PlotArgs),
     /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
     Model(crate::model::ModelArgs),
+    /// Measure the CPU reduction kernels against this machine's memory copy bandwidth (one process).
+    Selftest(SelftestArgs),
+}
+
+/// Flags of `collbench selftest`.
+#[derive(Debug, Clone, Args)]
+pub struct SelftestArgs {
+    /// Bytes in each buffer (bytes, or K/M/G, binary); keep it well above the last-level cache.
+    #[arg(long = "bytes", value_name = "SIZE", default_value = "64M")]
+    pub bytes: String,
+
+    /// Timed repetitions per kernel; the fastest is reported.
+    #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 20)]
+    pub iters: usize,
+
+    /// Write the measurements as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
 }
 
 /// Flags of `collbench plot`.

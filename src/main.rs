@@ -14,6 +14,9 @@ fn main() {
             collbench::plot::command::plot(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
         Command::Model(args) => collbench::model::model(args).unwrap_or_else(|e| collbench::run::report_error(&e)),
+        Command::Selftest(args) => {
+            collbench::selftest::selftest(args).unwrap_or_else(|e| collbench::run::report_error(&e))
+        }
     };
     std::process::exit(code);
 }
