@@ -271,9 +271,10 @@ pub fn render(r: &SelftestReport) -> String {
     ));
     s.push_str(&format!(
         "# {:>8} {:>9} {:>10} {:>12} {:>10} {:>8} {:>8}\n",
-        "kernel", "dtype", "size", "time(us)", "GB/s", "vs copy", "target"
+        "kernel", "dtype", "size(B)", "time(us)", "GB/s", "vs copy", "target"
     ));
-    let size = format_size(r.bytes as u64);
+    // Bytes, as nccl-tests prints sizes, so every row splits into the same number of fields.
+    let size = r.bytes;
     s.push_str(&format!(
         "  {:>8} {:>9} {:>10} {:>12.1} {:>10.2} {:>8.2} {:>8}\n",
         "copy",
