@@ -45,8 +45,9 @@ fn small_run_prints_every_row_and_writes_json() {
         "{stdout}"
     );
     for r in &rows {
-        assert_eq!(r.len(), 8, "{r:?}");
-        let target = r[7];
+        assert_eq!(r.len(), 7, "{r:?}");
+        assert_eq!(r[2], "4194304", "{r:?}");
+        let target = r[6];
         let targeted = ["float", "half", "bfloat16"].contains(&r[1]);
         if targeted {
             assert!(target == "PASS" || target == "BELOW", "{r:?}");
