@@ -41,6 +41,8 @@ pub enum Command {
     /// Compare two results files (baseline, then new): busbw and time changes per point, regressions
     /// beyond a threshold and the noise; exit 1 on a regression.
     Compare(CompareArgs),
+    /// Measure the CPU reduction kernels against this machine's memory copy bandwidth (one process).
+    Selftest(SelftestArgs),
 }
 
 /// Flags of `collbench compare`.
@@ -72,6 +74,22 @@ pub struct CompareArgs {
     /// Write the comparison as a Markdown table to this file (overwritten).
     #[arg(long = "markdown", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+}
+
+/// Flags of `collbench selftest`.
+#[derive(Debug, Clone, Args)]
+pub struct SelftestArgs {
+    /// Bytes in each buffer (bytes, or K/M/G, binary); keep it well above the last-level cache.
+    #[arg(long = "bytes", value_name = "SIZE", default_value = "64M")]
+    pub bytes: String,
+
+    /// Timed repetitions per kernel; the fastest is reported.
+    #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 20)]
+    pub iters: usize,
+
+    /// Write the measurements as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
 }
 
 /// Flags of `collbench plot`.

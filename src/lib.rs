@@ -17,6 +17,7 @@
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
+//! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
 pub mod algorithm;
@@ -38,6 +39,7 @@ pub mod plot;
 pub mod reduce;
 pub mod report;
 pub mod run;
+pub mod selftest;
 pub mod session;
 pub mod sizes;
 pub mod transport;

@@ -17,6 +17,9 @@ fn main() {
         Command::Compare(args) => {
             collbench::compare::compare(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Selftest(args) => {
+            collbench::selftest::selftest(args).unwrap_or_else(|e| collbench::run::report_error(&e))
+        }
     };
     std::process::exit(code);
 }

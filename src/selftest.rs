@@ -1,0 +1,403 @@
+//! `collbench selftest`: the CPU reduction kernels' throughput against this machine's memory copy
+//! bandwidth, both measured in one process on one thread with buffers of the same size.
+//!
+//! A reduction that cannot keep up with memory would cap every CPU all-reduce below the network, so
+//! the target is a ratio: reduce GB/s >= 80% of copy GB/s. Bytes are counted as the loop moves them:
+//! a copy reads and writes `size` bytes (2 x size); `dst = dst + src` reads two buffers and writes one
+//! (3 x size). Write-allocate traffic the cache may add is not counted, for either.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::cli::SelftestArgs;
+use crate::error::{Error, Result, EXIT_OK};
+use crate::memory::HostBuf;
+use crate::reduce::kernel::reduce_inplace;
+use crate::reduce::{Dtype, Op};
+use crate::sizes::{format_size, parse_size};
+
+/// The share of copy bandwidth a reduction must reach.
+pub const TARGET_RATIO: f64 = 0.8;
+
+/// Dtypes the target applies to (the ones collectives on accelerators carry most).
+pub const TARGETED: [Dtype; 3] = [Dtype::Float, Dtype::Half, Dtype::Bfloat16];
+
+/// Dtypes measured for context only.
+pub const CONTEXT: [Dtype; 2] = [Dtype::Double, Dtype::Int32];
+
+/// Largest buffer accepted: two of them are allocated, and a typo should not exhaust memory.
+const MAX_BYTES: u64 = 16 << 30;
+
+/// Untimed repetitions before the timed ones (faults pages in, warms the branch predictors).
+const WARMUP: usize = 1;
+
+/// Checked options of the subcommand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SelftestOptions {
+    /// Bytes in each buffer.
+    pub bytes: usize,
+    /// Timed repetitions per kernel; the best one is reported.
+    pub iters: usize,
+}
+
+impl SelftestOptions {
+    /// Validates the flags; every error names the flag.
+    pub fn from_args(args: &SelftestArgs) -> Result<Self> {
+        let bytes = parse_size(&args.bytes).map_err(|m| Error::usage("--bytes", m))?;
+        if bytes == 0 {
+            return Err(Error::usage("--bytes", "must be at least 8 bytes (one double)"));
+        }
+        if bytes > MAX_BYTES {
+            return Err(Error::usage(
+                "--bytes",
+                format!(
+                    "{} is above the limit of {} (two buffers of this size are allocated)",
+                    format_size(bytes),
+                    format_size(MAX_BYTES)
+                ),
+            ));
+        }
+        let widest = Dtype::Double.size() as u64;
+        if bytes % widest != 0 {
+            return Err(Error::usage(
+                "--bytes",
+                format!("{bytes} is not a multiple of {widest} bytes, the widest element measured (double)"),
+            ));
+        }
+        if args.iters == 0 {
+            return Err(Error::usage("--iters", "must be at least 1"));
+        }
+        Ok(SelftestOptions {
+            bytes: bytes as usize,
+            iters: args.iters,
+        })
+    }
+}
+
+/// What a timed loop does to its buffers, for the byte accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// `dst.copy_from_slice(src)`: one read and one write per byte.
+    Copy,
+    /// `dst = dst op src`: two reads and one write per byte.
+    ReduceInplace,
+}
+
+impl Kernel {
+    /// Bytes read plus bytes written by one pass over buffers of `size` bytes.
+    pub fn bytes_moved(self, size: usize) -> u64 {
+        let passes = match self {
+            Kernel::Copy => 2,
+            Kernel::ReduceInplace => 3,
+        };
+        passes * size as u64
+    }
+}
+
+/// GB/s (1e9 bytes per second, as nccl-tests) for `bytes` moved in `time`.
+pub fn gbps(bytes: u64, time: Duration) -> f64 {
+    bytes as f64 / time.as_secs_f64() / 1e9
+}
+
+/// The copy measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyResult {
+    /// Best time of one pass, seconds.
+    pub time_s: f64,
+    /// Bytes read plus written by one pass.
+    pub bytes_moved: u64,
+    /// `bytes_moved / time_s / 1e9`.
+    pub gbps: f64,
+}
+
+/// One reduction measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReduceResult {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Reduction op (always sum here).
+    pub op: Op,
+    /// Best time of one pass, seconds.
+    pub time_s: f64,
+    /// Bytes read plus written by one pass.
+    pub bytes_moved: u64,
+    /// `bytes_moved / time_s / 1e9`.
+    pub gbps: f64,
+    /// `gbps` over the copy's GB/s.
+    pub ratio: f64,
+    /// Whether the 80% target applies to this dtype (false: measured for context).
+    pub targeted: bool,
+    /// "PASS" or "BELOW" for targeted dtypes, absent for context rows.
+    pub status: Option<&'static str>,
+}
+
+/// Everything one selftest measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelftestReport {
+    /// Bytes in each buffer.
+    pub bytes: usize,
+    /// Timed repetitions per kernel.
+    pub iters: usize,
+    /// Untimed repetitions before them.
+    pub warmup: usize,
+    /// Threads used (the ring all-reduce reduces on one thread per rank).
+    pub threads: usize,
+    /// How bytes are counted.
+    pub accounting: &'static str,
+    /// The share of copy bandwidth a targeted reduction must reach.
+    pub target_ratio: f64,
+    /// Memory copy bandwidth.
+    pub copy: CopyResult,
+    /// Reductions, targeted dtypes first.
+    pub reductions: Vec<ReduceResult>,
+}
+
+/// What [`SelftestReport::accounting`] says.
+const ACCOUNTING: &str =
+    "GB/s = 1e9 bytes/s of bytes read + written: copy 2 x size (read src, write dst), reduce 3 x size (read dst and src, write dst)";
+
+/// Runs the subcommand: measure, print the table, write JSON if asked. Exits 0 whatever the ratios.
+pub fn selftest(args: &SelftestArgs) -> Result<i32> {
+    let opts = SelftestOptions::from_args(args)?;
+    let report = measure(opts);
+    print!("{}", render(&report));
+    if let Some(p) = &args.output_file {
+        let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
+        crate::report::file::write_atomic(p, text.as_bytes())?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Measures the copy and every reduction on the same two buffers.
+pub fn measure(opts: SelftestOptions) -> SelftestReport {
+    let mut dst = HostBuf::new(opts.bytes);
+    let mut src = HostBuf::new(opts.bytes);
+    // Fresh zeroed pages may all map the kernel's one zero page, which would make reads cache hits:
+    // write every byte first.
+    src.fill(0x5a);
+    dst.fill(0xa5);
+    let copy_time = best_of(opts.iters, || dst.copy_from_slice(&src));
+    let copy_moved = Kernel::Copy.bytes_moved(opts.bytes);
+    let copy = CopyResult {
+        time_s: copy_time.as_secs_f64(),
+        bytes_moved: copy_moved,
+        gbps: gbps(copy_moved, copy_time),
+    };
+    let reductions = TARGETED
+        .iter()
+        .map(|&d| (d, true))
+        .chain(CONTEXT.iter().map(|&d| (d, false)))
+        .map(|(dtype, targeted)| {
+            // Ones stay finite and normal through any number of sums (floats saturate at exact
+            // integers, integers wrap), so no pass hits slow denormal or NaN paths.
+            fill_ones(dtype, &mut src);
+            fill_ones(dtype, &mut dst);
+            let t = best_of(opts.iters, || reduce_inplace(dtype, Op::Sum, &mut dst, &src));
+            let moved = Kernel::ReduceInplace.bytes_moved(opts.bytes);
+            let g = gbps(moved, t);
+            let ratio = g / copy.gbps;
+            ReduceResult {
+                dtype,
+                op: Op::Sum,
+                time_s: t.as_secs_f64(),
+                bytes_moved: moved,
+                gbps: g,
+                ratio,
+                targeted,
+                status: targeted.then_some(if ratio >= TARGET_RATIO { "PASS" } else { "BELOW" }),
+            }
+        })
+        .collect();
+    SelftestReport {
+        bytes: opts.bytes,
+        iters: opts.iters,
+        warmup: WARMUP,
+        threads: 1,
+        accounting: ACCOUNTING,
+        target_ratio: TARGET_RATIO,
+        copy,
+        reductions,
+    }
+}
+
+/// The shortest of `iters` timed runs of `f`, after [`WARMUP`] untimed ones.
+fn best_of(iters: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..WARMUP {
+        f();
+    }
+    (0..iters)
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+        // A zero duration (a coarse clock on a tiny buffer) would make GB/s infinite.
+        .max(Duration::from_nanos(1))
+}
+
+/// Fills `buf` with the value one in `dtype`'s encoding.
+fn fill_ones(dtype: Dtype, buf: &mut [u8]) {
+    let one: &[u8] = match dtype {
+        Dtype::Int8 | Dtype::Uint8 => &[1],
+        Dtype::Int32 | Dtype::Uint32 => &[1, 0, 0, 0],
+        Dtype::Int64 | Dtype::Uint64 => &[1, 0, 0, 0, 0, 0, 0, 0],
+        Dtype::Half => &[0x00, 0x3c],
+        Dtype::Bfloat16 => &[0x80, 0x3f],
+        Dtype::Float => &[0x00, 0x00, 0x80, 0x3f],
+        Dtype::Double => &[0, 0, 0, 0, 0, 0, 0xf0, 0x3f],
+    };
+    for chunk in buf.chunks_exact_mut(one.len()) {
+        chunk.copy_from_slice(one);
+    }
+}
+
+/// The nccl-tests style table.
+pub fn render(r: &SelftestReport) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "# collbench selftest: CPU reduction vs memory copy, {} buffers, {} thread, best of {} after {} warm-up\n",
+        format_size(r.bytes as u64),
+        r.threads,
+        r.iters,
+        r.warmup
+    ));
+    s.push_str(&format!("# {}\n", r.accounting));
+    s.push_str(&format!(
+        "# target: float, half and bfloat16 sum >= {:.0}% of copy GB/s (double, int32 for context)\n#\n",
+        r.target_ratio * 100.0
+    ));
+    s.push_str(&format!(
+        "# {:>8} {:>9} {:>10} {:>12} {:>10} {:>8} {:>8}\n",
+        "kernel", "dtype", "size(B)", "time(us)", "GB/s", "vs copy", "target"
+    ));
+    // Bytes, as nccl-tests prints sizes, so every row splits into the same number of fields.
+    let size = r.bytes;
+    s.push_str(&format!(
+        "  {:>8} {:>9} {:>10} {:>12.1} {:>10.2} {:>8.2} {:>8}\n",
+        "copy",
+        "-",
+        size,
+        r.copy.time_s * 1e6,
+        r.copy.gbps,
+        1.0,
+        "-"
+    ));
+    for x in &r.reductions {
+        s.push_str(&format!(
+            "  {:>8} {:>9} {:>10} {:>12.1} {:>10.2} {:>8.2} {:>8}\n",
+            x.op.to_string(),
+            x.dtype.to_string(),
+            size,
+            x.time_s * 1e6,
+            x.gbps,
+            x.ratio,
+            x.status.unwrap_or("-")
+        ));
+    }
+    let below: Vec<String> = r
+        .reductions
+        .iter()
+        .filter(|x| x.status == Some("BELOW"))
+        .map(|x| x.dtype.to_string())
+        .collect();
+    if below.is_empty() {
+        s.push_str("# every targeted reduction reaches the target\n");
+    } else {
+        s.push_str(&format!("# below the target: {}\n", below.join(", ")));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(bytes: &str, iters: usize) -> SelftestArgs {
+        SelftestArgs {
+            bytes: bytes.into(),
+            iters,
+            output_file: None,
+        }
+    }
+
+    #[test]
+    fn copy_counts_one_read_and_one_write() {
+        assert_eq!(Kernel::Copy.bytes_moved(1 << 20), 2 << 20);
+    }
+
+    #[test]
+    fn reduce_counts_two_reads_and_one_write() {
+        assert_eq!(Kernel::ReduceInplace.bytes_moved(1 << 20), 3 << 20);
+        assert_eq!(Kernel::ReduceInplace.bytes_moved(0), 0);
+    }
+
+    #[test]
+    fn gbps_is_decimal_gigabytes_per_second() {
+        assert_eq!(gbps(3_000_000_000, Duration::from_secs(2)), 1.5);
+        assert_eq!(gbps(1_000, Duration::from_micros(1)), 1.0);
+    }
+
+    #[test]
+    fn ones_encode_one_in_every_dtype() {
+        let mut b = [0u8; 8];
+        fill_ones(Dtype::Float, &mut b);
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&b), &[1.0, 1.0]);
+        fill_ones(Dtype::Double, &mut b);
+        assert_eq!(bytemuck::cast_slice::<u8, f64>(&b), &[1.0]);
+        fill_ones(Dtype::Half, &mut b);
+        assert_eq!(bytemuck::cast_slice::<u8, half::f16>(&b), &[half::f16::ONE; 4]);
+        fill_ones(Dtype::Bfloat16, &mut b);
+        assert_eq!(bytemuck::cast_slice::<u8, half::bf16>(&b), &[half::bf16::ONE; 4]);
+        fill_ones(Dtype::Int32, &mut b);
+        assert_eq!(bytemuck::cast_slice::<u8, i32>(&b), &[1, 1]);
+    }
+
+    #[test]
+    fn options_reject_bad_sizes_and_iters_naming_the_flag() {
+        for (b, i, flag) in [
+            ("0", 1, "--bytes"),
+            ("1Q", 1, "--bytes"),
+            ("12", 1, "--bytes"),
+            ("17G", 1, "--bytes"),
+            ("4K", 0, "--iters"),
+        ] {
+            match SelftestOptions::from_args(&args(b, i)) {
+                Err(Error::Usage { flag: f, .. }) => assert_eq!(f, flag, "{b} {i}"),
+                other => panic!("{b} {i}: expected a usage error, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            SelftestOptions::from_args(&args("64M", 3)).unwrap(),
+            SelftestOptions {
+                bytes: 64 << 20,
+                iters: 3
+            }
+        );
+    }
+
+    #[test]
+    fn report_has_every_dtype_and_marks_only_targeted_ones() {
+        let r = measure(SelftestOptions {
+            bytes: 64 << 10,
+            iters: 1,
+        });
+        assert_eq!(r.copy.bytes_moved, 2 * (64 << 10));
+        let dtypes: Vec<Dtype> = r.reductions.iter().map(|x| x.dtype).collect();
+        assert_eq!(dtypes, [TARGETED.as_slice(), CONTEXT.as_slice()].concat());
+        for x in &r.reductions {
+            assert_eq!(x.bytes_moved, 3 * (64 << 10));
+            assert!(x.ratio.is_finite() && x.ratio > 0.0, "{x:?}");
+            assert_eq!(x.status.is_some(), x.targeted, "{x:?}");
+        }
+        let table = render(&r);
+        for d in ["float", "half", "bfloat16", "double", "int32"] {
+            assert!(
+                table.lines().any(|l| !l.starts_with('#') && l.contains(d)),
+                "{d} missing:\n{table}"
+            );
+        }
+    }
+}

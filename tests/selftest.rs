@@ -1,0 +1,103 @@
+//! `collbench selftest` as a user runs it: the table and JSON it writes, and bad flags.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn selftest(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("collbench")
+        .expect("binary built")
+        .arg("selftest")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .expect("collbench runs")
+}
+
+#[test]
+fn small_run_prints_every_row_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("selftest.json");
+    let out = selftest(&["--bytes", "4M", "--iters", "2", "-J", json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let kinds: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("copy", "-"),
+            ("sum", "float"),
+            ("sum", "half"),
+            ("sum", "bfloat16"),
+            ("sum", "double"),
+            ("sum", "int32")
+        ],
+        "{stdout}"
+    );
+    for r in &rows {
+        assert_eq!(r.len(), 7, "{r:?}");
+        assert_eq!(r[2], "4194304", "{r:?}");
+        let target = r[6];
+        let targeted = ["float", "half", "bfloat16"].contains(&r[1]);
+        if targeted {
+            assert!(target == "PASS" || target == "BELOW", "{r:?}");
+        } else {
+            assert_eq!(target, "-", "{r:?}");
+        }
+    }
+
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["bytes"], 4 << 20);
+    assert_eq!(v["iters"], 2);
+    assert_eq!(v["target_ratio"], 0.8);
+    assert!(v["accounting"].as_str().unwrap().contains("read + written"));
+    assert_eq!(v["copy"]["bytes_moved"], 2 * (4 << 20));
+    assert!(v["copy"]["gbps"].as_f64().unwrap() > 0.0);
+    let reds = v["reductions"].as_array().unwrap();
+    let dtypes: Vec<&str> = reds.iter().map(|r| r["dtype"].as_str().unwrap()).collect();
+    assert_eq!(dtypes, ["float", "half", "bfloat16", "double", "int32"]);
+    for r in reds {
+        assert_eq!(r["op"], "sum");
+        assert_eq!(r["bytes_moved"], 3 * (4 << 20));
+        let ratio = r["ratio"].as_f64().unwrap();
+        assert!(ratio.is_finite() && ratio > 0.0, "{r}");
+        let gbps = r["gbps"].as_f64().unwrap();
+        let copy = v["copy"]["gbps"].as_f64().unwrap();
+        assert!((ratio - gbps / copy).abs() < 1e-9 * ratio, "{r}");
+        let expect = match (r["targeted"].as_bool().unwrap(), ratio >= 0.8) {
+            (false, _) => Value::Null,
+            (true, true) => Value::from("PASS"),
+            (true, false) => Value::from("BELOW"),
+        };
+        assert_eq!(r["status"], expect, "{r}");
+    }
+}
+
+#[test]
+fn bad_sizes_exit_2_naming_the_flag() {
+    for bad in ["0", "1Q"] {
+        let out = selftest(&["--bytes", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--bytes {bad}: {stderr}");
+        assert!(stderr.contains("--bytes"), "--bytes {bad}: {stderr}");
+        assert!(out.stdout.is_empty(), "nothing measured for --bytes {bad}");
+    }
+}
+
+#[test]
+fn zero_iters_exit_2_naming_the_flag() {
+    let out = selftest(&["--iters", "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--iters"), "{stderr}");
+}
