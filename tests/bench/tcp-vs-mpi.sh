@@ -212,7 +212,7 @@ trap 'exit 130' INT TERM
 
 # mpirun flags of every case: OpenMPI's TCP transport only (no shared memory), ob1, no core binding (all
 # ranks share this machine's cores), and yielding when idle (2 cores, 4 busy-polling ranks otherwise).
-mpi_common=(--oversubscribe --bind-to none -np "$hosts" --mca btl tcp,self --mca pml ob1
+mpi_common=(--oversubscribe --bind-to none -np "$hosts" --mca btl "tcp,self" --mca pml ob1
   --mca mpi_yield_when_idle 1)
 
 # Draws the charts of case folder $1.
