@@ -121,9 +121,9 @@ pub struct InfoArgs {
     #[arg(long = "np", value_name = "N", default_value_t = Options::default().np)]
     pub np: usize,
 
-    /// Interface the job's TCP path will use (for the MTU and path advice) [default: the one that reaches
-    /// the rendezvous; lo without a launcher]
-    #[arg(long = "iface", value_name = "NAME")]
+    /// Interface the job's TCP path will use (for the MTU and path advice): a name, a glob (en*) or a list
+    /// tried in order (ib0|eth0) [default: the rule plain `tcp` uses; lo without a launcher]
+    #[arg(long = "iface", value_name = "SPEC")]
     pub iface: Option<String>,
 
     /// Write the inventory and advice as JSON to this file (overwritten).
@@ -273,9 +273,10 @@ pub struct RunArgs {
     #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
     pub line_rate: Option<f64>,
 
-    /// Network interface the TCP path binds to [default: the one that reaches the rendezvous root; lo for
-    /// local ranks]
-    #[arg(long = "iface", value_name = "NAME", help_heading = TUNING)]
+    /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0), each host
+    /// taking the first that matches [default: lo for a single-host job; else IPoIB, the interface that
+    /// reaches the rendezvous, the default route's (see README "Choosing the interface")]
+    #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
     pub iface: Option<String>,
 
     /// TCP streams per peer (1..=16).
