@@ -57,6 +57,14 @@ impl Error {
         }
     }
 
+    /// The phase a peer failure happened in (`during all_reduce of 4 MiB`), as [`Error::during`] added it.
+    pub fn phase(&self) -> Option<&str> {
+        match self {
+            Error::Peer(m) if m.starts_with("during ") => m.split_once(": ").map(|(p, _)| p),
+            _ => None,
+        }
+    }
+
     /// The process exit status for this error.
     pub fn exit_code(&self) -> i32 {
         match self {

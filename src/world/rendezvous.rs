@@ -164,7 +164,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             tell_all(&mut joined, &reply);
             // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
             let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
-            tell_latecomers(&listener, &token, late, &reply, deadline);
+            tell_latecomers(&listener, gate, late, &reply, deadline);
             return Err(Error::Peer(msg));
         }
     }
@@ -233,8 +233,16 @@ pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
 }
 
 /// Answers `reply` to every rank still `missing` that arrives before `deadline`.
-fn tell_latecomers(listener: &TcpListener, token: &Token, mut missing: Vec<bool>, reply: &Reply, deadline: Instant) {
-    let mut gate = Gate::new(|b: &[u8]| admit_join(b, token), OPENING_DEADLINE);
+///
+/// `gate` is the service's own: a rank whose connection it already holds (connected, join not yet read) is
+/// among them.
+fn tell_latecomers<D: FnMut(&[u8]) -> Verdict<Join>>(
+    listener: &TcpListener,
+    mut gate: Gate<Join, D>,
+    mut missing: Vec<bool>,
+    reply: &Reply,
+    deadline: Instant,
+) {
     while missing.iter().any(|&m| m) && Instant::now() < deadline {
         let (res, mut events) = gate.accept_all(listener);
         if res.is_err() {
@@ -248,6 +256,9 @@ fn tell_latecomers(listener: &TcpListener, token: &Token, mut missing: Vec<bool>
                 }
                 let _ = write_frame(&mut sock, reply);
             }
+        }
+        if !missing.iter().any(|&m| m) {
+            return;
         }
         gate.wait(listener, deadline);
     }
@@ -598,6 +609,34 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("had not joined"), "{e}");
+    }
+
+    #[test]
+    fn a_rank_connected_but_not_yet_joined_when_a_drop_is_seen_hears_it_too() {
+        // Rank 0 connects first and is slow to send its join (it binds its interfaces in between), so the
+        // service holds its connection, unauthenticated, when rank 2's drop is noticed.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [7u8; 16];
+        let server = std::thread::spawn(move || serve(l, 3, token, Duration::from_secs(60)));
+        let msg = |r| Join {
+            size: 3,
+            ..join_msg(r, json!({}))
+        };
+        let deadline = || Instant::now() + Duration::from_secs(20);
+        let mut slow = connect(&root, deadline(), "rank 0").unwrap();
+        let mut s1 = connect(&root, deadline(), "rank 1").unwrap();
+        send_join(&mut s1, &root, &token, &msg(1)).unwrap();
+        let mut s2 = connect(&root, deadline(), "rank 2").unwrap();
+        send_join(&mut s2, &root, &token, &msg(2)).unwrap();
+        drop(s2);
+        // Rank 1 hearing of the drop means the service saw it, with rank 0's connection already accepted.
+        let e1 = await_welcome(s1, &root, &msg(1), deadline()).unwrap_err().to_string();
+        assert!(e1.contains("rank 2 (host h"), "{e1}");
+        send_join(&mut slow, &root, &token, &msg(0)).unwrap();
+        let e0 = await_welcome(slow, &root, &msg(0), deadline()).unwrap_err().to_string();
+        assert!(e0.contains("rank 2 (host h") && e0.contains("dropped"), "{e0}");
+        assert!(server.join().unwrap().is_err());
     }
 
     #[test]

@@ -114,6 +114,10 @@ pub struct TcpTransport {
     suspect: Option<usize>,
     /// Abort notes: this rank's own (once it gave up on its own) and every one heard, one per origin.
     notes: Vec<AbortNote>,
+    /// Whom this rank was waiting on when it was poisoned, to answer a note blaming it afterwards.
+    answer: Option<AbortNote>,
+    /// The phase this rank gave up in (`during all_reduce of 4 MiB`), once it did.
+    phase: Option<String>,
     pollfds: Vec<libc::pollfd>,
     /// (peer, stream) of each entry of `pollfds`.
     pollmap: Vec<(usize, usize)>,
@@ -154,6 +158,8 @@ impl TcpTransport {
             poisoned: None,
             suspect: None,
             notes: Vec::new(),
+            answer: None,
+            phase: None,
             pollfds: Vec::new(),
             pollmap: Vec::new(),
         }
@@ -172,6 +178,7 @@ impl TcpTransport {
     /// returns the error.
     fn poison(&mut self, msg: String) -> Error {
         if self.poisoned.is_none() {
+            self.answer = self.waiting_note();
             for p in self.peers.iter_mut().flatten() {
                 for s in &mut p.streams {
                     // A part cut short is completed (with zeros) or skipped, so abort frames stay framed.
@@ -233,12 +240,82 @@ impl TcpTransport {
         }
     }
 
-    /// The message of the verdict as this rank reports it.
+    /// This rank's own note, if it gave up on its own or answered a note blaming it.
+    fn own_note(&self) -> Option<&AbortNote> {
+        self.notes.iter().find(|n| n.origin == self.rank)
+    }
+
+    /// The peer this rank is waiting on: of those with work pending, the one that moved nothing for longest.
+    /// One that gave up too is not skipped: its own note carries the blame on.
+    fn waiting_on(&self) -> Option<&Peer> {
+        self.peers
+            .iter()
+            .flatten()
+            .filter(|p| p.streams.iter().any(Stream::busy))
+            .min_by_key(|p| p.last_progress)
+    }
+
+    /// What this rank would answer a note blaming it: whom it is waiting on, with what pending, since when.
+    fn waiting_note(&self) -> Option<AbortNote> {
+        let p = self.waiting_on()?;
+        let addr = p.addr.to_string();
+        let pending = self
+            .pending_list(None)
+            .into_iter()
+            .filter(|x| x.contains(&addr))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(AbortNote {
+            origin: self.rank,
+            origin_host: self.host.clone(),
+            culprit: Some((p.addr.rank, p.addr.host.clone())),
+            text: format!(
+                "{}: was itself waiting on {addr}, with {pending}; nothing had moved to or from it for {:.1} s",
+                self.me(),
+                p.last_progress.elapsed().as_secs_f64()
+            ),
+        })
+    }
+
+    /// A note blaming this rank arrived, and this rank has none of its own (it had not given up, or stopped
+    /// on another rank's note): a rank that timed out on it only saw it waiting. It adds its own note naming
+    /// the peer it was waiting on in turn, so the blame moves down the chain of waits to the rank that really
+    /// stopped (which sends no note), whichever rank's timer fired first.
+    fn answer_blame(&mut self) {
+        if self.own_note().is_some() || !self.notes.iter().any(|n| n.blamed().0 == self.rank) {
+            return;
+        }
+        // Once poisoned the queues are gone: the answer is what they held then.
+        let answer = if self.poisoned.is_some() {
+            self.answer.clone()
+        } else {
+            self.waiting_note()
+        };
+        let Some(mut note) = answer else { return };
+        if let Some(ph) = &self.phase {
+            note.text = format!("{ph}: {}", note.text);
+        }
+        self.suspect = note.culprit.as_ref().map(|c| c.0);
+        self.notes.insert(0, note);
+    }
+
+    /// The message of the verdict as this rank reports it; `own` is this rank's error ("" for its note's).
     fn verdict_message(&self, own: &str) -> Option<String> {
         let v = self.verdict()?;
         let (c, ch) = v.blamed();
+        let own_note = self.own_note();
+        let own = match own_note {
+            Some(n) if own.is_empty() => n.text.as_str(),
+            _ => own,
+        };
         Some(if v.origin == self.rank {
             format!("{own}. Culprit: rank {c} (host {ch})")
+        } else if own_note.is_some() {
+            // This rank gave up (or answered) on its own: its observation first, then where the waits lead.
+            format!(
+                "{own}; following whom each rank waited on leads to rank {} (host {}): {}. Culprit: rank {c} (host {ch})",
+                v.origin, v.origin_host, v.text
+            )
         } else {
             format!(
                 "{}: stopped because rank {} (host {}) gave up: {}. Culprit: rank {c} (host {ch})",
@@ -264,14 +341,22 @@ impl TcpTransport {
             // Every rank checks the same options and stops alike; there is nobody to tell.
             return err;
         }
-        let own = err.to_string();
+        let err_text = err.to_string();
+        self.phase = err.phase().map(str::to_string);
+        // A note answered before giving up learns the phase now.
+        let (rank, phase) = (self.rank, self.phase.clone());
+        if let Some(n) = self.notes.iter_mut().find(|n| n.origin == rank) {
+            if let Some(ph) = phase.filter(|_| !n.text.starts_with("during ")) {
+                n.text = format!("{ph}: {}", n.text);
+            }
+        }
         let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
         if !heard_first && !self.notes.iter().any(|n| n.origin == self.rank) {
             let culprit = self
                 .suspect
                 .and_then(|s| self.peers[s].as_ref())
                 .map(|p| (p.addr.rank, p.addr.host.clone()));
-            let mut text = own.clone();
+            let mut text = err_text.clone();
             text.truncate(MAX_ABORT_BODY / 2);
             self.notes.insert(
                 0,
@@ -283,8 +368,13 @@ impl TcpTransport {
                 },
             );
         }
-        self.poison(own.clone());
+        self.poison(err_text.clone());
         self.linger();
+        // A rank that answered a note blaming it reports its answer, not the error that answer caused.
+        let own = match self.own_note() {
+            Some(n) => n.text.clone(),
+            None => err_text,
+        };
         let msg = match self.verdict_message(&own) {
             Some(m) => m,
             None => own,
@@ -334,6 +424,7 @@ impl TcpTransport {
                 }
             }
             if self.collect_notes() {
+                self.answer_blame();
                 continue;
             }
             let settled = self
@@ -444,6 +535,7 @@ impl TcpTransport {
             }
         }
         if self.collect_notes() {
+            self.answer_blame();
             return Err(self.poison_from_notes());
         }
         match failure {
@@ -514,12 +606,7 @@ impl TcpTransport {
 
     fn timeout_error(&mut self) -> Error {
         // The peer with work pending that moved nothing for longest is the one this rank was waiting on.
-        let stuck = self
-            .peers
-            .iter()
-            .flatten()
-            .filter(|p| p.streams.iter().any(Stream::busy))
-            .min_by_key(|p| p.last_progress);
+        let stuck = self.waiting_on();
         // This host's own link being down explains every silent peer at once: then this rank is the culprit.
         let own_link = std::fs::read_to_string(format!("/sys/class/net/{}/operstate", self.iface));
         if own_link.is_ok_and(|s| s.trim() == "down") {
@@ -712,5 +799,161 @@ impl Transport for TcpTransport {
 
     fn pending(&self) -> usize {
         self.slots.len() - self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    type Links = Vec<Option<(PeerAddr, Vec<TcpStream>)>>;
+
+    /// The connections of `n` ranks, every pair joined by one loopback connection (Send, unlike a transport).
+    fn mesh(n: usize) -> Vec<Links> {
+        let addr = |r: usize, a: SocketAddr| PeerAddr {
+            rank: r,
+            host: format!("h{r}"),
+            addr: a,
+        };
+        let mut peers: Vec<Links> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        let pairs = (0..n).flat_map(|i| (i + 1..n).map(move |j| (i, j)));
+        for (i, j) in pairs {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let a = l.local_addr().unwrap();
+            let c = TcpStream::connect(a).unwrap();
+            let (s, _) = l.accept().unwrap();
+            for x in [&c, &s] {
+                x.set_nonblocking(true).unwrap();
+            }
+            peers[i][j] = Some((addr(j, c.local_addr().unwrap()), vec![s]));
+            peers[j][i] = Some((addr(i, a), vec![c]));
+        }
+        peers
+    }
+
+    /// Rank `r`'s transport over `links`, timing out after `timeout`.
+    fn transport(r: usize, links: Links, timeout: Duration) -> TcpTransport {
+        let cfg = TcpConfig {
+            streams: 1,
+            stripe_min: 1 << 20,
+            timeout,
+            connect_timeout: Duration::from_secs(5),
+        };
+        TcpTransport::new(r, format!("h{r}"), "lo".into(), "tcp".into(), links, cfg)
+    }
+
+    /// Rank `r` posts a receive from `from` and waits for it; on failure it gives up as a run does.
+    fn wait_on(r: usize, links: Links, timeout: Duration, from: usize) -> String {
+        let mut t = transport(r, links, timeout);
+        let mut buf = [0u8; 64];
+        // SAFETY: buf outlives the request: the wait below ends it (the transport drops it on failure).
+        let req = unsafe { t.post_recv(from, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        let err = t.wait(req).expect_err("nobody sends");
+        t.abort(err.during("all_reduce of 64 B")).to_string()
+    }
+
+    #[test]
+    fn a_rank_blamed_for_waiting_passes_the_blame_to_the_stopped_rank_it_waits_on() {
+        // Rank 0 waits on rank 1, which waits on rank 2, which is stopped (never drives its transport). Rank
+        // 0's timer fires long before rank 1's: rank 1 only learns from rank 0's note that it is blamed.
+        let mut links = mesh(3);
+        let stopped = links.pop().unwrap();
+        let l1 = links.pop().unwrap();
+        let l0 = links.pop().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx1 = tx.clone();
+        let h1 = std::thread::spawn(move || tx1.send((1, wait_on(1, l1, Duration::from_secs(60), 2))).unwrap());
+        let h0 = std::thread::spawn(move || tx.send((0, wait_on(0, l0, Duration::from_millis(300), 1))).unwrap());
+        let mut msgs = [String::new(), String::new()];
+        for _ in 0..2 {
+            let (r, m) = rx.recv_timeout(Duration::from_secs(30)).expect("both ranks give up");
+            msgs[r] = m;
+        }
+        h0.join().unwrap();
+        h1.join().unwrap();
+        drop(stopped);
+        for (r, m) in msgs.iter().enumerate() {
+            assert!(m.ends_with("Culprit: rank 2 (host h2)"), "rank {r}: {m}");
+            assert!(m.contains("during all_reduce of 64 B"), "rank {r}: {m}");
+        }
+        assert!(
+            msgs[0].contains("rank 1 (host h1") && msgs[0].contains("is unresponsive"),
+            "{}",
+            msgs[0]
+        );
+        assert!(msgs[1].contains("was itself waiting on rank 2 (host h2"), "{}", msgs[1]);
+    }
+
+    #[test]
+    fn a_rank_blamed_while_the_rank_it_waits_on_gave_up_too_follows_that_ranks_note() {
+        // Rank 0 waits on rank 1, rank 1 on rank 2, rank 2 on rank 3 (stopped). Ranks 0 and 2 give up before
+        // rank 1 looks: their notes (0 blames 1, 2 blames 3) reach rank 1 together.
+        let mut links = mesh(4);
+        let stopped = links.pop().unwrap();
+        let l2 = links.pop().unwrap();
+        let l1 = links.pop().unwrap();
+        let l0 = links.pop().unwrap();
+        let short = Duration::from_millis(200);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let h1 = std::thread::spawn(move || {
+            let mut t = transport(1, l1, Duration::from_secs(60));
+            let mut buf = [0u8; 64];
+            // SAFETY: buf outlives the request, which the wait below ends.
+            let req = unsafe { t.post_recv(2, buf.as_mut_ptr(), buf.len()) }.unwrap();
+            ready_rx.recv().unwrap();
+            let err = t.wait(req).expect_err("nobody sends");
+            t.abort(err).to_string()
+        });
+        let h0 = std::thread::spawn(move || wait_on(0, l0, short, 1));
+        let h2 = std::thread::spawn(move || wait_on(2, l2, short, 3));
+        h0.join().unwrap();
+        h2.join().unwrap();
+        ready_tx.send(()).unwrap();
+        let m = h1.join().unwrap();
+        drop(stopped);
+        assert!(m.ends_with("Culprit: rank 3 (host h3)"), "{m}");
+        assert!(m.contains("was itself waiting on rank 2 (host h2"), "{m}");
+    }
+
+    #[test]
+    fn a_rank_blamed_after_it_stopped_on_another_note_answers_with_whom_it_was_waiting_on() {
+        // Rank 1 waits on rank 2, which waits on rank 3 (stopped). Rank 2 gives up and rank 1 stops on its
+        // note (not blamed, so no answer yet); only then does rank 0, waiting on rank 1, blame rank 1.
+        let mut links = mesh(4);
+        let stopped = links.pop().unwrap();
+        let l2 = links.pop().unwrap();
+        let mut t1 = transport(1, links.pop().unwrap(), Duration::from_secs(60));
+        let mut t0 = transport(0, links.pop().unwrap(), Duration::from_secs(60));
+        let h2 = std::thread::spawn(move || wait_on(2, l2, Duration::from_millis(200), 3));
+        let mut buf = [0u8; 64];
+        // SAFETY: buf outlives the request, which the wait below ends.
+        let req = unsafe { t1.post_recv(2, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        let err1 = t1.wait(req).expect_err("rank 2's note stops rank 1");
+        assert!(err1.to_string().contains("Culprit: rank 3 (host h3)"), "{err1}");
+        t0.suspect = Some(1);
+        let _ = t0.abort(Error::Peer("rank 0 (host h0): rank 1 (host h1) is unresponsive".into()));
+        let m = t1.abort(err1.during("all_reduce of 64 B")).to_string();
+        h2.join().unwrap();
+        drop(stopped);
+        assert!(m.ends_with("Culprit: rank 3 (host h3)"), "{m}");
+        assert!(
+            t1.own_note()
+                .is_some_and(|n| n.text.contains("was itself waiting on rank 2 (host h2")),
+            "rank 1 answered rank 0: {:?}",
+            t1.notes
+        );
+    }
+
+    #[test]
+    fn a_rank_blamed_while_waiting_on_nobody_stays_the_culprit() {
+        // Rank 1 waits on rank 0, which is stopped: it is blamed, and sends no note passing the blame on.
+        let mut links = mesh(2);
+        let l1 = links.pop().unwrap();
+        let stopped = links.pop().unwrap();
+        let m = wait_on(1, l1, Duration::from_millis(300), 0);
+        drop(stopped);
+        assert!(m.ends_with("Culprit: rank 0 (host h0)"), "{m}");
     }
 }
