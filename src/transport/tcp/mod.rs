@@ -889,8 +889,11 @@ mod tests {
     #[test]
     fn a_rank_blamed_while_the_rank_it_waits_on_gave_up_too_follows_that_ranks_note() {
         // Rank 0 waits on rank 1, rank 1 on rank 2, rank 2 on rank 3 (stopped). Ranks 0 and 2 give up before
-        // rank 1 looks: their notes (0 blames 1, 2 blames 3) reach rank 1 together.
+        // rank 1 looks: their notes (0 blames 1, 2 blames 3) reach rank 1 together. Ranks 0 and 2 are not
+        // connected, so neither stops on the other's note instead of giving up on its own.
         let mut links = mesh(4);
+        links[0][2] = None;
+        links[2][0] = None;
         let stopped = links.pop().unwrap();
         let l2 = links.pop().unwrap();
         let l1 = links.pop().unwrap();
