@@ -255,6 +255,10 @@ pub struct PreflightArgs {
     #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
         default_value_t = Options::default().connect_timeout.as_secs_f64())]
     pub connect_timeout: f64,
+
+    /// Testing aid, as `run --fault`: RANK:PHASE:ACTION makes one rank kill or stop itself at PHASE.
+    #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
+    pub fault: Option<String>,
 }
 
 /// Headings that group `run --help`.

@@ -262,3 +262,34 @@ fn sweep_flags_the_plan_fixes_are_refused() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_rank_lost_mid_plan_keeps_what_was_measured_and_fails_the_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    // Rank 1 dies before the bandwidth phase's first all_gather: connectivity and latency are measured by then.
+    let out = preflight(&[
+        "--np",
+        "3",
+        "--bandwidth-bytes",
+        "1M",
+        "--repeat",
+        "1",
+        "-T",
+        "20",
+        "-J",
+        p(&json),
+        "--fault",
+        "1:all_gather@256K:kill",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{so}\n{se}");
+    assert!(so.contains("FAIL: tcp@lo bandwidth:"), "{so}");
+    assert!(so.contains("Preflight verdict: FAIL"), "{so}");
+    let v = read_json(&json);
+    validate(&v);
+    assert_eq!(check(&v, "tcp@lo bandwidth")["verdict"], "fail");
+    assert_eq!(check(&v, "tcp@lo connectivity")["verdict"], "pass");
+    let results = v["results"].as_array().unwrap();
+    assert!(results.iter().any(|e| e["size"] == 65536), "the latency phase was kept");
+}

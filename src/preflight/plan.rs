@@ -168,6 +168,7 @@ pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
     a.bootstrap_timeout = args.bootstrap_timeout;
     a.connect_timeout = args.connect_timeout;
     a.no_progress = args.no_progress;
+    a.fault = args.fault.clone();
     a
 }
 

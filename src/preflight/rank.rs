@@ -78,7 +78,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, _argv: &[OsString]) -> Result<i32>
                 continue;
             }
             let mut tcp_index = 0;
-            for path in &opts.transports {
+            for (pi, path) in opts.transports.iter().enumerate() {
                 let swept = sweep_path(
                     &mut sess,
                     path,
@@ -98,10 +98,32 @@ pub fn run_rank(setup: &Setup, id: &Identity, _argv: &[OsString]) -> Result<i32>
                         }
                         // Every peer learns that this rank gave up, as in `run`.
                         let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
-                        return Err(match sess.transports.get_mut(t) {
+                        let e = match sess.transports.get_mut(t) {
                             Some(t) => t.abort(e),
                             None => e,
-                        });
+                        };
+                        if id.rank == 0 {
+                            // What was measured before the failure is judged and kept, the failure as a check.
+                            let failed = Check {
+                                name: format!("{} {}", paths[pi].name, setup.plan.phases[k].name),
+                                path: paths[pi].name.clone(),
+                                measured: "did not finish".into(),
+                                value: None,
+                                lo: None,
+                                hi: None,
+                                unit: String::new(),
+                                threshold: "completes".into(),
+                                source: "built in".into(),
+                                verdict: super::verdict::Verdict::Fail,
+                                detail: e.to_string(),
+                            };
+                            let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
+                            let keys = super::path_keys(opts);
+                            if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
+                                eprintln!("collbench: error: keeping what was measured: {w}");
+                            }
+                        }
+                        return Err(e);
                     }
                 };
                 if k == 0 {
@@ -119,21 +141,33 @@ pub fn run_rank(setup: &Setup, id: &Identity, _argv: &[OsString]) -> Result<i32>
     if id.rank != 0 {
         return Ok(0);
     }
-    let measured = super::decide::Measured {
-        nranks: sess.world.size,
-        plan: plan_lines,
-        paths,
-        bandwidth_from: setup.plan.bandwidth_from(),
-        connectivity: crate::report::json::entries(&connectivity),
-        results: crate::report::json::entries(&records),
-    };
+    let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
     super::decide::decide(
         &setup.args,
-        &measured,
+        &m,
         setup.baseline.as_deref(),
         extra,
         &super::path_keys(opts),
     )
+}
+
+/// What rank 0 measured so far, for the verdict and the files.
+fn measured(
+    setup: &Setup,
+    sess: &Session,
+    plan: &[String],
+    paths: &[PathInfo],
+    connectivity: &[Record],
+    records: &[Record],
+) -> super::decide::Measured {
+    super::decide::Measured {
+        nranks: sess.world.size,
+        plan: plan.to_vec(),
+        paths: paths.to_vec(),
+        bandwidth_from: setup.plan.bandwidth_from(),
+        connectivity: crate::report::json::entries(connectivity),
+        results: crate::report::json::entries(records),
+    }
 }
 
 /// The pairwise link test's checks (slow host, slow link), run on every rank.
