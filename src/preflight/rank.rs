@@ -221,9 +221,7 @@ fn sweep_path(
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
 fn path_infos(sess: &Session, opts: &Options) -> Vec<PathInfo> {
-    let given_rate = opts
-        .line_rate_gbit
-        .map(|g| (g / 8.0, format!("--line-rate {g} Gbit/s")));
+    let given_rate = opts.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
     let mut tcp_index = 0;
     opts.transports
         .iter()
