@@ -174,63 +174,52 @@ fn bandwidth(inp: &Inputs<'_>, p: &PathInfo, c: Collective, out: &mut Judged) {
     };
     let name = format!("{} {c} busbw", p.name);
     let at = format!("at {}", format_size(size));
-    match from_file(inp.expect, p, c, |e| e.min_busbw) {
-        Some((MinBusbw::Gbs(g), src)) => out.checks.push(with_size(
+    // The minimum in GB/s with its source: the file's, or the default share of a known line rate.
+    let min = match from_file(inp.expect, p, c, |e| e.min_busbw) {
+        Some((MinBusbw::Gbs(g), src)) => Ok((g, src)),
+        Some((MinBusbw::PctOfLine(pct), src)) => match p.line_rate_gbs {
+            Some(rate) => Ok((
+                rate * pct / 100.0,
+                format!("{src}: {pct}% of {rate:.3} GB/s ({})", p.rate_from),
+            )),
+            None => Err(Some((pct, src))),
+        },
+        None => match p.line_rate_gbs {
+            Some(rate) => Ok((
+                rate * DEFAULT_LINE_RATE_PCT / 100.0,
+                format!(
+                    "default: {DEFAULT_LINE_RATE_PCT}% of {} ({:.1} Gbit/s)",
+                    p.rate_from,
+                    rate * 8.0
+                ),
+            )),
+            None => Err(None),
+        },
+    };
+    match min {
+        Ok((g, src)) => out.checks.push(with_size(
             threshold_check(name, &p.name, est, "GB/s", 3, Bound::AtLeast, g, src),
             &at,
         )),
-        Some((MinBusbw::PctOfLine(pct), src)) => match p.line_rate_gbs {
-            Some(rate) => out.checks.push(with_size(
-                threshold_check(
-                    name,
-                    &p.name,
-                    est,
-                    "GB/s",
-                    3,
-                    Bound::AtLeast,
-                    rate * pct / 100.0,
-                    format!("{src}: {pct}% of {:.3} GB/s ({})", rate, p.rate_from),
-                ),
-                &at,
-            )),
-            None => {
-                let mut ch = threshold_check(name, &p.name, est, "GB/s", 3, Bound::AtLeast, 0.0, src);
-                ch.threshold = format!(">= {pct}% of an unknown line rate");
-                ch.verdict = Verdict::Warn;
-                ch.detail = format!(
-                    "cannot judge: the line rate of {} is unknown ({}); give --line-rate GBIT",
-                    p.name, p.rate_from
-                );
-                out.checks.push(ch);
-            }
-        },
-        None => match p.line_rate_gbs {
-            Some(rate) => out.checks.push(with_size(
-                threshold_check(
-                    name,
-                    &p.name,
-                    est,
-                    "GB/s",
-                    3,
-                    Bound::AtLeast,
-                    rate * DEFAULT_LINE_RATE_PCT / 100.0,
-                    format!(
-                        "default: {DEFAULT_LINE_RATE_PCT}% of {} ({:.1} Gbit/s)",
-                        p.rate_from,
-                        rate * 8.0
-                    ),
-                ),
-                &at,
-            )),
-            None => out.notes.push(format!(
-                "{} {c} busbw {:.3} GB/s at {}: not judged, no threshold ({}; give --line-rate GBIT or min_busbw \
-                 in --expect)",
-                p.name,
-                est.value,
-                format_size(size),
-                p.rate_from
-            )),
-        },
+        // A share of a line rate nobody knows: shown, and a warning rather than a guess.
+        Err(Some((pct, src))) => {
+            let mut ch = threshold_check(name, &p.name, est, "GB/s", 3, Bound::AtLeast, 0.0, src);
+            ch.threshold = format!(">= {pct}% of an unknown line rate");
+            ch.verdict = Verdict::Warn;
+            ch.detail = format!(
+                "cannot judge: the line rate of {} is unknown ({}); give --line-rate GBIT",
+                p.name, p.rate_from
+            );
+            out.checks.push(ch);
+        }
+        Err(None) => out.notes.push(format!(
+            "{} {c} busbw {:.3} GB/s at {}: not judged, no threshold ({}; give --line-rate GBIT or min_busbw in \
+             --expect)",
+            p.name,
+            est.value,
+            format_size(size),
+            p.rate_from
+        )),
     }
     if let Some((max, src)) = from_file(inp.expect, p, c, |e| e.max_cv) {
         out.checks.push(with_size(

@@ -47,7 +47,7 @@ pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
     let setup = setup(args)?;
     match env::identity_from(|k| std::env::var(k).ok())? {
         None => launch(&setup, argv),
-        Some(id) => rank::run_rank(&setup, &id, argv),
+        Some(id) => rank::run_rank(&setup, &id),
     }
 }
 

@@ -1,7 +1,6 @@
 //! One rank of a preflight: connect as `run` does, sweep every phase of the plan over every path (repeats
 //! interleaved across paths), then rank 0 judges.
 
-use std::ffi::OsString;
 use std::io::IsTerminal;
 
 use indicatif::ProgressBar;
@@ -19,7 +18,7 @@ use crate::transport::Transport;
 use crate::world::{env, Identity};
 
 /// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
-pub fn run_rank(setup: &Setup, id: &Identity, _argv: &[OsString]) -> Result<i32> {
+pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     let opts = &setup.opts;
     if id.launcher != "local" {
         if id.rank == 0 {
