@@ -263,6 +263,13 @@ fn sweep_flags_the_plan_fixes_are_refused() {
     assert!(text(&out.stderr).contains("--repeat"), "{}", text(&out.stderr));
     let out = preflight(&["--bandwidth-bytes", "4K"]);
     assert!(text(&out.stderr).contains("--bandwidth-bytes"), "{}", text(&out.stderr));
+    // An output file that exists is refused before anything runs, unless --force.
+    let dir = tempfile::tempdir().unwrap();
+    let taken = write(dir.path(), "taken.xml", "keep");
+    let out = preflight(&["--junit", p(&taken)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--junit"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "keep");
     let out = preflight(&["--from-results", "/nonexistent/p.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

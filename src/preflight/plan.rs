@@ -258,6 +258,44 @@ mod tests {
         );
     }
 
+    fn preflight_args(extra: &[&str]) -> PreflightArgs {
+        use clap::Parser;
+        let argv = ["collbench", "preflight"].iter().chain(extra);
+        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
+            crate::cli::Command::Preflight(a) => *a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn path_flags_reach_the_phases_and_the_sweep_is_the_plans() {
+        let base = base_run_args(&preflight_args(&["--np", "3", "--streams", "2", "--line-rate", "25"]));
+        let plan = Plan::new(4 << 20, 2);
+        let o = phase_options(&base, &plan.phases[2]).unwrap();
+        assert_eq!((o.np, o.streams, o.line_rate_gbit), (3, 2, Some(25.0)));
+        assert_eq!(
+            (o.sizes.min, o.sizes.max, o.iters, o.warmup, o.check_iters),
+            (1 << 20, 4 << 20, 5, 1, 1)
+        );
+        let u = union_options(&base, &plan).unwrap();
+        assert_eq!((u.sizes.min, u.sizes.max, u.collectives.len()), (8, 4 << 20, 2));
+        // Bad path flags are refused naming the flag, as `run` refuses them.
+        let e = union_options(&base_run_args(&preflight_args(&["--streams", "99"])), &plan).unwrap_err();
+        assert!(e.to_string().starts_with("--streams:"), "{e}");
+    }
+
+    #[test]
+    fn the_bandwidth_phase_is_lowered_to_what_memory_holds() {
+        let base = base_run_args(&preflight_args(&[]));
+        let need = |b: u64| union_options(&base, &Plan::new(b, 3)).unwrap().memory_needed();
+        // Room for 4 ranks at 16 MiB but not at 32 MiB.
+        let avail = 4 * need(16 << 20) + 1;
+        assert!(4 * need(32 << 20) > avail);
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, avail).unwrap(), Some(16 << 20));
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, 1 << 20).unwrap(), None);
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, u64::MAX).unwrap(), Some(64 << 20));
+    }
+
     #[test]
     fn bandwidth_bytes_has_a_floor() {
         assert_eq!(bandwidth_bytes("64M").unwrap(), 64 << 20);
