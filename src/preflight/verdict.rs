@@ -97,15 +97,21 @@ pub fn threshold_check(
         Verdict::Warn if est.value.is_nan() => "no number was measured".to_string(),
         Verdict::Warn => "the threshold lies inside the noise of the measurement".to_string(),
     };
+    // A unitless figure (cv) takes no space for a unit.
+    let u = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
     Check {
         name,
         path: path.to_string(),
-        measured: format!("{:.d$} {unit} [{:.d$}, {:.d$}]", est.value, est.lo, est.hi, d = digits),
+        measured: format!("{:.d$}{u} [{:.d$}, {:.d$}]", est.value, est.lo, est.hi, d = digits),
         value: finite(est.value),
         lo: finite(est.lo),
         hi: finite(est.hi),
         unit: unit.to_string(),
-        threshold: format!("{op} {limit:.digits$} {unit}"),
+        threshold: format!("{op} {limit:.digits$}{u}"),
         source,
         verdict,
         detail,
