@@ -43,6 +43,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Measure the CPU reduction kernels against this machine's memory copy bandwidth (one process).
     Selftest(SelftestArgs),
+    /// A short fixed plan over each path (connectivity, latency, bandwidth), judged against expectations:
+    /// PASS / WARN / FAIL per check and overall; exit 1 on a failure.
+    Preflight(Box<PreflightArgs>),
 }
 
 /// Flags of `collbench compare`.
@@ -139,6 +142,123 @@ pub struct InfoArgs {
     /// Deadline in seconds for the bootstrap under a launcher.
     #[arg(short = 'T', long = "timeout", value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,
+}
+
+/// Headings that group `preflight --help`.
+const VERDICT: &str = "Verdict";
+
+/// Flags of `collbench preflight`: the verdict's inputs and outputs, then `run`'s path and launch flags. The
+/// sweep itself (sizes, collectives, iterations) is the fixed plan, so `run`'s sweep flags are not accepted.
+#[derive(Debug, Clone, Args)]
+pub struct PreflightArgs {
+    /// Expectations (TOML): per path and collective, minimum busbw, maximum latency at given sizes, maximum
+    /// coefficient of variation; see launch/preflight-expect.toml [default: busbw >= 70% of the line rate
+    /// where the link speed is known]
+    #[arg(long = "expect", value_name = "FILE", help_heading = VERDICT)]
+    pub expect: Option<PathBuf>,
+
+    /// A results file to compare with (`collbench run -J` or `collbench preflight -J`); a significant
+    /// regression fails [default: none]
+    #[arg(long = "baseline", value_name = "FILE", help_heading = VERDICT)]
+    pub baseline: Option<PathBuf>,
+
+    /// With --baseline: a point regressed when its time is longer by more than this percentage and the noise.
+    #[arg(long = "baseline-threshold", value_name = "PERCENT", default_value_t = 5.0, help_heading = VERDICT)]
+    pub baseline_threshold: f64,
+
+    /// Warnings (a result inside the noise of its threshold) fail too: exit 1.
+    #[arg(long = "strict", help_heading = VERDICT)]
+    pub strict: bool,
+
+    /// Sweeps of each phase per path; medians and confidence intervals over them decide.
+    #[arg(long = "repeat", value_name = "N", default_value_t = 3, help_heading = VERDICT)]
+    pub repeat: u32,
+
+    /// Largest message of the bandwidth phase, which measures at a quarter of it, half and all (lowered to
+    /// what memory holds).
+    #[arg(long = "bandwidth-bytes", value_name = "SIZE", default_value = "64M", help_heading = VERDICT)]
+    pub bandwidth_bytes: String,
+
+    /// Judge the measurements saved in a `collbench preflight -J` file instead of measuring (with --expect,
+    /// --baseline and --strict as given now) [default: measure]
+    #[arg(long = "from-results", value_name = "FILE", help_heading = VERDICT)]
+    pub from_results: Option<PathBuf>,
+
+    /// Write the checks, the verdict and every measured point as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE",
+        help_heading = OUTPUT)]
+    pub output_file: Option<PathBuf>,
+
+    /// Write the checks as JUnit XML (one testcase per check; FAIL a failure, WARN skipped) [default: none]
+    #[arg(long = "junit", value_name = "FILE", help_heading = OUTPUT)]
+    pub junit: Option<PathBuf>,
+
+    /// Write the checks as a Markdown table to this file [default: none]
+    #[arg(long = "markdown", value_name = "FILE", help_heading = OUTPUT)]
+    pub markdown: Option<PathBuf>,
+
+    /// Overwrite output files that already exist.
+    #[arg(long = "force", help_heading = OUTPUT)]
+    pub force: bool,
+
+    /// Never draw the progress bar (it is drawn only when stderr is a terminal anyway).
+    #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
+    pub no_progress: bool,
+
+    /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
+    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = Options::default().np)]
+    pub np: usize,
+
+    /// Paths to check, comma-separated, as `run --transport` takes them (tcp, tcp@SPEC, mpi, rdma@DEV:PORT).
+    #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
+        help_heading = TUNING, default_value = "tcp")]
+    pub transport: Vec<String>,
+
+    /// Interface plain `tcp` binds to, as `run --iface` [default: as `run` chooses]
+    #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
+    pub iface: Option<String>,
+
+    /// Line rate in Gbit/s for links whose speed the kernel does not know; sets the default busbw threshold
+    /// [default: the interface's reported speed]
+    #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
+    pub line_rate: Option<f64>,
+
+    /// GID table index of rdma@ paths [default: chosen per link layer, as `run`]
+    #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
+    pub gid_index: Option<u8>,
+
+    /// TCP streams per peer (1..=16).
+    #[arg(long = "streams", value_name = "N", help_heading = TUNING, default_value_t = Options::default().streams)]
+    pub streams: usize,
+
+    /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
+    #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
+        default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
+    pub chunk: String,
+
+    /// Algorithm: auto, ring, rd or tree.
+    #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
+        default_value_t = Options::default().algo.name().to_string())]
+    pub algo: String,
+
+    /// Deadline in seconds for any single wait in a collective.
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().timeout.as_secs_f64())]
+    pub timeout: f64,
+
+    /// Deadline in seconds for the bootstrap.
+    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
+    pub bootstrap_timeout: f64,
+
+    /// Deadline in seconds for opening and authenticating the data connections.
+    #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().connect_timeout.as_secs_f64())]
+    pub connect_timeout: f64,
+
+    /// Testing aid, as `run --fault`: RANK:PHASE:ACTION makes one rank kill or stop itself at PHASE.
+    #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
+    pub fault: Option<String>,
 }
 
 /// Headings that group `run --help`.

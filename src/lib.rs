@@ -17,6 +17,7 @@
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
+//! - [`preflight`]: `collbench preflight`, a fixed short plan judged against expectations (PASS/WARN/FAIL).
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
@@ -36,6 +37,7 @@ pub mod mpi;
 pub mod net;
 pub mod options;
 pub mod plot;
+pub mod preflight;
 pub mod reduce;
 pub mod report;
 pub mod run;

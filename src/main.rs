@@ -20,6 +20,9 @@ fn main() {
         Command::Selftest(args) => {
             collbench::selftest::selftest(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Preflight(args) => {
+            collbench::preflight::preflight(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e))
+        }
     };
     std::process::exit(code);
 }

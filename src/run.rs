@@ -26,7 +26,7 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
 }
 
 /// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
-fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
+pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     if opts.transports.contains(&PathKind::Mpi) {
         return Err(Error::usage(
             "--transport",
@@ -308,7 +308,7 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
 
 /// The device and port of an `rdma@DEVICE:PORT` path, with `--gid-index` (or the GID chosen per link layer).
 #[cfg(feature = "rdma")]
-fn rdma_target(device: &str, port: u8, gid_index: Option<u8>) -> crate::transport::rdma::connect::Target {
+pub fn rdma_target(device: &str, port: u8, gid_index: Option<u8>) -> crate::transport::rdma::connect::Target {
     crate::transport::rdma::connect::Target {
         device: device.to_string(),
         port,
@@ -318,7 +318,7 @@ fn rdma_target(device: &str, port: u8, gid_index: Option<u8>) -> crate::transpor
 
 /// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.
 #[cfg(feature = "mpi")]
-fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>> {
+pub fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>> {
     if !opts.transports.contains(&PathKind::Mpi) && id.root.is_some() {
         return Ok(None);
     }

@@ -291,6 +291,11 @@ fn config(run: &RunInfo) -> Config {
     }
 }
 
+/// `records` as the `results` array of this file, for documents that carry measurements in the same form.
+pub fn entries(records: &[Record]) -> serde_json::Value {
+    serde_json::to_value(records.iter().map(entry).collect::<Vec<_>>()).expect("results entries serialise")
+}
+
 fn entry(rec: &Record) -> Entry<'_> {
     Entry {
         size: rec.size,

@@ -1,0 +1,134 @@
+//! Rank 0's last step, and all of `--from-results`: measurements to checks, the verdict, the outputs and the
+//! exit status.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use super::checks::{self, Inputs, PathInfo};
+use super::measure::Sample;
+use super::render::{self, Report, PREFLIGHT_SCHEMA_VERSION};
+use super::verdict::{self, Check};
+use crate::cli::PreflightArgs;
+use crate::compare::input::Point;
+use crate::error::{Error, Result};
+use crate::report::file::write_atomic;
+
+/// What a preflight measured (live, or read back from its JSON).
+pub struct Measured {
+    pub nranks: usize,
+    pub plan: Vec<String>,
+    pub paths: Vec<PathInfo>,
+    pub bandwidth_from: u64,
+    /// Entries as `collbench run -J` writes them.
+    pub connectivity: Value,
+    pub results: Value,
+}
+
+/// Judges `m` (with `extra` checks, e.g. pairwise) against the expectations and baseline `args` name, prints the
+/// summary, writes the files asked for; returns the exit status. `keys` are the path names an expectations
+/// entry may use.
+pub fn decide(
+    args: &PreflightArgs,
+    m: &Measured,
+    baseline: Option<&[Point]>,
+    extra: Vec<Check>,
+    keys: &[String],
+) -> Result<i32> {
+    let expect = args.expect.as_ref().map(|f| super::expect::read(f, keys)).transpose()?;
+    let connectivity = Sample::from_entries(&m.connectivity, "connectivity")?;
+    let samples = Sample::from_entries(&m.results, "results")?;
+    let mut judged = checks::judge(&Inputs {
+        paths: &m.paths,
+        connectivity: &connectivity,
+        samples: &samples,
+        expect: expect.as_ref(),
+        bandwidth_from: m.bandwidth_from,
+    });
+    judged.checks.extend(extra);
+    if let (Some(old), Some(file)) = (baseline, &args.baseline) {
+        if !samples.is_empty() {
+            let new = crate::compare::input::parse(&json!({ "results": m.results }), "this preflight")?;
+            checks::baseline(
+                old,
+                &new,
+                &file.display().to_string(),
+                args.baseline_threshold,
+                &mut judged,
+            );
+        }
+    }
+    let overall = verdict::overall(&judged.checks);
+    let code = verdict::exit_code(overall, args.strict);
+    let report = Report {
+        collbench_preflight: PREFLIGHT_SCHEMA_VERSION,
+        verdict: overall,
+        strict: args.strict,
+        exit_code: code,
+        nranks: m.nranks,
+        repeat: args.repeat,
+        plan: m.plan.clone(),
+        paths: m.paths.clone(),
+        bandwidth_from: m.bandwidth_from,
+        checks: judged.checks,
+        notes: judged.notes,
+        results: m.results.clone(),
+        connectivity: m.connectivity.clone(),
+    };
+    print!("{}", render::text(&report));
+    if let Some(p) = &args.output_file {
+        let mut bytes = serde_json::to_vec_pretty(&render::json(&report))
+            .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
+        bytes.push(b'\n');
+        write_atomic(p, &bytes)?;
+    }
+    if let Some(p) = &args.junit {
+        write_atomic(p, render::junit(&report).as_bytes())?;
+    }
+    if let Some(p) = &args.markdown {
+        write_atomic(p, render::markdown(&report).as_bytes())?;
+    }
+    Ok(code)
+}
+
+/// `--from-results FILE`: judge what a previous `collbench preflight -J` measured, with this command line's
+/// expectations, baseline and strictness.
+pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
+    let shown = file.display().to_string();
+    let bad = |m: String| Error::usage(format!("--from-results {shown}"), m);
+    let text = std::fs::read_to_string(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    if doc.get("collbench_preflight").and_then(Value::as_u64) != Some(u64::from(PREFLIGHT_SCHEMA_VERSION)) {
+        return Err(bad(format!(
+            "not a preflight results file of version {PREFLIGHT_SCHEMA_VERSION} (written by `collbench preflight -J`)"
+        )));
+    }
+    super::check_outputs(args)?;
+    let paths: Vec<PathInfo> =
+        serde_json::from_value(doc["paths"].clone()).map_err(|e| bad(format!("`paths`: {e}")))?;
+    let field = |k: &str| doc.get(k).cloned().ok_or_else(|| bad(format!("has no `{k}`")));
+    let m = Measured {
+        nranks: field("nranks")?.as_u64().unwrap_or(0) as usize,
+        plan: serde_json::from_value(field("plan")?).unwrap_or_default(),
+        bandwidth_from: field("bandwidth_from")?
+            .as_u64()
+            .ok_or_else(|| bad("`bandwidth_from` is not a whole number".into()))?,
+        connectivity: field("connectivity")?,
+        results: field("results")?,
+        paths,
+    };
+    let baseline = args
+        .baseline
+        .as_ref()
+        .map(|f| crate::compare::input::read(f))
+        .transpose()?;
+    let mut keys: Vec<String> = Vec::new();
+    for p in &m.paths {
+        for k in [&p.given, &p.name] {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    decide(args, &m, baseline.as_deref(), Vec::new(), &keys)
+}

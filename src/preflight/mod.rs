@@ -1,0 +1,213 @@
+//! `collbench preflight`: a short fixed plan over each requested path (connectivity at 8 B, latency at small
+//! sizes, bandwidth where busbw has plateaued), judged against expectations into PASS / WARN / FAIL per check
+//! and overall, with an exit status for scripts and CI.
+//!
+//! [`plan`] says what runs, [`rank`] runs it on each rank with `run`'s machinery, [`expect`] reads the
+//! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
+//! makes the checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
+
+pub mod checks;
+pub mod decide;
+pub mod expect;
+pub mod measure;
+pub mod plan;
+pub mod rank;
+pub mod render;
+pub mod verdict;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::cli::{PreflightArgs, RunArgs};
+use crate::error::{Error, Result};
+use crate::options::{Options, PathKind, MAX_REPEAT};
+use crate::report::file::check_writable;
+use crate::sizes::{format_size, format_size_arg};
+use crate::world::env;
+use plan::Plan;
+
+/// What every rank derives from the command line before anything runs.
+pub struct Setup {
+    pub args: PreflightArgs,
+    /// `run`'s flags with the path and launch flags of `args`; phases add their sweep.
+    pub base: RunArgs,
+    pub plan: Plan,
+    /// Options covering every phase: what the session connects for.
+    pub opts: Options,
+    /// The baseline's points, read up front so a bad file stops the preflight before it measures.
+    pub baseline: Option<Vec<crate::compare::input::Point>>,
+}
+
+/// Runs `collbench preflight` with the command line `argv` (program name first); returns the exit status.
+pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
+    check_flags(args)?;
+    if let Some(saved) = &args.from_results {
+        return decide::from_results(args, saved);
+    }
+    let setup = setup(args)?;
+    match env::identity_from(|k| std::env::var(k).ok())? {
+        None => launch(&setup, argv),
+        Some(id) => rank::run_rank(&setup, &id),
+    }
+}
+
+/// Flags whose values can be checked without measuring, output files included.
+fn check_flags(args: &PreflightArgs) -> Result<()> {
+    if !(1..=MAX_REPEAT).contains(&args.repeat) {
+        return Err(Error::usage(
+            "--repeat",
+            format!("must be between 1 and {MAX_REPEAT} sweeps (got {})", args.repeat),
+        ));
+    }
+    if !args.baseline_threshold.is_finite() || args.baseline_threshold < 0.0 {
+        return Err(Error::usage(
+            "--baseline-threshold",
+            format!("{} is not a percentage of 0 or more (e.g. 5)", args.baseline_threshold),
+        ));
+    }
+    let outs = outputs(args);
+    for (i, (p, flag)) in outs.iter().enumerate() {
+        if let Some((_, other)) = outs[..i].iter().find(|(q, _)| q == p) {
+            return Err(Error::usage(
+                *flag,
+                format!(
+                    "'{}' is also the {other} output; give each output its own file",
+                    p.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The output files asked for, with their flags.
+fn outputs(args: &PreflightArgs) -> Vec<(PathBuf, &'static str)> {
+    [
+        (&args.output_file, "-J/--output_file"),
+        (&args.junit, "--junit"),
+        (&args.markdown, "--markdown"),
+    ]
+    .into_iter()
+    .filter_map(|(p, f)| p.clone().map(|p| (p, f)))
+    .collect()
+}
+
+/// Refuses output files that exist (unless --force) or cannot be written, before anything is measured.
+pub fn check_outputs(args: &PreflightArgs) -> Result<()> {
+    for (p, flag) in outputs(args) {
+        check_writable(&p, args.force, flag)?;
+    }
+    Ok(())
+}
+
+/// The names an expectations entry may give a path: each `--transport` entry as written, and for plain
+/// `tcp` with `--iface NAME` also `tcp@NAME`.
+pub fn path_keys(opts: &Options) -> Vec<String> {
+    let mut v: Vec<String> = opts.transports.iter().map(|p| p.to_string()).collect();
+    if let (true, Some(i)) = (opts.transports.contains(&PathKind::Tcp(None)), &opts.iface) {
+        v.push(format!("tcp@{i}"));
+    }
+    v
+}
+
+fn setup(args: &PreflightArgs) -> Result<Setup> {
+    let bw = plan::bandwidth_bytes(&args.bandwidth_bytes)?;
+    let base = plan::base_run_args(args);
+    let plan = Plan::new(bw, args.repeat);
+    let opts = plan::union_options(&base, &plan)?;
+    if let Some(f) = &args.expect {
+        // Read here to stop on a bad file before anything runs; rank 0 reads it again to judge.
+        expect::read(f, &path_keys(&opts))?;
+    }
+    let baseline = args
+        .baseline
+        .as_ref()
+        .map(|f| crate::compare::input::read(f))
+        .transpose()?;
+    Ok(Setup {
+        args: args.clone(),
+        base,
+        plan,
+        opts,
+        baseline,
+    })
+}
+
+/// No launcher: check outputs and memory (lowering the bandwidth sizes to what fits), then spawn `--np` ranks
+/// as `run` does.
+fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
+    check_outputs(&setup.args)?;
+    let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
+    let Some(avail) = Options::mem_available() else {
+        return crate::run::launch_local(&setup.opts, argv);
+    };
+    let np = setup.opts.np;
+    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail)? {
+        Some(b) if b == want => crate::run::launch_local(&setup.opts, argv),
+        Some(b) => {
+            eprintln!(
+                "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit in the \
+                 {} of memory available",
+                format_size(want),
+                format_size(b),
+                format_size(avail)
+            );
+            let opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat))?;
+            crate::run::launch_local(&opts, &with_bandwidth_bytes(argv, b))
+        }
+        None => Err(Error::usage(
+            "--bandwidth-bytes",
+            format!(
+                "even {} per rank does not fit {np} local ranks in the {} of memory available; lower --np",
+                format_size(plan::MIN_BANDWIDTH_BYTES),
+                format_size(avail)
+            ),
+        )),
+    }
+}
+
+/// `argv` with `--bandwidth-bytes` set to `bytes`, for the ranks to run the lowered plan.
+fn with_bandwidth_bytes(argv: &[OsString], bytes: u64) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(argv.len() + 1);
+    let mut skip_next = false;
+    for a in argv {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        match a.to_str() {
+            Some("--bandwidth-bytes") => skip_next = true,
+            Some(s) if s.starts_with("--bandwidth-bytes=") => {}
+            _ => out.push(a.clone()),
+        }
+    }
+    out.push(format!("--bandwidth-bytes={}", format_size_arg(bytes)).into());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lowered_bandwidth_size_replaces_any_given_one() {
+        let argv: Vec<OsString> = [
+            "collbench",
+            "preflight",
+            "--bandwidth-bytes",
+            "1G",
+            "--np",
+            "2",
+            "--bandwidth-bytes=2G",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let out = with_bandwidth_bytes(&argv, 16 << 20);
+        let want: Vec<OsString> = ["collbench", "preflight", "--np", "2", "--bandwidth-bytes=16M"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        assert_eq!(out, want);
+    }
+}

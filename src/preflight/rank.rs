@@ -1,0 +1,269 @@
+//! One rank of a preflight: connect as `run` does, sweep every phase of the plan over every path (repeats
+//! interleaved across paths), then rank 0 judges.
+
+use std::io::IsTerminal;
+
+use indicatif::ProgressBar;
+
+use super::checks::PathInfo;
+use super::verdict::Check;
+use super::Setup;
+use crate::bench;
+use crate::engine::Native;
+use crate::error::{Error, Result};
+use crate::options::{Options, PathKind, Progress};
+use crate::report::{RankInfo, Record};
+use crate::session::{self, Session};
+use crate::transport::Transport;
+use crate::world::{env, Identity};
+
+/// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
+pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
+    let opts = &setup.opts;
+    if id.launcher != "local" {
+        if id.rank == 0 {
+            super::check_outputs(&setup.args)?;
+        }
+        if let Some(avail) = Options::mem_available() {
+            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+            opts.check_memory(local, avail).map_err(|e| match e {
+                Error::Usage { message, .. } => Error::usage("--bandwidth-bytes", message),
+                other => other,
+            })?;
+        }
+    }
+    #[cfg(feature = "mpi")]
+    let mpi = crate::run::init_mpi(opts, id)?;
+    let exchange = session::Exchange::choose(
+        id,
+        #[cfg(feature = "mpi")]
+        mpi.as_ref(),
+    )?;
+    let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
+    let phases: Vec<Options> = setup
+        .plan
+        .phases
+        .iter()
+        .map(|ph| super::plan::phase_options(&setup.base, ph))
+        .collect::<Result<_>>()?;
+    let paths = path_infos(&sess, opts);
+    let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
+    let plan_lines = setup.plan.describe(
+        sess.world.size,
+        &names,
+        // The estimate assumes the slowest path reaches the default threshold.
+        paths
+            .iter()
+            .map(|p| {
+                p.line_rate_gbs
+                    .map(|r| r * super::checks::DEFAULT_LINE_RATE_PCT / 100.0)
+            })
+            .try_fold(f64::INFINITY, |m, r| r.map(|r| m.min(r))),
+    );
+    if id.rank == 0 {
+        for l in &plan_lines {
+            println!("{l}");
+        }
+    }
+    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
+        .then(ProgressBar::new_spinner);
+    let ranks = sess.world.ranks.clone();
+    let mut connectivity: Vec<Record> = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
+    for repeat in 0..setup.plan.repeat {
+        for (k, phase_opts) in phases.iter().enumerate() {
+            // Connectivity is asked once; later sweeps measure.
+            if k == 0 && repeat > 0 {
+                continue;
+            }
+            let mut tcp_index = 0;
+            for (pi, path) in opts.transports.iter().enumerate() {
+                let swept = sweep_path(
+                    &mut sess,
+                    path,
+                    &mut tcp_index,
+                    phase_opts,
+                    repeat,
+                    &ranks,
+                    progress.as_ref(),
+                    #[cfg(feature = "mpi")]
+                    mpi.as_ref(),
+                );
+                let outcome = match swept {
+                    Ok(o) => o,
+                    Err(e) => {
+                        if let Some(pb) = &progress {
+                            pb.finish_and_clear();
+                        }
+                        // Every peer learns that this rank gave up, as in `run`.
+                        let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
+                        let e = match sess.transports.get_mut(t) {
+                            Some(t) => t.abort(e),
+                            None => e,
+                        };
+                        if id.rank == 0 {
+                            // What was measured before the failure is judged and kept, the failure as a check.
+                            let failed = Check {
+                                name: format!("{} {}", paths[pi].name, setup.plan.phases[k].name),
+                                path: paths[pi].name.clone(),
+                                measured: "did not finish".into(),
+                                value: None,
+                                lo: None,
+                                hi: None,
+                                unit: String::new(),
+                                threshold: "completes".into(),
+                                source: "built in".into(),
+                                verdict: super::verdict::Verdict::Fail,
+                                detail: e.to_string(),
+                            };
+                            let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
+                            let keys = super::path_keys(opts);
+                            if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
+                                eprintln!("collbench: error: keeping what was measured: {w}");
+                            }
+                        }
+                        return Err(e);
+                    }
+                };
+                if k == 0 {
+                    connectivity.extend(outcome.records);
+                } else {
+                    records.extend(outcome.records);
+                }
+            }
+        }
+    }
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
+    }
+    let extra = pairwise_checks(&mut sess, opts)?;
+    if id.rank != 0 {
+        return Ok(0);
+    }
+    let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
+    super::decide::decide(
+        &setup.args,
+        &m,
+        setup.baseline.as_deref(),
+        extra,
+        &super::path_keys(opts),
+    )
+}
+
+/// What rank 0 measured so far, for the verdict and the files.
+fn measured(
+    setup: &Setup,
+    sess: &Session,
+    plan: &[String],
+    paths: &[PathInfo],
+    connectivity: &[Record],
+    records: &[Record],
+) -> super::decide::Measured {
+    super::decide::Measured {
+        nranks: sess.world.size,
+        plan: plan.to_vec(),
+        paths: paths.to_vec(),
+        bandwidth_from: setup.plan.bandwidth_from(),
+        connectivity: crate::report::json::entries(connectivity),
+        results: crate::report::json::entries(records),
+    }
+}
+
+/// The pairwise link test's checks (slow host, slow link), run on every rank.
+fn pairwise_checks(_sess: &mut Session, _opts: &Options) -> Result<Vec<Check>> {
+    // lead wires validate::pairwise::measure here
+    Ok(Vec::new())
+}
+
+/// One phase over one path, as `run` sweeps it; `tcp_index` walks the session's TCP transports.
+#[allow(clippy::too_many_arguments)]
+fn sweep_path(
+    sess: &mut Session,
+    path: &PathKind,
+    tcp_index: &mut usize,
+    opts: &Options,
+    repeat: u32,
+    ranks: &[RankInfo],
+    progress: Option<&ProgressBar>,
+    #[cfg(feature = "mpi")] mpi: Option<&crate::mpi::Mpi>,
+) -> Result<bench::Outcome> {
+    let mut none: Vec<Box<dyn crate::report::Reporter>> = Vec::new();
+    match path {
+        PathKind::Tcp(_) => {
+            let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
+            *tcp_index += 1;
+            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
+        }
+        #[cfg(feature = "mpi")]
+        PathKind::Mpi => {
+            let m = mpi.expect("MPI is initialised when --transport has mpi");
+            let mut engine = crate::mpi::engine::MpiEngine::new(m);
+            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
+        }
+        #[cfg(not(feature = "mpi"))]
+        PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+        #[cfg(feature = "rdma")]
+        PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
+            &mut sess.transports[0],
+            &sess.world.host,
+            &crate::run::rdma_target(device, *port, opts.gid_index),
+            crate::transport::rdma::connect::default_config(opts.timeout),
+        )
+        .and_then(|t| {
+            let mut engine = Native::new(t, opts);
+            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
+        }),
+        #[cfg(not(feature = "rdma"))]
+        PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
+    }
+}
+
+/// Every measured path with its line rate and where that came from, in `--transport` order.
+fn path_infos(sess: &Session, opts: &Options) -> Vec<PathInfo> {
+    let given_rate = opts.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
+    let mut tcp_index = 0;
+    opts.transports
+        .iter()
+        .map(|p| {
+            let (name, rate) = match p {
+                PathKind::Tcp(_) => {
+                    let t = &sess.transports[tcp_index];
+                    tcp_index += 1;
+                    // The interface rank 0 bound.
+                    let iface = t.iface().to_string();
+                    let rate = given_rate.clone().or_else(|| {
+                        crate::net::iface::line_rate_gbs(&iface).map(|r| (r, format!("link speed of {iface}")))
+                    });
+                    (t.path(), rate.ok_or(format!("link speed of {iface} unknown")))
+                }
+                #[cfg(feature = "rdma")]
+                PathKind::Rdma { device, port } => {
+                    let sys = std::path::Path::new(crate::transport::rdma::sysfs::SYSFS_IB);
+                    let rate = given_rate.clone().or_else(|| {
+                        crate::transport::rdma::sysfs::port_info(sys, device, *port)
+                            .and_then(|i| i.rate_gbit())
+                            .map(|g| (g / 8.0, format!("rate of {device} port {port}")))
+                    });
+                    (
+                        p.to_string(),
+                        rate.ok_or(format!("rate of {device} port {port} unknown")),
+                    )
+                }
+                _ => (
+                    p.to_string(),
+                    given_rate.clone().ok_or(format!("line rate of {p} unknown")),
+                ),
+            };
+            let (line_rate_gbs, rate_from) = match rate {
+                Ok((r, from)) => (Some(r), from),
+                Err(why) => (None, why),
+            };
+            PathInfo {
+                name,
+                given: p.to_string(),
+                line_rate_gbs,
+                rate_from,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,306 @@
+//! The preflight's outputs: a table of checks for people (stdout), JSON (`-J`, schema
+//! schema/collbench-preflight.schema.json), JUnit XML for CI systems (`--junit`), Markdown (`--markdown`).
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::checks::PathInfo;
+use super::verdict::{Check, Verdict};
+
+/// Version of the preflight JSON document; bump on any incompatible change.
+pub const PREFLIGHT_SCHEMA_VERSION: u32 = 1;
+
+/// Everything one preflight decided, and what it measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub collbench_preflight: u32,
+    pub verdict: Verdict,
+    pub strict: bool,
+    pub exit_code: i32,
+    pub nranks: usize,
+    pub repeat: u32,
+    /// The plan as printed.
+    pub plan: Vec<String>,
+    pub paths: Vec<PathInfo>,
+    /// The smallest size of the bandwidth phase.
+    pub bandwidth_from: u64,
+    pub checks: Vec<Check>,
+    /// What was measured and not judged, and why.
+    pub notes: Vec<String>,
+    /// The latency and bandwidth points, entries as `collbench run -J` writes them (so `collbench compare`
+    /// and `--baseline` read this file too).
+    pub results: Value,
+    /// The connectivity sweep's points, in the same form.
+    pub connectivity: Value,
+}
+
+const COLUMNS: [&str; 5] = ["check", "measured", "threshold", "source", "verdict"];
+
+fn rows(checks: &[Check]) -> Vec<[String; 5]> {
+    checks
+        .iter()
+        .map(|c| {
+            [
+                c.name.clone(),
+                c.measured.clone(),
+                c.threshold.clone(),
+                c.source.clone(),
+                c.verdict.word().to_string(),
+            ]
+        })
+        .collect()
+}
+
+fn counts(checks: &[Check]) -> (usize, usize, usize) {
+    let n = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+    (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
+}
+
+/// The human summary: a column-aligned table of checks, the notes, what failed or warned and why, the verdict.
+pub fn text(r: &Report) -> String {
+    let rows = rows(&r.checks);
+    let mut width = COLUMNS.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells.iter().zip(width).map(|(c, w)| format!("{c:<w$}")).collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    let mut out = String::from("\nPreflight checks:\n");
+    out += &line(&COLUMNS.map(String::from));
+    for row in &rows {
+        out += &line(row);
+    }
+    for n in &r.notes {
+        out += &format!("  note: {n}\n");
+    }
+    for c in r.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+        out += &format!("  {}: {}: {}\n", c.verdict.word(), c.name, c.detail);
+    }
+    let (p, w, f) = counts(&r.checks);
+    out += &format!(
+        "Preflight verdict: {} ({p} passed, {w} warned, {f} failed{})\n",
+        r.verdict.word(),
+        if r.strict { "; --strict: warnings fail" } else { "" }
+    );
+    out
+}
+
+/// The same as Markdown.
+pub fn markdown(r: &Report) -> String {
+    let (p, w, f) = counts(&r.checks);
+    let mut out = format!(
+        "## collbench preflight: {}\n\n{} rank(s); {p} passed, {w} warned, {f} failed.\n\n",
+        r.verdict.word(),
+        r.nranks
+    );
+    out += &format!("| {} |\n|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
+    for (c, row) in r.checks.iter().zip(rows(&r.checks)) {
+        let mut cells: Vec<String> = row.iter().map(|x| x.replace('|', "\\|")).collect();
+        if c.verdict != Verdict::Pass {
+            cells[4] = format!("**{}**", cells[4]);
+        }
+        out += &format!("| {} |\n", cells.join(" | "));
+    }
+    if !r.notes.is_empty() {
+        out += "\nNot judged:\n\n";
+        for n in &r.notes {
+            out += &format!("- {n}\n");
+        }
+    }
+    let bad: Vec<&Check> = r.checks.iter().filter(|c| c.verdict != Verdict::Pass).collect();
+    if !bad.is_empty() {
+        out += "\nWhy:\n\n";
+        for c in bad {
+            out += &format!("- **{}** {}: {}\n", c.verdict.word(), c.name, c.detail);
+        }
+    }
+    out
+}
+
+/// Text made safe for an XML attribute or element.
+fn xml(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // Control characters are not allowed in XML 1.0.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JUnit XML: one testcase per check; FAIL is a failure, WARN is skipped (with its reason).
+pub fn junit(r: &Report) -> String {
+    let (_, w, f) = counts(&r.checks);
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out += &format!(
+        "<testsuites name=\"collbench preflight\" tests=\"{}\" failures=\"{f}\" skipped=\"{w}\">\n",
+        r.checks.len()
+    );
+    out += &format!(
+        "  <testsuite name=\"preflight\" tests=\"{}\" failures=\"{f}\" skipped=\"{w}\" errors=\"0\">\n",
+        r.checks.len()
+    );
+    for c in &r.checks {
+        let what = format!(
+            "measured {}; threshold {} ({}); {}",
+            c.measured, c.threshold, c.source, c.detail
+        );
+        out += &format!(
+            "    <testcase classname=\"preflight.{}\" name=\"{}\"",
+            xml(&c.path),
+            xml(&c.name)
+        );
+        match c.verdict {
+            Verdict::Pass => {
+                out += &format!("><system-out>{}</system-out></testcase>\n", xml(&what));
+            }
+            Verdict::Warn => {
+                out += &format!("><skipped message=\"WARN: {}\"/></testcase>\n", xml(&what));
+            }
+            Verdict::Fail => {
+                out += &format!(
+                    "><failure message=\"{}\" type=\"preflight\">{}</failure></testcase>\n",
+                    xml(&c.detail),
+                    xml(&what)
+                );
+            }
+        }
+    }
+    out += "  </testsuite>\n</testsuites>\n";
+    out
+}
+
+/// The JSON document.
+pub fn json(r: &Report) -> Value {
+    serde_json::to_value(r).unwrap_or_else(|e| json!({"error": e.to_string()}))
+}
+
+#[cfg(test)]
+mod tests {
+    use quick_xml::events::Event;
+
+    use super::*;
+
+    fn check(name: &str, verdict: Verdict) -> Check {
+        Check {
+            name: name.into(),
+            path: "tcp@lo".into(),
+            measured: "1.000 GB/s [0.9, 1.1]".into(),
+            value: Some(1.0),
+            lo: Some(0.9),
+            hi: Some(1.1),
+            unit: "GB/s".into(),
+            threshold: ">= 2 GB/s".into(),
+            source: "e.toml line 3".into(),
+            verdict,
+            detail: "a <tricky> & \"quoted\" detail".into(),
+        }
+    }
+
+    pub(crate) fn report() -> Report {
+        Report {
+            collbench_preflight: PREFLIGHT_SCHEMA_VERSION,
+            verdict: Verdict::Fail,
+            strict: false,
+            exit_code: 1,
+            nranks: 4,
+            repeat: 3,
+            plan: vec!["Preflight plan".into()],
+            paths: vec![PathInfo {
+                name: "tcp@lo".into(),
+                given: "tcp".into(),
+                line_rate_gbs: None,
+                rate_from: "link speed of lo unknown".into(),
+            }],
+            bandwidth_from: 1 << 20,
+            checks: vec![
+                check("tcp@lo connectivity", Verdict::Pass),
+                check("tcp@lo all_reduce busbw", Verdict::Fail),
+                check("tcp@lo all_gather | busbw", Verdict::Warn),
+            ],
+            notes: vec!["n1".into()],
+            results: json!([]),
+            connectivity: json!([]),
+        }
+    }
+
+    #[test]
+    fn the_text_summary_lists_every_check_and_the_verdict() {
+        let t = text(&report());
+        for name in [
+            "tcp@lo connectivity",
+            "tcp@lo all_reduce busbw",
+            "e.toml line 3",
+            "note: n1",
+        ] {
+            assert!(t.contains(name), "{t}");
+        }
+        assert!(t.contains("FAIL: tcp@lo all_reduce busbw: a <tricky>"), "{t}");
+        assert!(
+            t.contains("Preflight verdict: FAIL (1 passed, 1 warned, 1 failed)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn markdown_is_a_table_with_escaped_pipes() {
+        let m = markdown(&report());
+        assert!(m.starts_with("## collbench preflight: FAIL"), "{m}");
+        assert!(m.contains("| check | measured | threshold | source | verdict |"), "{m}");
+        assert!(m.contains("all_gather \\| busbw"), "{m}");
+        assert!(m.contains("| **FAIL** |"), "{m}");
+        // Header, separator and one row per check: every table line has the same number of cells.
+        let table: Vec<&str> = m.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(table.len(), 2 + 3);
+        for l in table {
+            assert_eq!(l.replace("\\|", "").matches('|').count(), 6, "{l}");
+        }
+    }
+
+    #[test]
+    fn junit_is_well_formed_and_counts_failures_and_skips() {
+        let x = junit(&report());
+        let mut reader = quick_xml::Reader::from_str(&x);
+        let (mut cases, mut failures, mut skipped) = (0, 0, 0);
+        loop {
+            match reader.read_event().unwrap_or_else(|e| panic!("{e}\n{x}")) {
+                Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"testcase" => cases += 1,
+                Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"failure" => failures += 1,
+                Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"skipped" => skipped += 1,
+                Event::Eof => break,
+                _ => {}
+            }
+        }
+        assert_eq!((cases, failures, skipped), (3, 1, 1));
+        assert!(x.contains("failures=\"1\" skipped=\"1\""), "{x}");
+        assert!(x.contains("&lt;tricky&gt; &amp; &quot;quoted&quot;"), "{x}");
+    }
+
+    #[test]
+    fn json_validates_against_the_schema() {
+        let schema: Value = serde_json::from_str(include_str!("../../schema/collbench-preflight.schema.json")).unwrap();
+        let mut compiler = boon::Compiler::new();
+        let mut schemas = boon::Schemas::new();
+        compiler.add_resource("urn:preflight", schema).unwrap();
+        let idx = compiler.compile("urn:preflight", &mut schemas).unwrap();
+        let v = json(&report());
+        if let Err(e) = schemas.validate(&v, idx) {
+            panic!("{e:#}\n{v:#}");
+        }
+        assert_eq!(v["checks"][1]["verdict"], "fail");
+        let mut bad = v.clone();
+        bad["checks"][0]["verdict"] = json!("maybe");
+        assert!(schemas.validate(&bad, idx).is_err());
+    }
+}

@@ -1,0 +1,311 @@
+//! `collbench preflight` as a user runs it: local ranks over loopback, expectations that pass, fail and sit
+//! inside the noise, a baseline, every output file, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use quick_xml::events::Event;
+use serde_json::Value;
+
+fn collbench() -> Command {
+    let mut c = Command::cargo_bin("collbench").expect("binary built");
+    c.env_remove("COLLBENCH_RANK")
+        .timeout(std::time::Duration::from_secs(600));
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn preflight(args: &[&str]) -> Output {
+    collbench().arg("preflight").args(args).output().unwrap()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let f = dir.join(name);
+    std::fs::write(&f, body).unwrap();
+    f
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn validate(v: &Value) {
+    let schema: Value = serde_json::from_str(include_str!("../schema/collbench-preflight.schema.json")).unwrap();
+    let mut compiler = boon::Compiler::new();
+    let mut schemas = boon::Schemas::new();
+    compiler.add_resource("urn:preflight", schema).unwrap();
+    let idx = compiler.compile("urn:preflight", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("preflight JSON does not match its schema: {e:#}");
+    }
+}
+
+/// (testcases, failures, skipped) in a JUnit file, by parsing it.
+fn junit_counts(path: &Path) -> (usize, usize, usize) {
+    let x = std::fs::read_to_string(path).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&x);
+    let (mut cases, mut failures, mut skipped) = (0, 0, 0);
+    loop {
+        match reader.read_event().unwrap_or_else(|e| panic!("{e}\n{x}")) {
+            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
+                b"testcase" => cases += 1,
+                b"failure" => failures += 1,
+                b"skipped" => skipped += 1,
+                _ => {}
+            },
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    (cases, failures, skipped)
+}
+
+/// The check named `name` in a preflight JSON.
+fn check<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {:#}", v["checks"]))
+}
+
+#[test]
+fn default_preflight_on_four_local_ranks_passes_with_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, xml, md) = (
+        dir.path().join("p.json"),
+        dir.path().join("p.xml"),
+        dir.path().join("p.md"),
+    );
+    let out = preflight(&["--np", "4", "-J", p(&json), "--junit", p(&xml), "--markdown", p(&md)]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{so}\n{se}");
+    // The plan and its duration come first, then the checks.
+    assert!(so.starts_with("Preflight plan: 4 rank(s), path(s) tcp@lo"), "{so}");
+    assert!(so.contains("expected duration: about"), "{so}");
+    assert!(so.contains("16 MiB .. 64 MiB"), "the default bandwidth phase: {so}");
+    let v = read_json(&json);
+    validate(&v);
+    let checks = v["checks"].as_array().unwrap();
+    assert!(checks.len() >= 2, "{so}");
+    for c in checks {
+        let row = so
+            .lines()
+            .find(|l| l.trim_start().starts_with(c["name"].as_str().unwrap()))
+            .unwrap_or_else(|| panic!("check {} not printed:\n{so}", c["name"]));
+        assert!(row.ends_with("PASS") || row.ends_with("WARN"), "{row}");
+    }
+    assert_eq!(check(&v, "tcp@lo connectivity")["verdict"], "pass");
+    assert_eq!(check(&v, "tcp@lo data")["verdict"], "pass");
+    assert!(
+        so.contains("Preflight verdict: PASS") || so.contains("Preflight verdict: WARN"),
+        "{so}"
+    );
+    // Loopback has no link speed: bandwidth is measured and said to be unjudged, not silently dropped.
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("all_reduce busbw")),
+        "{:#}",
+        v["notes"]
+    );
+    // Three sweeps of every latency and bandwidth point, all_reduce and all_gather.
+    let results = v["results"].as_array().unwrap();
+    for r in 0..3 {
+        assert!(results
+            .iter()
+            .any(|e| e["repeat"] == r && e["collective"] == "all_gather"));
+    }
+    assert_eq!(junit_counts(&xml), (checks.len(), 0, 0));
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.starts_with("## collbench preflight: "), "{md}");
+    assert!(md.contains("| tcp@lo connectivity |"), "{md}");
+}
+
+#[test]
+fn impossible_busbw_fails_and_a_threshold_inside_the_noise_warns_unless_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let impossible = write(dir.path(), "fast.toml", "[[expect]]\nmin_busbw = 1e6\n");
+    let (json, xml) = (dir.path().join("p.json"), dir.path().join("p.xml"));
+    let out = preflight(&[
+        "--np",
+        "2",
+        "--bandwidth-bytes",
+        "1M",
+        "--expect",
+        p(&impossible),
+        "-J",
+        p(&json),
+        "--junit",
+        p(&xml),
+    ]);
+    let so = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{so}\n{}", text(&out.stderr));
+    assert!(so.contains("FAIL: tcp@lo all_reduce busbw"), "{so}");
+    assert!(so.contains("Preflight verdict: FAIL"), "{so}");
+    let v = read_json(&json);
+    validate(&v);
+    let ar = check(&v, "tcp@lo all_reduce busbw");
+    assert_eq!(ar["verdict"], "fail");
+    assert!(ar["source"].as_str().unwrap().ends_with("fast.toml line 2"), "{ar}");
+    // all_reduce and all_gather fail; connectivity and data pass.
+    let (cases, failures, skipped) = junit_counts(&xml);
+    assert_eq!((cases, failures, skipped), (4, 2, 0));
+
+    // The same measurements judged again with the threshold at the measured median: inside the noise.
+    let median = ar["value"].as_f64().unwrap();
+    let at = write(
+        dir.path(),
+        "at.toml",
+        &format!("[[expect]]\ncollective = \"all_reduce\"\nmin_busbw = {median:?}\n"),
+    );
+    let out = preflight(&["--from-results", p(&json), "--expect", p(&at)]);
+    let so = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning alone passes:\n{so}\n{}",
+        text(&out.stderr)
+    );
+    assert!(so.contains("WARN: tcp@lo all_reduce busbw"), "{so}");
+    assert!(so.contains("Preflight verdict: WARN"), "{so}");
+    let out = preflight(&["--from-results", p(&json), "--expect", p(&at), "--strict"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "--strict fails on a warning:\n{}",
+        text(&out.stdout)
+    );
+}
+
+/// `doc` with every point's out-of-place time set to `time_us` (interval 1% of it), busbw to match.
+fn steady(doc: &Value, time_us: f64) -> Value {
+    let mut d = doc.clone();
+    for e in d["results"].as_array_mut().unwrap() {
+        let o = &mut e["out_of_place"];
+        o["time"] = time_us.into();
+        o["ci95_us"] = (time_us / 100.0).into();
+        o["bus_bw"] = (1000.0 / time_us).into();
+    }
+    d
+}
+
+#[test]
+fn a_regression_against_the_baseline_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let out = preflight(&["--np", "2", "--bandwidth-bytes", "1M", "--repeat", "2", "-J", p(&json)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    // The measured points with set times, so significance does not depend on this machine's noise.
+    let now = write(dir.path(), "now.json", &steady(&read_json(&json), 1000.0).to_string());
+    // Against itself nothing regressed.
+    let out = preflight(&["--from-results", p(&now), "--baseline", p(&now)]);
+    let so = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{so}");
+    assert!(so.contains("tcp@lo all_reduce vs baseline"), "{so}");
+    assert!(!so.contains("FAIL"), "{so}");
+    // A baseline ten times faster at every point: this run regressed.
+    let base = write(dir.path(), "base.json", &steady(&read_json(&json), 100.0).to_string());
+    let out = preflight(&["--from-results", p(&now), "--baseline", p(&base)]);
+    let so = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{so}");
+    assert!(so.contains("FAIL: tcp@lo all_reduce vs baseline: regressed:"), "{so}");
+    assert!(so.contains("FAIL: tcp@lo all_gather vs baseline: regressed:"), "{so}");
+}
+
+#[test]
+fn bad_expectations_exit_2_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, line, key) in [
+        ("[[expect]]\nmin_busbw = \"12 furlongs\"\n", 2, "min_busbw"),
+        ("# ok\n[[expect]]\nmax_busbw = 3\n", 3, "max_busbw"),
+        ("[[expect]]\npath = \"tcp@nowhere0\"\n", 2, "path"),
+        ("[[expect]]\ncollective = \"broadcast\"\n", 2, "collective"),
+        ("[[expect]\nmin_busbw = 1\n", 1, ""),
+    ] {
+        let f = write(dir.path(), "bad.toml", body);
+        let out = preflight(&["--np", "2", "--expect", p(&f)]);
+        let se = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {se}");
+        assert!(se.contains(&format!("bad.toml line {line}")), "{body}: {se}");
+        assert!(se.contains(key), "{body}: {se}");
+        assert!(text(&out.stdout).is_empty(), "nothing ran: {}", text(&out.stdout));
+    }
+    let out = preflight(&["--expect", "/nonexistent/e.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("/nonexistent/e.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn sweep_flags_the_plan_fixes_are_refused() {
+    for flag in ["-b", "--maxbytes", "--collective", "--iters"] {
+        let out = preflight(&[flag, "8"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        assert!(text(&out.stderr).contains(flag), "{flag}: {}", text(&out.stderr));
+    }
+    let out = preflight(&["--repeat", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--repeat"), "{}", text(&out.stderr));
+    let out = preflight(&["--bandwidth-bytes", "4K"]);
+    assert!(text(&out.stderr).contains("--bandwidth-bytes"), "{}", text(&out.stderr));
+    // An output file that exists is refused before anything runs, unless --force.
+    let dir = tempfile::tempdir().unwrap();
+    let taken = write(dir.path(), "taken.xml", "keep");
+    let out = preflight(&["--junit", p(&taken)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--junit"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&taken).unwrap(), "keep");
+    let out = preflight(&["--from-results", "/nonexistent/p.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--from-results /nonexistent/p.json"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_rank_lost_mid_plan_keeps_what_was_measured_and_fails_the_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    // Rank 1 dies before the bandwidth phase's first all_gather: connectivity and latency are measured by then.
+    let out = preflight(&[
+        "--np",
+        "3",
+        "--bandwidth-bytes",
+        "1M",
+        "--repeat",
+        "1",
+        "-T",
+        "20",
+        "-J",
+        p(&json),
+        "--fault",
+        "1:all_gather@256K:kill",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{so}\n{se}");
+    assert!(so.contains("FAIL: tcp@lo bandwidth:"), "{so}");
+    assert!(so.contains("Preflight verdict: FAIL"), "{so}");
+    let v = read_json(&json);
+    validate(&v);
+    assert_eq!(check(&v, "tcp@lo bandwidth")["verdict"], "fail");
+    assert_eq!(check(&v, "tcp@lo connectivity")["verdict"], "pass");
+    let results = v["results"].as_array().unwrap();
+    assert!(results.iter().any(|e| e["size"] == 65536), "the latency phase was kept");
+}
