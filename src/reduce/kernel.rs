@@ -494,21 +494,28 @@ mod x86 {
     // Helpers are functions marked inline(always), not closures: closures were left as calls, which
     // made the loop some fifty times slower.
 
-    /// Sixteen results from sixteen elements of `x` and of `y`.
+    /// Sixteen results from sixteen elements of `x` and of `y`. Interleaving with zeros puts each value in
+    /// the top half of a 32-bit lane, which is its f32; the lanes come out as elements 0-3 and 8-11 (low)
+    /// and 4-7 and 12-15 (high), and packing the two rounded halves back restores that order.
     #[inline(always)]
     unsafe fn bf16_step<F: Fn(__m256, __m256) -> __m256>(d: *mut u16, x: *const u16, y: *const u16, f: &F) {
-        let lo = bf16_narrow(f(bf16_widen(x), bf16_widen(y)));
-        let hi = bf16_narrow(f(bf16_widen(x.add(8)), bf16_widen(y.add(8))));
-        // packus works per 128-bit half (lo0-3 hi0-3 lo4-7 hi4-7); the permute puts lo before hi.
-        let packed = _mm256_permute4x64_epi64::<0xd8>(_mm256_packus_epi32(lo, hi));
-        _mm256_storeu_si256(d as *mut __m256i, packed);
+        let xv = _mm256_loadu_si256(x as *const __m256i);
+        let yv = _mm256_loadu_si256(y as *const __m256i);
+        let lo = bf16_narrow(f(bf16_widen_lo(xv), bf16_widen_lo(yv)));
+        let hi = bf16_narrow(f(bf16_widen_hi(xv), bf16_widen_hi(yv)));
+        _mm256_storeu_si256(d as *mut __m256i, _mm256_packus_epi32(lo, hi));
     }
 
-    /// Eight bfloat16 values widened to f32 (a shift: bfloat16 is the top half of an f32).
+    /// Elements 0-3 and 8-11 of sixteen bfloat16 values as f32.
     #[inline(always)]
-    unsafe fn bf16_widen(p: *const u16) -> __m256 {
-        let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
-        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+    unsafe fn bf16_widen_lo(v: __m256i) -> __m256 {
+        _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v))
+    }
+
+    /// Elements 4-7 and 12-15 of sixteen bfloat16 values as f32.
+    #[inline(always)]
+    unsafe fn bf16_widen_hi(v: __m256i) -> __m256 {
+        _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v))
     }
 
     /// Eight f32 rounded to bfloat16 (nearest even; a NaN stays a quiet NaN), as 32-bit lanes.
