@@ -373,3 +373,118 @@ fn alltoall_matches_the_reference() {
 fn sendrecv_matches_the_reference() {
     check_collective(Collective::SendRecv);
 }
+
+/// The tuned data paths at their boundaries: every stream count a user would pick (1, 2, 4), messages just
+/// below, at and above the striping threshold (64 KiB: one stream vs all streams), chunks that split a
+/// segment exactly and with a short tail, and the reduced-precision kernels (bfloat16, half) through the
+/// ring, whose wide AVX2 loops have a tail of under sixteen elements.
+#[test]
+fn tuned_paths_match_the_reference_at_their_boundaries() {
+    const STRIPE: usize = 64 << 10;
+    let mut failures = Vec::new();
+    for n in [3usize, 4] {
+        for streams in [1usize, 2, 4] {
+            let opts = Options {
+                streams,
+                timeout: std::time::Duration::from_secs(60),
+                ..Options::default()
+            };
+            let results = session::run_threads(n, &opts, |sess| {
+                let mut bad = Vec::new();
+                let mut ws = Workspace::default();
+                for (dtype, op) in [
+                    (Dtype::Bfloat16, Op::Sum),
+                    (Dtype::Half, Op::Sum),
+                    (Dtype::Float, Op::Sum),
+                ] {
+                    let es = dtype.size();
+                    // A chunk exactly at the striping threshold; segments (all_reduce) and blocks (all_gather)
+                    // of two chunks minus, plus and exactly, in elements.
+                    let tune = Tuning {
+                        chunk_bytes: STRIPE,
+                        depth: 2,
+                    };
+                    let per = STRIPE / es;
+                    for seg in [2 * per - 1, 2 * per, 2 * per + 17] {
+                        for (coll, count) in [(Collective::AllReduce, seg * n + 1), (Collective::AllGather, seg)] {
+                            for in_place in [false, true] {
+                                let case = Case {
+                                    coll,
+                                    algo: Algo::Ring,
+                                    count,
+                                    dtype,
+                                    op,
+                                    in_place,
+                                    tune,
+                                    root: 0,
+                                };
+                                bad.extend(run_case(&mut sess.transports[0], &case, &mut ws));
+                            }
+                        }
+                    }
+                }
+                bad
+            });
+            for res in results {
+                match res {
+                    Ok(b) => failures.extend(b),
+                    Err(e) => failures.push(format!("{n} ranks, {streams} streams: set-up failed: {e}")),
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} wrong results, first ones:\n{}",
+        failures.len(),
+        failures[..failures.len().min(20)].join("\n")
+    );
+}
+
+/// The automatic choice on both sides of the switch point runs and gives the reference result.
+#[test]
+fn algorithm_switch_point_sizes_match_the_reference() {
+    let threshold = Options::default().algo_threshold;
+    let mut failures = Vec::new();
+    let n = 4;
+    let results = session::run_threads(n, &Options::default(), |sess| {
+        let mut bad = Vec::new();
+        let mut ws = Workspace::default();
+        for coll in [Collective::AllReduce, Collective::AllGather] {
+            // Sizes as the runner counts them: all_gather's is the whole output (count x size x n).
+            let es = Dtype::Float.size();
+            let per_count = if coll == Collective::AllGather { es * n } else { es };
+            for bytes in [threshold as usize - per_count, threshold as usize] {
+                let count = bytes / per_count;
+                let algo = Algo::select(coll, collbench::options::AlgoChoice::Auto, bytes as u64, threshold);
+                let want = if (bytes as u64) < threshold {
+                    Algo::latency(coll)
+                } else {
+                    Algo::Ring
+                };
+                if algo != want {
+                    bad.push(format!("{coll} at {bytes} B picked {algo}, want {want}"));
+                }
+                let case = Case {
+                    coll,
+                    algo,
+                    count,
+                    dtype: Dtype::Float,
+                    op: Op::Sum,
+                    in_place: false,
+                    tune: Tuning::default(),
+                    root: 0,
+                };
+                bad.extend(run_case(&mut sess.transports[0], &case, &mut ws));
+            }
+        }
+        bad
+    });
+    for res in results {
+        match res {
+            Ok(b) => failures.extend(b),
+            Err(e) => failures.push(format!("set-up failed: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -32,10 +32,22 @@ fn small_run_prints_every_row_and_writes_json() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     let kinds: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    // The copy rows: memcpy, then the explicit loops where the CPU has AVX2; exactly one is the reference.
+    let copies: Vec<&Vec<&str>> = rows.iter().take_while(|r| r[0] == "copy").collect();
+    assert_eq!(copies[0][1], "memcpy", "{stdout}");
+    let methods: Vec<&str> = copies.iter().map(|r| r[1]).collect();
+    assert!(
+        methods == ["memcpy"] || methods == ["memcpy", "avx2", "avx2-nt"],
+        "{stdout}"
+    );
+    assert_eq!(copies.iter().filter(|r| r[6] == "ref").count(), 1, "{stdout}");
+    for c in &copies {
+        let vs: f64 = c[5].parse().unwrap();
+        assert!(vs <= 1.0, "no copy is faster than the reference: {c:?}");
+    }
     assert_eq!(
-        kinds,
+        kinds[copies.len()..],
         [
-            ("copy", "-"),
             ("sum", "float"),
             ("sum", "half"),
             ("sum", "bfloat16"),
@@ -47,6 +59,9 @@ fn small_run_prints_every_row_and_writes_json() {
     for r in &rows {
         assert_eq!(r.len(), 7, "{r:?}");
         assert_eq!(r[2], "4194304", "{r:?}");
+        if r[0] == "copy" {
+            continue;
+        }
         let target = r[6];
         let targeted = ["float", "half", "bfloat16"].contains(&r[1]);
         if targeted {
@@ -63,6 +78,15 @@ fn small_run_prints_every_row_and_writes_json() {
     assert!(v["accounting"].as_str().unwrap().contains("read + written"));
     assert_eq!(v["copy"]["bytes_moved"], 2 * (4 << 20));
     assert!(v["copy"]["gbps"].as_f64().unwrap() > 0.0);
+    let copies = v["copies"].as_array().unwrap();
+    assert_eq!(copies.len(), methods.len());
+    let best = copies.iter().map(|c| c["gbps"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert_eq!(
+        v["copy"]["gbps"].as_f64().unwrap(),
+        best,
+        "the reference is the fastest copy"
+    );
+    assert!(copies.iter().any(|c| c["method"] == v["copy"]["method"]));
     let reds = v["reductions"].as_array().unwrap();
     let dtypes: Vec<&str> = reds.iter().map(|r| r["dtype"].as_str().unwrap()).collect();
     assert_eq!(dtypes, ["float", "half", "bfloat16", "double", "int32"]);
