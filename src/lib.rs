@@ -18,6 +18,8 @@
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
+//! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
+//!   (`collbench pairwise`).
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
 pub mod algorithm;
@@ -43,4 +45,5 @@ pub mod selftest;
 pub mod session;
 pub mod sizes;
 pub mod transport;
+pub mod validate;
 pub mod world;

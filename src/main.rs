@@ -20,6 +20,8 @@ fn main() {
         Command::Selftest(args) => {
             collbench::selftest::selftest(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Pairwise(args) => collbench::validate::pairwise::command::pairwise(args, &argv)
+            .unwrap_or_else(|e| collbench::run::report_error(&e)),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,347 @@
+//! Localisation: which links are slow, and whether a slow host explains them.
+//!
+//! Both metrics are judged as a "goodness" where higher is better (GB/s, and 1/latency):
+//! 1. Reference R: the median link. But with two slow hosts out of four, five of six links are slow and
+//!    their median is a slow one; each host's best link bounds what the host itself can do, so when the
+//!    upper median of the hosts' best links is beyond the floor of the median link, R is that instead.
+//! 2. Noise: the robust spread (1.4826 x MAD) of the links that look healthy (within the floor of R).
+//! 3. A link is slow when it is below R by more than the relative floor AND by more than k spreads: the
+//!    floor keeps a quiet network's tiny spread from flagging ordinary jitter, the spreads keep a noisy
+//!    network (shared CPUs, busy switches) from flagging its everyday scatter.
+//! 4. A host with slow links to (nearly) every partner is a slow host; slow links that touch no slow host
+//!    are slow links, and neither end is blamed.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Finding, Link, Metric, Participant};
+
+/// The knobs of [`findings`]; the defaults never flag a clean run (see the tests and README).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// A link's bandwidth must be this fraction or more below the reference to be slow: 0.4, because on
+    /// shared machines a clean link scatters by +-20% (so 0.8 / 1.2 = a third below its best neighbour).
+    pub bw_floor: f64,
+    /// A link's latency must be this factor or more above the reference to be slow (scheduling on shared
+    /// cores moves small-message latency far more than bandwidth, so the bar is higher).
+    pub lat_factor: f64,
+    /// ...and further from the reference than this many robust standard deviations of the healthy links.
+    pub k: f64,
+    /// A host is slow when at least this share of its links are slow (and it has at least two).
+    pub host_share: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            bw_floor: 0.4,
+            lat_factor: 3.0,
+            k: 4.0,
+            host_share: 0.75,
+        }
+    }
+}
+
+/// The median of `v` (reordered); NaN when empty.
+pub fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Which of `good` (higher is better, one per link, ends in `ends` over `n` hosts) are slow, and the
+/// reference they were judged against. NaN values are never slow and never counted.
+pub fn slow_links(good: &[f64], ends: &[(usize, usize)], n: usize, floor: f64, k: f64) -> (Vec<bool>, f64) {
+    let mut best = vec![f64::NAN; n];
+    for (&v, &(a, b)) in good.iter().zip(ends) {
+        if v.is_finite() {
+            for h in [a, b] {
+                best[h] = if best[h].is_finite() { best[h].max(v) } else { v };
+            }
+        }
+    }
+    let mut caps: Vec<f64> = best.into_iter().filter(|v| v.is_finite()).collect();
+    if caps.is_empty() {
+        return (vec![false; good.len()], f64::NAN);
+    }
+    caps.sort_by(f64::total_cmp);
+    let best_hosts = caps[caps.len() / 2];
+    let mut finite: Vec<f64> = good.iter().copied().filter(|v| v.is_finite()).collect();
+    let typical = median(&mut finite);
+    // The typical link, unless half the hosts reach far beyond it: then most links are degraded and the
+    // hosts' best links say what a healthy one does.
+    let reference = if best_hosts * (1.0 - floor) > typical {
+        best_hosts
+    } else {
+        typical
+    };
+    let healthy_min = (1.0 - floor) * reference;
+    let mut healthy: Vec<f64> = good.iter().copied().filter(|&v| v >= healthy_min).collect();
+    let centre = median(&mut healthy);
+    let mut dev: Vec<f64> = healthy.iter().map(|v| (v - centre).abs()).collect();
+    let spread = 1.4826 * median(&mut dev);
+    let spread = if spread.is_finite() { spread } else { 0.0 };
+    let threshold = healthy_min.min(reference - k * spread);
+    (
+        good.iter().map(|&v| v.is_finite() && v < threshold).collect(),
+        reference,
+    )
+}
+
+/// Findings for one metric: `good[i]` is link i's goodness, `to_value` turns a goodness back into the
+/// metric's unit for the report.
+fn judge(
+    hosts: &[Participant],
+    links: &[Link],
+    metric: Metric,
+    good: &[f64],
+    floor: f64,
+    th: &Thresholds,
+    to_value: impl Fn(f64) -> f64,
+) -> Vec<Finding> {
+    let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
+    let (slow, reference) = slow_links(good, &ends, hosts.len(), floor, th.k);
+    let mut out = Vec::new();
+    let mut slow_host = vec![false; hosts.len()];
+    for (h, host) in hosts.iter().enumerate() {
+        let mine: Vec<usize> = (0..links.len()).filter(|&i| ends[i].0 == h || ends[i].1 == h).collect();
+        let nslow = mine.iter().filter(|&&i| slow[i]).count();
+        if mine.len() >= 2 && nslow as f64 >= th.host_share * mine.len() as f64 {
+            slow_host[h] = true;
+            let mut vals: Vec<f64> = mine.iter().map(|&i| good[i]).collect();
+            out.push(Finding::SlowHost {
+                host: host.name.clone(),
+                metric,
+                value: to_value(median(&mut vals)),
+                reference: to_value(reference),
+                slow_links: nslow,
+                links: mine.len(),
+            });
+        }
+    }
+    for (i, l) in links.iter().enumerate() {
+        if slow[i] && !slow_host[l.a] && !slow_host[l.b] {
+            out.push(Finding::SlowLink {
+                a: l.a_name.clone(),
+                b: l.b_name.clone(),
+                metric,
+                value: to_value(good[i]),
+                reference: to_value(reference),
+            });
+        }
+    }
+    out
+}
+
+/// Every finding of a test: slow hosts and slow links by bandwidth, then by latency.
+pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<Finding> {
+    let bw: Vec<f64> = links.iter().map(|l| l.bw_gbs).collect();
+    // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
+    let lat: Vec<f64> = links.iter().map(|l| 1.0 / l.latency_us).collect();
+    let mut out = judge(hosts, links, Metric::Bandwidth, &bw, th.bw_floor, th, |v| v);
+    out.extend(judge(
+        hosts,
+        links,
+        Metric::Latency,
+        &lat,
+        1.0 - 1.0 / th.lat_factor,
+        th,
+        |v| 1.0 / v,
+    ));
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A deterministic scatter of +-`amp` (relative) around 1, different for every (i, salt).
+    pub fn jitter(i: usize, salt: u64, amp: f64) -> f64 {
+        // splitmix64: a fixed, well-spread sequence (tests must not depend on a random seed).
+        let mut z = (i as u64).wrapping_add(salt.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        1.0 + amp * (2.0 * (z as f64 / u64::MAX as f64) - 1.0)
+    }
+
+    /// `n` hosts h0.. with links of bandwidth `bw(a, b, i)` and latency `lat(a, b, i)`.
+    pub fn matrix(
+        n: usize,
+        bw: impl Fn(usize, usize, usize) -> f64,
+        lat: impl Fn(usize, usize, usize) -> f64,
+    ) -> (Vec<Participant>, Vec<Link>) {
+        let hosts: Vec<Participant> = (0..n)
+            .map(|h| Participant {
+                name: format!("h{h}"),
+                rank: h,
+                host: format!("h{h}"),
+            })
+            .collect();
+        let mut links = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                let i = links.len();
+                let v = bw(a, b, i);
+                links.push(Link {
+                    a,
+                    b,
+                    a_name: format!("h{a}"),
+                    b_name: format!("h{b}"),
+                    bw_ab_gbs: v,
+                    bw_ba_gbs: v,
+                    bw_gbs: v,
+                    bidir_gbs: 2.0 * v,
+                    latency_us: lat(a, b, i),
+                });
+            }
+        }
+        (hosts, links)
+    }
+
+    fn run(n: usize, bw: impl Fn(usize, usize, usize) -> f64) -> Vec<Finding> {
+        let (h, l) = matrix(n, bw, |_, _, i| 40.0 * jitter(i, 99, 0.3));
+        findings(&h, &l, &Thresholds::default())
+    }
+
+    fn slow_hosts(f: &[Finding]) -> Vec<String> {
+        f.iter()
+            .filter_map(|x| match x {
+                Finding::SlowHost { host, .. } => Some(host.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn slow_links(f: &[Finding]) -> Vec<(String, String)> {
+        f.iter()
+            .filter_map(|x| match x {
+                Finding::SlowLink { a, b, .. } => Some((a.clone(), b.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&mut []).is_nan());
+    }
+
+    #[test]
+    fn clean_noisy_matrices_have_no_finding() {
+        // +-20% bandwidth scatter and +-30% latency, as a busy shared machine shows, at several sizes.
+        for n in [2, 3, 4, 5, 8, 16] {
+            for salt in 0..20 {
+                let f = run(n, |_, _, i| 1.0 * jitter(i, salt, 0.2));
+                assert!(f.is_empty(), "n={n} salt={salt}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_host_at_a_quarter_rate_is_named_and_no_link() {
+        for n in [3, 4, 6, 8] {
+            for bad in [0, n - 1] {
+                let f = run(n, |a, b, i| {
+                    let v = jitter(i, 7, 0.1);
+                    if a == bad || b == bad {
+                        v / 4.0
+                    } else {
+                        v
+                    }
+                });
+                assert_eq!(slow_hosts(&f), [format!("h{bad}")], "n={n}: {f:?}");
+                assert!(slow_links(&f).is_empty(), "n={n}: {f:?}");
+                match &f[0] {
+                    Finding::SlowHost {
+                        metric,
+                        value,
+                        reference,
+                        slow_links,
+                        links,
+                        ..
+                    } => {
+                        assert_eq!((*metric, *slow_links, *links), (Metric::Bandwidth, n - 1, n - 1));
+                        assert!(*value < 0.3 && *reference > 0.9, "{f:?}");
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_slow_pair_is_named_as_that_link_and_no_host() {
+        for n in [3, 4, 6] {
+            let f = run(n, |a, b, i| {
+                let v = jitter(i, 3, 0.1);
+                if (a, b) == (1, 2) {
+                    v / 3.0
+                } else {
+                    v
+                }
+            });
+            assert_eq!(slow_links(&f), [("h1".to_string(), "h2".to_string())], "n={n}: {f:?}");
+            assert!(slow_hosts(&f).is_empty(), "n={n}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn two_slow_hosts_are_both_named() {
+        // Four hosts: five of six links touch a slow host, so a median over links would call them normal.
+        for n in [4, 6, 8] {
+            let f = run(n, |a, b, i| {
+                let v = jitter(i, 5, 0.1);
+                if [a, b].iter().any(|h| [0, 2].contains(h)) {
+                    v / 4.0
+                } else {
+                    v
+                }
+            });
+            assert_eq!(slow_hosts(&f), ["h0", "h2"], "n={n}: {f:?}");
+            assert!(slow_links(&f).is_empty(), "n={n}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn a_host_with_slow_latency_to_everyone_is_named_by_latency() {
+        let (h, l) = matrix(
+            5,
+            |_, _, i| jitter(i, 1, 0.1),
+            |a, b, i| 30.0 * jitter(i, 2, 0.2) * if a == 3 || b == 3 { 10.0 } else { 1.0 },
+        );
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(f.len(), 1, "{f:?}");
+        match &f[0] {
+            Finding::SlowHost {
+                host,
+                metric,
+                value,
+                reference,
+                ..
+            } => {
+                assert_eq!((host.as_str(), *metric), ("h3", Metric::Latency));
+                assert!(*value > 200.0 && *reference < 40.0, "{f:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_small_dip_inside_the_floor_is_not_flagged_even_on_a_quiet_network() {
+        // Identical links but one 30% lower: MAD is 0, so only the relative floor keeps it from being flagged.
+        let (h, l) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.7 } else { 1.0 }, |_, _, _| 20.0);
+        assert!(findings(&h, &l, &Thresholds::default()).is_empty());
+        // The same pair at half the rate is.
+        let (h, l) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.5 } else { 1.0 }, |_, _, _| 20.0);
+        assert_eq!(slow_links(&findings(&h, &l, &Thresholds::default())).len(), 1);
+    }
+}
