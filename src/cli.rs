@@ -70,7 +70,7 @@ pub struct PairwiseArgs {
         format_size_arg(crate::validate::pairwise::PairwiseConfig::default().bytes as u64))]
     pub bytes: String,
 
-    /// Timed bandwidth iterations per pair; the median counts.
+    /// Timed bandwidth iterations per pair; their bytes over their time count.
     #[arg(short = 'n', long = "iters", value_name = "N",
         default_value_t = crate::validate::pairwise::PairwiseConfig::default().iters)]
     pub iters: usize,

@@ -55,9 +55,9 @@ pub fn participants(hosts: &[String], per_host: bool) -> (Vec<usize>, Unit) {
 pub struct Sample {
     /// The partner's rank.
     pub peer: usize,
-    /// GB/s received from the partner while sending to it (median over iterations).
+    /// GB/s received from the partner while sending to it (the timed iterations' bytes over their time).
     pub rx_gbs: f64,
-    /// Both directions' bytes over the median time of a whole exchange, GB/s.
+    /// Both directions' bytes over the time of the whole exchanges, GB/s.
     pub bidir_gbs: f64,
     /// Half the median round trip, us; only the pair's lower rank (which starts each round trip) has it.
     pub latency_us: Option<f64>,
@@ -126,8 +126,10 @@ fn pair<T: Transport + ?Sized>(
     let gbs = |bytes: usize, secs: f64| if secs > 0.0 { bytes as f64 / secs / 1e9 } else { 0.0 };
     Ok(Sample {
         peer,
-        rx_gbs: gbs(cfg.bytes, median(&mut rx)),
-        bidir_gbs: gbs(2 * cfg.bytes, median(&mut whole)),
+        // Bytes over the total time, not a median: a lossy link stalls now and then (retransmission
+        // timeouts), and those stalls are what its users feel.
+        rx_gbs: gbs(cfg.bytes * cfg.iters, rx.iter().sum()),
+        bidir_gbs: gbs(2 * cfg.bytes * cfg.iters, whole.iter().sum()),
         latency_us,
     })
 }

@@ -31,7 +31,7 @@ pub const SCHEMA: &str = "collbench-pairwise/1";
 pub struct PairwiseConfig {
     /// Bytes each side sends per bandwidth iteration (both directions at once).
     pub bytes: usize,
-    /// Timed bandwidth iterations per pair (one more runs untimed first); the median counts.
+    /// Timed bandwidth iterations per pair (one more runs untimed first); their bytes over their time count.
     pub iters: usize,
     /// Timed 8-byte round trips per pair; the median counts.
     pub lat_iters: usize,
@@ -70,13 +70,14 @@ pub struct Link {
     pub b: usize,
     pub a_name: String,
     pub b_name: String,
-    /// GB/s from a to b while b sent to a at the same time, as b received it (median over iterations).
+    /// GB/s from a to b while b sent to a at the same time, as b received it (bytes over time of all timed
+    /// iterations).
     pub bw_ab_gbs: f64,
     /// GB/s from b to a, as a received it.
     pub bw_ba_gbs: f64,
     /// The slower direction: a link is as good as its worse way; this is what localisation judges.
     pub bw_gbs: f64,
-    /// Both directions together: twice the bytes over the median time of a whole exchange.
+    /// Both directions together: twice the bytes over the time of the whole exchanges.
     pub bidir_gbs: f64,
     /// Half the median round trip of an 8-byte ping-pong, in microseconds.
     pub latency_us: f64,

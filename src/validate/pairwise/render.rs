@@ -93,7 +93,7 @@ pub fn text(rep: &PairwiseReport) -> String {
     }
     let _ = writeln!(
         s,
-        "# each pair: {} each way at once x {} (+1 warm-up), 8 B ping-pong x {}; medians",
+        "# each pair: {} each way at once x {} (+1 warm-up), total bytes over total time; 8 B ping-pong x {}, median",
         format_size(rep.config.bytes as u64),
         rep.config.iters,
         rep.config.lat_iters
