@@ -73,7 +73,10 @@ fn four_local_ranks_give_every_pair_json_and_heatmaps() {
         "--plot",
         plots.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("rank 0 wrote the JSON")).unwrap();
     validate(&v);
     // A shared machine's loopback may be uneven enough to be named; the exit status must say what was found.
@@ -117,10 +120,16 @@ fn four_local_ranks_give_every_pair_json_and_heatmaps() {
         }
     }
     let bw01: f64 = matrix(&stdout, "Bandwidth")[0][2].parse().unwrap();
-    assert!((bw01 - v["links"][0]["bw_ab_gbs"].as_f64().unwrap()).abs() < 1e-3, "{stdout}");
+    assert!(
+        (bw01 - v["links"][0]["bw_ab_gbs"].as_f64().unwrap()).abs() < 1e-3,
+        "{stdout}"
+    );
     for f in ["pairwise-bandwidth.png", "pairwise-latency.png"] {
         assert_eq!(png_size(&plots.join(f)), (1100, 1000), "{f}");
-        assert!(stderr.contains(&format!("heatmap {}", plots.join(f).display())), "{stderr}");
+        assert!(
+            stderr.contains(&format!("heatmap {}", plots.join(f).display())),
+            "{stderr}"
+        );
     }
 }
 
@@ -129,7 +138,10 @@ fn one_rank_has_no_pair_and_no_finding() {
     let out = pairwise(&["--np", "1", "--bytes", "4K"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("1 ranks over tcp@lo, 0 rounds") && stdout.contains("# No finding"), "{stdout}");
+    assert!(
+        stdout.contains("1 ranks over tcp@lo, 0 rounds") && stdout.contains("# No finding"),
+        "{stdout}"
+    );
 }
 
 #[test]
