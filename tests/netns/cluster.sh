@@ -23,8 +23,8 @@
 #                                            shape only what HOST sends to PEER's eth0 address to RATE (tc htb
 #                                            and a filter on that address); the rest keeps the cluster's --rate
 #   cluster.sh loss NAME HOST PROB           HOST drops each packet it receives or sends with probability
-#                                            PROB (iptables statistic; segmentation offload off on eth0, so a
-#                                            drop is one wire packet, not a 64 KB segment)
+#                                            PROB (iptables statistic; segmentation offload off on every
+#                                            host's eth0, so a drop is one wire packet, not a 64 KB segment)
 #
 # Layout of cluster NAME with id N (10.213.N.0/24 underlay, 10.214.N.0/24 overlay):
 #   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
@@ -388,7 +388,13 @@ cmd_loss() {
   command -v ethtool >/dev/null || die "'ethtool' is not installed (Debian: ethtool)"
   i=$(host_index "$name" "$host")
   ns="$name-h$i"
-  ip netns exec "$ns" ethtool -K eth0 tso off gso off gro off >/dev/null
+  # Offloads off on every host: a sender's 64 KB segment would otherwise cross the veth whole and be
+  # dropped as one.
+  local j n
+  n=$(nhosts_of "$name")
+  for ((j = 0; j < n; j++)); do
+    ip netns exec "$name-h$j" ethtool -K eth0 tso off gso off gro off >/dev/null
+  done
   ip netns exec "$ns" iptables -A INPUT -i eth0 -m statistic --mode random --probability "$prob" -j DROP
   ip netns exec "$ns" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$prob" -j DROP
 }

@@ -29,6 +29,11 @@ pub struct Thresholds {
     pub lat_factor: f64,
     /// ...and further from the reference than this many robust standard deviations of the healthy links.
     pub k: f64,
+    /// ...and a link's latency must exceed the reference by at least this many microseconds: below it the
+    /// difference is the hosts' scheduling (a process woken late on a busy core), not the network.
+    pub lat_excess_us: f64,
+    /// A link with at least this many stalled round trips (lost packets) is slow, whatever the others do.
+    pub min_stalls: u64,
     /// A host is slow when at least this share of its links are slow (and it has at least two); a host
     /// that two or more slow links share, at least half of its own, is blamed after those.
     pub host_share: f64,
@@ -40,6 +45,8 @@ impl Default for Thresholds {
             bw_floor: 0.4,
             lat_factor: 3.0,
             k: 4.0,
+            lat_excess_us: 50.0,
+            min_stalls: 2,
             host_share: 0.75,
         }
     }
@@ -62,6 +69,18 @@ pub fn median(v: &mut [f64]) -> f64 {
 /// Which of `good` (higher is better, one per link, ends in `ends` over `n` hosts) are slow, and the
 /// reference they were judged against. NaN values are never slow and never counted.
 pub fn slow_links(good: &[f64], ends: &[(usize, usize)], n: usize, floor: f64, k: f64) -> (Vec<bool>, f64) {
+    slow_links_with(good, ends, n, floor, k, |_| true)
+}
+
+/// [`slow_links`], where a link is slow only if `also(goodness)` holds too.
+pub fn slow_links_with(
+    good: &[f64],
+    ends: &[(usize, usize)],
+    n: usize,
+    floor: f64,
+    k: f64,
+    also: impl Fn(f64) -> bool,
+) -> (Vec<bool>, f64) {
     let mut best = vec![f64::NAN; n];
     for (&v, &(a, b)) in good.iter().zip(ends) {
         if v.is_finite() {
@@ -84,28 +103,31 @@ pub fn slow_links(good: &[f64], ends: &[(usize, usize)], n: usize, floor: f64, k
     let spread = if spread.is_finite() { spread } else { 0.0 };
     let threshold = healthy_min.min(reference - k * spread);
     (
-        good.iter().map(|&v| v.is_finite() && v < threshold).collect(),
+        good.iter()
+            .map(|&v| v.is_finite() && v < threshold && also(v))
+            .collect(),
         reference,
     )
 }
 
-/// Findings for one metric: `good[i]` is link i's goodness, `to_value` turns a goodness back into the
-/// metric's unit for the report.
+/// Findings for one metric: `good[i]` is link i's goodness, `slow` and `reference` what [`slow_links`]
+/// made of them. Hosts marked in `named` (by an earlier metric) are not named again, and links touching
+/// them are taken as explained; the hosts this metric names are marked.
 fn judge(
     hosts: &[Participant],
     links: &[Link],
     metric: Metric,
     good: &[f64],
-    floor: f64,
+    (slow, reference): (Vec<bool>, f64),
     th: &Thresholds,
-    to_value: impl Fn(f64) -> f64,
+    named: &mut [bool],
 ) -> Vec<Finding> {
+    let to_value = |v: f64| metric.from_goodness(v);
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
-    let (slow, reference) = slow_links(good, &ends, hosts.len(), floor, th.k);
     let mut out = Vec::new();
     let mine = |h: usize| -> Vec<usize> { (0..links.len()).filter(|&i| ends[i].0 == h || ends[i].1 == h).collect() };
-    let mut slow_host = vec![false; hosts.len()];
-    let mut blame = |h: usize, out: &mut Vec<Finding>, slow_host: &mut Vec<bool>| {
+    let mut slow_host = named.to_vec();
+    let blame = |h: usize, out: &mut Vec<Finding>, slow_host: &mut Vec<bool>| {
         slow_host[h] = true;
         let links_h = mine(h);
         let mut vals: Vec<f64> = links_h.iter().map(|&i| good[i]).collect();
@@ -119,7 +141,7 @@ fn judge(
         });
     };
     // First the hosts slow with (nearly) every partner.
-    for h in 0..hosts.len() {
+    for h in (0..hosts.len()).filter(|&h| !named[h]) {
         let links_h = mine(h);
         let nslow = links_h.iter().filter(|&&i| slow[i]).count();
         if links_h.len() >= 2 && nslow as f64 >= th.host_share * links_h.len() as f64 {
@@ -157,24 +179,42 @@ fn judge(
             });
         }
     }
+    named.copy_from_slice(&slow_host);
     out
 }
 
-/// Every finding of a test: slow hosts and slow links by bandwidth, then by latency.
+/// Every finding of a test: slow hosts and slow links by bandwidth, then by latency, then by stalled round
+/// trips (each leaving out what the hosts named before explain).
 pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<Finding> {
     let bw: Vec<f64> = links.iter().map(|l| l.bw_gbs).collect();
     // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
     let lat: Vec<f64> = links.iter().map(|l| 1.0 / l.latency_us).collect();
-    let mut out = judge(hosts, links, Metric::Bandwidth, &bw, th.bw_floor, th, |v| v);
-    out.extend(judge(
-        hosts,
-        links,
-        Metric::Latency,
-        &lat,
-        1.0 - 1.0 / th.lat_factor,
-        th,
-        |v| 1.0 / v,
-    ));
+    let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
+    let n = hosts.len();
+    let mut named = vec![false; n];
+    let bw_slow = slow_links(&bw, &ends, n, th.bw_floor, th.k);
+    let mut out = judge(hosts, links, Metric::Bandwidth, &bw, bw_slow, th, &mut named);
+    // A host already named by bandwidth explains its slow latencies too.
+    let lat_floor = 1.0 - 1.0 / th.lat_factor;
+    let lat_slow = {
+        let (_, reference) = slow_links(&lat, &ends, n, lat_floor, th.k);
+        let min_us = 1.0 / reference + th.lat_excess_us;
+        slow_links_with(&lat, &ends, n, lat_floor, th.k, |v| 1.0 / v >= min_us)
+    };
+    out.extend(judge(hosts, links, Metric::Latency, &lat, lat_slow, th, &mut named));
+    // Stalls have no scatter to judge against: a clean path has none, so a count is its own verdict.
+    let stalls: Vec<f64> = links.iter().map(|l| -(l.stalls as f64)).collect();
+    let stalled = (
+        links.iter().map(|l| l.stalls >= th.min_stalls).collect(),
+        median(&mut stalls.clone()),
+    );
+    out.extend(judge(hosts, links, Metric::Stalls, &stalls, stalled, th, &mut named));
+    // A host a later metric named explains the slow links an earlier one left at it.
+    let blamed: Vec<String> = (0..n).filter(|&h| named[h]).map(|h| hosts[h].name.clone()).collect();
+    out.retain(|f| match f {
+        Finding::SlowLink { a, b, .. } => !blamed.contains(a) && !blamed.contains(b),
+        Finding::SlowHost { .. } => true,
+    });
     out
 }
 
@@ -220,6 +260,7 @@ pub(crate) mod tests {
                     bw_gbs: v,
                     bidir_gbs: 2.0 * v,
                     latency_us: lat(a, b, i),
+                    stalls: 0,
                 });
             }
         }
@@ -385,9 +426,50 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_host_whose_round_trips_stall_is_named() {
+        let (h, mut l) = matrix(4, |_, _, i| jitter(i, 6, 0.1), |_, _, _| 12.0);
+        for link in &mut l {
+            if link.a == 1 || link.b == 1 {
+                link.stalls = 3;
+            }
+        }
+        l[5].stalls = 1; // h2-h3: one stall is not enough
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_hosts(&f), ["h1"], "{f:?}");
+        assert!(slow_links(&f).is_empty(), "{f:?}");
+        assert!(
+            matches!(f[0], Finding::SlowHost { metric: Metric::Stalls, value, .. } if value == 3.0),
+            "{f:?}"
+        );
+        // One of its links also slow by bandwidth: still the host alone.
+        l[0].bw_gbs = 0.1;
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(
+            (slow_hosts(&f), slow_links(&f)),
+            (vec!["h1".to_string()], vec![]),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_host_named_by_bandwidth_explains_its_slow_latencies() {
+        let (h, l) = matrix(
+            4,
+            |a, b, i| jitter(i, 4, 0.1) * if a == 2 || b == 2 { 0.25 } else { 1.0 },
+            |a, b, _| if (a, b) == (2, 3) { 100.0 } else { 10.0 },
+        );
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_hosts(&f), ["h2"], "{f:?}");
+        assert!(slow_links(&f).is_empty(), "{f:?}");
+    }
+
+    #[test]
     fn a_small_dip_inside_the_floor_is_not_flagged_even_on_a_quiet_network() {
         // Identical links but one 30% lower: MAD is 0, so only the relative floor keeps it from being flagged.
         let (h, l) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.7 } else { 1.0 }, |_, _, _| 20.0);
+        assert!(findings(&h, &l, &Thresholds::default()).is_empty());
+        // Nor is a pair at 4x the latency when that is 30 us more: scheduling, not the network.
+        let (h, l) = matrix(4, |_, _, _| 1.0, |a, b, _| if (a, b) == (0, 1) { 40.0 } else { 10.0 });
         assert!(findings(&h, &l, &Thresholds::default()).is_empty());
         // The same pair at half the rate is.
         let (h, l) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.5 } else { 1.0 }, |_, _, _| 20.0);

@@ -1,6 +1,6 @@
 //! The measurements of one pairwise test, written only against the [`Transport`] trait: per round, every
-//! pair at once runs a bidirectional bandwidth exchange and an 8-byte ping-pong; a barrier separates rounds
-//! so pairs of different rounds never overlap. Each rank then sends what it measured to rank 0.
+//! pair at once runs a bidirectional bandwidth exchange, then (after a barrier) an 8-byte ping-pong; a
+//! barrier separates rounds so pairs of different rounds never overlap. Each rank then sends what it measured to rank 0.
 
 use std::time::Instant;
 
@@ -61,7 +61,16 @@ pub struct Sample {
     pub bidir_gbs: f64,
     /// Half the median round trip, us; only the pair's lower rank (which starts each round trip) has it.
     pub latency_us: Option<f64>,
+    /// Round trips that stalled (see [`STALL_MIN_S`]); like the latency, the lower rank's.
+    pub stalls: Option<u64>,
 }
+
+/// A round trip stalled when it took this long, and [`STALL_FACTOR`] x the median: on a path whose median
+/// is microseconds to milliseconds that is a retransmission timeout (a lost packet, at least 200 ms on
+/// Linux), far beyond a busy host's scheduling delays.
+pub const STALL_MIN_S: f64 = 0.05;
+/// See [`STALL_MIN_S`].
+pub const STALL_FACTOR: f64 = 20.0;
 
 /// The byte every rank fills its send buffer with, so a receiver can tell whose data arrived.
 fn pattern(rank: usize) -> u8 {
@@ -85,16 +94,28 @@ pub fn run_rounds<T: Transport + ?Sized>(
         None => (Vec::new(), Vec::new()),
     };
     for round in rounds {
-        if let Some(peer) = my_index.and_then(|i| schedule::partner(round, i)).map(|j| parts[j]) {
-            samples.push(pair(t, peer, cfg, &sbuf, &mut rbuf)?);
+        let peer = my_index.and_then(|i| schedule::partner(round, i)).map(|j| parts[j]);
+        // Bandwidth, then latency, each phase closed by a barrier: a pair's round trips never share the
+        // hosts' CPUs and links with another pair's bulk transfer.
+        let mut sample = match peer {
+            Some(p) => Some(bandwidth(t, p, cfg, &sbuf, &mut rbuf)?),
+            None => None,
+        };
+        control::barrier(t)?;
+        if let Some(s) = &mut sample {
+            if let Some((lat, stalls)) = ping_pong(t, s.peer, cfg.lat_iters)? {
+                s.latency_us = Some(lat);
+                s.stalls = Some(stalls);
+            }
         }
         control::barrier(t)?;
+        samples.extend(sample);
     }
     Ok(samples)
 }
 
-/// Both measurements with `peer`.
-fn pair<T: Transport + ?Sized>(
+/// The bandwidth of the exchanges with `peer` (its latency is filled in later).
+fn bandwidth<T: Transport + ?Sized>(
     t: &mut T,
     peer: usize,
     cfg: &PairwiseConfig,
@@ -122,7 +143,6 @@ fn pair<T: Transport + ?Sized>(
             rbuf[off]
         )));
     }
-    let latency_us = ping_pong(t, peer, cfg.lat_iters)?;
     let gbs = |bytes: usize, secs: f64| if secs > 0.0 { bytes as f64 / secs / 1e9 } else { 0.0 };
     Ok(Sample {
         peer,
@@ -130,16 +150,21 @@ fn pair<T: Transport + ?Sized>(
         // timeouts), and those stalls are what its users feel.
         rx_gbs: gbs(cfg.bytes * cfg.iters, rx.iter().sum()),
         bidir_gbs: gbs(2 * cfg.bytes * cfg.iters, whole.iter().sum()),
-        latency_us,
+        latency_us: None,
+        stalls: None,
     })
 }
 
 /// One bidirectional exchange: seconds until this rank's receive completed, and until both did.
 fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &mut [u8]) -> Result<(f64, f64)> {
-    // Both sides start together: a one-byte exchange right before (its cost is one latency, far below the
-    // exchange's).
+    // Both sides start together: one-byte exchanges right before. Twice, because the first may queue behind
+    // the previous iteration's data still leaving a side's interface (its send completed into the socket,
+    // not onto the wire): that side would start its clock late and the other early. The second ones are
+    // sent once both sides hold all of the other's data, so nothing is queued ahead of them.
     let mut tick = [0u8; 1];
-    transport::sendrecv(t, peer, &[1u8], peer, &mut tick)?;
+    for _ in 0..2 {
+        transport::sendrecv(t, peer, &[1u8], peer, &mut tick)?;
+    }
     let start = Instant::now();
     // SAFETY: both buffers are borrowed for the whole call and both requests are waited for before it
     // returns; on error the transport is poisoned and never touches them again.
@@ -154,8 +179,8 @@ fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &m
 }
 
 /// `iters` timed 8-byte round trips (after a few untimed ones); the lower rank starts each and returns
-/// half the median in microseconds, the higher one echoes and returns `None`.
-fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Result<Option<f64>> {
+/// half the median in microseconds and the number that stalled, the higher one echoes and returns `None`.
+fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Result<Option<(f64, u64)>> {
     let starts = t.rank() < peer;
     let warm = iters.clamp(1, 10);
     let mut buf = [0u8; 8];
@@ -173,7 +198,13 @@ fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Res
             transport::send(t, peer, &buf)?;
         }
     }
-    Ok(starts.then(|| median(&mut rtt) / 2.0 * 1e6))
+    if !starts {
+        return Ok(None);
+    }
+    let mid = median(&mut rtt);
+    let stall = (STALL_FACTOR * mid).max(STALL_MIN_S);
+    let stalls = rtt.iter().filter(|&&x| x >= stall).count() as u64;
+    Ok(Some((mid / 2.0 * 1e6, stalls)))
 }
 
 /// Gathers every rank's samples on rank 0 (`None` on the others).
@@ -223,6 +254,7 @@ pub fn links(parts: &[Participant], all: &[Vec<Sample>]) -> Result<Vec<Link>> {
                 bw_gbs: at_a.rx_gbs.min(at_b.rx_gbs),
                 bidir_gbs: at_a.bidir_gbs.min(at_b.bidir_gbs),
                 latency_us: at_a.latency_us.or(at_b.latency_us).unwrap_or(f64::NAN),
+                stalls: at_a.stalls.or(at_b.stalls).unwrap_or(0),
             });
         }
     }

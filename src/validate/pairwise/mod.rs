@@ -81,6 +81,10 @@ pub struct Link {
     pub bidir_gbs: f64,
     /// Half the median round trip of an 8-byte ping-pong, in microseconds.
     pub latency_us: f64,
+    /// Round trips of the ping-pong that stalled: over 50 ms and 20 x the median, a lost packet's
+    /// retransmission timeout (TCP recovers bulk transfers from loss quickly on a short path; a lone small
+    /// message waits out the timer, which is what loss costs a collective).
+    pub stalls: u64,
 }
 
 /// Which measurement a finding is about.
@@ -91,6 +95,8 @@ pub enum Metric {
     Bandwidth,
     /// Microseconds, lower is better.
     Latency,
+    /// Stalled round trips, lower is better.
+    Stalls,
 }
 
 impl Metric {
@@ -99,6 +105,17 @@ impl Metric {
         match self {
             Metric::Bandwidth => "bandwidth",
             Metric::Latency => "latency",
+            Metric::Stalls => "stalled round trips",
+        }
+    }
+
+    /// A value from its "goodness" (higher is better, as localisation judges both metrics): GB/s as is,
+    /// latency from round trips per microsecond, stalls from their negated count.
+    pub fn from_goodness(self, v: f64) -> f64 {
+        match self {
+            Metric::Bandwidth => v,
+            Metric::Latency => 1.0 / v,
+            Metric::Stalls => -v,
         }
     }
 
@@ -107,6 +124,7 @@ impl Metric {
         match self {
             Metric::Bandwidth => "GB/s",
             Metric::Latency => "us",
+            Metric::Stalls => "",
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Finding, PairwiseReport};
+use super::{Finding, Metric, PairwiseReport};
 use crate::sizes::format_size;
 
 /// Cells of a host x host matrix: `cell(row, col)` for row != col; the diagonal is `-`.
@@ -39,11 +39,8 @@ pub fn finding_line(f: &Finding) -> String {
             slow_links,
             links,
         } => format!(
-            "SLOW HOST {host}: {} {} {} (median of its links) vs {} typical; slow with {slow_links} of {links} \
-             partners",
-            metric.name(),
-            num(*value),
-            metric.unit(),
+            "SLOW HOST {host}: {} (median of its links) vs {} typical; slow with {slow_links} of {links} partners",
+            amount(*metric, *value),
             num(*reference)
         ),
         Finding::SlowLink {
@@ -53,12 +50,18 @@ pub fn finding_line(f: &Finding) -> String {
             value,
             reference,
         } => format!(
-            "SLOW LINK {a} <-> {b}: {} {} {} vs {} typical; both hosts are fine with their other partners",
-            metric.name(),
-            num(*value),
-            metric.unit(),
+            "SLOW LINK {a} <-> {b}: {} vs {} typical; both hosts are fine with their other partners",
+            amount(*metric, *value),
             num(*reference)
         ),
+    }
+}
+
+/// A measured value with its metric: `bandwidth 0.012 GB/s`, `latency 47.6 us`, `3 stalled round trips`.
+fn amount(metric: Metric, v: f64) -> String {
+    match metric {
+        Metric::Stalls => format!("{v} {}", metric.name()),
+        _ => format!("{} {} {}", metric.name(), num(v), metric.unit()),
     }
 }
 
@@ -114,15 +117,23 @@ pub fn text(rep: &PairwiseReport) -> String {
         1,
     );
     s.push('\n');
+    s += &matrix(
+        &names,
+        "Stalls: 8 B round trips over 50 ms and 20x the median (retransmission timeouts: lost packets)",
+        |r, c| link(r, c).map(|l| l.stalls as f64),
+        0,
+    );
+    s.push('\n');
     if rep.findings.is_empty() {
         let th = &rep.thresholds;
         let _ = writeln!(
             s,
             "# No finding: no link is {:.0}% below the typical bandwidth or {}x its latency by more than {} \
-             robust deviations",
+             robust deviations, and none stalled {} times",
             th.bw_floor * 100.0,
             th.lat_factor,
-            th.k
+            th.k,
+            th.min_stalls
         );
     } else {
         s.push_str("# Findings\n");
@@ -137,7 +148,7 @@ pub fn text(rep: &PairwiseReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::localise::tests::matrix as synthetic;
-    use super::super::{localise, Metric, PairwiseConfig, Thresholds, SCHEMA};
+    use super::super::{localise, PairwiseConfig, Thresholds, SCHEMA};
     use super::*;
 
     fn report(bad: Option<usize>) -> PairwiseReport {
@@ -206,6 +217,18 @@ mod tests {
         assert_eq!(
             line,
             "SLOW LINK x <-> y: latency 1234 us vs 45.7 typical; both hosts are fine with their other partners"
+        );
+        let host = finding_line(&Finding::SlowHost {
+            host: "h".into(),
+            metric: Metric::Stalls,
+            value: 3.0,
+            reference: 0.0,
+            slow_links: 2,
+            links: 3,
+        });
+        assert_eq!(
+            host,
+            "SLOW HOST h: 3 stalled round trips (median of its links) vs 0 typical; slow with 2 of 3 partners"
         );
     }
 }
