@@ -28,7 +28,7 @@ pub fn pairwise(args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
     let (opts, cfg) = options(args)?;
     let id = env::identity_from(|k| std::env::var(k).ok())?;
     // Checked before any rank starts (and by rank 0 again under another launcher, on its own host).
-    if id.as_ref().is_none_or(|i| i.rank == 0) {
+    if id.as_ref().map_or(true, |i| i.rank == 0) {
         check_outputs(args)?;
     }
     match id {
