@@ -179,7 +179,9 @@ pub struct PairwiseReport {
 
 /// Runs the pairwise test over transport path `path` of the session; `Some(report)` on rank 0, `None`
 /// elsewhere. Every rank of the session must call it with the same `cfg`; ranks that do not take part
-/// (the others on a host) still join the barriers between rounds.
+/// (the others on a host) still join the barriers between rounds. The session must connect every pair
+/// (`session::connect_with(.., Pairs::All)`). On an error, hand it to the transport's `abort` so every rank
+/// learns who failed (as `collbench pairwise` does).
 pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<Option<PairwiseReport>> {
     let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     let Some(t) = sess.transports.get_mut(path) else {
