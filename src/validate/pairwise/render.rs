@@ -129,7 +129,7 @@ pub fn text(rep: &PairwiseReport) -> String {
         let _ = writeln!(
             s,
             "# No finding: no link is {:.0}% below the typical bandwidth or {}x its latency by more than {} \
-             robust deviations, and none stalled {} times",
+             robust deviations, and none stalled {} or more times",
             th.bw_floor * 100.0,
             th.lat_factor,
             th.k,
