@@ -46,6 +46,70 @@ pub enum Command {
     /// A short fixed plan over each path (connectivity, latency, bandwidth), judged against expectations:
     /// PASS / WARN / FAIL per check and overall; exit 1 on a failure.
     Preflight(Box<PreflightArgs>),
+    /// Measure every pair of hosts (bandwidth both ways at once, 8 B latency) in rounds of disjoint pairs;
+    /// print host x host matrices and name a slow host or link; exit 1 when one is named.
+    Pairwise(PairwiseArgs),
+}
+
+/// Flags of `collbench pairwise`.
+#[derive(Debug, Clone, Args)]
+pub struct PairwiseArgs {
+    /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
+    #[arg(long = "np", value_name = "N", default_value_t = Options::default().np)]
+    pub np: usize,
+
+    /// The path to measure: tcp, or tcp@SPEC (the interface SPEC picks on each host: a name, a glob such
+    /// as en*, or a list tried in order such as 'ib0|eth0').
+    #[arg(long = "transport", value_name = "PATH", default_value = "tcp")]
+    pub transport: String,
+
+    /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0) [default:
+    /// lo for a single-host job; else as `collbench run` chooses]
+    #[arg(long = "iface", value_name = "SPEC")]
+    pub iface: Option<String>,
+
+    /// Bytes each side of a pair sends per bandwidth iteration (bytes, or K/M/G, binary).
+    #[arg(long = "bytes", value_name = "SIZE", default_value_t =
+        format_size_arg(crate::validate::pairwise::PairwiseConfig::default().bytes as u64))]
+    pub bytes: String,
+
+    /// Timed bandwidth iterations per pair; their bytes over their time count.
+    #[arg(short = 'n', long = "iters", value_name = "N",
+        default_value_t = crate::validate::pairwise::PairwiseConfig::default().iters)]
+    pub iters: usize,
+
+    /// Timed 8-byte round trips per pair; the median counts.
+    #[arg(long = "lat-iters", alias = "lat_iters", value_name = "N",
+        default_value_t = crate::validate::pairwise::PairwiseConfig::default().lat_iters)]
+    pub lat_iters: usize,
+
+    /// Every rank takes part, not only the lowest rank of each host.
+    #[arg(long = "per-rank", alias = "per_rank")]
+    pub per_rank: bool,
+
+    /// Deadline in seconds for any single wait; a stuck peer ends the test with an error naming it.
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", allow_negative_numbers = true,
+        default_value_t = Options::default().timeout.as_secs_f64())]
+    pub timeout: f64,
+
+    /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
+    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", allow_negative_numbers = true,
+        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
+    pub bootstrap_timeout: f64,
+
+    /// Deadline in seconds for opening and authenticating the data connections.
+    #[arg(long = "connect-timeout", value_name = "SECONDS", allow_negative_numbers = true,
+        default_value_t = Options::default().connect_timeout.as_secs_f64())]
+    pub connect_timeout: f64,
+
+    /// Write the matrices and findings as JSON to this file (overwritten) [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+
+    /// Draw bandwidth and latency heatmaps (pairwise-bandwidth.png, pairwise-latency.png) into this
+    /// directory, created if missing [default: none]
+    #[arg(long = "plot", value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Flags of `collbench compare`.
@@ -169,6 +233,11 @@ pub struct PreflightArgs {
     /// Warnings (a result inside the noise of its threshold) fail too: exit 1.
     #[arg(long = "strict", help_heading = VERDICT)]
     pub strict: bool,
+
+    /// Skip the pairwise link test (every pair of hosts, the slow host or link named), which otherwise
+    /// follows the collectives' plan and connects every pair of ranks.
+    #[arg(long = "no-pairwise", help_heading = VERDICT)]
+    pub no_pairwise: bool,
 
     /// Sweeps of each phase per path; medians and confidence intervals over them decide.
     #[arg(long = "repeat", value_name = "N", default_value_t = 3, help_heading = VERDICT)]

@@ -17,8 +17,9 @@
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
-//! - [`preflight`]: `collbench preflight`, a fixed short plan judged against expectations (PASS/WARN/FAIL).
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
+//! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
+//!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
 pub mod algorithm;
@@ -37,7 +38,6 @@ pub mod mpi;
 pub mod net;
 pub mod options;
 pub mod plot;
-pub mod preflight;
 pub mod reduce;
 pub mod report;
 pub mod run;
@@ -45,4 +45,5 @@ pub mod selftest;
 pub mod session;
 pub mod sizes;
 pub mod transport;
+pub mod validate;
 pub mod world;

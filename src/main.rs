@@ -21,8 +21,10 @@ fn main() {
             collbench::selftest::selftest(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
         Command::Preflight(args) => {
-            collbench::preflight::preflight(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e))
+            collbench::validate::preflight::preflight(args, &argv).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Pairwise(args) => collbench::validate::pairwise::command::pairwise(args, &argv)
+            .unwrap_or_else(|e| collbench::run::report_error(&e)),
     };
     std::process::exit(code);
 }

@@ -9,6 +9,7 @@ pub mod axis;
 pub mod command;
 pub mod data;
 mod font;
+pub mod heatmap;
 mod render;
 
 use std::fmt;

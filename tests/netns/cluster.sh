@@ -18,6 +18,13 @@
 #   cluster.sh rsh-agent NAME                path of a script for mpirun's --mca plm_rsh_agent
 #   cluster.sh bytes NAME HOST IFACE         "RX_BYTES TX_BYTES" of IFACE in HOST
 #   cluster.sh counters NAME [IFACE...]      "HOST IFACE RX_BYTES TX_BYTES" for every host (eth0 vxlan0)
+#   cluster.sh shape NAME HOST RATE          shape HOST's eth0 egress to RATE (tc tbf), replacing its shaping
+#   cluster.sh shape-pair NAME HOST PEER RATE
+#                                            shape only what HOST sends to PEER's eth0 address to RATE (tc htb
+#                                            and a filter on that address); the rest keeps the cluster's --rate
+#   cluster.sh loss NAME HOST PROB           HOST drops each packet it receives or sends with probability
+#                                            PROB (iptables statistic; segmentation offload off on every
+#                                            host's eth0, so a drop is one wire packet, not a 64 KB segment)
 #
 # Layout of cluster NAME with id N (10.213.N.0/24 underlay, 10.214.N.0/24 overlay):
 #   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
@@ -339,6 +346,59 @@ cmd_counters() {
   done
 }
 
+# ---- faults ---------------------------------------------------------------------------------------
+
+# The cluster's --rate, or a rate far above what a veth carries here (so "unshaped" stays unshaped).
+rate_of() {
+  cat "$(state_of "$1")/rate" 2>/dev/null || echo 100gbit
+}
+
+valid_rate() {
+  [[ $1 =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "rate '$1' is not a tc rate such as 100mbit"
+}
+
+cmd_shape() {
+  local name=$1 host=${2:?HOST} rate=${3:?RATE such as 100mbit} i
+  valid_rate "$rate"
+  i=$(host_index "$name" "$host")
+  tc -n "$name-h$i" qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+}
+
+cmd_shape_pair() {
+  local name=$1 host=${2:?HOST} peer=${3:?PEER} rate=${4:?RATE such as 100mbit} i p id ns base
+  valid_rate "$rate"
+  i=$(host_index "$name" "$host")
+  p=$(host_index "$name" "$peer")
+  ((i != p)) || die "shape-pair: HOST and PEER are the same host"
+  id=$(id_of "$name")
+  ns="$name-h$i"
+  base=$(rate_of "$name")
+  # HTB: class 1:20 (the default) keeps the host's own rate, class 1:10 carries only traffic to PEER.
+  tc -n "$ns" qdisc replace dev eth0 root handle 1: htb default 20
+  tc -n "$ns" class replace dev eth0 parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst 256kb quantum 1514
+  tc -n "$ns" class replace dev eth0 parent 1: classid 1:20 htb rate "$base" ceil "$base" burst 256kb quantum 1514
+  tc -n "$ns" filter replace dev eth0 parent 1: protocol ip prio 1 u32 \
+    match ip dst "$(underlay_ip "$id" "$p")/32" flowid 1:10
+}
+
+cmd_loss() {
+  local name=$1 host=${2:?HOST} prob=${3:?PROB such as 0.01} i ns
+  [[ $prob =~ ^0?\.[0-9]+$ ]] || die "loss: PROB must be a probability below 1 such as 0.01, not '$prob'"
+  command -v iptables >/dev/null || die "'iptables' is not installed (Debian: iptables)"
+  command -v ethtool >/dev/null || die "'ethtool' is not installed (Debian: ethtool)"
+  i=$(host_index "$name" "$host")
+  ns="$name-h$i"
+  # Offloads off on every host: a sender's 64 KB segment would otherwise cross the veth whole and be
+  # dropped as one.
+  local j n
+  n=$(nhosts_of "$name")
+  for ((j = 0; j < n; j++)); do
+    ip netns exec "$name-h$j" ethtool -K eth0 tso off gso off gro off >/dev/null
+  done
+  ip netns exec "$ns" iptables -A INPUT -i eth0 -m statistic --mode random --probability "$prob" -j DROP
+  ip netns exec "$ns" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$prob" -j DROP
+}
+
 main() {
   local cmd=${1:-}
   shift || true
@@ -356,6 +416,9 @@ main() {
     rsh-agent) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; echo "$(state_of "$1")/rsh-agent" ;;
     bytes) valid_name "${1:?NAME}"; cmd_bytes "$1" "${2:?HOST}" "${3:-eth0}" ;;
     counters) valid_name "${1:?NAME}"; id_of "$1" >/dev/null; cmd_counters "$@" ;;
+    shape) valid_name "${1:?NAME}"; cmd_shape "$@" ;;
+    shape-pair) valid_name "${1:?NAME}"; cmd_shape_pair "$@" ;;
+    loss) valid_name "${1:?NAME}"; cmd_loss "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 }

@@ -359,7 +359,7 @@ pub fn baseline(old: &[Point], new: &[Point], file: &str, threshold_pct: f64, ou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::preflight::expect::parse;
+    use crate::validate::preflight::expect::parse;
 
     fn path(rate: Option<f64>) -> PathInfo {
         PathInfo {

@@ -289,7 +289,8 @@ mod tests {
 
     #[test]
     fn json_validates_against_the_schema() {
-        let schema: Value = serde_json::from_str(include_str!("../../schema/collbench-preflight.schema.json")).unwrap();
+        let schema: Value =
+            serde_json::from_str(include_str!("../../../schema/collbench-preflight.schema.json")).unwrap();
         let mut compiler = boon::Compiler::new();
         let mut schemas = boon::Schemas::new();
         compiler.add_resource("urn:preflight", schema).unwrap();

@@ -135,7 +135,7 @@ pub fn exit_code(overall: Verdict, strict: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::preflight::measure::Estimate;
+    use crate::validate::preflight::measure::Estimate;
 
     #[test]
     fn clear_measurements_pass_or_fail_and_straddling_ones_warn() {

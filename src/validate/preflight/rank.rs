@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use indicatif::ProgressBar;
 
 use super::checks::PathInfo;
-use super::verdict::Check;
+use super::verdict::{Check, Verdict};
 use super::Setup;
 use crate::bench;
 use crate::engine::Native;
@@ -15,6 +15,7 @@ use crate::options::{Options, PathKind, Progress};
 use crate::report::{RankInfo, Record};
 use crate::session::{self, Session};
 use crate::transport::Transport;
+use crate::validate::pairwise::{self, Finding, PairwiseConfig, PairwiseReport};
 use crate::world::{env, Identity};
 
 /// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
@@ -39,7 +40,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         #[cfg(feature = "mpi")]
         mpi.as_ref(),
     )?;
-    let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
+    // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
+    let pairs = if setup.args.no_pairwise {
+        session::Pairs::Needed
+    } else {
+        session::Pairs::All
+    };
+    let mut sess = session::connect_with(id, opts, opts.consensus_fields(), exchange, pairs)?;
     let phases: Vec<Options> = setup
         .plan
         .phases
@@ -60,6 +67,17 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             })
             .try_fold(f64::INFINITY, |m, r| r.map(|r| m.min(r))),
     );
+    let mut plan_lines = plan_lines;
+    if !setup.args.no_pairwise {
+        let c = PairwiseConfig::default();
+        plan_lines.push(format!(
+            "  then the pairwise link test over every TCP path: every pair of hosts in rounds of disjoint pairs, {} MiB \
+             each way at once x {}, 8 B ping-pong x {} (--no-pairwise skips it)",
+            c.bytes >> 20,
+            c.iters,
+            c.lat_iters
+        ));
+    }
     if id.rank == 0 {
         for l in &plan_lines {
             println!("{l}");
@@ -136,7 +154,11 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
-    let extra = pairwise_checks(&mut sess, opts)?;
+    let extra = if setup.args.no_pairwise {
+        Vec::new()
+    } else {
+        pairwise_checks(&mut sess, &PairwiseConfig::default())?
+    };
     if id.rank != 0 {
         return Ok(0);
     }
@@ -169,10 +191,70 @@ fn measured(
     }
 }
 
-/// The pairwise link test's checks (slow host, slow link), run on every rank.
-fn pairwise_checks(_sess: &mut Session, _opts: &Options) -> Result<Vec<Check>> {
-    // lead wires validate::pairwise::measure here
-    Ok(Vec::new())
+/// The pairwise link test over every TCP path of the session, run on every rank: on rank 0 its matrices are
+/// printed and its findings become checks (a slow host or link FAILs; none is one PASS check per path).
+fn pairwise_checks(sess: &mut Session, cfg: &PairwiseConfig) -> Result<Vec<Check>> {
+    let mut checks = Vec::new();
+    for k in 0..sess.transports.len() {
+        let path = sess.transports[k].path();
+        let report = match pairwise::measure(sess, k, cfg) {
+            Ok(r) => r,
+            Err(e) => return Err(sess.transports[k].abort(e.during(&format!("the pairwise link test of {path}")))),
+        };
+        if let Some(rep) = report {
+            println!("{}", pairwise::render::text(&rep));
+            checks.extend(pairwise_findings(&path, &rep));
+        }
+    }
+    Ok(checks)
+}
+
+/// The checks of one path's pairwise report.
+fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
+    let check = |name: String, measured: String, threshold: String, verdict, detail: String| Check {
+        name,
+        path: path.to_string(),
+        measured,
+        value: None,
+        lo: None,
+        hi: None,
+        unit: String::new(),
+        threshold,
+        source: "pairwise localisation (median and MAD over links and hosts, built in)".into(),
+        verdict,
+        detail,
+    };
+    if rep.links.is_empty() {
+        return Vec::new();
+    }
+    if rep.findings.is_empty() {
+        let mut bw: Vec<f64> = rep.links.iter().map(|l| l.bw_gbs).collect();
+        let mut lat: Vec<f64> = rep.links.iter().map(|l| l.latency_us).collect();
+        let min_bw = bw.iter().copied().fold(f64::INFINITY, f64::min);
+        return vec![check(
+            format!("{path} pairwise links"),
+            format!(
+                "{} links: {:.4} GB/s median (lowest {min_bw:.4}), {:.1} us median latency",
+                rep.links.len(),
+                pairwise::localise::median(&mut bw),
+                pairwise::localise::median(&mut lat)
+            ),
+            "no slow host or link".into(),
+            Verdict::Pass,
+            format!("every {} pair measured in {} rounds", rep.unit, rep.rounds),
+        )];
+    }
+    rep.findings
+        .iter()
+        .map(|f| {
+            let line = pairwise::render::finding_line(f);
+            let (name, measured) = match f {
+                Finding::SlowHost { host, .. } => (format!("{path} pairwise: slow host {host}"), line.clone()),
+                Finding::SlowLink { a, b, .. } => (format!("{path} pairwise: slow link {a} <-> {b}"), line.clone()),
+            };
+            check(name, measured, "no slow host or link".into(), Verdict::Fail, line)
+        })
+        .collect()
 }
 
 /// One phase over one path, as `run` sweeps it; `tcp_index` walks the session's TCP transports.

@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn the_shipped_example_parses() {
-        let text = include_str!("../../launch/preflight-expect.toml");
+        let text = include_str!("../../../launch/preflight-expect.toml");
         let e = parse(text, "launch/preflight-expect.toml", &["tcp".into()]).unwrap();
         assert_eq!(e.entries.len(), 3);
         assert_eq!(e.entries[0].min_busbw.map(|b| b.0), Some(MinBusbw::PctOfLine(70.0)));

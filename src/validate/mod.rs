@@ -1,0 +1,9 @@
+//! Validation: turning measurements into findings about the network.
+//!
+//! - [`pairwise`]: every pair of hosts measured in rounds of disjoint pairs, a host x host matrix, and the
+//!   slow host or slow link named (`collbench pairwise`, also part of the pre-flight check).
+//! - [`preflight`]: `collbench preflight`, a fixed short plan and the pairwise test judged against
+//!   expectations: PASS / WARN / FAIL per check and overall.
+
+pub mod pairwise;
+pub mod preflight;

@@ -1,0 +1,312 @@
+//! The measurements of one pairwise test, written only against the [`Transport`] trait: per round, every
+//! pair at once runs a bidirectional bandwidth exchange, then (after a barrier) an 8-byte ping-pong; a
+//! barrier separates rounds so pairs of different rounds never overlap. Each rank then sends what it measured to rank 0.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::localise::median;
+use super::schedule;
+use super::{Link, PairwiseConfig, Participant};
+use crate::algorithm::control;
+use crate::error::{Error, Result};
+use crate::transport::{self, Transport};
+
+/// What the matrix's rows and columns are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// One rank per host.
+    Hosts,
+    /// Every rank (all on one host, or asked for).
+    Ranks,
+}
+
+impl Unit {
+    /// The name in the report (`hosts`, `ranks`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Hosts => "hosts",
+            Unit::Ranks => "ranks",
+        }
+    }
+}
+
+/// The ranks that take part, ascending, given each rank's host: with `per_host` the lowest rank of every
+/// host (pairs are hosts), unless all ranks share one host, where pairs are ranks; else every rank.
+pub fn participants(hosts: &[String], per_host: bool) -> (Vec<usize>, Unit) {
+    let single_host = hosts.iter().all(|h| *h == hosts[0]);
+    if !per_host || single_host {
+        return ((0..hosts.len()).collect(), Unit::Ranks);
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let mut parts = Vec::new();
+    for (r, h) in hosts.iter().enumerate() {
+        if !seen.contains(&h.as_str()) {
+            seen.push(h);
+            parts.push(r);
+        }
+    }
+    (parts, Unit::Hosts)
+}
+
+/// What one rank measured with one partner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The partner's rank.
+    pub peer: usize,
+    /// GB/s received from the partner while sending to it (the timed iterations' bytes over their time).
+    pub rx_gbs: f64,
+    /// Both directions' bytes over the time of the whole exchanges, GB/s.
+    pub bidir_gbs: f64,
+    /// Half the median round trip, us; only the pair's lower rank (which starts each round trip) has it.
+    pub latency_us: Option<f64>,
+    /// Round trips that stalled (see [`STALL_MIN_S`]); like the latency, the lower rank's.
+    pub stalls: Option<u64>,
+}
+
+/// A round trip stalled when it took this long, and [`STALL_FACTOR`] x the median: on a path whose median
+/// is microseconds to milliseconds that is a retransmission timeout (a lost packet, at least 200 ms on
+/// Linux), far beyond a busy host's scheduling delays.
+pub const STALL_MIN_S: f64 = 0.05;
+/// See [`STALL_MIN_S`].
+pub const STALL_FACTOR: f64 = 20.0;
+
+/// The byte every rank fills its send buffer with, so a receiver can tell whose data arrived.
+fn pattern(rank: usize) -> u8 {
+    (rank as u8).wrapping_mul(37).wrapping_add(11)
+}
+
+/// Runs every round of `rounds` (over indices into `parts`, the participating ranks); returns what this
+/// rank measured (nothing on a rank that does not take part). Every rank runs the barriers.
+pub fn run_rounds<T: Transport + ?Sized>(
+    t: &mut T,
+    parts: &[usize],
+    rounds: &[Vec<(usize, usize)>],
+    cfg: &PairwiseConfig,
+) -> Result<Vec<Sample>> {
+    let me = t.rank();
+    let my_index = parts.iter().position(|&r| r == me);
+    let mut samples = Vec::new();
+    // Allocated only on ranks that take part; filled once (the content is checked at the receiver).
+    let (sbuf, mut rbuf) = match my_index {
+        Some(_) => (vec![pattern(me); cfg.bytes], vec![0u8; cfg.bytes]),
+        None => (Vec::new(), Vec::new()),
+    };
+    for round in rounds {
+        let peer = my_index.and_then(|i| schedule::partner(round, i)).map(|j| parts[j]);
+        // Bandwidth, then latency, each phase closed by a barrier: a pair's round trips never share the
+        // hosts' CPUs and links with another pair's bulk transfer.
+        let mut sample = match peer {
+            Some(p) => Some(bandwidth(t, p, cfg, &sbuf, &mut rbuf)?),
+            None => None,
+        };
+        control::barrier(t)?;
+        if let Some(s) = &mut sample {
+            if let Some((lat, stalls)) = ping_pong(t, s.peer, cfg.lat_iters)? {
+                s.latency_us = Some(lat);
+                s.stalls = Some(stalls);
+            }
+        }
+        control::barrier(t)?;
+        samples.extend(sample);
+    }
+    Ok(samples)
+}
+
+/// The bandwidth of the exchanges with `peer` (its latency is filled in later).
+fn bandwidth<T: Transport + ?Sized>(
+    t: &mut T,
+    peer: usize,
+    cfg: &PairwiseConfig,
+    sbuf: &[u8],
+    rbuf: &mut [u8],
+) -> Result<Sample> {
+    let mut rx = Vec::with_capacity(cfg.iters);
+    let mut whole = Vec::with_capacity(cfg.iters);
+    // One untimed exchange first: connections warm up, TCP leaves slow start.
+    for i in 0..=cfg.iters {
+        let (r, w) = exchange(t, peer, sbuf, rbuf)?;
+        if i > 0 {
+            rx.push(r);
+            whole.push(w);
+        }
+    }
+    let want = pattern(peer);
+    if let Some(off) = rbuf.iter().position(|&b| b != want) {
+        return Err(Error::Peer(format!(
+            "rank {}: the data rank {peer} sent over {} arrived changed at byte {off} of {} (0x{:02x}, not \
+             0x{want:02x}); the path corrupts data",
+            t.rank(),
+            t.path(),
+            rbuf.len(),
+            rbuf[off]
+        )));
+    }
+    let gbs = |bytes: usize, secs: f64| if secs > 0.0 { bytes as f64 / secs / 1e9 } else { 0.0 };
+    Ok(Sample {
+        peer,
+        // Bytes over the total time, not a median: a lossy link stalls now and then (retransmission
+        // timeouts), and those stalls are what its users feel.
+        rx_gbs: gbs(cfg.bytes * cfg.iters, rx.iter().sum()),
+        bidir_gbs: gbs(2 * cfg.bytes * cfg.iters, whole.iter().sum()),
+        latency_us: None,
+        stalls: None,
+    })
+}
+
+/// One bidirectional exchange: seconds until this rank's receive completed, and until both did.
+fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &mut [u8]) -> Result<(f64, f64)> {
+    // Both sides start together: one-byte exchanges right before. Twice, because the first may queue behind
+    // the previous iteration's data still leaving a side's interface (its send completed into the socket,
+    // not onto the wire): that side would start its clock late and the other early. The second ones are
+    // sent once both sides hold all of the other's data, so nothing is queued ahead of them.
+    let mut tick = [0u8; 1];
+    for _ in 0..2 {
+        transport::sendrecv(t, peer, &[1u8], peer, &mut tick)?;
+    }
+    let start = Instant::now();
+    // SAFETY: both buffers are borrowed for the whole call and both requests are waited for before it
+    // returns; on error the transport is poisoned and never touches them again.
+    unsafe {
+        let r = t.post_recv(peer, rbuf.as_mut_ptr(), rbuf.len())?;
+        let s = t.post_send(peer, sbuf.as_ptr(), sbuf.len())?;
+        t.wait(r)?;
+        let rx = start.elapsed().as_secs_f64();
+        t.wait(s)?;
+        Ok((rx, start.elapsed().as_secs_f64()))
+    }
+}
+
+/// `iters` timed 8-byte round trips (after a few untimed ones); the lower rank starts each and returns
+/// half the median in microseconds and the number that stalled, the higher one echoes and returns `None`.
+fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Result<Option<(f64, u64)>> {
+    let starts = t.rank() < peer;
+    let warm = iters.clamp(1, 10);
+    let mut buf = [0u8; 8];
+    let mut rtt = Vec::with_capacity(iters);
+    for i in 0..warm + iters {
+        if starts {
+            let t0 = Instant::now();
+            transport::send(t, peer, &buf)?;
+            transport::recv(t, peer, &mut buf)?;
+            if i >= warm {
+                rtt.push(t0.elapsed().as_secs_f64());
+            }
+        } else {
+            transport::recv(t, peer, &mut buf)?;
+            transport::send(t, peer, &buf)?;
+        }
+    }
+    if !starts {
+        return Ok(None);
+    }
+    let mid = median(&mut rtt);
+    let stall = (STALL_FACTOR * mid).max(STALL_MIN_S);
+    let stalls = rtt.iter().filter(|&&x| x >= stall).count() as u64;
+    Ok(Some((mid / 2.0 * 1e6, stalls)))
+}
+
+/// Gathers every rank's samples on rank 0 (`None` on the others).
+pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Option<Vec<Vec<Sample>>>> {
+    let bytes = serde_json::to_vec(mine).expect("samples serialise");
+    let Some(all) = control::gather(t, &bytes)? else {
+        return Ok(None);
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| {
+                Error::Peer(format!(
+                    "rank 0: rank {r} sent unreadable pairwise samples ({e}); were all ranks started with the same \
+                     collbench version?"
+                ))
+            })
+        })
+        .collect::<Result<Vec<Vec<Sample>>>>()
+        .map(Some)
+}
+
+/// Every pair of `parts` as a link, from the samples of each rank (`all[rank]`); a pair one side did not
+/// report is a protocol error.
+pub fn links(parts: &[Participant], all: &[Vec<Sample>]) -> Result<Vec<Link>> {
+    let find = |from: usize, peer: usize| {
+        all.get(from)
+            .and_then(|v| v.iter().find(|s| s.peer == peer))
+            .ok_or_else(|| {
+                Error::Peer(format!(
+                "rank 0: rank {from} reported no measurement with rank {peer}; were all ranks started with the same \
+                 collbench version?"
+            ))
+            })
+    };
+    let mut out = Vec::new();
+    for (i, a) in parts.iter().enumerate() {
+        for (j, b) in parts.iter().enumerate().skip(i + 1) {
+            let (at_a, at_b) = (find(a.rank, b.rank)?, find(b.rank, a.rank)?);
+            out.push(Link {
+                a: i,
+                b: j,
+                a_name: a.name.clone(),
+                b_name: b.name.clone(),
+                bw_ab_gbs: at_b.rx_gbs,
+                bw_ba_gbs: at_a.rx_gbs,
+                bw_gbs: at_a.rx_gbs.min(at_b.rx_gbs),
+                bidir_gbs: at_a.bidir_gbs.min(at_b.bidir_gbs),
+                latency_us: at_a.latency_us.or(at_b.latency_us).unwrap_or(f64::NAN),
+                stalls: at_a.stalls.or(at_b.stalls).unwrap_or(0),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::session::run_threads;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_rank_per_host_unless_all_share_one() {
+        let h = names(&["a", "a", "b", "c", "b"]);
+        assert_eq!(participants(&h, true), (vec![0, 2, 3], Unit::Hosts));
+        assert_eq!(participants(&h, false), (vec![0, 1, 2, 3, 4], Unit::Ranks));
+        assert_eq!(
+            participants(&names(&["a", "a", "a"]), true),
+            (vec![0, 1, 2], Unit::Ranks)
+        );
+    }
+
+    #[test]
+    fn threads_measure_every_pair_and_rank_0_gets_them() {
+        let cfg = PairwiseConfig {
+            bytes: 64 << 10,
+            iters: 2,
+            lat_iters: 5,
+            per_host: true,
+        };
+        // Five ranks: an odd count, so each round one sits out and still joins the barrier.
+        let out = run_threads(5, &Options::default(), |sess| {
+            let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+            super::super::measure_on(&mut sess.transports[0], &hosts, &cfg, &Default::default())
+        });
+        let mut reports: Vec<_> = out.into_iter().map(|r| r.unwrap().unwrap()).collect();
+        assert!(reports[1..].iter().all(Option::is_none));
+        let rep = reports.remove(0).expect("rank 0 has the report");
+        assert_eq!((rep.unit.as_str(), rep.hosts.len(), rep.rounds), ("ranks", 5, 5));
+        let pairs: Vec<(usize, usize)> = rep.links.iter().map(|l| (l.a, l.b)).collect();
+        let want: Vec<(usize, usize)> = (0..5).flat_map(|a| (a + 1..5).map(move |b| (a, b))).collect();
+        assert_eq!(pairs, want);
+        for l in &rep.links {
+            assert!(l.bw_ab_gbs > 0.0 && l.bw_ba_gbs > 0.0 && l.bidir_gbs > 0.0, "{l:?}");
+            assert_eq!(l.bw_gbs, l.bw_ab_gbs.min(l.bw_ba_gbs));
+            assert!(l.latency_us > 0.0 && l.latency_us.is_finite(), "{l:?}");
+            assert_eq!(l.a_name, format!("rank{}", l.a));
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The pairwise link test: every pair of hosts measured once, in rounds of disjoint pairs that run at the
+//! same time, then the slow host or the slow link named.
+//!
+//! - [`schedule`]: which pairs meet in which round (circle method).
+//! - [`measure`]: one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
+//! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
+//! - [`render`]: host x host matrices and the findings as text.
+//! - [`command`]: `collbench pairwise`.
+
+pub mod command;
+pub mod localise;
+pub mod measure;
+pub mod render;
+pub mod schedule;
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::transport::Transport;
+
+pub use localise::Thresholds;
+
+/// Version tag of the pairwise JSON (see `schema/collbench-pairwise.schema.json`).
+pub const SCHEMA: &str = "collbench-pairwise/1";
+
+/// What one pairwise test measures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairwiseConfig {
+    /// Bytes each side sends per bandwidth iteration (both directions at once).
+    pub bytes: usize,
+    /// Timed bandwidth iterations per pair (one more runs untimed first); their bytes over their time count.
+    pub iters: usize,
+    /// Timed 8-byte round trips per pair; the median counts.
+    pub lat_iters: usize,
+    /// One rank per host (the lowest on each) takes part; false: every rank does.
+    pub per_host: bool,
+}
+
+impl Default for PairwiseConfig {
+    /// 4 MiB x 5 each way and 200 round trips: a 4-host run takes about a second on loopback and a few
+    /// seconds over 1 Gbit/s links, long enough for TCP to leave slow start.
+    fn default() -> Self {
+        PairwiseConfig {
+            bytes: 4 << 20,
+            iters: 5,
+            lat_iters: 200,
+            per_host: true,
+        }
+    }
+}
+
+/// One endpoint of the matrix: a host (its lowest rank measures for it) or, when pairs are ranks, a rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Participant {
+    /// The name shown in the matrix: the host name, or `rankN` when pairs are ranks.
+    pub name: String,
+    /// The rank that measured.
+    pub rank: usize,
+    /// The host that rank runs on.
+    pub host: String,
+}
+
+/// One measured pair; `a` < `b` index [`PairwiseReport::hosts`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    pub a: usize,
+    pub b: usize,
+    pub a_name: String,
+    pub b_name: String,
+    /// GB/s from a to b while b sent to a at the same time, as b received it (bytes over time of all timed
+    /// iterations).
+    pub bw_ab_gbs: f64,
+    /// GB/s from b to a, as a received it.
+    pub bw_ba_gbs: f64,
+    /// The slower direction: a link is as good as its worse way; this is what localisation judges.
+    pub bw_gbs: f64,
+    /// Both directions together: twice the bytes over the time of the whole exchanges.
+    pub bidir_gbs: f64,
+    /// Half the median round trip of an 8-byte ping-pong, in microseconds.
+    pub latency_us: f64,
+    /// Round trips of the ping-pong that stalled: over 50 ms and 20 x the median, a lost packet's
+    /// retransmission timeout (TCP recovers bulk transfers from loss quickly on a short path; a lone small
+    /// message waits out the timer, which is what loss costs a collective).
+    pub stalls: u64,
+}
+
+/// Which measurement a finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// GB/s, higher is better.
+    Bandwidth,
+    /// Microseconds, lower is better.
+    Latency,
+    /// Stalled round trips, lower is better.
+    Stalls,
+}
+
+impl Metric {
+    /// The metric's name as printed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Bandwidth => "bandwidth",
+            Metric::Latency => "latency",
+            Metric::Stalls => "stalled round trips",
+        }
+    }
+
+    /// A value from its "goodness" (higher is better, as localisation judges both metrics): GB/s as is,
+    /// latency from round trips per microsecond, stalls from their negated count.
+    pub fn from_goodness(self, v: f64) -> f64 {
+        match self {
+            Metric::Bandwidth => v,
+            Metric::Latency => 1.0 / v,
+            Metric::Stalls => -v,
+        }
+    }
+
+    /// The unit its values are in.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Bandwidth => "GB/s",
+            Metric::Latency => "us",
+            Metric::Stalls => "",
+        }
+    }
+}
+
+/// Something the test blames.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Finding {
+    /// A host whose links are slow with (nearly) every partner: the fault is at the host (its NIC, cable,
+    /// switch port, CPU or configuration), not on one path.
+    SlowHost {
+        host: String,
+        metric: Metric,
+        /// The median of the host's links.
+        value: f64,
+        /// What a typical link measured.
+        reference: f64,
+        slow_links: usize,
+        links: usize,
+    },
+    /// One slow pair whose ends are otherwise fine: the path between them (a route, a switch hop, a
+    /// filter) is at fault; neither host is blamed.
+    SlowLink {
+        a: String,
+        b: String,
+        metric: Metric,
+        value: f64,
+        reference: f64,
+    },
+}
+
+/// The outcome of one pairwise test, as rank 0 assembles it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PairwiseReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The transport path measured, e.g. `tcp@eth0`.
+    pub path: String,
+    /// `hosts` (one rank per host) or `ranks` (every rank; all on one host, or asked for).
+    pub unit: String,
+    pub config: PairwiseConfig,
+    pub hosts: Vec<Participant>,
+    /// Every pair, in (a, b) order.
+    pub links: Vec<Link>,
+    pub findings: Vec<Finding>,
+    /// The thresholds the findings were decided with.
+    pub thresholds: Thresholds,
+    pub rounds: usize,
+    /// Seconds from the first round to the last.
+    pub elapsed_s: f64,
+}
+
+/// Runs the pairwise test over transport path `path` of the session; `Some(report)` on rank 0, `None`
+/// elsewhere. Every rank of the session must call it with the same `cfg`; ranks that do not take part
+/// (the others on a host) still join the barriers between rounds. The session must connect every pair
+/// (`session::connect_with(.., Pairs::All)`). On an error, hand it to the transport's `abort` so every rank
+/// learns who failed (as `collbench pairwise` does).
+pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<Option<PairwiseReport>> {
+    let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+    let Some(t) = sess.transports.get_mut(path) else {
+        return Err(Error::usage(
+            "--transport",
+            format!(
+                "path {path} is not one of the session's {} TCP path(s)",
+                sess.transports.len()
+            ),
+        ));
+    };
+    measure_on(t, &hosts, cfg, &Thresholds::default())
+}
+
+/// [`measure`] over any transport: `hosts[r]` is rank r's host.
+pub fn measure_on<T: Transport + ?Sized>(
+    t: &mut T,
+    hosts: &[String],
+    cfg: &PairwiseConfig,
+    th: &Thresholds,
+) -> Result<Option<PairwiseReport>> {
+    let (parts, unit) = measure::participants(hosts, cfg.per_host);
+    let started = Instant::now();
+    let rounds = schedule::rounds(parts.len());
+    let mine = measure::run_rounds(t, &parts, &rounds, cfg)?;
+    let Some(all) = measure::collect(t, &mine)? else {
+        return Ok(None);
+    };
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let participants: Vec<Participant> = parts
+        .iter()
+        .map(|&r| Participant {
+            name: match unit {
+                measure::Unit::Hosts => hosts[r].clone(),
+                measure::Unit::Ranks => format!("rank{r}"),
+            },
+            rank: r,
+            host: hosts[r].clone(),
+        })
+        .collect();
+    let links = measure::links(&participants, &all)?;
+    let findings = localise::findings(&participants, &links, th);
+    Ok(Some(PairwiseReport {
+        schema: SCHEMA.into(),
+        path: t.path(),
+        unit: unit.name().into(),
+        config: cfg.clone(),
+        hosts: participants,
+        links,
+        findings,
+        thresholds: th.clone(),
+        rounds: rounds.len(),
+        elapsed_s,
+    }))
+}

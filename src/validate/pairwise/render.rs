@@ -1,0 +1,234 @@
+//! The pairwise report as text: a header, host x host matrices of bandwidth and latency, the findings.
+
+use std::fmt::Write;
+
+use super::{Finding, Metric, PairwiseReport};
+use crate::sizes::format_size;
+
+/// Cells of a host x host matrix: `cell(row, col)` for row != col; the diagonal is `-`.
+fn matrix(names: &[String], title: &str, cell: impl Fn(usize, usize) -> Option<f64>, decimals: usize) -> String {
+    let w = names.iter().map(String::len).max().unwrap_or(0).max(9);
+    let mut s = format!("# {title}\n{:>w$}", "");
+    for n in names {
+        let _ = write!(s, " {n:>w$}");
+    }
+    s.push('\n');
+    for (r, rn) in names.iter().enumerate() {
+        let _ = write!(s, "{rn:>w$}");
+        for c in 0..names.len() {
+            let text = match (r == c, cell(r, c)) {
+                (true, _) => "-".to_string(),
+                (false, Some(v)) if v.is_finite() => format!("{v:.decimals$}"),
+                (false, _) => "n/a".to_string(),
+            };
+            let _ = write!(s, " {text:>w$}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// One finding as a line: `SLOW HOST h2: bandwidth 0.012 GB/s (median of its links) vs 0.049 typical, ...`.
+pub fn finding_line(f: &Finding) -> String {
+    match f {
+        Finding::SlowHost {
+            host,
+            metric,
+            value,
+            reference,
+            slow_links,
+            links,
+        } => format!(
+            "SLOW HOST {host}: {} (median of its links) vs {} typical; slow with {slow_links} of {links} partners",
+            amount(*metric, *value),
+            num(*reference)
+        ),
+        Finding::SlowLink {
+            a,
+            b,
+            metric,
+            value,
+            reference,
+        } => format!(
+            "SLOW LINK {a} <-> {b}: {} vs {} typical; both hosts are fine with their other partners",
+            amount(*metric, *value),
+            num(*reference)
+        ),
+    }
+}
+
+/// A measured value with its metric: `bandwidth 0.012 GB/s`, `latency 47.6 us`, `3 stalled round trips`.
+fn amount(metric: Metric, v: f64) -> String {
+    match metric {
+        Metric::Stalls => format!("{v} {}", metric.name()),
+        _ => format!("{} {} {}", metric.name(), num(v), metric.unit()),
+    }
+}
+
+/// Three significant digits, whatever the scale (0.0123, 1.23, 123).
+fn num(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{v:.digits$}")
+}
+
+/// The whole report as printed on stdout.
+pub fn text(rep: &PairwiseReport) -> String {
+    let names: Vec<String> = rep.hosts.iter().map(|h| h.name.clone()).collect();
+    let n = names.len();
+    let mut s = format!(
+        "# collbench pairwise: {n} {} over {}, {} rounds in {:.1} s\n",
+        rep.unit, rep.path, rep.rounds, rep.elapsed_s
+    );
+    if rep.unit == "ranks" {
+        let one_host = rep.hosts.windows(2).all(|w| w[0].host == w[1].host);
+        if one_host && n > 1 {
+            let _ = writeln!(
+                s,
+                "# all ranks run on {}: pairs are ranks, not hosts (the links are this host's own)",
+                rep.hosts[0].host
+            );
+        } else {
+            s.push_str("# pairs are ranks, as asked\n");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "# each pair: {} each way at once x {} (+1 warm-up), total bytes over total time; 8 B ping-pong x {}, median",
+        format_size(rep.config.bytes as u64),
+        rep.config.iters,
+        rep.config.lat_iters
+    );
+    let link = |r: usize, c: usize| rep.links.iter().find(|l| (l.a, l.b) == (r.min(c), r.max(c)));
+    s.push('\n');
+    s += &matrix(
+        &names,
+        "Bandwidth, GB/s: row sends to column while column sends to row (as the column received it)",
+        |r, c| link(r, c).map(|l| if r < c { l.bw_ab_gbs } else { l.bw_ba_gbs }),
+        3,
+    );
+    s.push('\n');
+    s += &matrix(
+        &names,
+        "Latency, us: half the median 8 B round trip",
+        |r, c| link(r, c).map(|l| l.latency_us),
+        1,
+    );
+    s.push('\n');
+    s += &matrix(
+        &names,
+        "Stalls: 8 B round trips over 50 ms and 20x the median (retransmission timeouts: lost packets)",
+        |r, c| link(r, c).map(|l| l.stalls as f64),
+        0,
+    );
+    s.push('\n');
+    if rep.findings.is_empty() {
+        let th = &rep.thresholds;
+        let _ = writeln!(
+            s,
+            "# No finding: no link is {:.0}% below the typical bandwidth or {}x its latency by more than {} \
+             robust deviations, and none stalled {} or more times",
+            th.bw_floor * 100.0,
+            th.lat_factor,
+            th.k,
+            th.min_stalls
+        );
+    } else {
+        s.push_str("# Findings\n");
+        for f in &rep.findings {
+            s += &finding_line(f);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::localise::tests::matrix as synthetic;
+    use super::super::{localise, PairwiseConfig, Thresholds, SCHEMA};
+    use super::*;
+
+    fn report(bad: Option<usize>) -> PairwiseReport {
+        let (hosts, mut links) = synthetic(
+            3,
+            |a, b, _| if Some(a) == bad || Some(b) == bad { 0.25 } else { 1.0 },
+            |_, _, i| 30.0 + i as f64,
+        );
+        // Directions differ, so the matrix shows which cell is which.
+        links[0].bw_ab_gbs = 1.5;
+        let findings = localise::findings(&hosts, &links, &Thresholds::default());
+        PairwiseReport {
+            schema: SCHEMA.into(),
+            path: "tcp@eth0".into(),
+            unit: "hosts".into(),
+            config: PairwiseConfig::default(),
+            hosts,
+            links,
+            findings,
+            thresholds: Thresholds::default(),
+            rounds: 3,
+            elapsed_s: 1.25,
+        }
+    }
+
+    #[test]
+    fn matrices_put_each_direction_in_its_cell() {
+        let t = text(&report(None));
+        assert!(
+            t.starts_with("# collbench pairwise: 3 hosts over tcp@eth0, 3 rounds in 1.2 s\n"),
+            "{t}"
+        );
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("# Bandwidth"))
+            .skip(2)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0], ["h0", "-", "1.500", "1.000"], "{t}");
+        assert_eq!(rows[1], ["h1", "1.000", "-", "1.000"], "{t}");
+        let lat: Vec<Vec<&str>> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("# Latency"))
+            .skip(2)
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        // Links in order (0,1) (0,2) (1,2): latencies 30, 31, 32, the same both ways.
+        assert_eq!(lat[2], ["h2", "31.0", "32.0", "-"], "{t}");
+        assert!(t.contains("# No finding"), "{t}");
+    }
+
+    #[test]
+    fn findings_are_listed_by_name() {
+        let t = text(&report(Some(2)));
+        assert!(t.contains("# Findings\nSLOW HOST h2: bandwidth 0.250 GB/s"), "{t}");
+        assert!(!t.contains("SLOW LINK") && !t.contains("No finding"), "{t}");
+        let line = finding_line(&Finding::SlowLink {
+            a: "x".into(),
+            b: "y".into(),
+            metric: Metric::Latency,
+            value: 1234.4,
+            reference: 45.678,
+        });
+        assert_eq!(
+            line,
+            "SLOW LINK x <-> y: latency 1234 us vs 45.7 typical; both hosts are fine with their other partners"
+        );
+        let host = finding_line(&Finding::SlowHost {
+            host: "h".into(),
+            metric: Metric::Stalls,
+            value: 3.0,
+            reference: 0.0,
+            slow_links: 2,
+            links: 3,
+        });
+        assert_eq!(
+            host,
+            "SLOW HOST h: 3 stalled round trips (median of its links) vs 0 typical; slow with 2 of 3 partners"
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! `collbench pairwise` as a user runs it on one machine: local ranks, every pair in the matrix, the JSON
+//! against its schema, the heatmaps, and bad flags.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn pairwise(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("collbench")
+        .expect("binary built")
+        .arg("pairwise")
+        .args(args)
+        // Launcher variables of the surrounding environment would make this process one rank of a job.
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_ADDR")
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("PMI_RANK")
+        .env_remove("SLURM_PROCID")
+        .env_remove("COLLBENCH_RANK")
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .expect("collbench runs")
+}
+
+fn validate(v: &Value) {
+    let schema: Value =
+        serde_json::from_str(include_str!("../schema/collbench-pairwise.schema.json")).expect("schema parses");
+    let mut compiler = boon::Compiler::new();
+    let mut schemas = boon::Schemas::new();
+    compiler.add_resource("urn:collbench-pairwise", schema).unwrap();
+    let idx = compiler.compile("urn:collbench-pairwise", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("pairwise JSON does not match its schema: {e:#}\n{v:#}");
+    }
+}
+
+/// Rows of the matrix titled `# {title}...`: the row name and its cells.
+fn matrix<'a>(stdout: &'a str, title: &str) -> Vec<Vec<&'a str>> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("# {title}")))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+fn png_size(path: &Path) -> (u32, u32) {
+    let dec = png::Decoder::new(std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    let info = dec.read_info().expect("a PNG");
+    let i = info.info();
+    (i.width, i.height)
+}
+
+#[test]
+fn four_local_ranks_give_every_pair_json_and_heatmaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pw.json");
+    let plots = dir.path().join("charts");
+    let out = pairwise(&[
+        "--np",
+        "4",
+        "--bytes",
+        "256K",
+        "-n",
+        "3",
+        "--lat-iters",
+        "20",
+        "-J",
+        json.to_str().unwrap(),
+        "--plot",
+        plots.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("rank 0 wrote the JSON")).unwrap();
+    validate(&v);
+    // A shared machine's loopback may be uneven enough to be named; the exit status must say what was found.
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(if findings.is_empty() { 0 } else { 1 }),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(findings.is_empty(), stdout.contains("# No finding"), "{stdout}");
+    // All four ranks share this host: pairs are ranks, and the output says so.
+    assert_eq!(v["unit"], "ranks");
+    assert!(stdout.contains("pairs are ranks, not hosts"), "{stdout}");
+    assert_eq!(v["rounds"], 3);
+    assert_eq!(v["path"], "tcp@lo");
+    let pairs: Vec<(u64, u64)> = v["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["a"].as_u64().unwrap(), l["b"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(pairs, [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
+    for l in v["links"].as_array().unwrap() {
+        for k in ["bw_ab_gbs", "bw_ba_gbs", "bidir_gbs", "latency_us"] {
+            assert!(l[k].as_f64().unwrap() > 0.0, "{k}: {l}");
+        }
+    }
+    // The printed matrices: a row per rank, `-` on the diagonal, a number elsewhere, the JSON's numbers.
+    for title in ["Bandwidth", "Latency"] {
+        let rows = matrix(&stdout, title);
+        assert_eq!(rows.len(), 4, "{title}:\n{stdout}");
+        for (r, row) in rows.iter().enumerate() {
+            assert_eq!(row[0], format!("rank{r}"));
+            for (c, cell) in row[1..].iter().enumerate() {
+                if r == c {
+                    assert_eq!(*cell, "-");
+                } else {
+                    assert!(cell.parse::<f64>().unwrap() > 0.0, "{title} {r},{c}: {cell}\n{stdout}");
+                }
+            }
+        }
+    }
+    let bw01: f64 = matrix(&stdout, "Bandwidth")[0][2].parse().unwrap();
+    assert!(
+        (bw01 - v["links"][0]["bw_ab_gbs"].as_f64().unwrap()).abs() < 1e-3,
+        "{stdout}"
+    );
+    for f in ["pairwise-bandwidth.png", "pairwise-latency.png"] {
+        assert_eq!(png_size(&plots.join(f)), (1100, 1000), "{f}");
+        assert!(
+            stderr.contains(&format!("heatmap {}", plots.join(f).display())),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn one_rank_has_no_pair_and_no_finding() {
+    let out = pairwise(&["--np", "1", "--bytes", "4K"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("1 ranks over tcp@lo, 0 rounds") && stdout.contains("# No finding"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (&["--bytes", "0"][..], "--bytes"),
+        (&["--bytes", "lots"], "--bytes"),
+        (&["-n", "0"], "-n/--iters"),
+        (&["--lat-iters", "0"], "--lat-iters"),
+        (&["--np", "0"], "--np"),
+        (&["--transport", "mpi"], "--transport"),
+        (&["--transport", "tcp@"], "--transport"),
+        (&["-T", "-1"], "-T/--timeout"),
+        (&["--iface", ""], "--iface"),
+        (&["-J", "/nonexistent-dir/x.json"], "-J/--output_file"),
+    ] {
+        let out = pairwise(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("error: {flag}: ")), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing measured");
+    }
+}

@@ -1,0 +1,550 @@
+//! `collbench pairwise`, `collbench preflight` and `collbench compare` on a cluster of network-namespace
+//! hosts (`tests/netns/cluster.sh`) with faults injected, one rank per host, every host's eth0 shaped to
+//! 400 Mbit/s so a clean matrix is even. pairwise:
+//! - one host shaped to 100 Mbit/s: exit 1, that host named, no link;
+//! - one pair shaped to 100 Mbit/s only between themselves: that link named, neither host;
+//! - random packet loss (10%) on one host (iptables statistic): that host named, nothing else;
+//! - a clean cluster, three runs: no finding, exit 0 (no false alarm).
+//!
+//! preflight (collectives' plan, then the pairwise test, judged): one host at a quarter of the rate FAILs
+//! naming that host; one slow pair FAILs naming that link and neither host; a lossy host is named; a clean
+//! cluster PASSes five runs out of five. compare: a run with one host shaped against a clean baseline is a
+//! significant regression (exit 1); two clean runs are not (exit 0).
+//!
+//! These need root (network namespaces, tc, iptables). Where that is not possible they print why and pass,
+//! except in CI (`CI=true`), where that is a failure.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const HOSTS: usize = 4;
+/// Every host's egress rate, and the rates faults bring a host or a pair down to.
+const RATE: &str = "400mbit";
+const SLOW: &str = "100mbit";
+/// 400 Mbit/s in GB/s.
+const RATE_GBS: f64 = 0.05;
+/// A run takes seconds; a lossy one up to half a minute. Past this it is killed and the test fails.
+const DEADLINE: Duration = Duration::from_secs(180);
+const ROOT_PORT: &str = "29500";
+
+/// One test at a time: each runs four busy ranks on a two-core machine, and timing is what is measured.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn harness() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/netns/cluster.sh")
+}
+
+/// Says why a test cannot run here: a skip on a developer's machine, a failure in CI.
+fn cannot_run(reason: &str) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{reason} (CI=true: these tests must run in CI)");
+    }
+    let _ = writeln!(std::io::stderr(), "skipped: {reason}");
+}
+
+/// Whether namespace clusters can be built here (asked once per test binary).
+fn namespaces_available() -> bool {
+    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
+    let check = CHECK.get_or_init(|| match Command::new("bash").arg(harness()).arg("check").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "network-namespace hosts are not available: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run bash {}: {e}", harness().display())),
+    });
+    check.as_ref().map_err(|r| cannot_run(r)).is_ok()
+}
+
+fn tool_available(tool: &str, package: &str) -> bool {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        cannot_run(&format!(
+            "'{tool}' is not installed (Debian: apt-get install {package})"
+        ));
+    }
+    ok
+}
+
+/// A cluster of [`HOSTS`] hosts shaped to [`RATE`]; `Drop` tears it down, also when the test panics.
+struct Cluster {
+    name: String,
+}
+
+impl Cluster {
+    fn up(tag: &str) -> Cluster {
+        // Clusters of test processes killed before their teardown.
+        let _ = Command::new("bash").arg(harness()).arg("gc").status();
+        let c = Cluster {
+            name: format!("cbp{}{tag}", std::process::id()),
+        };
+        c.run(&["down"]);
+        let (n, pid) = (HOSTS.to_string(), std::process::id().to_string());
+        eprintln!("{}", c.run(&["up", &n, "--rate", RATE, "--owner", &pid]).trim());
+        c
+    }
+
+    /// `cluster.sh SUBCOMMAND NAME ARGS...`; its stdout; panics on failure.
+    fn run(&self, args: &[&str]) -> String {
+        let (sub, rest) = args.split_first().expect("a subcommand");
+        let out = Command::new("bash")
+            .arg(harness())
+            .arg(sub)
+            .arg(&self.name)
+            .args(rest)
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "cluster.sh {sub} {} {rest:?}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn host(&self, i: usize) -> String {
+        format!("{}-h{i}", self.name)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ok = Command::new("bash")
+            .arg(harness())
+            .args(["down", &self.name])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("cluster.sh down {} failed; remove it by hand", self.name);
+        }
+    }
+}
+
+/// What rank 0 reported.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    json: Value,
+}
+
+/// Runs `collbench pairwise` with one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank but 0 must
+/// exit 0; returns rank 0's exit status, output and JSON.
+fn pairwise(c: &Cluster, dir: &Path, label: &str, iters: &str) -> Outcome {
+    let json = dir.join(format!("{label}.json"));
+    let args = [
+        "pairwise",
+        "--transport",
+        "tcp@eth0",
+        "--bytes",
+        "2M",
+        "-n",
+        iters,
+        "--lat-iters",
+        "50",
+        "-J",
+        json.to_str().unwrap(),
+    ];
+    ranks(c, dir, label, &args, &json)
+}
+
+/// Runs `collbench ARGS` as one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank but 0 must exit 0;
+/// returns rank 0's exit status, output and the JSON it wrote to `json`.
+fn ranks(c: &Cluster, dir: &Path, label: &str, args: &[&str], json: &Path) -> Outcome {
+    let bin = assert_cmd::cargo::cargo_bin("collbench");
+    let master = c.run(&["addr", "0"]).trim().to_string();
+    let mut procs: Vec<(Child, PathBuf, PathBuf)> = (0..HOSTS)
+        .map(|h| {
+            let (out, err) = (dir.join(format!("{label}{h}.out")), dir.join(format!("{label}{h}.err")));
+            let mut cmd = Command::new("bash");
+            cmd.arg(harness())
+                .args(["exec", &c.name, &h.to_string()])
+                .arg(&bin)
+                .args(args);
+            for (k, _) in std::env::vars_os() {
+                let k = k.to_string_lossy();
+                if ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
+                    .iter()
+                    .any(|p| k.starts_with(p))
+                {
+                    cmd.env_remove(&*k);
+                }
+            }
+            cmd.env("RANK", h.to_string())
+                .env("WORLD_SIZE", HOSTS.to_string())
+                .env("MASTER_ADDR", &master)
+                .env("MASTER_PORT", ROOT_PORT)
+                .env_remove("JOB_COMPLETION_INDEX")
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&out).unwrap())
+                .stderr(std::fs::File::create(&err).unwrap());
+            (cmd.spawn().expect("bash starts"), out, err)
+        })
+        .collect();
+    let started = Instant::now();
+    let mut codes: Vec<Option<Option<i32>>> = vec![None; HOSTS];
+    while codes.iter().any(Option::is_none) {
+        for (i, (child, _, _)) in procs.iter_mut().enumerate() {
+            if codes[i].is_none() {
+                codes[i] = child.try_wait().expect("wait for a rank").map(|s| s.code());
+            }
+        }
+        if started.elapsed() > DEADLINE && codes.iter().any(Option::is_none) {
+            for (child, _, _) in &mut procs {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            panic!("{label}: ranks still running after {DEADLINE:?}:\n{}", logs(&procs));
+        }
+        // A bounded poll of child processes, not synchronisation between them.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (h, code) in codes.iter().enumerate().skip(1) {
+        assert_eq!(*code, Some(Some(0)), "{label}: rank {h}:\n{}", logs(&procs));
+    }
+    let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&procs)));
+    Outcome {
+        code: codes[0].unwrap(),
+        stdout: std::fs::read_to_string(&procs[0].1).unwrap(),
+        json: serde_json::from_str(&text).unwrap(),
+    }
+}
+
+fn logs(procs: &[(Child, PathBuf, PathBuf)]) -> String {
+    procs
+        .iter()
+        .enumerate()
+        .map(|(h, (_, out, err))| {
+            format!(
+                "--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}",
+                std::fs::read_to_string(out).unwrap_or_default(),
+                std::fs::read_to_string(err).unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// (slow hosts, slow links) named by the findings, whatever the metric.
+fn named(o: &Outcome) -> (Vec<String>, Vec<(String, String)>) {
+    let (mut hosts, mut links) = (Vec::new(), Vec::new());
+    for f in o.json["findings"].as_array().unwrap() {
+        match f["kind"].as_str().unwrap() {
+            "slow_host" => hosts.push(f["host"].as_str().unwrap().to_string()),
+            "slow_link" => links.push((
+                f["a"].as_str().unwrap().to_string(),
+                f["b"].as_str().unwrap().to_string(),
+            )),
+            other => panic!("unknown finding {other}: {f}"),
+        }
+    }
+    (hosts, links)
+}
+
+/// Checks the matrix: every pair of the cluster's hosts, one rank each, no direction above the shaped rate.
+fn check_matrix(c: &Cluster, o: &Outcome) {
+    assert_eq!(o.json["unit"], "hosts", "{}", o.stdout);
+    let hosts: Vec<&str> = o.json["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (0..HOSTS).map(|h| c.host(h)).collect();
+    assert_eq!(hosts, want, "{}", o.stdout);
+    let links = o.json["links"].as_array().unwrap();
+    assert_eq!(links.len(), HOSTS * (HOSTS - 1) / 2, "{}", o.stdout);
+    for l in links {
+        for k in ["bw_ab_gbs", "bw_ba_gbs"] {
+            let v = l[k].as_f64().unwrap();
+            // TBF's 256 KB bucket refills while a host waits for its partner to finish, so each 2 MiB
+            // exchange may start with 256 KB at wire speed: at most 2 / (2 - 0.25) = 1.14 x the rate.
+            assert!(
+                v > 0.0 && v < RATE_GBS * 1.15,
+                "{k} {v} GB/s over {RATE} links: {l}\n{}",
+                o.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn a_host_shaped_to_a_quarter_is_named_and_no_link() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("a");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape", "2", SLOW]);
+    let o = pairwise(&c, dir.path(), "slowhost", "5");
+    check_matrix(&c, &o);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    assert_eq!(named(&o), (vec![c.host(2)], vec![]), "{}", o.stdout);
+    assert!(
+        o.stdout.contains(&format!("SLOW HOST {}: bandwidth", c.host(2))),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn a_pair_slow_only_between_themselves_is_named_as_that_link() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("b");
+    let dir = tempfile::tempdir().unwrap();
+    // Each of the two shapes only what it sends to the other; both keep 400 Mbit/s to everyone else.
+    c.run(&["shape-pair", "1", "3", SLOW]);
+    c.run(&["shape-pair", "3", "1", SLOW]);
+    let o = pairwise(&c, dir.path(), "slowlink", "5");
+    check_matrix(&c, &o);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    assert_eq!(named(&o), (vec![], vec![(c.host(1), c.host(3))]), "{}", o.stdout);
+    assert!(o.stdout.contains("SLOW LINK"), "{}", o.stdout);
+}
+
+#[test]
+fn a_host_losing_packets_is_named() {
+    let _one = serial();
+    if !namespaces_available() || !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
+        return;
+    }
+    let c = Cluster::up("c");
+    let dir = tempfile::tempdir().unwrap();
+    // TCP recovers bulk transfers from loss quickly on a 0.1 ms path, so bandwidth may hardly drop; the
+    // 8-byte round trips that lose a packet wait out a retransmission timeout: at 10% loss, several of 50.
+    c.run(&["loss", "2", "0.1"]);
+    let o = pairwise(&c, dir.path(), "lossy", "5");
+    check_matrix(&c, &o);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let (hosts, links) = named(&o);
+    assert_eq!((hosts, links), (vec![c.host(2)], vec![]), "{}", o.stdout);
+}
+
+#[test]
+fn a_clean_cluster_has_no_finding_in_three_runs() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("d");
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..3 {
+        let o = pairwise(&c, dir.path(), &format!("clean{run}"), "5");
+        check_matrix(&c, &o);
+        assert_eq!(named(&o), (vec![], vec![]), "run {run}: {}", o.stdout);
+        assert_eq!(o.code, Some(0), "run {run}: {}", o.stdout);
+        assert!(o.stdout.contains("# No finding"), "{}", o.stdout);
+    }
+}
+
+/// Expectations for the shaped cluster: busbw at least half the 400 Mbit/s line rate (`--line-rate 0.4`),
+/// loose enough for a loaded two-core machine, tight enough that a host at a quarter of the rate fails.
+const EXPECT: &str = "[[expect]]\npath = \"*\"\nmin_busbw = \"50%\"\n";
+
+/// Runs `collbench preflight` over eth0, one rank per host, with [`EXPECT`]; rank 0's outcome.
+fn preflight(c: &Cluster, dir: &Path, label: &str) -> Outcome {
+    let json = dir.join(format!("{label}.json"));
+    let expect = dir.join("expect.toml");
+    std::fs::write(&expect, EXPECT).unwrap();
+    let args = [
+        "preflight",
+        "--transport",
+        "tcp@eth0",
+        "--line-rate",
+        "0.4",
+        "--bandwidth-bytes",
+        "4M",
+        "--repeat",
+        "2",
+        "--no-progress",
+        "--expect",
+        expect.to_str().unwrap(),
+        "-J",
+        json.to_str().unwrap(),
+    ];
+    ranks(c, dir, label, &args, &json)
+}
+
+/// (name, verdict) of every check of a preflight.
+fn checks(o: &Outcome) -> Vec<(String, String)> {
+    o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The failed checks' names.
+fn failed(o: &Outcome) -> Vec<String> {
+    checks(o)
+        .into_iter()
+        .filter(|(_, v)| v == "fail")
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[test]
+fn preflight_fails_naming_a_host_shaped_to_a_quarter() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("e");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape", "2", SLOW]);
+    let o = preflight(&c, dir.path(), "pf-slowhost");
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    assert_eq!(o.json["verdict"], "fail", "{}", o.stdout);
+    let f = failed(&o);
+    assert!(
+        f.contains(&format!("tcp@eth0 pairwise: slow host {}", c.host(2))),
+        "{f:?}\n{}",
+        o.stdout
+    );
+    assert!(!f.iter().any(|n| n.contains("slow link")), "{f:?}\n{}", o.stdout);
+    // The ring through the slow host holds every collective back too.
+    assert!(f.iter().any(|n| n.contains("busbw")), "{f:?}\n{}", o.stdout);
+    assert!(o.stdout.contains("Preflight verdict: FAIL"), "{}", o.stdout);
+}
+
+#[test]
+fn preflight_fails_naming_a_slow_pair_as_that_link_and_neither_host() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("f");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape-pair", "1", "3", SLOW]);
+    c.run(&["shape-pair", "3", "1", SLOW]);
+    let o = preflight(&c, dir.path(), "pf-slowlink");
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let f = failed(&o);
+    assert!(
+        f.contains(&format!("tcp@eth0 pairwise: slow link {} <-> {}", c.host(1), c.host(3))),
+        "{f:?}\n{}",
+        o.stdout
+    );
+    assert!(!f.iter().any(|n| n.contains("slow host")), "{f:?}\n{}", o.stdout);
+}
+
+#[test]
+fn preflight_names_a_host_losing_packets() {
+    let _one = serial();
+    if !namespaces_available() || !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
+        return;
+    }
+    let c = Cluster::up("g");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["loss", "2", "0.1"]);
+    let o = preflight(&c, dir.path(), "pf-lossy");
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let f = failed(&o);
+    assert!(
+        f.contains(&format!("tcp@eth0 pairwise: slow host {}", c.host(2))),
+        "{f:?}\n{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn preflight_passes_a_clean_cluster_five_runs_out_of_five() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("h");
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..5 {
+        let o = preflight(&c, dir.path(), &format!("pf-clean{run}"));
+        assert_eq!(o.code, Some(0), "run {run}: {}", o.stdout);
+        assert_eq!(o.json["verdict"], "pass", "run {run}: {:?}\n{}", checks(&o), o.stdout);
+        let names: Vec<String> = checks(&o).into_iter().map(|(n, _)| n).collect();
+        // The collectives and the pairwise test were both judged, not skipped.
+        assert!(names.iter().any(|n| n.contains("all_reduce busbw")), "{names:?}");
+        assert!(names.contains(&"tcp@eth0 pairwise links".to_string()), "{names:?}");
+    }
+}
+
+/// Runs a short `collbench run` sweep over eth0 (1..4 MiB all_reduce, interleaved repeats) to `label`.json.
+fn sweep(c: &Cluster, dir: &Path, label: &str) -> PathBuf {
+    let json = dir.join(format!("{label}.json"));
+    let args = [
+        "run",
+        "--transport",
+        "tcp@eth0",
+        "--collective",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "4M",
+        "-n",
+        "5",
+        "--repeat",
+        "2",
+        "--no-progress",
+        "-J",
+        json.to_str().unwrap(),
+    ];
+    let o = ranks(c, dir, label, &args, &json);
+    assert_eq!(o.code, Some(0), "{}", o.stdout);
+    json
+}
+
+/// `collbench compare OLD NEW`: exit status and output.
+fn compare(old: &Path, new: &Path) -> (Option<i32>, String) {
+    let out = Command::new(assert_cmd::cargo::cargo_bin("collbench"))
+        .arg("compare")
+        .args([old, new])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn compare_reports_a_shaped_host_against_a_clean_baseline_and_not_two_clean_runs() {
+    let _one = serial();
+    if !namespaces_available() {
+        return;
+    }
+    let c = Cluster::up("i");
+    let dir = tempfile::tempdir().unwrap();
+    let clean1 = sweep(&c, dir.path(), "clean1");
+    let clean2 = sweep(&c, dir.path(), "clean2");
+    let (code, out) = compare(&clean1, &clean2);
+    assert_eq!(code, Some(0), "two clean runs: {out}");
+    c.run(&["shape", "2", SLOW]);
+    let shaped = sweep(&c, dir.path(), "shaped");
+    let (code, out) = compare(&clean1, &shaped);
+    assert_eq!(code, Some(1), "shaped vs clean: {out}");
+    assert!(out.to_lowercase().contains("regress"), "{out}");
+}
