@@ -159,9 +159,10 @@ fn impossible_busbw_fails_and_a_threshold_inside_the_noise_warns_unless_strict()
     let ar = check(&v, "tcp@lo all_reduce busbw");
     assert_eq!(ar["verdict"], "fail");
     assert!(ar["source"].as_str().unwrap().ends_with("fast.toml line 2"), "{ar}");
-    // all_reduce and all_gather fail; connectivity and data pass.
+    // all_reduce and all_gather fail; connectivity, data and the pairwise links pass.
     let (cases, failures, skipped) = junit_counts(&xml);
-    assert_eq!((cases, failures, skipped), (4, 2, 0));
+    assert_eq!((cases, failures, skipped), (5, 2, 0));
+    assert_eq!(check(&v, "tcp@lo pairwise links")["verdict"], "pass");
 
     // The same measurements judged again with the threshold at the measured median: inside the noise.
     let median = ar["value"].as_f64().unwrap();
