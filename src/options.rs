@@ -513,15 +513,7 @@ impl Options {
             target_ranks,
             ranks_per_node: args.ranks_per_node,
             force: args.force,
-            iface: args
-                .iface
-                .as_deref()
-                .map(|i| {
-                    IfaceSpec::parse(i)
-                        .map(|p| p.to_string())
-                        .map_err(|e| Error::usage("--iface", e))
-                })
-                .transpose()?,
+            iface: iface_spec(args.iface.as_deref())?,
             streams: args.streams,
             // Bounded by MAX_CHUNK above, so it fits any usize.
             chunk_bytes: chunk as usize,
@@ -741,8 +733,18 @@ fn target_ranks(args: &RunArgs) -> Result<Option<usize>> {
     }
 }
 
+/// The `--iface` SPEC in its canonical form, or the error naming the flag.
+pub(crate) fn iface_spec(spec: Option<&str>) -> Result<Option<String>> {
+    spec.map(|i| {
+        IfaceSpec::parse(i)
+            .map(|p| p.to_string())
+            .map_err(|e| Error::usage("--iface", e))
+    })
+    .transpose()
+}
+
 /// A timeout flag as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
-fn timeout(flag: &str, secs: f64) -> Result<Duration> {
+pub(crate) fn timeout(flag: &str, secs: f64) -> Result<Duration> {
     if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
         return Err(Error::usage(
             flag,

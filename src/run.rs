@@ -59,6 +59,51 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout)
 }
 
+/// Sweeps one path once (repeat `repeat`): TCP paths take the session's transports in order (`tcp_index`
+/// walks them), MPI runs the library's collectives, RDMA sets its queue pairs up over the first TCP path (kept
+/// for control traffic). `run` and `preflight` both sweep through here.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sweep_path(
+    sess: &mut session::Session,
+    path: &PathKind,
+    tcp_index: &mut usize,
+    opts: &Options,
+    repeat: u32,
+    ranks: &[report::RankInfo],
+    reporters: &mut Vec<Box<dyn Reporter>>,
+    progress: Option<&ProgressBar>,
+    #[cfg(feature = "mpi")] mpi: Option<&crate::mpi::Mpi>,
+) -> Result<bench::Outcome> {
+    match path {
+        PathKind::Tcp(_) => {
+            let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
+            *tcp_index += 1;
+            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
+        }
+        #[cfg(feature = "mpi")]
+        PathKind::Mpi => {
+            let m = mpi.expect("MPI is initialised when --transport has mpi");
+            let mut engine = crate::mpi::engine::MpiEngine::new(m);
+            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
+        }
+        #[cfg(not(feature = "mpi"))]
+        PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+        #[cfg(feature = "rdma")]
+        PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
+            &mut sess.transports[0],
+            &sess.world.host,
+            &rdma_target(device, *port, opts.gid_index),
+            crate::transport::rdma::connect::default_config(opts.timeout),
+        )
+        .and_then(|t| {
+            let mut engine = Native::new(t, opts);
+            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
+        }),
+        #[cfg(not(feature = "rdma"))]
+        PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
+    }
+}
+
 /// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
 fn check_outputs(opts: &Options) -> Result<()> {
     if let Some(p) = &opts.json {
@@ -180,35 +225,18 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         // TCP paths map, in order, onto the session's transports.
         let mut tcp_index = 0;
         for path in &opts.transports {
-            let outcome = match path {
-                PathKind::Tcp(_) => {
-                    let mut engine = Native::new(&mut sess.transports[tcp_index], opts);
-                    tcp_index += 1;
-                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
-                }
+            let outcome = sweep_path(
+                &mut sess,
+                path,
+                &mut tcp_index,
+                opts,
+                repeat,
+                &ranks,
+                &mut reporters,
+                progress.as_ref(),
                 #[cfg(feature = "mpi")]
-                PathKind::Mpi => {
-                    let m = mpi.as_ref().expect("MPI is initialised when --transport has mpi");
-                    let mut engine = crate::mpi::engine::MpiEngine::new(m);
-                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
-                }
-                #[cfg(not(feature = "mpi"))]
-                PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
-                // RDMA: queue pairs set up over the first TCP path (kept for control traffic), then swept alike.
-                #[cfg(feature = "rdma")]
-                PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
-                    &mut sess.transports[0],
-                    &sess.world.host,
-                    &rdma_target(device, *port, opts.gid_index),
-                    crate::transport::rdma::connect::default_config(opts.timeout),
-                )
-                .and_then(|t| {
-                    let mut engine = Native::new(t, opts);
-                    bench::sweep(&mut engine, opts, repeat, &ranks, &mut reporters, progress.as_ref())
-                }),
-                #[cfg(not(feature = "rdma"))]
-                PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
-            };
+                mpi.as_ref(),
+            );
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {

@@ -6,13 +6,11 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::time::Duration;
 
 use super::{render, PairwiseConfig, PairwiseReport};
 use crate::cli::PairwiseArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::net::spec::IfaceSpec;
-use crate::options::{Options, PathKind, MAX_NP, MAX_TIMEOUT_SECS};
+use crate::options::{Options, PathKind, MAX_NP};
 use crate::plot::heatmap::{self, Heatmap};
 use crate::session::{self, Pairs};
 use crate::sizes::parse_size;
@@ -76,18 +74,10 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
     let opts = Options {
         np: args.np,
         transports: vec![path],
-        iface: args
-            .iface
-            .as_deref()
-            .map(|i| {
-                IfaceSpec::parse(i)
-                    .map(|p| p.to_string())
-                    .map_err(|e| Error::usage("--iface", e))
-            })
-            .transpose()?,
-        timeout: seconds("-T/--timeout", args.timeout)?,
-        bootstrap_timeout: seconds("--bootstrap-timeout", args.bootstrap_timeout)?,
-        connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
+        iface: crate::options::iface_spec(args.iface.as_deref())?,
+        timeout: crate::options::timeout("-T/--timeout", args.timeout)?,
+        bootstrap_timeout: crate::options::timeout("--bootstrap-timeout", args.bootstrap_timeout)?,
+        connect_timeout: crate::options::timeout("--connect-timeout", args.connect_timeout)?,
         ..Options::default()
     };
     let cfg = PairwiseConfig {
@@ -97,17 +87,6 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
         per_host: !args.per_rank,
     };
     Ok((opts, cfg))
-}
-
-/// A deadline flag: positive, finite and at most a week.
-fn seconds(flag: &str, secs: f64) -> Result<Duration> {
-    if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
-        return Err(Error::usage(
-            flag,
-            format!("must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (got {secs})"),
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// The JSON file's directory must exist and be writable, and the chart directory must be creatable,

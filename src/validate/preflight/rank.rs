@@ -8,11 +8,9 @@ use indicatif::ProgressBar;
 use super::checks::PathInfo;
 use super::verdict::{Check, Verdict};
 use super::Setup;
-use crate::bench;
-use crate::engine::Native;
 use crate::error::{Error, Result};
 use crate::options::{Options, PathKind, Progress};
-use crate::report::{RankInfo, Record};
+use crate::report::Record;
 use crate::session::{self, Session};
 use crate::transport::Transport;
 use crate::validate::pairwise::{self, Finding, PairwiseConfig, PairwiseReport};
@@ -96,13 +94,14 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             }
             let mut tcp_index = 0;
             for (pi, path) in opts.transports.iter().enumerate() {
-                let swept = sweep_path(
+                let swept = crate::run::sweep_path(
                     &mut sess,
                     path,
                     &mut tcp_index,
                     phase_opts,
                     repeat,
                     &ranks,
+                    &mut Vec::new(),
                     progress.as_ref(),
                     #[cfg(feature = "mpi")]
                     mpi.as_ref(),
@@ -255,49 +254,6 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
             check(name, measured, "no slow host or link".into(), Verdict::Fail, line)
         })
         .collect()
-}
-
-/// One phase over one path, as `run` sweeps it; `tcp_index` walks the session's TCP transports.
-#[allow(clippy::too_many_arguments)]
-fn sweep_path(
-    sess: &mut Session,
-    path: &PathKind,
-    tcp_index: &mut usize,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[RankInfo],
-    progress: Option<&ProgressBar>,
-    #[cfg(feature = "mpi")] mpi: Option<&crate::mpi::Mpi>,
-) -> Result<bench::Outcome> {
-    let mut none: Vec<Box<dyn crate::report::Reporter>> = Vec::new();
-    match path {
-        PathKind::Tcp(_) => {
-            let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
-            *tcp_index += 1;
-            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
-        }
-        #[cfg(feature = "mpi")]
-        PathKind::Mpi => {
-            let m = mpi.expect("MPI is initialised when --transport has mpi");
-            let mut engine = crate::mpi::engine::MpiEngine::new(m);
-            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
-        }
-        #[cfg(not(feature = "mpi"))]
-        PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
-        #[cfg(feature = "rdma")]
-        PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
-            &mut sess.transports[0],
-            &sess.world.host,
-            &crate::run::rdma_target(device, *port, opts.gid_index),
-            crate::transport::rdma::connect::default_config(opts.timeout),
-        )
-        .and_then(|t| {
-            let mut engine = Native::new(t, opts);
-            bench::sweep(&mut engine, opts, repeat, ranks, &mut none, progress)
-        }),
-        #[cfg(not(feature = "rdma"))]
-        PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
-    }
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
