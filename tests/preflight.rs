@@ -181,6 +181,8 @@ fn impossible_busbw_fails_and_a_threshold_inside_the_noise_warns_unless_strict()
     );
     assert!(so.contains("WARN: tcp@lo all_reduce busbw"), "{so}");
     assert!(so.contains("Preflight verdict: WARN"), "{so}");
+    // The saved pairwise check is judged again too, as it was.
+    assert!(so.contains("tcp@lo pairwise links"), "{so}");
     let out = preflight(&["--from-results", p(&json), "--expect", p(&at), "--strict"]);
     assert_eq!(
         out.status.code(),

@@ -130,5 +130,11 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
             }
         }
     }
-    decide(args, &m, baseline.as_deref(), Vec::new(), &keys)
+    // The pairwise link test's checks are findings, not figures an expectation re-judges: they carry over.
+    let pairwise: Vec<Check> = serde_json::from_value::<Vec<Check>>(doc["checks"].clone())
+        .map_err(|e| bad(format!("`checks`: {e}")))?
+        .into_iter()
+        .filter(|c| c.name.starts_with(&format!("{} pairwise", c.path)))
+        .collect();
+    decide(args, &m, baseline.as_deref(), pairwise, &keys)
 }

@@ -1,10 +1,10 @@
 //! Verdicts: one per check and one overall, noise-aware (an interval that straddles its threshold is a
 //! warning, not a failure), and the exit status they make.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The outcome of one check, or of the whole preflight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
@@ -25,7 +25,7 @@ impl Verdict {
 }
 
 /// One check: what was measured, against what, from where, and the verdict.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     /// e.g. `tcp@lo all_reduce busbw`.
     pub name: String,
