@@ -340,12 +340,12 @@ const OUTPUT: &str = "Output";
 /// Flags of `collbench run`, as typed; see [`Options::from_cli`] for what each must satisfy.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Smallest message size (bytes, or K/M/G/T, binary).
+    /// Smallest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'b', long = "minbytes", alias = "min-bytes", value_name = "SIZE", help_heading = SIZES,
         allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.min))]
     pub minbytes: String,
 
-    /// Largest message size (bytes, or K/M/G/T, binary).
+    /// Largest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'e', long = "maxbytes", alias = "max-bytes", value_name = "SIZE", help_heading = SIZES,
         allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.max))]
     pub maxbytes: String,

@@ -9,7 +9,7 @@
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
 //! - [`memory`]: aligned host buffers.
-//! - [`bench`]: the sweep runner: warm-up, timing, data check, cross-rank statistics.
+//! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).

@@ -1,11 +1,11 @@
 //! Collective algorithms, written only against the [`Transport`] trait.
 //!
-//! - [`ring`]: pipelined ring all_reduce (reduce-scatter + all-gather), all_gather, reduce_scatter, and
+//! - `ring`: pipelined ring all_reduce (reduce-scatter + all-gather), all_gather, reduce_scatter, and
 //!   pipelined chains for broadcast and reduce: bandwidth-optimal for large messages.
-//! - [`rd`]: recursive doubling all_reduce (and reduce_scatter on top of it), log2(n) steps.
-//! - [`bruck`]: Bruck all_gather, ceil(log2 n) steps for any n.
-//! - [`tree`]: binomial-tree broadcast and reduce, and all_reduce as reduce + broadcast.
-//! - [`pairwise`]: alltoall and sendrecv, every pair at once.
+//! - `rd`: recursive doubling all_reduce (and reduce_scatter on top of it), log2(n) steps.
+//! - `bruck`: Bruck all_gather, ceil(log2 n) steps for any n.
+//! - `tree`: binomial-tree broadcast and reduce, and all_reduce as reduce + broadcast.
+//! - `pairwise`: alltoall and sendrecv, every pair at once.
 //! - [`control`]: barrier and small gathers/broadcasts the runner uses for statistics.
 //! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 

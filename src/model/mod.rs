@@ -5,7 +5,7 @@
 //! - [`lsq`]: weighted least squares with rank detection and the parameters' covariance.
 //! - [`input`]: the measured points, from results files or the records of a run.
 //! - [`fit`]: one path's parameters from all its collectives at once, weighted least squares.
-//! - [`predict`]: time (with a 95% interval), algbw, busbw, the dominant term, the ring/latency-algorithm
+//! - [`predict`](mod@predict): time (with a 95% interval), algbw, busbw, the dominant term, the ring/latency-algorithm
 //!   crossover, the two-level form, and paths against each other, at the target scale.
 //! - [`render`]: the text table and Markdown of a [`Report`] (JSON is its serde form).
 //! - [`args`]: the `collbench model` command line.

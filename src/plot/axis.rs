@@ -27,7 +27,7 @@ pub fn size_range(min: u64, max: u64) -> (f64, f64) {
 }
 
 /// Labelled positions (log2 of bytes) in `lo..=hi`: whole powers of two, every `step`-th one, with the
-/// smallest step from [`SIZE_STEPS`] that keeps the count at or under `max_labels`.
+/// smallest step from `SIZE_STEPS` that keeps the count at or under `max_labels`.
 pub fn size_ticks(lo: f64, hi: f64, max_labels: usize) -> Vec<f64> {
     let (first, last) = (lo.ceil() as i32, hi.floor() as i32);
     let max_labels = max_labels.max(1);

@@ -1,6 +1,6 @@
 //! Who am I, how many are we, how do I reach the others.
 //!
-//! A rank learns its identity from its launcher ([`env`]), binds its data listener, then joins the
+//! A rank learns its identity from its launcher ([`env`](mod@env)), binds its data listener, then joins the
 //! rendezvous ([`rendezvous`]), which checks that every rank runs the same options and version and hands
 //! back every rank's endpoint. With no launcher, [`local`] spawns the ranks itself.
 

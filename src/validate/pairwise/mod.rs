@@ -2,7 +2,7 @@
 //! same time, then the slow host or the slow link named.
 //!
 //! - [`schedule`]: which pairs meet in which round (circle method).
-//! - [`measure`]: one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
+//! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
@@ -196,7 +196,7 @@ pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<
     measure_on(t, &hosts, cfg, &Thresholds::default())
 }
 
-/// [`measure`] over any transport: `hosts[r]` is rank r's host.
+/// [`measure()`] over any transport: `hosts[r]` is rank r's host.
 pub fn measure_on<T: Transport + ?Sized>(
     t: &mut T,
     hosts: &[String],
