@@ -12,13 +12,16 @@ use std::sync::{Arc, Mutex};
 use super::proto::{Completion, Fabric, Write};
 use super::window::{Imm, WindowShape};
 
+/// One lane's immediates on their way, each with its sender's write count, delivered front first.
+type Lane = VecDeque<(u64, u32)>;
+
 struct Hub {
     /// windows[receiver][sender]
     windows: Vec<Vec<Vec<u8>>>,
     /// Local (send) completions per rank.
     cqs: Vec<VecDeque<Completion>>,
-    /// Immediates on their way, lanes[receiver][sender][lane], each with its sender's write count.
-    lanes: Vec<Vec<Vec<VecDeque<(u64, u32)>>>>,
+    /// Immediates on their way: lanes[receiver][sender][lane].
+    lanes: Vec<Vec<Vec<Lane>>>,
 }
 
 /// One rank's end of a shared in-memory fabric.
