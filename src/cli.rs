@@ -296,6 +296,10 @@ pub struct PreflightArgs {
     #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
     pub gid_index: Option<u8>,
 
+    /// Queue pairs per peer of rdma@ paths (1..=16), as `run --rdma-qps`.
+    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma_qps)]
+    pub rdma_qps: usize,
+
     /// TCP streams per peer (1..=16).
     #[arg(long = "streams", value_name = "N", help_heading = TUNING, default_value_t = Options::default().streams)]
     pub streams: usize,
@@ -456,6 +460,11 @@ pub struct RunArgs {
     /// RoCE v2 entry with an IPv4 address]
     #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
     pub gid_index: Option<u8>,
+
+    /// Queue pairs per peer of rdma@ paths (1..=16, like NCCL_IB_QPS_PER_CONNECTION): a message's fragments
+    /// go round-robin over them, so a large one uses them all
+    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma_qps)]
+    pub rdma_qps: usize,
 
     /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
     /// (virtual or shaped links) [default: the interface's reported speed]

@@ -19,6 +19,8 @@ use crate::sizes::{format_size, parse_size};
 pub const MAX_NP: usize = 512;
 /// Most TCP streams per peer (`--streams`).
 pub const MAX_STREAMS: usize = 16;
+/// Most RDMA queue pairs per peer (`--rdma-qps`).
+pub const MAX_RDMA_QPS: usize = crate::transport::rdma::endpoint::MAX_QPS;
 /// Most whole-sweep repeats (`--repeat`).
 pub const MAX_REPEAT: u32 = 100;
 /// Smallest pipeline chunk (`--chunk`): below this, per-chunk overhead dominates.
@@ -314,6 +316,8 @@ pub struct Options {
     pub reference: Option<String>,
     /// GID table index of RDMA paths (`--gid-index`); `None`: chosen per link layer.
     pub gid_index: Option<u8>,
+    /// Queue pairs per peer of RDMA paths (`--rdma-qps`); a message's fragments go round-robin over them.
+    pub rdma_qps: usize,
     /// Line rate of every path in Gbit/s (`--line-rate`), for links whose speed the kernel does not know
     /// (virtual devices, shaped links).
     pub line_rate_gbit: Option<f64>,
@@ -377,6 +381,7 @@ impl Default for Options {
             transports: vec![PathKind::Tcp(None)],
             reference: None,
             gid_index: None,
+            rdma_qps: 1,
             line_rate_gbit: None,
             algo_threshold: 64 << 10,
             rank_stat: RankStat::Max,
@@ -462,6 +467,15 @@ impl Options {
                 ),
             ));
         }
+        if !(1..=MAX_RDMA_QPS).contains(&args.rdma_qps) {
+            return Err(Error::usage(
+                "--rdma-qps",
+                format!(
+                    "must be between 1 and {MAX_RDMA_QPS} queue pairs per peer (got {})",
+                    args.rdma_qps
+                ),
+            ));
+        }
         let chunk = size_flag("--chunk", &args.chunk)?;
         if !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk) || chunk % 16 != 0 {
             return Err(Error::usage(
@@ -491,6 +505,7 @@ impl Options {
             transports,
             reference: args.reference.clone(),
             gid_index: args.gid_index,
+            rdma_qps: args.rdma_qps,
             line_rate_gbit: match args.line_rate {
                 Some(r) if !(r.is_finite() && r > 0.0) => {
                     return Err(Error::usage(
@@ -885,6 +900,8 @@ mod tests {
             "1M",
             "--streams",
             "4",
+            "--rdma-qps",
+            "4",
             "--chunk",
             "1M",
             "--percentiles",
@@ -915,6 +932,7 @@ mod tests {
         assert_eq!(o.collectives, [Collective::Broadcast]);
         assert!(o.force && o.percentiles);
         assert_eq!((o.streams, o.chunk_bytes, o.progress), (4, 1 << 20, Progress::Never));
+        assert_eq!(o.rdma_qps, 4);
     }
 
     #[test]
@@ -985,6 +1003,8 @@ mod tests {
         usage(&["--algo", "fast"], "--algo", "auto, ring, rd or tree");
         usage(&["--streams", "0"], "--streams", "between 1 and 16");
         usage(&["--streams", "17"], "--streams", "between 1 and 16");
+        usage(&["--rdma-qps", "0"], "--rdma-qps", "between 1 and 16 queue pairs");
+        usage(&["--rdma-qps", "17"], "--rdma-qps", "between 1 and 16 queue pairs");
         usage(&["--chunk", "1K"], "--chunk", "between 4 KiB and 64 MiB");
         usage(&["--chunk", "128M"], "--chunk", "between 4 KiB and 64 MiB");
         usage(&["--chunk", "4100"], "--chunk", "multiple of 16");

@@ -89,18 +89,37 @@ pub(crate) fn sweep_path(
         #[cfg(not(feature = "mpi"))]
         PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
         #[cfg(feature = "rdma")]
-        PathKind::Rdma { device, port } => crate::transport::rdma::connect::connect(
-            &mut sess.transports[0],
-            &sess.world.host,
-            &rdma_target(device, *port, opts.gid_index),
-            crate::transport::rdma::connect::default_config(opts.timeout),
-        )
-        .and_then(|t| {
+        PathKind::Rdma { device, port } => {
+            let t = crate::transport::rdma::connect::connect(
+                &mut sess.transports[0],
+                &sess.world.host,
+                &rdma_target(device, *port, opts.gid_index),
+                crate::transport::rdma::connect::default_config(opts.timeout, opts.rdma_qps),
+            )?;
             let mut engine = Native::new(t, opts);
-            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
-        }),
+            match bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress) {
+                Err(e) => Err(match engine.transport.aborted_by() {
+                    Some(origin) => hear_abort(&mut sess.transports[0], origin, e),
+                    None => e,
+                }),
+                ok => ok,
+            }
+        }
         #[cfg(not(feature = "rdma"))]
         PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
+    }
+}
+
+/// A peer's abort immediate stopped an RDMA path; the peer sends its reason over the control path (`ctrl`)
+/// as it gives up. Waiting there for a message it will never send lets the control transport take its note
+/// in, so this rank reports that peer's reason and culprit rather than blaming itself for stopping. Returns
+/// what the wait ended with (the note, or the control path's own deadline naming the peer), or `stopped`.
+#[cfg(any(feature = "rdma", test))]
+fn hear_abort<T: Transport + ?Sized>(ctrl: &mut T, origin: usize, stopped: Error) -> Error {
+    let mut byte = [0u8; 1];
+    match crate::transport::recv(ctrl, origin, &mut byte) {
+        Err(e) => e,
+        Ok(()) => stopped,
     }
 }
 
@@ -385,4 +404,41 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
 pub fn report_error(e: &Error) -> i32 {
     eprintln!("collbench: error: {e}");
     e.exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_rank_stopped_by_a_peers_abort_reports_that_peers_reason_and_blames_it() {
+        // Rank 0 gives up on the control path as `run` does; ranks 1 and 2 were stopped by its abort on
+        // another path. Without hearing its note first, their own abort would name themselves.
+        let opts = Options {
+            timeout: Duration::from_secs(60),
+            ..Options::default()
+        };
+        let out = session::run_threads(3, &opts, |sess| {
+            let t = &mut sess.transports[0];
+            if t.rank() == 0 {
+                return t
+                    .abort(Error::Peer("the window overflowed".into()).during("all_reduce of 4 MiB"))
+                    .to_string();
+            }
+            let stopped = Error::Peer(format!("rank {}: rank 0 gave up", t.rank()));
+            let e = hear_abort(&mut *t, 0, stopped);
+            t.abort(e).to_string()
+        });
+        for (r, e) in out.into_iter().enumerate().skip(1) {
+            let e = e.unwrap();
+            assert!(
+                e.contains("the window overflowed")
+                    && e.contains("Culprit: rank 0")
+                    && !e.contains(&format!("Culprit: rank {r}")),
+                "rank {r}: {e}"
+            );
+        }
+    }
 }

@@ -49,7 +49,7 @@ mod hardware {
     use collbench::reduce::{Dtype, Op};
     use collbench::session;
     use collbench::transport::rdma::connect::{connect, default_config, Target};
-    use collbench::transport::rdma::endpoint::{QpEndpoint, RemoteWindow, ENDPOINT_VERSION};
+    use collbench::transport::rdma::endpoint::{QpEndpoint, QpNumbers, RemoteWindow, ENDPOINT_VERSION};
     use collbench::transport::rdma::qp::{LocalPort, Qp};
     use collbench::transport::rdma::sysfs;
     use collbench::transport::rdma::verbs::{Context, Cq, Mr, Pd, QpCaps, RcQp};
@@ -106,8 +106,10 @@ mod hardware {
             to: 0,
             lid: port.lid,
             gid: gid.1,
-            qpn: qp.receiver().qpn(),
-            psn: 1,
+            qps: vec![QpNumbers {
+                qpn: qp.receiver().qpn(),
+                psn: 1,
+            }],
             mtu: port.mtu,
             window: RemoteWindow {
                 addr: window.as_ptr() as u64,
@@ -115,14 +117,14 @@ mod hardware {
                 shape: WindowShape::new(4, 1024).unwrap(),
             },
         };
-        me.validate(0, 0).unwrap();
+        me.validate(0, 0, 1).unwrap();
         let local = LocalPort {
             port: t.port,
             link_layer: port.link_layer,
             mtu: port.mtu,
             gid_index: gid.0,
         };
-        let mut qp = qp.ready_to_receive(&me, &local).unwrap();
+        let mut qp = qp.ready_to_receive(&me, 0, &local).unwrap();
         qp.receiver().post_recv(7).unwrap();
         let mut qp = qp.ready_to_send(1).unwrap();
         let imm = Imm::Data { slot: 1, len: 1000 }.encode();
@@ -165,7 +167,16 @@ mod hardware {
 
     #[test]
     fn two_ranks_all_reduce_over_one_device() {
-        let Some(t) = target("two_ranks_all_reduce_over_one_device") else {
+        all_reduce_over_one_device("two_ranks_all_reduce_over_one_device", 1);
+    }
+
+    #[test]
+    fn two_ranks_all_reduce_over_one_device_with_two_queue_pairs_per_peer() {
+        all_reduce_over_one_device("two_ranks_all_reduce_over_one_device_with_two_queue_pairs_per_peer", 2);
+    }
+
+    fn all_reduce_over_one_device(test: &str, qps: usize) {
+        let Some(t) = target(test) else {
             return;
         };
         let opts = Options {
@@ -174,7 +185,8 @@ mod hardware {
         };
         let results = session::run_threads(2, &opts, |sess| {
             let host = sess.world.host.clone();
-            let mut rd = connect(&mut sess.transports[0], &host, &t, default_config(opts.timeout)).unwrap();
+            let cfg = default_config(opts.timeout, qps);
+            let mut rd = connect(&mut sess.transports[0], &host, &t, cfg).unwrap();
             let (n, r) = (rd.size(), rd.rank());
             for count in [0usize, 1, 1000, 3 << 20] {
                 let input: Vec<i32> = (0..count).map(|i| (i % 1000) as i32 * (r as i32 + 1)).collect();

@@ -1,15 +1,15 @@
 //! Connection set-up over verbs (feature `rdma`) and the [`Fabric`] the protocol engine drives.
 //!
-//! Every rank opens the device, makes one queue pair and one registered receive window per peer, and
-//! swaps [`QpEndpoint`] records with each peer over the job's already-connected control transport (so the
-//! job token has been checked). Then each queue pair goes INIT -> RTR -> RTS, receives are posted, and a
-//! barrier makes sure no rank writes before its peer is ready.
+//! Every rank opens the device, makes [`RdmaConfig::qps`] queue pairs (lanes) and one registered receive
+//! window per peer, and swaps [`QpEndpoint`] records with each peer over the job's already-connected control
+//! transport (so the job token has been checked). Then each queue pair goes INIT -> RTR -> RTS (lane i to
+//! the peer's lane i), receives are posted, and a barrier makes sure no rank writes before its peer is ready.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
 use super::advice::completion_error;
-use super::endpoint::{QpEndpoint, RemoteWindow, ENDPOINT_VERSION};
+use super::endpoint::{QpEndpoint, QpNumbers, RemoteWindow, ENDPOINT_VERSION};
 use super::mr_cache::MrCache;
 use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::qp::{LocalPort, Qp, Rts};
@@ -40,8 +40,16 @@ pub struct Target {
     pub gid_index: Option<u8>,
 }
 
-struct PeerConn {
+/// One connected queue pair to a peer.
+struct Lane {
     qp: Qp<Rts, RcQp>,
+    /// Per posted write, in posting order (completions of one queue pair come in order): the cached
+    /// registration it reads from, if any.
+    in_flight: VecDeque<Option<(usize, usize)>>,
+}
+
+struct PeerConn {
+    lanes: Vec<Lane>,
     remote: RemoteWindow,
     /// Registered copy of the peer's window layout, for short messages.
     staging_mr: Mr,
@@ -49,16 +57,14 @@ struct PeerConn {
     /// Held so the window stays registered while the queue pair lives.
     _window_mr: Mr,
     window: HostBuf,
-    /// Per posted write, in posting order (completions of one queue pair come in order): the cached
-    /// registration it reads from, if any.
-    in_flight: VecDeque<Option<(usize, usize)>>,
 }
 
-/// The verbs fabric: one device, one completion queue, a queue pair per peer. Field order is drop order:
-/// queue pairs and regions go before the completion queue, protection domain and device.
+/// The verbs fabric: one device, one completion queue, some queue pairs per peer. Field order is drop
+/// order: queue pairs and regions go before the completion queue, protection domain and device.
 pub struct VerbsFabric {
     peers: Vec<Option<PeerConn>>,
-    by_qpn: HashMap<u32, usize>,
+    /// Queue pair number to (peer, lane).
+    by_qpn: HashMap<u32, (usize, usize)>,
     cache: MrCache<Mr>,
     wc: Vec<rdma_sys::ibv_wc>,
     cq: Cq,
@@ -76,9 +82,10 @@ impl Fabric for VerbsFabric {
         let remote = (p.remote.addr + p.remote.shape.offset(w.slot) as u64, p.remote.rkey);
         // SAFETY: off + len <= msg_len, inside the message the caller keeps valid.
         let src = unsafe { w.msg.add(w.off) };
-        let qp = p.qp.sender();
+        let lane = p.lanes.get_mut(w.qp).ok_or("no such queue pair to that rank")?;
+        let qp = lane.qp.sender();
         if w.len > 0 && w.len <= qp.max_inline as usize {
-            p.in_flight.push_back(None);
+            lane.in_flight.push_back(None);
             // SAFETY: inline data is copied during the call.
             return unsafe { qp.post_write_imm(w.wr_id, src, w.len, None, remote, w.imm) };
         }
@@ -87,7 +94,7 @@ impl Fabric for VerbsFabric {
             let dst = p.staging[w.slot as usize * staging_stride(p.remote.shape.slot_bytes)..].as_mut_ptr();
             // SAFETY: len <= slot bytes; staging is laid out like the peer's window.
             unsafe { std::ptr::copy_nonoverlapping(src, dst, w.len) };
-            p.in_flight.push_back(None);
+            lane.in_flight.push_back(None);
             // SAFETY: staging stays registered and untouched until the slot is reused.
             return unsafe { qp.post_write_imm(w.wr_id, dst, w.len, Some(p.staging_mr.lkey()), remote, w.imm) };
         }
@@ -103,21 +110,24 @@ impl Fabric for VerbsFabric {
                 lkey
             }
         };
-        p.in_flight.push_back(Some((addr, len)));
+        lane.in_flight.push_back(Some((addr, len)));
         // SAFETY: registered above; valid until the completion per the caller's contract.
         unsafe {
-            p.qp.sender()
+            lane.qp
+                .sender()
                 .post_write_imm(w.wr_id, src, w.len, Some(lkey), remote, w.imm)
         }
     }
 
-    fn write_imm(&mut self, peer: usize, wr_id: u64, imm: u32) -> std::result::Result<(), String> {
+    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> std::result::Result<(), String> {
         let p = self.peers[peer].as_mut().ok_or("no queue pair to that rank")?;
         let remote = (p.remote.addr, p.remote.rkey);
-        p.in_flight.push_back(None);
+        let lane = p.lanes.get_mut(qp).ok_or("no such queue pair to that rank")?;
+        lane.in_flight.push_back(None);
         // SAFETY: a zero-length write reads no memory.
         unsafe {
-            p.qp.sender()
+            lane.qp
+                .sender()
                 .post_write_imm(wr_id, std::ptr::null(), 0, Some(0), remote, imm)
         }
     }
@@ -128,28 +138,33 @@ impl Fabric for VerbsFabric {
             let peer = self.by_qpn.get(&wc.qp_num).copied();
             if wc.status != rdma_sys::ibv_wc_status::IBV_WC_SUCCESS {
                 out.push(Completion::Failed {
-                    peer,
+                    peer: peer.map(|p| p.0),
                     msg: completion_error(wc.status, wc.vendor_err),
                 });
                 continue;
             }
-            let Some(peer) = peer else {
+            let Some((peer, qp)) = peer else {
                 return Err(format!("completion for unknown queue pair {}", wc.qp_num));
             };
-            let p = self.peers[peer]
+            let lane = self.peers[peer]
                 .as_mut()
+                .and_then(|p| p.lanes.get_mut(qp))
                 .ok_or("completion for this rank's own queue pair")?;
             if wc.wr_id & RECV_TAG != 0 {
                 // Put the receive back at once: credits bound how many the peer can use meanwhile.
-                p.qp.receiver().post_recv(RECV_TAG | peer as u64)?;
+                lane.qp.receiver().post_recv(RECV_TAG | peer as u64)?;
                 // SAFETY: a write-with-immediate completion carries immediate data.
                 let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
                 out.push(Completion::Received { peer, imm });
             } else {
-                if let Some(Some((addr, len))) = p.in_flight.pop_front() {
+                if let Some(Some((addr, len))) = lane.in_flight.pop_front() {
                     self.cache.release(addr, len);
                 }
-                out.push(Completion::Sent { peer, wr_id: wc.wr_id });
+                out.push(Completion::Sent {
+                    peer,
+                    qp,
+                    wr_id: wc.wr_id,
+                });
             }
         }
         Ok(())
@@ -163,8 +178,8 @@ impl Fabric for VerbsFabric {
     }
 
     fn shutdown(&mut self) {
-        for p in self.peers.iter_mut().flatten() {
-            p.qp.sender().to_error();
+        for lane in self.peers.iter_mut().flatten().flat_map(|p| &mut p.lanes) {
+            lane.qp.sender().to_error();
         }
     }
 
@@ -193,20 +208,22 @@ pub fn check_target(target: &Target) -> Result<()> {
     Ok(())
 }
 
-/// The transport's tuning for a run with per-wait deadline `timeout`: 8 slots of 512 KiB per peer.
-pub fn default_config(timeout: std::time::Duration) -> RdmaConfig {
+/// The transport's tuning for a run with per-wait deadline `timeout` and `qps` queue pairs per peer: 8
+/// slots of 512 KiB per peer.
+pub fn default_config(timeout: std::time::Duration, qps: usize) -> RdmaConfig {
     let window = super::window::WindowShape::new(8, 512 << 10).expect("a valid shape");
     RdmaConfig {
         window,
         sq_depth: 2 * window.slots + 4,
+        qps: qps.max(1),
         timeout,
     }
 }
 
 /// Half-connected state of one peer between creating the queue pair and reading the peer's record.
 struct Pending {
-    qp: Qp<super::qp::Init, RcQp>,
-    psn: u32,
+    /// Per lane: the queue pair and the packet sequence number it sends from.
+    qps: Vec<(Qp<super::qp::Init, RcQp>, u32)>,
     window_mr: Mr,
     window: HostBuf,
     staging: HostBuf,
@@ -248,8 +265,10 @@ pub fn connect<C: Transport + ?Sized>(
     };
     let pd = Pd::new(&ctx).map_err(env_err)?;
     let shape = cfg.window;
-    let rq = 2 * shape.slots;
-    let cq = Cq::new(&ctx, (n as u32).max(1) * (cfg.sq_depth + rq)).map_err(env_err)?;
+    let lanes = cfg.qps.max(1);
+    // Per queue pair at most `slots` data writes (credits) and `slots` credit returns unread, and one abort.
+    let rq = 2 * shape.slots + 1;
+    let cq = Cq::new(&ctx, (n * lanes).max(1) as u32 * (cfg.sq_depth + rq)).map_err(env_err)?;
     let caps = QpCaps {
         send_wr: cfg.sq_depth,
         recv_wr: rq,
@@ -263,16 +282,19 @@ pub fn connect<C: Transport + ?Sized>(
             pending.push(None);
             continue;
         }
-        let rc = RcQp::new(&pd, &cq, caps).map_err(env_err)?;
-        let qp = Qp::new(rc).init(target.port).map_err(env_err)?;
+        let mut qps = Vec::with_capacity(lanes);
+        for _ in 0..lanes {
+            let rc = RcQp::new(&pd, &cq, caps).map_err(env_err)?;
+            let qp = Qp::new(rc).init(target.port).map_err(env_err)?;
+            let mut psn = [0u8; 4];
+            getrandom::getrandom(&mut psn).map_err(|e| env_err(format!("random PSN: {e}")))?;
+            qps.push((qp, u32::from_le_bytes(psn) & 0xff_ffff));
+        }
         let mut window = HostBuf::new(shape.bytes());
         // SAFETY: the window outlives its registration (both live in the same PeerConn, region first).
         let window_mr = unsafe { Mr::register(&pd, window.as_mut_ptr(), shape.bytes()) }.map_err(env_err)?;
-        let mut psn = [0u8; 4];
-        getrandom::getrandom(&mut psn).map_err(|e| env_err(format!("random PSN: {e}")))?;
         pending.push(Some(Pending {
-            qp,
-            psn: u32::from_le_bytes(psn) & 0xff_ffff,
+            qps,
             window_mr,
             window,
             staging: HostBuf::default(),
@@ -290,8 +312,14 @@ pub fn connect<C: Transport + ?Sized>(
             to,
             lid: port.lid,
             gid,
-            qpn: pt.qp.receiver().qpn(),
-            psn: pt.psn,
+            qps: pt
+                .qps
+                .iter_mut()
+                .map(|(qp, psn)| QpNumbers {
+                    qpn: qp.receiver().qpn(),
+                    psn: *psn,
+                })
+                .collect(),
             mtu: port.mtu,
             window: RemoteWindow {
                 addr: pt.window.as_ptr() as u64,
@@ -312,7 +340,8 @@ pub fn connect<C: Transport + ?Sized>(
         transport::sendrecv(ctrl, to, &bytes, from, &mut theirs)?;
         let ep: QpEndpoint = serde_json::from_slice(&theirs)
             .map_err(|e| Error::Peer(format!("{me}: unreadable RDMA endpoint from rank {from}: {e}")))?;
-        ep.validate(rank, from).map_err(|e| Error::Peer(format!("{me}: {e}")))?;
+        ep.validate(rank, from, lanes)
+            .map_err(|e| Error::Peer(format!("{me}: {e}")))?;
         remotes[from] = Some(ep);
     }
 
@@ -333,25 +362,31 @@ pub fn connect<C: Transport + ?Sized>(
                 remote.window.shape.slots, shape.slots
             )));
         }
-        let mut qp = pend.qp.ready_to_receive(&remote, &local_port).map_err(ctx_err)?;
-        for _ in 0..rq {
-            qp.receiver().post_recv(RECV_TAG | peer as u64).map_err(ctx_err)?;
+        let mut conns = Vec::with_capacity(lanes);
+        for (lane, (qp, psn)) in pend.qps.into_iter().enumerate() {
+            let mut qp = qp.ready_to_receive(&remote, lane, &local_port).map_err(ctx_err)?;
+            for _ in 0..rq {
+                qp.receiver().post_recv(RECV_TAG | peer as u64).map_err(ctx_err)?;
+            }
+            let mut qp = qp.ready_to_send(psn).map_err(ctx_err)?;
+            by_qpn.insert(qp.sender().qpn(), (peer, lane));
+            conns.push(Lane {
+                qp,
+                in_flight: VecDeque::new(),
+            });
         }
-        let mut qp = qp.ready_to_send(pend.psn).map_err(ctx_err)?;
-        by_qpn.insert(qp.sender().qpn(), peer);
         let staging_bytes = remote.window.shape.slots as usize * staging_stride(remote.window.shape.slot_bytes);
         pend.staging = HostBuf::new(staging_bytes);
         // SAFETY: staging lives next to its registration in the PeerConn.
         let staging_mr = unsafe { Mr::register(&pd, pend.staging.as_mut_ptr(), staging_bytes) }.map_err(env_err)?;
         names.push(Some((format!("rank {peer}"), remote.window.shape)));
         peers.push(Some(PeerConn {
-            qp,
+            lanes: conns,
             remote: remote.window,
             staging_mr,
             staging: pend.staging,
             _window_mr: pend.window_mr,
             window: pend.window,
-            in_flight: VecDeque::new(),
         }));
     }
     // 4. Nobody writes before every queue pair of the job is ready.

@@ -1,4 +1,4 @@
-//! What one rank tells a peer so the peer can connect a queue pair to it and write into its window.
+//! What one rank tells a peer so the peer can connect its queue pairs to it and write into its window.
 //! Exchanged as JSON over the job's already-authenticated control path; every field is checked before use.
 
 use serde::{Deserialize, Serialize};
@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use super::window::WindowShape;
 
 /// Version of the record; ranks of different versions refuse each other.
-pub const ENDPOINT_VERSION: u32 = 1;
+pub const ENDPOINT_VERSION: u32 = 2;
+/// Most queue pairs per peer (`--rdma-qps`).
+pub const MAX_QPS: usize = 16;
 
 /// The receive window a peer may write into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,7 +21,17 @@ pub struct RemoteWindow {
     pub shape: WindowShape,
 }
 
-/// One queue pair's endpoint, from rank `from` for its peer `to`.
+/// The numbers of one queue pair that its peer connects to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpNumbers {
+    /// Queue pair number (24 bits).
+    pub qpn: u32,
+    /// First packet sequence number (24 bits).
+    pub psn: u32,
+}
+
+/// One rank's endpoint for its peer `to`: its port, its queue pairs for that peer (lane i connects to the
+/// peer's lane i) and the window the peer writes into.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpEndpoint {
     /// Record version ([`ENDPOINT_VERSION`]).
@@ -33,10 +45,8 @@ pub struct QpEndpoint {
     /// Global identifier, as 32 hex digits (RoCE, or routed InfiniBand).
     #[serde(with = "gid_hex")]
     pub gid: [u8; 16],
-    /// Queue pair number (24 bits).
-    pub qpn: u32,
-    /// First packet sequence number (24 bits).
-    pub psn: u32,
+    /// The queue pairs, one per lane, in lane order.
+    pub qps: Vec<QpNumbers>,
     /// Active MTU of the port in bytes (256 to 4096).
     pub mtu: u32,
     /// The window the peer writes into.
@@ -47,8 +57,9 @@ pub struct QpEndpoint {
 const MAX_24: u32 = (1 << 24) - 1;
 
 impl QpEndpoint {
-    /// Checks the record is usable by rank `me` connecting to rank `peer`; the error says which field is wrong.
-    pub fn validate(&self, me: usize, peer: usize) -> Result<(), String> {
+    /// Checks the record is usable by rank `me` connecting `qps` queue pairs to rank `peer`; the error says
+    /// which field is wrong.
+    pub fn validate(&self, me: usize, peer: usize, qps: usize) -> Result<(), String> {
         let who = format!("rank {peer}'s RDMA endpoint");
         if self.version != ENDPOINT_VERSION {
             return Err(format!(
@@ -63,17 +74,25 @@ impl QpEndpoint {
                 self.from, self.to
             ));
         }
-        if self.qpn == 0 || self.qpn > MAX_24 {
+        if self.qps.len() != qps {
             return Err(format!(
-                "{who} has queue pair number {} (must be 1 to {MAX_24})",
-                self.qpn
+                "{who} has {} queue pair(s), this rank {qps}: were all ranks started with the same --rdma-qps?",
+                self.qps.len()
             ));
         }
-        if self.psn > MAX_24 {
-            return Err(format!(
-                "{who} has packet sequence number {} (must fit 24 bits)",
-                self.psn
-            ));
+        for (lane, q) in self.qps.iter().enumerate() {
+            if q.qpn == 0 || q.qpn > MAX_24 {
+                return Err(format!(
+                    "{who} has queue pair number {} for lane {lane} (must be 1 to {MAX_24})",
+                    q.qpn
+                ));
+            }
+            if q.psn > MAX_24 {
+                return Err(format!(
+                    "{who} has packet sequence number {} for lane {lane} (must fit 24 bits)",
+                    q.psn
+                ));
+            }
         }
         if !matches!(self.mtu, 256 | 512 | 1024 | 2048 | 4096) {
             return Err(format!(
@@ -142,8 +161,14 @@ mod tests {
             to: 0,
             lid: 0,
             gid: gid_from_hex("0000:0000:0000:0000:0000:ffff:c0a8:0102").unwrap(),
-            qpn: 0x1234,
-            psn: 0xabcdef,
+            qps: vec![
+                QpNumbers {
+                    qpn: 0x1234,
+                    psn: 0xabcdef,
+                },
+                QpNumbers { qpn: 0x1235, psn: 7 },
+                QpNumbers { qpn: 0x1236, psn: 0 },
+            ],
             mtu: 4096,
             window: RemoteWindow {
                 addr: 0x7f00_0000_0000,
@@ -160,7 +185,29 @@ mod tests {
         assert!(json.contains("\"gid\":\"00000000000000000000ffffc0a80102\""), "{json}");
         let back: QpEndpoint = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e);
-        back.validate(0, 1).unwrap();
+        back.validate(0, 1, 3).unwrap();
+        assert_eq!(back.qps[1], QpNumbers { qpn: 0x1235, psn: 7 }, "lanes keep their order");
+    }
+
+    #[test]
+    fn a_queue_pair_count_other_than_this_ranks_is_refused() {
+        let e = sample();
+        for qps in [1, 2, 4] {
+            let err = e.validate(0, 1, qps).unwrap_err();
+            assert!(
+                err.contains("has 3 queue pair(s), this rank") && err.contains("--rdma-qps"),
+                "{err}"
+            );
+        }
+        let mut none = sample();
+        none.qps.clear();
+        assert!(none.validate(0, 1, 1).unwrap_err().contains("has 0 queue pair(s)"));
+        // A version-1 record (one qpn/psn, no list) is refused, not misread.
+        let old = serde_json::to_string(&e)
+            .unwrap()
+            .replace("\"version\":2", "\"version\":1");
+        let old: QpEndpoint = serde_json::from_str(&old).unwrap();
+        assert!(old.validate(0, 1, 3).unwrap_err().contains("version 1"));
     }
 
     #[test]
@@ -176,9 +223,12 @@ mod tests {
         let cases: Vec<(Breaker, &str)> = vec![
             (Box::new(|e| e.version = 9), "version 9"),
             (Box::new(|e| e.to = 2), "disagree on the exchange order"),
-            (Box::new(|e| e.qpn = 0), "queue pair number 0"),
-            (Box::new(|e| e.qpn = 1 << 24), "queue pair number"),
-            (Box::new(|e| e.psn = 1 << 24), "packet sequence number"),
+            (Box::new(|e| e.qps[0].qpn = 0), "queue pair number 0 for lane 0"),
+            (Box::new(|e| e.qps[2].qpn = 1 << 24), "for lane 2"),
+            (
+                Box::new(|e| e.qps[1].psn = 1 << 24),
+                "packet sequence number 16777216 for lane 1",
+            ),
             (Box::new(|e| e.mtu = 1500), "MTU 1500"),
             (Box::new(|e| e.gid = [0; 16]), "neither a LID nor a GID"),
             (Box::new(|e| e.window.shape.slots = 0), "slots"),
@@ -188,13 +238,14 @@ mod tests {
         for (break_it, want) in cases {
             let mut e = sample();
             break_it(&mut e);
-            let err = e.validate(0, 1).unwrap_err();
+            let err = e.validate(0, 1, 3).unwrap_err();
             assert!(err.contains(want) && err.contains("rank 1"), "{err} (wanted {want})");
         }
         let mut ib = sample();
         ib.gid = [0; 16];
         ib.lid = 5;
-        ib.validate(0, 1).expect("an InfiniBand port with a LID needs no GID");
+        ib.validate(0, 1, 3)
+            .expect("an InfiniBand port with a LID needs no GID");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! collbench's own ibverbs transport (`rdma@DEVICE[:PORT]`): reliable-connected queue pairs, one per peer,
-//! RDMA WRITE WITH IMMEDIATE into each peer's registered receive window, credit-based flow control, and
-//! completion by polling.
+//! collbench's own ibverbs transport (`rdma@DEVICE[:PORT]`): reliable-connected queue pairs (`--rdma-qps`
+//! per peer), RDMA WRITE WITH IMMEDIATE into each peer's registered receive window, credit-based flow
+//! control, completion by polling, and an abort immediate that tells peers a rank gave up.
 //!
 //! Everything that needs no hardware is plain Rust and tested in every build: the receive window and
 //! immediate encoding ([`window`]), credits ([`credit`]), endpoint records ([`endpoint`]), queue-pair states

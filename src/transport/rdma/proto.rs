@@ -3,10 +3,17 @@
 //! default build with an in-memory fabric.
 //!
 //! Per peer: a send queue of messages cut into fragments of the peer's slot size, written while credits
-//! last; a receive queue matched in order against arriving fragments, each copied out of its window slot
-//! into the posted buffer, after which the slot's credit goes back to the sender. Send work requests in
-//! flight per queue pair are bounded, so the send queue never overflows; receive work requests are reposted
-//! as they complete, and credits bound how many can be consumed at once, so a write never finds none.
+//! last and spread round-robin over the peer's queue pairs; a receive queue fed in order from the window,
+//! each fragment copied out of its slot into the posted buffer, after which the slot's credit goes back to
+//! the sender. Completions are ordered within one queue pair only, so arrivals are matched by slot (fragment
+//! k of a peer's stream is in slot k % slots) and copied out in stream order whatever order they came in.
+//! Send work requests in flight per queue pair are bounded, so no send queue overflows; receive work
+//! requests are reposted as they complete, and credits bound how many can be consumed at once, so a write
+//! never finds none.
+//!
+//! Failure: a rank whose transport fails writes an abort immediate ([`Imm::Abort`]) to every peer, best
+//! effort, before it stops its queue pairs; a rank that reads one stops at once with an error naming that
+//! rank instead of waiting out its deadline. The reason travels over the control path (see `run`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -18,18 +25,23 @@ use crate::transport::{Request, Transport};
 
 /// Marks the work-request id of a credit return (data writes carry their request slot).
 const CREDIT_WR: u64 = 1 << 63;
+/// Work-request id of an abort immediate.
+const ABORT_WR: u64 = CREDIT_WR | 1;
+/// How long a failing rank waits, at most, for its abort immediates to leave before it stops its queue
+/// pairs (stopping flushes whatever is still queued).
+const ABORT_LINGER: Duration = Duration::from_millis(200);
 
 /// What the protocol engine needs from the hardware layer.
 pub trait Fabric {
-    /// Writes fragment `w` into its slot of the window `w.peer` keeps for this rank; a
-    /// [`Completion::Sent`] with `w.wr_id` follows once its bytes may be reused.
+    /// Writes fragment `w` into its slot of the window `w.peer` keeps for this rank, on queue pair `w.qp`
+    /// of that peer; a [`Completion::Sent`] with `w.wr_id` follows once its bytes may be reused.
     ///
     /// # Safety
     /// The whole message `w.msg..w.msg+w.msg_len` must stay valid and unmodified until that completion, or
     /// until [`Fabric::shutdown`].
     unsafe fn write_data(&mut self, w: &Write) -> Result<(), String>;
-    /// Sends immediate `imm` alone (a credit return) to `peer`.
-    fn write_imm(&mut self, peer: usize, wr_id: u64, imm: u32) -> Result<(), String>;
+    /// Sends immediate `imm` alone (a credit return or an abort) to `peer` on its queue pair `qp`.
+    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), String>;
     /// Appends the completions that are ready to `out`.
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), String>;
     /// Start of `slot` of the window this rank keeps for `peer`.
@@ -48,6 +60,8 @@ pub trait Fabric {
 #[derive(Clone, Copy, Debug)]
 pub struct Write {
     pub peer: usize,
+    /// Which of the peer's queue pairs (0 to [`RdmaConfig::qps`] - 1) carries it.
+    pub qp: usize,
     pub wr_id: u64,
     /// The whole message the fragment belongs to (what a registration should cover).
     pub msg: *const u8,
@@ -64,9 +78,9 @@ pub struct Write {
 /// One completed (or failed) work request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Completion {
-    /// A write posted to `peer` with `wr_id` completed locally.
-    Sent { peer: usize, wr_id: u64 },
-    /// `peer` wrote into our window (or returned credits), with immediate `imm`.
+    /// A write posted to `peer` on its queue pair `qp` with `wr_id` completed locally.
+    Sent { peer: usize, qp: usize, wr_id: u64 },
+    /// `peer` wrote into our window (or returned credits), with immediate `imm`, on any of its queue pairs.
     Received { peer: usize, imm: u32 },
     /// A work request failed; `msg` says how and what to check.
     Failed { peer: Option<usize>, msg: String },
@@ -79,6 +93,8 @@ pub struct RdmaConfig {
     pub window: WindowShape,
     /// Send work requests in flight per queue pair.
     pub sq_depth: u32,
+    /// Queue pairs per peer (`--rdma-qps`); at least 1.
+    pub qps: usize,
     /// Deadline of any single wait.
     pub timeout: Duration,
 }
@@ -100,10 +116,12 @@ struct Peer {
     recvq: VecDeque<Msg>,
     credits: SendCredits,
     rcredits: RecvCredits,
-    /// Lengths of fragments that arrived and wait to be copied out, in slot order.
-    arrived: VecDeque<u32>,
-    arrivals: u64,
-    sq_in_flight: u32,
+    /// Per slot of our window: the length of the fragment that arrived there and waits to be copied out.
+    arrived: Vec<Option<u32>>,
+    /// Send work requests in flight, per queue pair.
+    sq_in_flight: Vec<u32>,
+    /// The queue pair the next fragment goes on.
+    next_qp: usize,
 }
 
 /// A connected RDMA transport over fabric `F`.
@@ -119,6 +137,8 @@ pub struct RdmaTransport<F: Fabric> {
     slots: Vec<(u32, u32)>,
     free: Vec<usize>,
     poisoned: Option<String>,
+    /// The rank whose abort immediate stopped this transport, if one did.
+    aborted_by: Option<usize>,
     completions: Vec<Completion>,
 }
 
@@ -134,6 +154,7 @@ impl<F: Fabric> RdmaTransport<F> {
         cfg: RdmaConfig,
     ) -> Self {
         let local = cfg.window;
+        let qps = cfg.qps.max(1);
         let peers = peers
             .into_iter()
             .map(|p| {
@@ -144,9 +165,9 @@ impl<F: Fabric> RdmaTransport<F> {
                     recvq: VecDeque::new(),
                     credits: SendCredits::new(remote.slots),
                     rcredits: RecvCredits::new(local.slots),
-                    arrived: VecDeque::with_capacity(local.slots as usize),
-                    arrivals: 0,
-                    sq_in_flight: 0,
+                    arrived: vec![None; local.slots as usize],
+                    sq_in_flight: vec![0; qps],
+                    next_qp: 0,
                 })
             })
             .collect();
@@ -161,8 +182,14 @@ impl<F: Fabric> RdmaTransport<F> {
             slots: Vec::new(),
             free: Vec::new(),
             poisoned: None,
+            aborted_by: None,
             completions: Vec::new(),
         }
+    }
+
+    /// The rank whose abort immediate stopped this transport, if one did: its reason is on the control path.
+    pub fn aborted_by(&self) -> Option<usize> {
+        self.aborted_by
     }
 
     /// The fabric, e.g. for its statistics.
@@ -179,7 +206,12 @@ impl<F: Fabric> RdmaTransport<F> {
         format!("rank {} (host {}, {})", self.rank, self.host, self.path)
     }
 
+    /// Records the first error, tells every peer (unless a peer's abort caused it), stops the fabric and drops
+    /// every queued operation.
     fn poison(&mut self, msg: String) -> Error {
+        if self.poisoned.is_none() && self.aborted_by.is_none() {
+            self.tell_peers();
+        }
         self.fabric.shutdown();
         for p in self.peers.iter_mut().flatten() {
             p.sendq.clear();
@@ -187,6 +219,46 @@ impl<F: Fabric> RdmaTransport<F> {
         }
         self.poisoned = Some(msg.clone());
         Error::Peer(msg)
+    }
+
+    /// Writes an abort immediate to every peer on its least busy queue pair (a peer whose send queues are
+    /// all full is skipped) and waits briefly for them to leave. Best effort: failures are ignored, the
+    /// peer then finds out by its own deadline.
+    fn tell_peers(&mut self) {
+        let imm = Imm::Abort {
+            origin: self.rank as u32,
+        }
+        .encode();
+        let mut told = 0usize;
+        for peer in 0..self.peers.len() {
+            let Some(p) = self.peers[peer].as_ref() else { continue };
+            let (qp, busy) = least_busy(&p.sq_in_flight);
+            if busy < self.cfg.sq_depth && self.fabric.write_imm(peer, qp, ABORT_WR, imm).is_ok() {
+                told += 1;
+            }
+        }
+        let end = Instant::now() + ABORT_LINGER.min(self.cfg.timeout);
+        let mut seen = Vec::new();
+        while told > 0 && Instant::now() < end {
+            seen.clear();
+            if self.fabric.poll(&mut seen).is_err() {
+                return;
+            }
+            for c in &seen {
+                match c {
+                    Completion::Sent { wr_id: ABORT_WR, .. } | Completion::Failed { .. } => {
+                        told = told.saturating_sub(1)
+                    }
+                    _ => {}
+                }
+                if told == 0 {
+                    return;
+                }
+            }
+            if seen.is_empty() {
+                self.fabric.idle();
+            }
+        }
     }
 
     fn unusable(&self) -> Option<Error> {
@@ -269,14 +341,23 @@ impl<F: Fabric> RdmaTransport<F> {
     fn complete(&mut self, c: Completion) -> std::result::Result<(), String> {
         let me = self.me();
         match c {
-            Completion::Sent { peer, wr_id } => {
+            Completion::Sent { peer, qp, wr_id } => {
                 let Some(Some(p)) = self.peers.get_mut(peer) else {
                     return Err(format!("{me}: completion for unknown peer {peer}"));
                 };
-                p.sq_in_flight = p.sq_in_flight.saturating_sub(1);
+                let Some(busy) = p.sq_in_flight.get_mut(qp) else {
+                    return Err(format!(
+                        "{me}: completion for queue pair {qp} of {}, which has {}",
+                        p.name,
+                        p.sq_in_flight.len()
+                    ));
+                };
+                *busy = busy.saturating_sub(1);
                 if wr_id & CREDIT_WR == 0 {
-                    let s = &mut self.slots[wr_id as usize].0;
-                    *s = s.saturating_sub(1);
+                    let Some(s) = self.slots.get_mut(wr_id as usize) else {
+                        return Err(format!("{me}: completion of an unknown write {wr_id} to {}", p.name));
+                    };
+                    s.0 = s.0.saturating_sub(1);
                 }
                 Ok(())
             }
@@ -287,19 +368,35 @@ impl<F: Fabric> RdmaTransport<F> {
                 };
                 match Imm::decode(imm) {
                     Imm::Credit { count } => p.credits.give_back(count).map_err(|e| format!("{me}: {} {e}", p.name)),
+                    Imm::Abort { origin } => {
+                        self.aborted_by = Some(peer);
+                        let via = if origin as usize == peer {
+                            String::new()
+                        } else {
+                            format!(" on behalf of rank {origin}")
+                        };
+                        Err(format!(
+                            "{me}: {} gave up{via}: its transport failed and it told this rank so; it reports why \
+                             over the control path",
+                            p.name
+                        ))
+                    }
                     Imm::Data { slot, len } => {
-                        let want = local.slot_of(p.arrivals);
-                        if slot != want || len > local.slot_bytes || p.arrived.len() >= local.slots as usize {
-                            return Err(format!(
-                                "{me}: protocol error: {} wrote {len} bytes into slot {slot}, expected slot {want} of a \
-                                 window of {local} with {} unread; were all ranks started with the same version?",
+                        // Fragments may come in any order across queue pairs, but credits keep each in a slot of
+                        // its own until it is copied out: a slot that is still full means the peer overran it.
+                        let unread = p.arrived.iter().flatten().count();
+                        match p.arrived.get_mut(slot as usize) {
+                            Some(s @ None) if len <= local.slot_bytes => {
+                                *s = Some(len);
+                                Ok(())
+                            }
+                            _ => Err(format!(
+                                "{me}: protocol error: {} wrote {len} bytes into slot {slot} of a window of {local} with \
+                                 {unread} unread (slot {} is next); were all ranks started with the same version?",
                                 p.name,
-                                p.arrived.len()
-                            ));
+                                p.rcredits.next_slot()
+                            )),
                         }
-                        p.arrivals += 1;
-                        p.arrived.push_back(len);
-                        Ok(())
                     }
                 }
             }
@@ -318,8 +415,10 @@ impl<F: Fabric> RdmaTransport<F> {
             return Ok(false);
         };
         let mut moved = false;
-        // Copy arrived fragments into the posted receives, in order.
-        while let (Some(m), Some(&got)) = (p.recvq.front_mut(), p.arrived.front()) {
+        // Copy arrived fragments into the posted receives, in stream order: stop at the first slot still empty.
+        while let Some(m) = p.recvq.front_mut() {
+            let next = p.rcredits.next_slot();
+            let Some(got) = p.arrived[next as usize] else { break };
             let (off, want) = local.fragment(m.len, m.done);
             if got as usize != want {
                 return Err(format!(
@@ -329,11 +428,11 @@ impl<F: Fabric> RdmaTransport<F> {
                     p.name, m.done, m.len
                 ));
             }
-            let src = self.fabric.slot(peer, p.rcredits.next_slot());
+            let src = self.fabric.slot(peer, next);
             // SAFETY: the slot holds `got` bytes the peer wrote (its completion was polled); the destination is
             // inside the posted receive, which the caller keeps valid until the request completes.
             unsafe { std::ptr::copy_nonoverlapping(src, m.ptr.add(off), want) };
-            p.arrived.pop_front();
+            p.arrived[next as usize] = None;
             p.rcredits.consume();
             m.done += 1;
             let s = &mut self.slots[m.slot].0;
@@ -343,18 +442,20 @@ impl<F: Fabric> RdmaTransport<F> {
             }
             moved = true;
         }
-        // Return the consumed slots in one immediate.
-        if p.rcredits.owed() > 0 && p.sq_in_flight < sq_depth {
+        // Return the consumed slots in one immediate, on the least busy queue pair.
+        let (qp, busy) = least_busy(&p.sq_in_flight);
+        if p.rcredits.owed() > 0 && busy < sq_depth {
             let count = p.rcredits.take_owed();
             self.fabric
-                .write_imm(peer, CREDIT_WR, Imm::Credit { count }.encode())
+                .write_imm(peer, qp, CREDIT_WR, Imm::Credit { count }.encode())
                 .map_err(|e| format!("{me}: returning credits to {}: {e}", p.name))?;
-            p.sq_in_flight += 1;
+            p.sq_in_flight[qp] += 1;
             moved = true;
         }
-        // Write fragments while the peer's window and our send queue have room.
+        // Write fragments while the peer's window and the next queue pair's send queue have room.
         while let Some(m) = p.sendq.front_mut() {
-            if p.sq_in_flight >= sq_depth {
+            let qp = p.next_qp;
+            if p.sq_in_flight[qp] >= sq_depth {
                 break;
             }
             let Some(slot) = p.credits.take() else { break };
@@ -363,6 +464,7 @@ impl<F: Fabric> RdmaTransport<F> {
             // SAFETY: inside the posted send, which the caller keeps valid until its request completes.
             let w = Write {
                 peer,
+                qp,
                 wr_id: m.slot as u64,
                 msg: m.ptr,
                 msg_len: m.len,
@@ -376,7 +478,8 @@ impl<F: Fabric> RdmaTransport<F> {
                     .write_data(&w)
                     .map_err(|e| format!("{me}: writing to {}: {e}", p.name))?;
             }
-            p.sq_in_flight += 1;
+            p.sq_in_flight[qp] += 1;
+            p.next_qp = (qp + 1) % p.sq_in_flight.len();
             m.done += 1;
             if m.done == m.nfrags {
                 p.sendq.pop_front();
@@ -418,6 +521,16 @@ impl<F: Fabric> RdmaTransport<F> {
     fn busy(&self) -> bool {
         self.slots.len() != self.free.len() && self.slots.iter().any(|s| s.0 != 0)
     }
+}
+
+/// The queue pair with the fewest send work requests in flight, and that number.
+fn least_busy(in_flight: &[u32]) -> (usize, u32) {
+    in_flight
+        .iter()
+        .copied()
+        .enumerate()
+        .min_by_key(|q| q.1)
+        .unwrap_or((0, u32::MAX))
 }
 
 impl<F: Fabric> Transport for RdmaTransport<F> {

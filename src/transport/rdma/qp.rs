@@ -122,9 +122,14 @@ impl<O: QpOps> Qp<Reset, O> {
 }
 
 impl<O: QpOps> Qp<Init, O> {
-    /// INIT -> RTR, connected to `remote`.
-    pub fn ready_to_receive(mut self, remote: &QpEndpoint, local: &LocalPort) -> Result<Qp<Rtr, O>, String> {
-        self.ops.modify_to_rtr(&rtr_params(remote, local))?;
+    /// INIT -> RTR, connected to queue pair `lane` of `remote`.
+    pub fn ready_to_receive(
+        mut self,
+        remote: &QpEndpoint,
+        lane: usize,
+        local: &LocalPort,
+    ) -> Result<Qp<Rtr, O>, String> {
+        self.ops.modify_to_rtr(&rtr_params(remote, lane, local)?)?;
         Ok(self.into_state())
     }
 }
@@ -144,19 +149,27 @@ impl<O: QpOps> Qp<Rts, O> {
     }
 }
 
-/// INIT -> RTR parameters for connecting to `remote` from `local`.
-pub fn rtr_params(remote: &QpEndpoint, local: &LocalPort) -> RtrParams {
+/// INIT -> RTR parameters for connecting to queue pair `lane` of `remote` from `local`; refused when the
+/// record has no such lane.
+pub fn rtr_params(remote: &QpEndpoint, lane: usize, local: &LocalPort) -> Result<RtrParams, String> {
+    let Some(q) = remote.qps.get(lane) else {
+        return Err(format!(
+            "rank {}'s endpoint has {} queue pair(s), none for lane {lane}",
+            remote.from,
+            remote.qps.len()
+        ));
+    };
     let by_gid = local.link_layer == LinkLayer::Ethernet || remote.lid == 0;
-    RtrParams {
-        dest_qpn: remote.qpn,
-        rq_psn: remote.psn,
+    Ok(RtrParams {
+        dest_qpn: q.qpn,
+        rq_psn: q.psn,
         path_mtu: path_mtu(local.mtu, remote.mtu),
         dlid: remote.lid,
         grh: by_gid.then_some((remote.gid, local.gid_index)),
         port: local.port,
         min_rnr_timer: 12,
         max_dest_rd_atomic: 1,
-    }
+    })
 }
 
 /// RTR -> RTS parameters.
@@ -172,7 +185,7 @@ pub fn rts_params(psn: u32) -> RtsParams {
 
 #[cfg(test)]
 mod tests {
-    use super::super::endpoint::{RemoteWindow, ENDPOINT_VERSION};
+    use super::super::endpoint::{QpNumbers, RemoteWindow, ENDPOINT_VERSION};
     use super::super::window::WindowShape;
     use super::*;
 
@@ -214,8 +227,7 @@ mod tests {
             to: 0,
             lid,
             gid: [1; 16],
-            qpn: 99,
-            psn: 5,
+            qps: vec![QpNumbers { qpn: 99, psn: 5 }, QpNumbers { qpn: 100, psn: 6 }],
             mtu: 1024,
             window: RemoteWindow {
                 addr: 4096,
@@ -237,12 +249,31 @@ mod tests {
     #[test]
     fn transitions_run_in_order_with_the_peers_parameters() {
         let qp = Qp::new(Recorder::default()).init(1).unwrap();
-        let qp = qp.ready_to_receive(&remote(0), &local(LinkLayer::Ethernet)).unwrap();
+        let qp = qp.ready_to_receive(&remote(0), 0, &local(LinkLayer::Ethernet)).unwrap();
         let mut qp = qp.ready_to_send(77).unwrap();
         assert_eq!(
             qp.sender().calls,
             ["INIT port 1", "RTR qpn 99 mtu 1024 grh true", "RTS psn 77"]
         );
+    }
+
+    #[test]
+    fn each_lane_connects_to_the_peers_queue_pair_of_the_same_lane() {
+        let qp = Qp::new(Recorder::default()).init(1).unwrap();
+        let mut qp = qp
+            .ready_to_receive(&remote(0), 1, &local(LinkLayer::Ethernet))
+            .unwrap()
+            .ready_to_send(78)
+            .unwrap();
+        assert_eq!(qp.sender().calls[1], "RTR qpn 100 mtu 1024 grh true");
+        let rtr = rtr_params(&remote(0), 1, &local(LinkLayer::Ethernet)).unwrap();
+        assert_eq!((rtr.dest_qpn, rtr.rq_psn), (100, 6));
+        let qp = Qp::new(Recorder::default()).init(1).unwrap();
+        let err = qp
+            .ready_to_receive(&remote(0), 2, &local(LinkLayer::Ethernet))
+            .err()
+            .expect("no third lane");
+        assert!(err.contains("none for lane 2"), "{err}");
     }
 
     #[test]
@@ -253,7 +284,7 @@ mod tests {
         };
         let qp = Qp::new(ops).init(1).unwrap();
         let err = qp
-            .ready_to_receive(&remote(0), &local(LinkLayer::Ethernet))
+            .ready_to_receive(&remote(0), 0, &local(LinkLayer::Ethernet))
             .err()
             .expect("RTR fails");
         assert!(err.contains("ibv_modify_qp to RTR"), "{err}");
@@ -261,11 +292,11 @@ mod tests {
 
     #[test]
     fn routing_by_gid_on_roce_and_by_lid_on_infiniband() {
-        let roce = rtr_params(&remote(0), &local(LinkLayer::Ethernet));
+        let roce = rtr_params(&remote(0), 0, &local(LinkLayer::Ethernet)).unwrap();
         assert_eq!(roce.grh, Some(([1; 16], 3)));
-        let ib = rtr_params(&remote(7), &local(LinkLayer::InfiniBand));
+        let ib = rtr_params(&remote(7), 0, &local(LinkLayer::InfiniBand)).unwrap();
         assert_eq!((ib.grh, ib.dlid, ib.path_mtu), (None, 7, 1024));
-        let ib_no_lid = rtr_params(&remote(0), &local(LinkLayer::InfiniBand));
+        let ib_no_lid = rtr_params(&remote(0), 0, &local(LinkLayer::InfiniBand)).unwrap();
         assert!(ib_no_lid.grh.is_some());
         assert_eq!(rts_params(9).sq_psn, 9);
     }

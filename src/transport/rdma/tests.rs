@@ -10,15 +10,17 @@ use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 use crate::transport::{self, Transport};
 
-fn cfg(shape: WindowShape, timeout: Duration) -> RdmaConfig {
+fn cfg(shape: WindowShape, qps: usize, timeout: Duration) -> RdmaConfig {
     RdmaConfig {
         window: shape,
         sq_depth: 4,
+        qps,
         timeout,
     }
 }
 
-/// Runs `f` on `n` ranks, each with an RDMA transport over the shared in-memory fabric.
+/// Runs `f` on `n` ranks, each with an RDMA transport over the shared in-memory fabric, one queue pair per
+/// peer.
 fn run_ranks<R: Send>(
     n: usize,
     shape: WindowShape,
@@ -26,8 +28,21 @@ fn run_ranks<R: Send>(
     timeout: Duration,
     f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
 ) -> Vec<R> {
+    run_lanes(n, shape, (1, 0), hold_credits, timeout, f)
+}
+
+/// As [`run_ranks`] with `qps.0` queue pairs per peer, interleaved as seed `qps.1` draws it.
+fn run_lanes<R: Send>(
+    n: usize,
+    shape: WindowShape,
+    qps: (usize, u64),
+    hold_credits: usize,
+    timeout: Duration,
+    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
+) -> Vec<R> {
+    let (lanes, seed) = qps;
     std::thread::scope(|s| {
-        let handles: Vec<_> = fabrics(n, shape)
+        let handles: Vec<_> = fabrics(n, shape, lanes, seed)
             .into_iter()
             .enumerate()
             .map(|(rank, mut fab)| {
@@ -37,8 +52,14 @@ fn run_ranks<R: Send>(
                     let peers = (0..n)
                         .map(|r| (r != rank).then(|| (format!("rank {r}"), shape)))
                         .collect();
-                    let mut t =
-                        RdmaTransport::new(rank, "h".into(), "rdma@mem".into(), fab, peers, cfg(shape, timeout));
+                    let mut t = RdmaTransport::new(
+                        rank,
+                        "h".into(),
+                        "rdma@mem".into(),
+                        fab,
+                        peers,
+                        cfg(shape, lanes, timeout),
+                    );
                     f(&mut t)
                 })
             })
@@ -214,4 +235,157 @@ fn the_engine_passes_forget_memory_down_to_the_fabric() {
         t.fabric().forgotten
     });
     assert_eq!(counts, [2, 2]);
+}
+
+/// Element counts (of i32) around a 24-byte fragment (6), a 3-slot window (18) and a 64-byte chunk (16).
+const EDGE_COUNTS: [usize; 12] = [1, 5, 6, 7, 16, 17, 18, 19, 35, 36, 37, 1001];
+
+#[test]
+fn collectives_stay_right_when_fragments_overtake_each_other_across_queue_pairs() {
+    let shape = WindowShape::new(3, 24).unwrap();
+    for qps in 1..=4 {
+        let mut overtaken = 0;
+        for n in [2, 3, 4] {
+            for algo in [Algo::Ring, Algo::RecDoubling, Algo::Tree] {
+                let seed = (qps * 100 + n) as u64;
+                let out = run_lanes(n, shape, (qps, seed), 1, Duration::from_secs(30), |t| {
+                    for count in EDGE_COUNTS {
+                        all_reduce(t, algo, count);
+                    }
+                    (t.pending(), t.fabric().overtaken)
+                });
+                assert!(
+                    out.iter().all(|o| o.0 == 0),
+                    "{n} ranks {algo} {qps} QPs: requests left"
+                );
+                overtaken += out.iter().map(|o| o.1).sum::<usize>();
+            }
+        }
+        // The interleaving really reorders (one queue pair cannot: completions are ordered within it).
+        assert_eq!(overtaken > 0, qps > 1, "{qps} QPs: {overtaken} immediates overtaken");
+    }
+}
+
+#[test]
+fn a_large_message_is_spread_over_every_queue_pair_of_the_peer() {
+    let shape = WindowShape::new(4, 16).unwrap();
+    for qps in [2, 3, 4] {
+        let out = run_lanes(2, shape, (qps, 7), 0, Duration::from_secs(30), |t| {
+            let (me, other) = (t.rank(), 1 - t.rank());
+            let len = 16 * 12 + 5; // 13 fragments
+            let mut got = vec![0u8; len];
+            transport::sendrecv(t, other, &pattern(len, me), other, &mut got).unwrap();
+            assert_eq!(got, pattern(len, other));
+            t.fabric().data_per_lane.clone()
+        });
+        for lanes in out {
+            assert_eq!(lanes.len(), qps);
+            assert_eq!(lanes.iter().sum::<usize>(), 13);
+            // Round-robin: no queue pair carries more than one fragment above another.
+            let (lo, hi) = (lanes.iter().min().unwrap(), lanes.iter().max().unwrap());
+            assert!(*lo > 0 && hi - lo <= 1, "{qps} QPs: fragments per queue pair {lanes:?}");
+        }
+    }
+}
+
+#[test]
+fn a_stalled_window_over_several_queue_pairs_never_overruns_a_slot() {
+    // Two slots, credits returned late and out of order with the data: a writer that ran ahead of the
+    // credits would overwrite a slot not yet copied out, and the data (or the slot check) would show it.
+    let shape = WindowShape::new(2, 8).unwrap();
+    for qps in [2, 3] {
+        let out = run_lanes(2, shape, (qps, 11), 3, Duration::from_secs(30), |t| {
+            if t.rank() == 0 {
+                let data = pattern(400, 3);
+                let reqs: Vec<_> = (0..8)
+                    .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
+                    .collect();
+                for r in reqs {
+                    t.wait(r).unwrap();
+                }
+                Vec::new()
+            } else {
+                let mut got = vec![0u8; 400];
+                // All eight posted before any wait, so fragments of later messages may arrive early.
+                let reqs: Vec<_> = got
+                    .chunks_mut(50)
+                    .map(|c| unsafe { t.post_recv(0, c.as_mut_ptr(), c.len()).unwrap() })
+                    .collect();
+                for r in reqs.into_iter().rev() {
+                    t.wait(r).unwrap();
+                }
+                got
+            }
+        });
+        assert_eq!(out[1], pattern(400, 3), "{qps} QPs");
+    }
+}
+
+#[test]
+fn a_rank_that_gives_up_tells_its_peers_and_they_stop_at_once() {
+    // Rank 0 fails (a length mismatch with rank 1); ranks 1 and 2 then wait on rank 0, which will never
+    // send. Their deadline is far away: only rank 0's abort immediate can end their wait with this error.
+    let shape = WindowShape::new(4, 16).unwrap();
+    let out = run_lanes(3, shape, (2, 5), 0, Duration::from_secs(120), |t| {
+        let mut got = [0u8; 30];
+        let e = match t.rank() {
+            0 => transport::recv(t, 1, &mut got).unwrap_err(),
+            // Rank 0's abort may already end the wait for this send to complete.
+            1 => transport::send(t, 0, &[1u8; 20])
+                .and_then(|_| transport::recv(t, 0, &mut got))
+                .unwrap_err(),
+            _ => transport::recv(t, 0, &mut got).unwrap_err(),
+        };
+        let f = t.fabric();
+        (e.to_string(), t.aborted_by(), f.aborts_sent, f.shut)
+    });
+    let (e0, by0, sent0, shut0) = &out[0];
+    assert!(e0.contains("protocol error"), "{e0}");
+    assert_eq!(
+        (*by0, *sent0, *shut0),
+        (None, 2, true),
+        "rank 0 tells both peers and stops"
+    );
+    for (r, (e, by, sent, shut)) in out.iter().enumerate().skip(1) {
+        assert!(
+            e.contains(&format!("rank {r} (host h")) && e.contains("rank 0 gave up") && e.contains("control path"),
+            "rank {r}: {e}"
+        );
+        assert!(!e.contains("timed out"), "rank {r}: {e}");
+        // Told, not telling: one abort reaches everyone without a storm of relays.
+        assert_eq!((*by, *sent, *shut), (Some(0), 0, true), "rank {r}");
+    }
+}
+
+#[test]
+fn a_rank_that_times_out_tells_its_peers_too() {
+    // Rank 1 waits on rank 2, which waits on rank 1 with a much later deadline: rank 1's deadline passes
+    // first, and its abort, not rank 2's own deadline, ends rank 2's wait.
+    let shape = WindowShape::new(2, 16).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = fabrics(3, shape, 2, 9)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, fab)| {
+                s.spawn(move || {
+                    let peers = (0..3)
+                        .map(|r| (r != rank).then(|| (format!("rank {r}"), shape)))
+                        .collect();
+                    let timeout = Duration::from_millis(if rank == 1 { 100 } else { 120_000 });
+                    let mut t =
+                        RdmaTransport::new(rank, "h".into(), "rdma@mem".into(), fab, peers, cfg(shape, 2, timeout));
+                    let mut got = [0u8; 8];
+                    let e = match rank {
+                        0 => return String::new(),
+                        1 => transport::recv(&mut t, 2, &mut got).unwrap_err(),
+                        _ => transport::recv(&mut t, 1, &mut got).unwrap_err(),
+                    };
+                    e.to_string()
+                })
+            })
+            .collect();
+        let out: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(out[1].contains("timed out"), "{}", out[1]);
+        assert!(out[2].contains("rank 1 gave up"), "{}", out[2]);
+    });
 }

@@ -5,6 +5,7 @@
 //! `k % slots` by an RDMA WRITE WITH IMMEDIATE whose 32-bit immediate says which slot and how many bytes,
 //! so the receiver can place it without any other header. The receiver copies the slot into the posted
 //! receive buffer and returns the slot to the sender as a credit (an immediate with the credit bit set).
+//! A credit immediate with the abort bit set too says the sender gave up (see [`Imm::Abort`]).
 
 use std::fmt;
 
@@ -14,6 +15,10 @@ pub const MAX_SLOTS: u32 = 1 << 7;
 pub const MAX_SLOT_BYTES: u32 = (1 << 24) - 1;
 
 const CREDIT_BIT: u32 = 1 << 31;
+/// Inside the credit space: a credit count never comes near it (it is at most [`MAX_SLOTS`]).
+const ABORT_BIT: u32 = 1 << 30;
+/// Largest rank an abort immediate can name.
+pub const MAX_ABORT_RANK: u32 = ABORT_BIT - 1;
 const LEN_BITS: u32 = 24;
 const LEN_MASK: u32 = (1 << LEN_BITS) - 1;
 
@@ -24,6 +29,9 @@ pub enum Imm {
     Data { slot: u32, len: u32 },
     /// The receiver consumed `count` slots; the sender may reuse them.
     Credit { count: u32 },
+    /// The writer's transport failed and it stops; `origin` is its rank (its reason goes over the control
+    /// path, which an immediate has no room for).
+    Abort { origin: u32 },
 }
 
 impl Imm {
@@ -35,15 +43,20 @@ impl Imm {
                 (slot << LEN_BITS) | (len & LEN_MASK)
             }
             Imm::Credit { count } => {
-                debug_assert!(count < CREDIT_BIT);
+                debug_assert!(count < ABORT_BIT);
                 CREDIT_BIT | count
             }
+            Imm::Abort { origin } => CREDIT_BIT | ABORT_BIT | origin.min(MAX_ABORT_RANK),
         }
     }
 
     /// Reads an immediate; every 32-bit value decodes (validation against the window happens on use).
     pub fn decode(v: u32) -> Imm {
-        if v & CREDIT_BIT != 0 {
+        if v & CREDIT_BIT != 0 && v & ABORT_BIT != 0 {
+            Imm::Abort {
+                origin: v & MAX_ABORT_RANK,
+            }
+        } else if v & CREDIT_BIT != 0 {
             Imm::Credit { count: v & !CREDIT_BIT }
         } else {
             Imm::Data {
@@ -127,6 +140,8 @@ mod tests {
             Imm::Data { slot: 5, len: 4096 },
             Imm::Credit { count: 1 },
             Imm::Credit { count: 1000 },
+            Imm::Abort { origin: 0 },
+            Imm::Abort { origin: 4095 },
         ] {
             assert_eq!(Imm::decode(imm.encode()), imm);
         }
@@ -134,6 +149,12 @@ mod tests {
             Imm::Data { slot: 0, len: 1 }.encode(),
             Imm::Credit { count: 1 }.encode()
         );
+        // An abort is never read as a credit (nor a data write), whatever rank it names.
+        for origin in [0, 1, MAX_ABORT_RANK] {
+            let v = Imm::Abort { origin }.encode();
+            assert_eq!(Imm::decode(v), Imm::Abort { origin });
+            assert_ne!(v, Imm::Credit { count: origin & 0xff }.encode());
+        }
     }
 
     #[test]

@@ -164,6 +164,7 @@ pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
     a.algo = args.algo.clone();
     a.line_rate = args.line_rate;
     a.gid_index = args.gid_index;
+    a.rdma_qps = args.rdma_qps;
     a.timeout = args.timeout;
     a.bootstrap_timeout = args.bootstrap_timeout;
     a.connect_timeout = args.connect_timeout;
@@ -269,10 +270,19 @@ mod tests {
 
     #[test]
     fn path_flags_reach_the_phases_and_the_sweep_is_the_plans() {
-        let base = base_run_args(&preflight_args(&["--np", "3", "--streams", "2", "--line-rate", "25"]));
+        let base = base_run_args(&preflight_args(&[
+            "--np",
+            "3",
+            "--streams",
+            "2",
+            "--line-rate",
+            "25",
+            "--rdma-qps",
+            "3",
+        ]));
         let plan = Plan::new(4 << 20, 2);
         let o = phase_options(&base, &plan.phases[2]).unwrap();
-        assert_eq!((o.np, o.streams, o.line_rate_gbit), (3, 2, Some(25.0)));
+        assert_eq!((o.np, o.streams, o.line_rate_gbit, o.rdma_qps), (3, 2, Some(25.0), 3));
         assert_eq!(
             (o.sizes.min, o.sizes.max, o.iters, o.warmup, o.check_iters),
             (1 << 20, 4 << 20, 5, 1, 1)
