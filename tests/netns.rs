@@ -12,13 +12,15 @@
 //! These tests need root (network namespaces) and, for the first, OpenMPI's mpirun. Where that is not
 //! possible they print why and pass, except in CI (`CI=true`), where that is a failure.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::netns::{cannot_run, clean_env, harness, namespace_test, spawn, text, wait_all, Cluster, Done, Proc};
 
 /// Hosts of every cluster (one rank each).
 const HOSTS: usize = 4;
@@ -28,53 +30,15 @@ const RUN_DEADLINE: Duration = Duration::from_secs(240);
 const SWEEP: [&str; 4] = ["--collective", "all_reduce,all_gather", "-e", "4M"];
 /// The rendezvous port (each cluster is its own set of namespaces, so no port can collide).
 const ROOT_PORT: &str = "29500";
+/// Names of this file's clusters start with it (and the test process's pid).
+const PREFIX: &str = "cbt";
 
-/// Serialises the tests of this file: each one starts four busy ranks, and on two cores three runs at
-/// once only make each slower. (Names are unique per test anyway, so concurrent runs would not collide.)
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// A cluster of [`HOSTS`] hosts for one test, `tag` unique to it, with more `cluster.sh up` flags.
+fn up(tag: &str, flags: &[&str]) -> Cluster {
+    Cluster::up(PREFIX, tag, HOSTS, flags)
 }
 
-fn harness() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/netns/cluster.sh")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Says why a test cannot run here: a skip on a developer's machine, a failure in CI.
-fn cannot_run(reason: &str) {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{reason} (CI=true: these tests must run in CI)");
-    }
-    // Straight to stderr, past the test harness's capture: a skip should be seen without --nocapture.
-    let _ = writeln!(std::io::stderr(), "skipped: {reason}");
-}
-
-/// Whether this machine can build namespace clusters (root, iproute2, util-linux, kernel support); asked
-/// once per test binary.
-fn namespaces_available() -> bool {
-    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
-    let check = CHECK.get_or_init(|| match Command::new("bash").arg(harness()).arg("check").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "network-namespace hosts are not available: {}",
-            text(&o.stderr).trim()
-        )),
-        Err(e) => Err(format!("cannot run bash {}: {e}", harness().display())),
-    });
-    match check {
-        Ok(()) => true,
-        Err(reason) => {
-            cannot_run(reason);
-            false
-        }
-    }
-}
-
+/// Whether OpenMPI's mpirun is here (see [`cannot_run`]).
 fn mpirun_available() -> bool {
     let ok = Command::new("mpirun")
         .arg("--version")
@@ -84,193 +48,6 @@ fn mpirun_available() -> bool {
         cannot_run("OpenMPI's mpirun is not installed (Debian: apt-get install openmpi-bin)");
     }
     ok
-}
-
-/// Launcher variables of the environment the tests run in, which would otherwise decide the ranks'
-/// identity (collbench looks at OMPI_*, PMI_*, SLURM_*, ... before RANK/WORLD_SIZE).
-fn clean_env(c: &mut Command) -> &mut Command {
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        let launcher = ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
-            .iter()
-            .any(|p| k.starts_with(p));
-        let torch = [
-            "RANK",
-            "WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "JOB_COMPLETION_INDEX",
-        ]
-        .contains(&&*k);
-        if launcher || torch {
-            c.env_remove(&*k);
-        }
-    }
-    c
-}
-
-/// One cluster of namespace hosts; `Drop` tears it down, also when the test panics.
-struct Cluster {
-    name: String,
-}
-
-impl Cluster {
-    /// Builds `hosts` hosts named after this process and `tag`, so no two runs share a name.
-    fn up(tag: &str, hosts: usize) -> Cluster {
-        Cluster::up_with(tag, hosts, &[])
-    }
-
-    /// The same, with more `cluster.sh up` flags (such as `--rate 1gbit`).
-    fn up_with(tag: &str, hosts: usize, flags: &[&str]) -> Cluster {
-        let name = format!("cbt{}{tag}", std::process::id());
-        // Clusters left behind by test processes that were killed before their teardown.
-        let _ = Command::new("bash").arg(harness()).arg("gc").status();
-        let c = Cluster { name };
-        // Only a dead process with our pid could have left a cluster of this name; remove it.
-        c.run(&["down"]);
-        let pid = std::process::id().to_string();
-        let n = hosts.to_string();
-        let mut args = vec!["up", n.as_str(), "--owner", &pid];
-        args.extend(flags);
-        let out = c.run(&args);
-        eprintln!("{}", out.trim());
-        c
-    }
-
-    /// Runs `cluster.sh SUBCOMMAND NAME ARGS...` and returns its stdout; panics on failure.
-    fn run(&self, args: &[&str]) -> String {
-        let (sub, rest) = args.split_first().expect("a subcommand");
-        let out = Command::new("bash")
-            .arg(harness())
-            .arg(sub)
-            .arg(&self.name)
-            .args(rest)
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "cluster.sh {sub} {} {rest:?}: {}",
-            self.name,
-            text(&out.stderr)
-        );
-        text(&out.stdout)
-    }
-
-    fn host(&self, i: usize) -> String {
-        format!("{}-h{i}", self.name)
-    }
-
-    fn addr(&self, host: usize, iface: &str) -> String {
-        self.run(&["addr", &host.to_string(), iface]).trim().to_string()
-    }
-
-    fn cidr(&self, iface: &str) -> String {
-        self.run(&["cidr", iface]).trim().to_string()
-    }
-
-    /// (rx, tx) bytes of `iface` in every host.
-    fn counters(&self, iface: &str) -> Vec<(u64, u64)> {
-        (0..HOSTS)
-            .map(|h| {
-                let s = self.run(&["bytes", &h.to_string(), iface]);
-                let v: Vec<u64> = s.split_whitespace().map(|x| x.parse().expect("a byte count")).collect();
-                assert_eq!(v.len(), 2, "cluster.sh bytes: {s}");
-                (v[0], v[1])
-            })
-            .collect()
-    }
-
-    /// A command that runs `program args` inside host `host`, with the host's name as hostname.
-    fn exec(&self, host: usize, program: &Path, args: &[&str]) -> Command {
-        let mut c = Command::new("bash");
-        c.arg(harness())
-            .args(["exec", &self.name, &host.to_string()])
-            .arg(program)
-            .args(args);
-        clean_env(&mut c);
-        c
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let ok = Command::new("bash")
-            .arg(harness())
-            .args(["down", &self.name])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cluster.sh down {} failed; remove it by hand", self.name);
-        }
-    }
-}
-
-/// A started process whose stdout and stderr go to files (no pipe can fill up and stall it).
-struct Proc {
-    what: String,
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-fn spawn(mut c: Command, what: &str, dir: &Path) -> Proc {
-    let out = dir.join(format!("{what}.out"));
-    let err = dir.join(format!("{what}.err"));
-    let child = c
-        .stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    Proc {
-        what: what.to_string(),
-        child,
-        out,
-        err,
-    }
-}
-
-struct Done {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-/// Waits for every process (a bounded poll); on the deadline kills the ones still running and panics
-/// with what they printed. The cluster's teardown kills anything they left inside its hosts.
-fn wait_all(mut procs: Vec<Proc>) -> Vec<Done> {
-    let deadline = Instant::now() + RUN_DEADLINE;
-    let mut status: Vec<Option<ExitStatus>> = vec![None; procs.len()];
-    while status.iter().any(Option::is_none) {
-        for (p, s) in procs.iter_mut().zip(status.iter_mut()) {
-            if s.is_none() {
-                *s = p.child.try_wait().expect("wait for a child");
-            }
-        }
-        if Instant::now() > deadline && status.iter().any(Option::is_none) {
-            let mut report = String::new();
-            for (p, s) in procs.iter_mut().zip(&status) {
-                if s.is_none() {
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
-                }
-                let out = std::fs::read_to_string(&p.out).unwrap_or_default();
-                let err = std::fs::read_to_string(&p.err).unwrap_or_default();
-                report += &format!("--- {} ({s:?})\nstdout:\n{out}\nstderr:\n{err}\n", p.what);
-            }
-            panic!("runs did not finish within {RUN_DEADLINE:?}:\n{report}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    procs
-        .iter()
-        .zip(status)
-        .map(|(p, s)| Done {
-            status: s.unwrap(),
-            stdout: std::fs::read_to_string(&p.out).unwrap_or_default(),
-            stderr: std::fs::read_to_string(&p.err).unwrap_or_default(),
-        })
-        .collect()
 }
 
 /// One table of collbench's output: `# all_reduce on tcp@eth0, 4 ranks` and its rows.
@@ -387,9 +164,10 @@ fn lower_bound(tables: &[Table], iters: u64) -> LowerBound {
 
 /// Checks one finished run: exit 0, every table of `paths` present for both collectives, 14 columns and
 /// `#wrong` 0 everywhere. Returns the tables.
-fn check_run(stdout: &str, stderr: &str, status: ExitStatus, paths: &[&str]) -> Vec<Table> {
+fn check_run(d: &Done, paths: &[&str]) -> Vec<Table> {
+    let (stdout, stderr) = (&d.stdout, &d.stderr);
     assert_eq!(
-        status.code(),
+        d.status.code(),
         Some(0),
         "collbench failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
@@ -460,6 +238,13 @@ fn check_ranks(stdout: &str, cluster: &Cluster, iface: &str) {
             "{host}"
         );
     }
+}
+
+/// [`check_run`] and [`check_ranks`] of rank 0's output `d` over `iface`; what its tables must have moved.
+fn check_sweep(d: &Done, cluster: &Cluster, iface: &str, paths: &[&str]) -> LowerBound {
+    let ts = check_run(d, paths);
+    check_ranks(&d.stdout, cluster, iface);
+    lower_bound(&ts, timed_iters(&d.stdout))
 }
 
 fn collbench() -> PathBuf {
@@ -551,21 +336,21 @@ fn mpirun_sweep(cluster: &Cluster, dir: &Path, label: &str, env: &[(&str, String
     args.extend(["--iface", "eth0"]);
     args.extend(extra);
     let before = cluster.counters("eth0");
-    let done = wait_all(vec![spawn(mpirun(cluster, env, &args), label, dir)]);
+    let done = wait_all(vec![spawn(mpirun(cluster, env, &args), label, dir)], RUN_DEADLINE);
     let after = cluster.counters("eth0");
     let d = &done[0];
-    let ts = check_run(&d.stdout, &d.stderr, d.status, paths);
-    check_ranks(&d.stdout, cluster, "eth0");
-    check_growth(label, &before, &after, lower_bound(&ts, timed_iters(&d.stdout)));
+    check_growth(label, &before, &after, check_sweep(d, cluster, "eth0", paths));
 }
 
 #[test]
 fn mpirun_one_rank_per_namespace_host() {
-    let _one = serial();
-    if !namespaces_available() || !mpirun_available() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    if !mpirun_available() {
         return;
     }
-    let cluster = Cluster::up("m", HOSTS);
+    let cluster = up("m", &[]);
     let dir = tempfile::tempdir().unwrap();
     let root = format!("{}:{ROOT_PORT}", cluster.addr(0, "eth0"));
     let env = [("COLLBENCH_ROOT", root)];
@@ -605,14 +390,12 @@ fn mpirun_one_rank_per_namespace_host() {
     }
 }
 
-/// Starts one rank per host with the torchrun-style variables and waits for all of them.
 #[test]
 fn underlay_and_overlay_measured_in_one_run() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("m", HOSTS);
+    };
+    let cluster = up("m", &[]);
     let dir = tempfile::tempdir().unwrap();
     let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     // Both paths in one invocation: the same ranks sweep tcp@eth0, then tcp@vxlan0.
@@ -621,7 +404,7 @@ fn underlay_and_overlay_measured_in_one_run() {
     let done = env_ranks(&cluster, dir.path(), &cluster.addr(0, "eth0"), &args);
     let (eth_after, vx_after) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     let d = &done[0];
-    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@eth0", "tcp@vxlan0"]);
+    let ts = check_run(d, &["tcp@eth0", "tcp@vxlan0"]);
     // Every rank lists an endpoint on each path, on its own host's interfaces.
     check_ranks(&d.stdout, &cluster, "eth0");
     for h in 0..HOSTS {
@@ -657,12 +440,11 @@ const SHAPED_GBS: f64 = 0.125;
 
 #[test]
 fn shaped_links_bound_both_paths_and_the_overlay_is_compared_with_intervals() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
+    };
     // Every host's eth0 egress shaped to 1 Gbit/s; the overlay rides on it, so both paths are bounded by it.
-    let cluster = Cluster::up_with("s", HOSTS, &["--rate", "1gbit"]);
+    let cluster = up("s", &["--rate", "1gbit"]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("shaped.json");
     let json_arg = json.to_str().unwrap();
@@ -756,11 +538,10 @@ fn shaped_links_bound_both_paths_and_the_overlay_is_compared_with_intervals() {
 
 #[test]
 fn info_gathers_every_host_and_names_a_mismatched_mtu() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("i", HOSTS);
+    };
+    let cluster = up("i", &[]);
     let dir = tempfile::tempdir().unwrap();
     // One host's link is misconfigured: the advice must name it.
     let ip = Path::new("/usr/sbin/ip");
@@ -774,19 +555,9 @@ fn info_gathers_every_host_and_names_a_mismatched_mtu() {
         .status()
         .unwrap();
     assert!(st.success());
-    let bin = collbench();
     let master = cluster.addr(0, "eth0");
-    let procs: Vec<Proc> = (0..HOSTS)
-        .map(|h| {
-            let mut c = cluster.exec(h, &bin, &["info", "--iface", "eth0"]);
-            c.env("RANK", h.to_string())
-                .env("WORLD_SIZE", HOSTS.to_string())
-                .env("MASTER_ADDR", &master)
-                .env("MASTER_PORT", ROOT_PORT);
-            spawn(c, &format!("info{h}"), dir.path())
-        })
-        .collect();
-    let done = wait_all(procs);
+    let procs = start_ranks(&cluster, dir.path(), &master, "info", &["info", "--iface", "eth0"]);
+    let done = wait_all(procs, RUN_DEADLINE);
     for d in &done {
         assert_eq!(d.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", d.stdout, d.stderr);
     }
@@ -815,20 +586,24 @@ fn info_gathers_every_host_and_names_a_mismatched_mtu() {
     assert!(done[1..].iter().all(|d| d.stdout.trim().is_empty()));
 }
 
-fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<Done> {
+/// Starts `collbench ARGS` in every host, one rank each (RANK/WORLD_SIZE/MASTER_ADDR), its output in
+/// `dir/LABEL<host>.out` and `.err`, without waiting.
+fn start_ranks(cluster: &Cluster, dir: &Path, master: &str, label: &str, args: &[&str]) -> Vec<Proc> {
     let bin = collbench();
-    let mut procs = Vec::new();
-    for h in 0..HOSTS {
-        let mut run_args = vec!["run"];
-        run_args.extend(args);
-        let mut c = cluster.exec(h, &bin, &run_args);
-        c.env("RANK", h.to_string())
-            .env("WORLD_SIZE", HOSTS.to_string())
-            .env("MASTER_ADDR", master)
-            .env("MASTER_PORT", ROOT_PORT);
-        procs.push(spawn(c, &format!("rank{h}"), dir));
-    }
-    let done = wait_all(procs);
+    (0..HOSTS)
+        .map(|h| {
+            let c = cluster.exec_rank(h, master, ROOT_PORT, &bin, args);
+            spawn(c, &format!("{label}{h}"), dir)
+        })
+        .collect()
+}
+
+/// Runs `collbench run ARGS` as one rank per host with the torchrun-style variables, waits for all of them
+/// and checks that each exited 0.
+fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<Done> {
+    let mut run_args = vec!["run"];
+    run_args.extend(args);
+    let done = wait_all(start_ranks(cluster, dir, master, "rank", &run_args), RUN_DEADLINE);
     for (h, d) in done.iter().enumerate() {
         assert_eq!(
             d.status.code(),
@@ -843,11 +618,10 @@ fn env_ranks(cluster: &Cluster, dir: &Path, master: &str, args: &[&str]) -> Vec<
 
 #[test]
 fn ranks_started_in_each_host_with_rank_and_world_size() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("e", HOSTS);
+    };
+    let cluster = up("e", &[]);
     let dir = tempfile::tempdir().unwrap();
     let before = cluster.counters("eth0");
     // No --iface: the data path is the interface that reaches MASTER_ADDR, eth0 in every host.
@@ -855,24 +629,22 @@ fn ranks_started_in_each_host_with_rank_and_world_size() {
     let after = cluster.counters("eth0");
     let d = &done[0];
     assert!(d.stdout.contains("# Launcher: RANK/WORLD_SIZE"), "{}", d.stdout);
-    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@eth0"]);
-    check_ranks(&d.stdout, &cluster, "eth0");
+    let b = check_sweep(d, &cluster, "eth0", &["tcp@eth0"]);
     assert!(
         d.stderr
             .contains("collbench: tcp path: interface eth0 on every host (reaches the rendezvous)"),
         "{}",
         d.stderr
     );
-    check_growth("env eth0", &before, &after, lower_bound(&ts, timed_iters(&d.stdout)));
+    check_growth("env eth0", &before, &after, b);
 }
 
 #[test]
 fn ranks_over_the_vxlan_overlay() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("v", HOSTS);
+    };
+    let cluster = up("v", &[]);
     let dir = tempfile::tempdir().unwrap();
     let (eth_before, vx_before) = (cluster.counters("eth0"), cluster.counters("vxlan0"));
     // Rendezvous and data both on the overlay, as pods on a Flannel network see it.
@@ -888,9 +660,7 @@ fn ranks_over_the_vxlan_overlay() {
         "{}",
         d.stderr
     );
-    let ts = check_run(&d.stdout, &d.stderr, d.status, &["tcp@vxlan0"]);
-    check_ranks(&d.stdout, &cluster, "vxlan0");
-    let b = lower_bound(&ts, timed_iters(&d.stdout));
+    let b = check_sweep(d, &cluster, "vxlan0", &["tcp@vxlan0"]);
     let vx = check_growth("overlay vxlan0", &vx_before, &vx_after, b);
     let eth = check_growth("overlay eth0", &eth_before, &eth_after, b);
     // The underlay carried the encapsulated overlay: at least as many bytes as vxlan0 itself.
@@ -901,12 +671,11 @@ fn ranks_over_the_vxlan_overlay() {
 
 #[test]
 fn the_harness_removes_everything_it_builds() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
+    };
     let name = {
-        let c = Cluster::up("d", 2);
+        let c = Cluster::up(PREFIX, "d", 2, &[]);
         let netns = text(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout);
         for ns in [format!("{}-sw", c.name), c.host(0), c.host(1)] {
             assert!(
@@ -931,20 +700,18 @@ fn the_harness_removes_everything_it_builds() {
 
 /// Starts one rank per host (RANK/WORLD_SIZE/MASTER_ADDR) with `args`, without waiting.
 fn start_env_ranks(cluster: &Cluster, dir: &Path, args: &[&str]) -> Vec<Proc> {
-    let bin = collbench();
     let master = cluster.addr(0, "eth0");
-    (0..HOSTS)
-        .map(|h| {
-            let mut run_args = vec!["run", "--no-progress"];
-            run_args.extend(args);
-            let mut c = cluster.exec(h, &bin, &run_args);
-            c.env("RANK", h.to_string())
-                .env("WORLD_SIZE", HOSTS.to_string())
-                .env("MASTER_ADDR", &master)
-                .env("MASTER_PORT", ROOT_PORT);
-            spawn(c, &format!("rank{h}"), dir)
-        })
-        .collect()
+    let mut run_args = vec!["run", "--no-progress"];
+    run_args.extend(args);
+    start_ranks(cluster, dir, &master, "rank", &run_args)
+}
+
+/// The fault tests' sweep: all_reduce from 1 MiB to `end` with a 5 s timeout (-T), `extra`, JSON to `json`.
+fn fault_sweep<'a>(end: &'a str, extra: &[&'a str], json: &'a Path) -> Vec<&'a str> {
+    let mut args = vec!["--collective", "all_reduce", "-b", "1M", "-e", end, "-T", "5"];
+    args.extend(extra);
+    args.extend(["-J", json.to_str().unwrap()]);
+    args
 }
 
 /// The final `collbench: error:` line of a rank.
@@ -958,30 +725,15 @@ fn error_line(d: &Done) -> &str {
 
 #[test]
 fn a_rank_killed_mid_all_reduce_is_named_with_its_host_by_every_other_host() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("k", HOSTS);
+    };
+    let cluster = up("k", &[]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let json_s = json.to_str().unwrap();
-    let args = [
-        "--collective",
-        "all_reduce",
-        "-b",
-        "1M",
-        "-e",
-        "4M",
-        "-T",
-        "5",
-        "--fault",
-        "2:all_reduce@4M:kill",
-        "-J",
-        json_s,
-    ];
+    let args = fault_sweep("4M", &["--fault", "2:all_reduce@4M:kill"], &json);
     let started = Instant::now();
-    let done = wait_all(start_env_ranks(&cluster, dir.path(), &args));
+    let done = wait_all(start_env_ranks(&cluster, dir.path(), &args), RUN_DEADLINE);
     // Every survivor names the dead rank, its host and the collective; the slowest within -T + 5 s.
     assert!(
         started.elapsed() <= Duration::from_secs(5 + 5),
@@ -1007,29 +759,14 @@ fn a_rank_killed_mid_all_reduce_is_named_with_its_host_by_every_other_host() {
 
 #[test]
 fn a_host_whose_link_goes_down_mid_run_is_named() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let cluster = Cluster::up("l", HOSTS);
+    };
+    let cluster = up("l", &[]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let json_s = json.to_str().unwrap();
     // Long enough that the sweep is still running when the link goes down after its first point.
-    let args = [
-        "--collective",
-        "all_reduce",
-        "-b",
-        "1M",
-        "-e",
-        "256M",
-        "-n",
-        "20",
-        "-T",
-        "5",
-        "-J",
-        json_s,
-    ];
+    let args = fault_sweep("256M", &["-n", "20"], &json);
     let procs = start_env_ranks(&cluster, dir.path(), &args);
     // Rank 0 rewrites the JSON file after every point: the first one there means data is moving.
     let first_point = Instant::now() + RUN_DEADLINE;
@@ -1049,7 +786,7 @@ fn a_host_whose_link_goes_down_mid_run_is_named() {
         .unwrap();
     assert!(down.success());
     let at = Instant::now();
-    let done = wait_all(procs);
+    let done = wait_all(procs, RUN_DEADLINE);
     assert!(at.elapsed() <= Duration::from_secs(5 + 5), "{:?}", at.elapsed());
     let host = cluster.host(2);
     for (h, d) in done.iter().enumerate() {

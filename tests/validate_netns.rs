@@ -14,12 +14,13 @@
 //! These need root (network namespaces, tc, iptables). Where that is not possible they print why and pass,
 //! except in CI (`CI=true`), where that is a failure.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::netns::{cannot_run, namespace_test, spawn, wait_all, Cluster, Done};
 use serde_json::Value;
 
 const HOSTS: usize = 4;
@@ -32,39 +33,7 @@ const RATE_GBS: f64 = 0.05;
 const DEADLINE: Duration = Duration::from_secs(180);
 const ROOT_PORT: &str = "29500";
 
-/// One test at a time: each runs four busy ranks on a two-core machine, and timing is what is measured.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn harness() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/netns/cluster.sh")
-}
-
-/// Says why a test cannot run here: a skip on a developer's machine, a failure in CI.
-fn cannot_run(reason: &str) {
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{reason} (CI=true: these tests must run in CI)");
-    }
-    let _ = writeln!(std::io::stderr(), "skipped: {reason}");
-}
-
-/// Whether namespace clusters can be built here (asked once per test binary).
-fn namespaces_available() -> bool {
-    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
-    let check = CHECK.get_or_init(|| match Command::new("bash").arg(harness()).arg("check").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "network-namespace hosts are not available: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Err(format!("cannot run bash {}: {e}", harness().display())),
-    });
-    check.as_ref().map_err(|r| cannot_run(r)).is_ok()
-}
-
+/// Whether `tool` is on the PATH (see [`cannot_run`]); `package` is the Debian package that has it.
 fn tool_available(tool: &str, package: &str) -> bool {
     let ok = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -78,59 +47,9 @@ fn tool_available(tool: &str, package: &str) -> bool {
     ok
 }
 
-/// A cluster of [`HOSTS`] hosts shaped to [`RATE`]; `Drop` tears it down, also when the test panics.
-struct Cluster {
-    name: String,
-}
-
-impl Cluster {
-    fn up(tag: &str) -> Cluster {
-        // Clusters of test processes killed before their teardown.
-        let _ = Command::new("bash").arg(harness()).arg("gc").status();
-        let c = Cluster {
-            name: format!("cbp{}{tag}", std::process::id()),
-        };
-        c.run(&["down"]);
-        let (n, pid) = (HOSTS.to_string(), std::process::id().to_string());
-        eprintln!("{}", c.run(&["up", &n, "--rate", RATE, "--owner", &pid]).trim());
-        c
-    }
-
-    /// `cluster.sh SUBCOMMAND NAME ARGS...`; its stdout; panics on failure.
-    fn run(&self, args: &[&str]) -> String {
-        let (sub, rest) = args.split_first().expect("a subcommand");
-        let out = Command::new("bash")
-            .arg(harness())
-            .arg(sub)
-            .arg(&self.name)
-            .args(rest)
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "cluster.sh {sub} {} {rest:?}: {}",
-            self.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn host(&self, i: usize) -> String {
-        format!("{}-h{i}", self.name)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let ok = Command::new("bash")
-            .arg(harness())
-            .args(["down", &self.name])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("cluster.sh down {} failed; remove it by hand", self.name);
-        }
-    }
+/// A cluster of [`HOSTS`] hosts shaped to [`RATE`], `tag` unique to the test.
+fn up(tag: &str) -> Cluster {
+    Cluster::up("cbp", tag, HOSTS, &["--rate", RATE])
 }
 
 /// What rank 0 reported.
@@ -164,75 +83,33 @@ fn pairwise(c: &Cluster, dir: &Path, label: &str, iters: &str) -> Outcome {
 /// returns rank 0's exit status, output and the JSON it wrote to `json`.
 fn ranks(c: &Cluster, dir: &Path, label: &str, args: &[&str], json: &Path) -> Outcome {
     let bin = assert_cmd::cargo::cargo_bin("collbench");
-    let master = c.run(&["addr", "0"]).trim().to_string();
-    let mut procs: Vec<(Child, PathBuf, PathBuf)> = (0..HOSTS)
+    let master = c.addr(0, "eth0");
+    let procs = (0..HOSTS)
         .map(|h| {
-            let (out, err) = (dir.join(format!("{label}{h}.out")), dir.join(format!("{label}{h}.err")));
-            let mut cmd = Command::new("bash");
-            cmd.arg(harness())
-                .args(["exec", &c.name, &h.to_string()])
-                .arg(&bin)
-                .args(args);
-            for (k, _) in std::env::vars_os() {
-                let k = k.to_string_lossy();
-                if ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
-                    .iter()
-                    .any(|p| k.starts_with(p))
-                {
-                    cmd.env_remove(&*k);
-                }
-            }
-            cmd.env("RANK", h.to_string())
-                .env("WORLD_SIZE", HOSTS.to_string())
-                .env("MASTER_ADDR", &master)
-                .env("MASTER_PORT", ROOT_PORT)
-                .env_remove("JOB_COMPLETION_INDEX")
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(&out).unwrap())
-                .stderr(std::fs::File::create(&err).unwrap());
-            (cmd.spawn().expect("bash starts"), out, err)
+            spawn(
+                c.exec_rank(h, &master, ROOT_PORT, &bin, args),
+                &format!("{label}{h}"),
+                dir,
+            )
         })
         .collect();
-    let started = Instant::now();
-    let mut codes: Vec<Option<Option<i32>>> = vec![None; HOSTS];
-    while codes.iter().any(Option::is_none) {
-        for (i, (child, _, _)) in procs.iter_mut().enumerate() {
-            if codes[i].is_none() {
-                codes[i] = child.try_wait().expect("wait for a rank").map(|s| s.code());
-            }
-        }
-        if started.elapsed() > DEADLINE && codes.iter().any(Option::is_none) {
-            for (child, _, _) in &mut procs {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            panic!("{label}: ranks still running after {DEADLINE:?}:\n{}", logs(&procs));
-        }
-        // A bounded poll of child processes, not synchronisation between them.
-        std::thread::sleep(Duration::from_millis(50));
+    let done = wait_all(procs, DEADLINE);
+    for (h, d) in done.iter().enumerate().skip(1) {
+        assert_eq!(d.status.code(), Some(0), "{label}: rank {h}:\n{}", logs(&done));
     }
-    for (h, code) in codes.iter().enumerate().skip(1) {
-        assert_eq!(*code, Some(Some(0)), "{label}: rank {h}:\n{}", logs(&procs));
-    }
-    let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&procs)));
+    let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&done)));
     Outcome {
-        code: codes[0].unwrap(),
-        stdout: std::fs::read_to_string(&procs[0].1).unwrap(),
+        code: done[0].status.code(),
+        stdout: done[0].stdout.clone(),
         json: serde_json::from_str(&text).unwrap(),
     }
 }
 
-fn logs(procs: &[(Child, PathBuf, PathBuf)]) -> String {
-    procs
-        .iter()
+/// Every rank's output, for a failure message.
+fn logs(done: &[Done]) -> String {
+    done.iter()
         .enumerate()
-        .map(|(h, (_, out, err))| {
-            format!(
-                "--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}",
-                std::fs::read_to_string(out).unwrap_or_default(),
-                std::fs::read_to_string(err).unwrap_or_default()
-            )
-        })
+        .map(|(h, d)| format!("--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}", d.stdout, d.stderr))
         .collect()
 }
 
@@ -281,11 +158,10 @@ fn check_matrix(c: &Cluster, o: &Outcome) {
 
 #[test]
 fn a_host_shaped_to_a_quarter_is_named_and_no_link() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("a");
+    };
+    let c = up("a");
     let dir = tempfile::tempdir().unwrap();
     c.run(&["shape", "2", SLOW]);
     let o = pairwise(&c, dir.path(), "slowhost", "5");
@@ -301,11 +177,10 @@ fn a_host_shaped_to_a_quarter_is_named_and_no_link() {
 
 #[test]
 fn a_pair_slow_only_between_themselves_is_named_as_that_link() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("b");
+    };
+    let c = up("b");
     let dir = tempfile::tempdir().unwrap();
     // Each of the two shapes only what it sends to the other; both keep 400 Mbit/s to everyone else.
     c.run(&["shape-pair", "1", "3", SLOW]);
@@ -319,11 +194,13 @@ fn a_pair_slow_only_between_themselves_is_named_as_that_link() {
 
 #[test]
 fn a_host_losing_packets_is_named() {
-    let _one = serial();
-    if !namespaces_available() || !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    if !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
         return;
     }
-    let c = Cluster::up("c");
+    let c = up("c");
     let dir = tempfile::tempdir().unwrap();
     // TCP recovers bulk transfers from loss quickly on a 0.1 ms path, so bandwidth may hardly drop; the
     // 8-byte round trips that lose a packet wait out a retransmission timeout: at 10% loss, several of 50.
@@ -337,11 +214,10 @@ fn a_host_losing_packets_is_named() {
 
 #[test]
 fn a_clean_cluster_has_no_finding_in_three_runs() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("d");
+    };
+    let c = up("d");
     let dir = tempfile::tempdir().unwrap();
     for run in 0..3 {
         let o = pairwise(&c, dir.path(), &format!("clean{run}"), "5");
@@ -406,11 +282,10 @@ fn failed(o: &Outcome) -> Vec<String> {
 
 #[test]
 fn preflight_fails_naming_a_host_shaped_to_a_quarter() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("e");
+    };
+    let c = up("e");
     let dir = tempfile::tempdir().unwrap();
     c.run(&["shape", "2", SLOW]);
     let o = preflight(&c, dir.path(), "pf-slowhost");
@@ -430,11 +305,10 @@ fn preflight_fails_naming_a_host_shaped_to_a_quarter() {
 
 #[test]
 fn preflight_fails_naming_a_slow_pair_as_that_link_and_neither_host() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("f");
+    };
+    let c = up("f");
     let dir = tempfile::tempdir().unwrap();
     c.run(&["shape-pair", "1", "3", SLOW]);
     c.run(&["shape-pair", "3", "1", SLOW]);
@@ -451,11 +325,13 @@ fn preflight_fails_naming_a_slow_pair_as_that_link_and_neither_host() {
 
 #[test]
 fn preflight_names_a_host_losing_packets() {
-    let _one = serial();
-    if !namespaces_available() || !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    if !tool_available("iptables", "iptables") || !tool_available("ethtool", "ethtool") {
         return;
     }
-    let c = Cluster::up("g");
+    let c = up("g");
     let dir = tempfile::tempdir().unwrap();
     c.run(&["loss", "2", "0.1"]);
     let o = preflight(&c, dir.path(), "pf-lossy");
@@ -470,11 +346,10 @@ fn preflight_names_a_host_losing_packets() {
 
 #[test]
 fn preflight_passes_a_clean_cluster_five_runs_out_of_five() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("h");
+    };
+    let c = up("h");
     let dir = tempfile::tempdir().unwrap();
     for run in 0..5 {
         let o = preflight(&c, dir.path(), &format!("pf-clean{run}"));
@@ -532,11 +407,10 @@ fn compare(old: &Path, new: &Path) -> (Option<i32>, String) {
 
 #[test]
 fn compare_reports_a_shaped_host_against_a_clean_baseline_and_not_two_clean_runs() {
-    let _one = serial();
-    if !namespaces_available() {
+    let Some(_one) = namespace_test() else {
         return;
-    }
-    let c = Cluster::up("i");
+    };
+    let c = up("i");
     let dir = tempfile::tempdir().unwrap();
     let clean1 = sweep(&c, dir.path(), "clean1");
     let clean2 = sweep(&c, dir.path(), "clean2");

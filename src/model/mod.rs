@@ -8,6 +8,7 @@
 //! - [`predict`](mod@predict): time (with a 95% interval), algbw, busbw, the dominant term, the ring/latency-algorithm
 //!   crossover, the two-level form, and paths against each other, at the target scale.
 //! - [`render`]: the text table and Markdown of a [`Report`] (JSON is its serde form).
+//! - `table`: the report's tables, built once, printed as padded text columns or as Markdown.
 //! - [`args`]: the `collbench model` command line.
 
 pub mod args;
@@ -17,6 +18,7 @@ pub mod input;
 pub mod lsq;
 pub mod predict;
 pub mod render;
+mod table;
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,11 @@
 //! A [`Report`] as text (`#` header lines and whitespace-separated columns, like the run's tables), as
-//! Markdown (JSON is the report's serde form).
+//! Markdown (JSON is the report's serde form). The tables are built once ([`Tables`]); the two forms differ
+//! in the prose around them and in how [`table`] prints them.
 
 use std::fmt::Write as _;
 
 use super::fit::{Param, PathFit};
+use super::table::{self, left, right, Cell, Col, Table, TextForm};
 use super::Report;
 use crate::sizes::format_size;
 
@@ -85,64 +87,342 @@ fn residual_groups(f: &PathFit) -> Vec<(String, String, usize, usize, f64, f64)>
     out
 }
 
+/// Text rows behind `# ` headings, as the run's tables.
+const PLAIN: TextForm = TextForm {
+    head: Some("# "),
+    row: "  ",
+    trim: false,
+};
+
+/// A fit's algorithms: one row each.
+const ALGO_COLS: [Col; 7] = [
+    left("algo", 13).md("algorithm"),
+    right("alpha (us)", 20),
+    right("beta (ns/B)", 20),
+    right("1/beta GB/s", 12).md("1/beta (GB/s)"),
+    right("points", 6),
+    left("ranks", 8).around("  ", ""),
+    left("collectives", 0),
+];
+
+/// A fit's residuals per collective, algorithm and rank count; in text a line of words, no heading.
+const RESIDUAL_COLS: [Col; 6] = [
+    left("", 15).md("collective"),
+    left("", 13).md("algorithm"),
+    right("", 3).md("ranks").around(" ", " ranks"),
+    right("", 4).md("points").around(" ", " points"),
+    right("", 6).md("relative RMS").around("  RMS ", "%"),
+    right("", 6).md("max").around("  max ", "%"),
+];
+
+/// The predictions; [`MEASURED_COLS`] follow where any was measured.
+const PREDICTION_COLS: [Col; 10] = [
+    left("path", 12),
+    left("collective", 15),
+    left("algo", 13).md("algorithm"),
+    right("level", 6).md_left(),
+    right("size(B)", 12).md("size"),
+    right("time(us)", 13).md("time (us)"),
+    right("±95%", 10),
+    right("algbw", 9).md("algbw (GB/s)"),
+    right("busbw", 9).md("busbw (GB/s)"),
+    left("bound", 10),
+];
+
+const MEASURED_COLS: [Col; 2] = [
+    right("measured(us)", 13).md("measured (us)"),
+    right("err%", 7).md("error"),
+];
+
+const CROSSOVER_COLS: [Col; 5] = [
+    left("path", 12),
+    left("collective", 15),
+    left("latency", 13).md("latency algorithm"),
+    right("crossover(B)", 14).md("crossover"),
+    left("which", 0).md("").around("  ", ""),
+];
+
+const RATIO_COLS: [Col; 6] = [
+    left("path", 12),
+    left("collective", 15),
+    left("algo", 13).md("algorithm"),
+    right("level", 6).md_left(),
+    right("size(B)", 12).md("size"),
+    right("ratio", 8),
+];
+
+/// Errors at the largest measured size; in text a sentence per row, no heading.
+const ERROR_COLS: [Col; 7] = [
+    left("path", 0),
+    left("collective", 0),
+    left("algorithm", 0),
+    right("size", 0).around(" at ", ""),
+    right("predicted (us)", 0).around(": predicted ", ""),
+    right("measured (us)", 0).around(" us, measured ", ""),
+    right("error", 0).around(" us, error ", "%"),
+];
+
+/// Two-level or flat, short in text.
+fn level(hierarchical: bool) -> Cell {
+    if hierarchical {
+        Cell::forms("2-lvl", "two-level")
+    } else {
+        Cell::same("flat")
+    }
+}
+
+/// A size: bytes in text, with its unit in Markdown.
+fn size(bytes: u64) -> Cell {
+    Cell::forms(bytes.to_string(), format_size(bytes))
+}
+
+/// A list: `a,b` in text, `a, b` in Markdown.
+fn list(items: &[String]) -> Cell {
+    Cell::forms(items.join(","), items.join(", "))
+}
+
+/// What both forms say of one fit.
+struct Fit {
+    path: String,
+    points: usize,
+    /// The rank counts measured, `2,3`.
+    ranks: String,
+    /// Relative RMS and largest relative residual, in %.
+    rms_pct: f64,
+    max_pct: f64,
+    r2: String,
+    dof: usize,
+    /// gamma ± sd in ns/B, and 1/gamma in GB/s.
+    gamma: String,
+    gamma_gbs: String,
+    algos: Table,
+    residuals: Table,
+}
+
+impl Fit {
+    fn of(f: &PathFit) -> Fit {
+        Fit {
+            path: f.path.clone(),
+            points: f.residuals.len(),
+            ranks: ranks(f),
+            rms_pct: f.rel_rms * 100.0,
+            max_pct: f.rel_max * 100.0,
+            r2: num(f.r2, 4),
+            dof: f.dof,
+            gamma: pm(&f.gamma_us_per_byte, 1e3, 4),
+            gamma_gbs: gbs(f.gamma_us_per_byte.value),
+            algos: algo_table(f),
+            residuals: residual_table(f),
+        }
+    }
+
+    /// The fit's account after its path, worded for text or for Markdown.
+    fn account(&self, markdown: bool) -> String {
+        let Fit {
+            points,
+            ranks,
+            rms_pct,
+            max_pct,
+            r2,
+            dof,
+            ..
+        } = self;
+        let (r2_name, dof_name) = if markdown {
+            ("R²", "degrees of freedom.")
+        } else {
+            ("R^2", "dof")
+        };
+        format!("{points} points at {ranks} ranks; relative RMS {rms_pct:.1}%, max {max_pct:.1}%, {r2_name} {r2}, {dof} {dof_name}")
+    }
+}
+
+/// Every table of a report, built once for both forms.
+struct Tables {
+    fits: Vec<Fit>,
+    predictions: Table,
+    crossovers: Table,
+    ratios: Table,
+    errors: Table,
+}
+
+impl Tables {
+    fn of(r: &Report) -> Tables {
+        let fits = r.fits.iter().map(Fit::of).collect();
+        let measured = r.predictions.iter().any(|p| p.measured_us.is_some());
+        let mut cols = PREDICTION_COLS.to_vec();
+        if measured {
+            cols.extend(MEASURED_COLS);
+        }
+        let predictions = Table {
+            cols,
+            rows: r
+                .predictions
+                .iter()
+                .map(|p| {
+                    let mut row = vec![
+                        Cell::same(p.path.as_str()),
+                        Cell::same(p.collective.name()),
+                        Cell::same(p.algo.as_str()),
+                        level(p.hierarchical),
+                        size(p.size),
+                        Cell::same(format!("{:.2}", p.time_us)),
+                        Cell::same(num(p.ci95_us, 2)),
+                        Cell::same(format!("{:.4}", p.algbw)),
+                        Cell::same(format!("{:.4}", p.busbw)),
+                        Cell::same(p.bound),
+                    ];
+                    if measured {
+                        let err = p.error_pct.map_or_else(|| "-".into(), |e| format!("{e:+.1}%"));
+                        row.push(Cell::same(opt_num(p.measured_us, 2)));
+                        row.push(Cell::forms(opt_num(p.error_pct, 1), err));
+                    }
+                    row
+                })
+                .collect(),
+            // Without the measured columns the last one is padded.
+            text: TextForm { trim: true, ..PLAIN },
+        };
+        let crossovers = Table {
+            cols: CROSSOVER_COLS.to_vec(),
+            rows: r
+                .crossovers
+                .iter()
+                .map(|c| {
+                    let at = c.size.map_or_else(
+                        || Cell::same("none"),
+                        |x| Cell::forms(format!("{x:.0}"), format_size(x.round() as u64)),
+                    );
+                    vec![
+                        Cell::same(c.path.as_str()),
+                        Cell::same(c.collective.name()),
+                        Cell::same(c.latency_algo.as_str()),
+                        at,
+                        Cell::same(c.note.as_str()),
+                    ]
+                })
+                .collect(),
+            text: PLAIN,
+        };
+        let ratios = Table {
+            cols: RATIO_COLS.to_vec(),
+            rows: r
+                .ratios
+                .iter()
+                .map(|q| {
+                    vec![
+                        Cell::same(q.path.as_str()),
+                        Cell::same(q.collective.name()),
+                        Cell::same(q.algo.as_str()),
+                        level(q.hierarchical),
+                        size(q.size),
+                        Cell::same(format!("{:.3}", q.ratio)),
+                    ]
+                })
+                .collect(),
+            text: PLAIN,
+        };
+        let errors = Table {
+            cols: ERROR_COLS.to_vec(),
+            rows: r
+                .largest_errors
+                .iter()
+                .map(|e| {
+                    vec![
+                        Cell::same(e.path.as_str()),
+                        Cell::same(e.collective.name()),
+                        Cell::same(e.algo.as_str()),
+                        Cell::same(format_size(e.size)),
+                        Cell::same(format!("{:.1} ± {}", e.predicted_us, num(e.ci95_us, 1))),
+                        Cell::same(format!("{:.1}", e.measured_us)),
+                        Cell::forms(format!("{:+.1}", e.error_pct), format!("{:+.1}%", e.error_pct)),
+                    ]
+                })
+                .collect(),
+            text: TextForm {
+                head: None,
+                row: "#   ",
+                trim: false,
+            },
+        };
+        Tables {
+            fits,
+            predictions,
+            crossovers,
+            ratios,
+            errors,
+        }
+    }
+}
+
+fn algo_table(f: &PathFit) -> Table {
+    let rows = f
+        .algos
+        .iter()
+        .map(|a| {
+            let rk: Vec<String> = a.rank_counts.iter().map(usize::to_string).collect();
+            let cs: Vec<String> = a.collectives.iter().map(|c| c.name().to_string()).collect();
+            vec![
+                Cell::same(a.algo.name()),
+                Cell::same(pm(&a.alpha_us, 1.0, 2)),
+                Cell::same(pm(&a.beta_us_per_byte, 1e3, 4)),
+                Cell::same(gbs(a.beta_us_per_byte.value)),
+                Cell::same(a.points.to_string()),
+                list(&rk),
+                list(&cs),
+            ]
+        })
+        .collect();
+    Table {
+        cols: ALGO_COLS.to_vec(),
+        rows,
+        text: TextForm {
+            head: Some("#   "),
+            row: "#   ",
+            trim: false,
+        },
+    }
+}
+
+fn residual_table(f: &PathFit) -> Table {
+    let pct = |x: f64| Cell::forms(format!("{:.1}", x * 100.0), format!("{:.1}%", x * 100.0));
+    let rows = residual_groups(f)
+        .into_iter()
+        .map(|g| {
+            vec![
+                Cell::same(g.0),
+                Cell::same(g.1),
+                Cell::same(g.2.to_string()),
+                Cell::same(g.3.to_string()),
+                pct(g.4),
+                pct(g.5),
+            ]
+        })
+        .collect();
+    Table {
+        cols: RESIDUAL_COLS.to_vec(),
+        rows,
+        text: TextForm {
+            head: None,
+            row: "#     ",
+            trim: false,
+        },
+    }
+}
+
 /// The text report.
 pub fn text(r: &Report) -> String {
+    let t = Tables::of(r);
     let mut s = String::new();
     let _ = writeln!(s, "# collbench model: fitted to {}", r.sources.join(", "));
     let _ = writeln!(s, "# fit: {}", r.weighting);
     let _ = writeln!(s, "# target: {}", scale_line(r));
-    for f in &r.fits {
+    for (f, fit) in r.fits.iter().zip(&t.fits) {
         let _ = writeln!(s, "#");
-        let _ = writeln!(
-            s,
-            "# path {}: {} points at {} ranks; relative RMS {:.1}%, max {:.1}%, R^2 {}, {} dof",
-            f.path,
-            f.residuals.len(),
-            ranks(f),
-            f.rel_rms * 100.0,
-            f.rel_max * 100.0,
-            num(f.r2, 4),
-            f.dof
-        );
-        let _ = writeln!(
-            s,
-            "#   {:<13} {:>20} {:>20} {:>12} {:>6}  {:<8} collectives",
-            "algo", "alpha (us)", "beta (ns/B)", "1/beta GB/s", "points", "ranks"
-        );
-        for a in &f.algos {
-            let rk: Vec<String> = a.rank_counts.iter().map(usize::to_string).collect();
-            let cs: Vec<&str> = a.collectives.iter().map(|c| c.name()).collect();
-            let _ = writeln!(
-                s,
-                "#   {:<13} {:>20} {:>20} {:>12} {:>6}  {:<8} {}",
-                a.algo.name(),
-                pm(&a.alpha_us, 1.0, 2),
-                pm(&a.beta_us_per_byte, 1e3, 4),
-                gbs(a.beta_us_per_byte.value),
-                a.points,
-                rk.join(","),
-                cs.join(",")
-            );
-        }
-        let _ = writeln!(
-            s,
-            "#   gamma (ns/B reduced) {} ({} GB/s)",
-            pm(&f.gamma_us_per_byte, 1e3, 4),
-            gbs(f.gamma_us_per_byte.value)
-        );
+        let _ = writeln!(s, "# path {}: {}", fit.path, fit.account(false));
+        table::text(&mut s, &fit.algos);
+        let _ = writeln!(s, "#   gamma (ns/B reduced) {} ({} GB/s)", fit.gamma, fit.gamma_gbs);
         let _ = writeln!(s, "#   residuals (fitted - measured) / measured:");
-        for g in residual_groups(f) {
-            let _ = writeln!(
-                s,
-                "#     {:<15} {:<13} {:>3} ranks {:>4} points  RMS {:>6.1}%  max {:>6.1}%",
-                g.0,
-                g.1,
-                g.2,
-                g.3,
-                g.4 * 100.0,
-                g.5 * 100.0
-            );
-        }
+        table::text(&mut s, &fit.residuals);
         for n in &f.notes {
             let _ = writeln!(s, "#   note: {n}");
         }
@@ -153,59 +433,11 @@ pub fn text(r: &Report) -> String {
         "# predictions at {} (± is the 95% interval from the fit's uncertainty)",
         scale_line(r)
     );
-    let measured = r.predictions.iter().any(|p| p.measured_us.is_some());
-    let mut head = format!(
-        "# {:<12} {:<15} {:<13} {:>6} {:>12} {:>13} {:>10} {:>9} {:>9} {:<10}",
-        "path", "collective", "algo", "level", "size(B)", "time(us)", "±95%", "algbw", "busbw", "bound"
-    );
-    if measured {
-        let _ = write!(head, " {:>13} {:>7}", "measured(us)", "err%");
-    }
-    let _ = writeln!(s, "{}", head.trim_end());
-    for p in &r.predictions {
-        let mut line = format!(
-            "  {:<12} {:<15} {:<13} {:>6} {:>12} {:>13.2} {:>10} {:>9.4} {:>9.4} {:<10}",
-            p.path,
-            p.collective.name(),
-            p.algo,
-            if p.hierarchical { "2-lvl" } else { "flat" },
-            p.size,
-            p.time_us,
-            num(p.ci95_us, 2),
-            p.algbw,
-            p.busbw,
-            p.bound
-        );
-        if measured {
-            let _ = write!(
-                line,
-                " {:>13} {:>7}",
-                opt_num(p.measured_us, 2),
-                opt_num(p.error_pct, 1)
-            );
-        }
-        let _ = writeln!(s, "{}", line.trim_end());
-    }
+    table::text(&mut s, &t.predictions);
     if !r.crossovers.is_empty() {
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "# ring vs latency algorithm at {} ranks (flat)", r.target_ranks);
-        let _ = writeln!(
-            s,
-            "# {:<12} {:<15} {:<13} {:>14}  which",
-            "path", "collective", "latency", "crossover(B)"
-        );
-        for c in &r.crossovers {
-            let at = c.size.map_or_else(|| "none".into(), |x| format!("{x:.0}"));
-            let _ = writeln!(
-                s,
-                "  {:<12} {:<15} {:<13} {:>14}  {}",
-                c.path,
-                c.collective.name(),
-                c.latency_algo,
-                at,
-                c.note
-            );
-        }
+        table::text(&mut s, &t.crossovers);
     }
     if let Some(reference) = &r.reference {
         let _ = writeln!(s, "#");
@@ -214,23 +446,7 @@ pub fn text(r: &Report) -> String {
             "# paths against {reference} at {} ranks: predicted time / {reference}'s",
             r.target_ranks
         );
-        let _ = writeln!(
-            s,
-            "# {:<12} {:<15} {:<13} {:>6} {:>12} {:>8}",
-            "path", "collective", "algo", "level", "size(B)", "ratio"
-        );
-        for q in &r.ratios {
-            let _ = writeln!(
-                s,
-                "  {:<12} {:<15} {:<13} {:>6} {:>12} {:>8.3}",
-                q.path,
-                q.collective.name(),
-                q.algo,
-                if q.hierarchical { "2-lvl" } else { "flat" },
-                q.size,
-                q.ratio
-            );
-        }
+        table::text(&mut s, &t.ratios);
     }
     if !r.largest_errors.is_empty() {
         let _ = writeln!(s, "#");
@@ -240,131 +456,33 @@ pub fn text(r: &Report) -> String {
             r.target_ranks,
             r.measured_sources.join(", ")
         );
-        for e in &r.largest_errors {
-            let _ = writeln!(
-                s,
-                "#   {} {} {} at {}: predicted {:.1} ± {} us, measured {:.1} us, error {:+.1}%",
-                e.path,
-                e.collective.name(),
-                e.algo,
-                format_size(e.size),
-                e.predicted_us,
-                num(e.ci95_us, 1),
-                e.measured_us,
-                e.error_pct
-            );
-        }
+        table::text(&mut s, &t.errors);
     }
     s
 }
 
 /// The Markdown report.
 pub fn markdown(r: &Report) -> String {
+    let t = Tables::of(r);
     let mut s = String::new();
     let _ = writeln!(s, "# collbench model: predictions at {}\n", scale_line(r));
     let _ = writeln!(s, "Fitted to {}; {}.\n", r.sources.join(", "), r.weighting);
-    for f in &r.fits {
-        let _ = writeln!(
-            s,
-            "## Fit of {}\n\n{} points at {} ranks; relative RMS {:.1}%, max {:.1}%, R² {}, {} degrees of freedom.\n",
-            f.path,
-            f.residuals.len(),
-            ranks(f),
-            f.rel_rms * 100.0,
-            f.rel_max * 100.0,
-            num(f.r2, 4),
-            f.dof
-        );
-        let _ = writeln!(
-            s,
-            "| algorithm | alpha (us) | beta (ns/B) | 1/beta (GB/s) | points | ranks | collectives |"
-        );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---|---|");
-        for a in &f.algos {
-            let rk: Vec<String> = a.rank_counts.iter().map(usize::to_string).collect();
-            let cs: Vec<&str> = a.collectives.iter().map(|c| c.name()).collect();
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                a.algo.name(),
-                pm(&a.alpha_us, 1.0, 2),
-                pm(&a.beta_us_per_byte, 1e3, 4),
-                gbs(a.beta_us_per_byte.value),
-                a.points,
-                rk.join(", "),
-                cs.join(", ")
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\ngamma (reduction): {} ns/B ({} GB/s).\n",
-            pm(&f.gamma_us_per_byte, 1e3, 4),
-            gbs(f.gamma_us_per_byte.value)
-        );
+    for (f, fit) in r.fits.iter().zip(&t.fits) {
+        let _ = writeln!(s, "## Fit of {}\n\n{}\n", fit.path, fit.account(true));
+        table::markdown(&mut s, &fit.algos);
+        let _ = writeln!(s, "\ngamma (reduction): {} ns/B ({} GB/s).\n", fit.gamma, fit.gamma_gbs);
         for n in &f.notes {
             let _ = writeln!(s, "- {n}");
         }
-        let _ = writeln!(s, "\n| collective | algorithm | ranks | points | relative RMS | max |");
-        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
-        for g in residual_groups(f) {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {:.1}% | {:.1}% |",
-                g.0,
-                g.1,
-                g.2,
-                g.3,
-                g.4 * 100.0,
-                g.5 * 100.0
-            );
-        }
+        let _ = writeln!(s);
+        table::markdown(&mut s, &fit.residuals);
         let _ = writeln!(s);
     }
-    let measured = r.predictions.iter().any(|p| p.measured_us.is_some());
     let _ = writeln!(s, "## Predictions at {}\n", scale_line(r));
-    let _ = write!(
-        s,
-        "| path | collective | algorithm | level | size | time (us) | ±95% | algbw (GB/s) | busbw (GB/s) | bound |"
-    );
-    let _ = writeln!(s, "{}", if measured { " measured (us) | error |" } else { "" });
-    let _ = write!(s, "|---|---|---|---|---:|---:|---:|---:|---:|---|");
-    let _ = writeln!(s, "{}", if measured { "---:|---:|" } else { "" });
-    for p in &r.predictions {
-        let _ = write!(
-            s,
-            "| {} | {} | {} | {} | {} | {:.2} | {} | {:.4} | {:.4} | {} |",
-            p.path,
-            p.collective.name(),
-            p.algo,
-            if p.hierarchical { "two-level" } else { "flat" },
-            format_size(p.size),
-            p.time_us,
-            num(p.ci95_us, 2),
-            p.algbw,
-            p.busbw,
-            p.bound
-        );
-        if measured {
-            let err = p.error_pct.map_or_else(|| "-".into(), |e| format!("{e:+.1}%"));
-            let _ = write!(s, " {} | {err} |", opt_num(p.measured_us, 2));
-        }
-        let _ = writeln!(s);
-    }
+    table::markdown(&mut s, &t.predictions);
     if !r.crossovers.is_empty() {
         let _ = writeln!(s, "\n## Ring vs latency algorithm at {} ranks\n", r.target_ranks);
-        let _ = writeln!(s, "| path | collective | latency algorithm | crossover | |");
-        let _ = writeln!(s, "|---|---|---|---:|---|");
-        for c in &r.crossovers {
-            let at = c.size.map_or_else(|| "none".into(), |x| format_size(x.round() as u64));
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {at} | {} |",
-                c.path,
-                c.collective.name(),
-                c.latency_algo,
-                c.note
-            );
-        }
+        table::markdown(&mut s, &t.crossovers);
     }
     if let Some(reference) = &r.reference {
         let _ = writeln!(
@@ -372,20 +490,7 @@ pub fn markdown(r: &Report) -> String {
             "\n## Paths against {reference} at {} ranks (predicted time ratio)\n",
             r.target_ranks
         );
-        let _ = writeln!(s, "| path | collective | algorithm | level | size | ratio |");
-        let _ = writeln!(s, "|---|---|---|---|---:|---:|");
-        for q in &r.ratios {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {:.3} |",
-                q.path,
-                q.collective.name(),
-                q.algo,
-                if q.hierarchical { "two-level" } else { "flat" },
-                format_size(q.size),
-                q.ratio
-            );
-        }
+        table::markdown(&mut s, &t.ratios);
     }
     if !r.largest_errors.is_empty() {
         let _ = writeln!(
@@ -394,25 +499,7 @@ pub fn markdown(r: &Report) -> String {
             r.target_ranks,
             r.measured_sources.join(", ")
         );
-        let _ = writeln!(
-            s,
-            "| path | collective | algorithm | size | predicted (us) | measured (us) | error |"
-        );
-        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|");
-        for e in &r.largest_errors {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {:.1} ± {} | {:.1} | {:+.1}% |",
-                e.path,
-                e.collective.name(),
-                e.algo,
-                format_size(e.size),
-                e.predicted_us,
-                num(e.ci95_us, 1),
-                e.measured_us,
-                e.error_pct
-            );
-        }
+        table::markdown(&mut s, &t.errors);
     }
     s
 }

@@ -15,68 +15,38 @@
 #   COLLBENCH            the binary (default: target/release/collbench, built when COLLBENCH is not set)
 #   COLLBENCH_BENCH_ARGS the sweep (default below)
 #   MODEL_RATE           tc rate of every host's eth0 (default 1gbit)
-set -euo pipefail
-shopt -s inherit_errexit
-cd "$(dirname "$0")/../.."
-repo=$PWD
+cd "$(dirname "$0")/../.." || exit
+name=cbm$$
+# shellcheck source=tests/bench/lib.sh
+source tests/bench/lib.sh
 out=${1:-$repo/results/model-prediction}
-harness=$repo/tests/netns/cluster.sh
-port=29500
 rate=${MODEL_RATE:-1gbit}
 default_args="--collective all_reduce,all_gather -b 8 -e 16M -f 2 -n 5 -w 2 -c 1 -T 120"
 read -r -a sweep <<<"${COLLBENCH_BENCH_ARGS:-$default_args}"
 
-log() { printf 'model: %s\n' "$*" >&2; }
-die() {
-  log "FAIL: $*"
-  exit 1
-}
-
-[[ $(id -u) == 0 ]] || die "needs root to build network namespaces (run as root)"
-bash "$harness" check >/dev/null || die "this machine cannot build namespace clusters: $(bash "$harness" check 2>&1 | tail -1)"
-if [[ -z ${COLLBENCH:-} ]]; then
-  cargo build --release --quiet
-  COLLBENCH=$repo/target/release/collbench
-fi
-[[ -x $COLLBENCH ]] || die "COLLBENCH=$COLLBENCH is not an executable"
+need_namespaces
+need_collbench
 mkdir -p "$out"
-
-name=cbm$$
-cleanup() { bash "$harness" down "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM
 
 # One sweep on $1 hosts with --algo $2, a rank in every host bootstrapped through RANK/WORLD_SIZE/MASTER_ADDR,
 # rank 0 writing $out/run-$1-$2.json.
 sweep_on() {
-  local hosts=$1 algo=$2 file=$out/run-$1-$2.json master pids=() h rc=0
+  local hosts=$1 algo=$2 file=$out/run-$1-$2.json
   rm -f "$file"
-  master=$(bash "$harness" addr "$name" 0 eth0)
-  for ((h = 0; h < hosts; h++)); do
-    local files=()
-    ((h == 0)) && files=(-J "$file")
-    RANK=$h WORLD_SIZE=$hosts MASTER_ADDR=$master MASTER_PORT=$port \
-      bash "$harness" exec "$name" "$h" "$COLLBENCH" run "${sweep[@]}" --algo "$algo" \
-      --transport tcp@eth0 --no-progress "${files[@]}" >"$out/rank$h.out" 2>"$out/rank$h.err" &
-    pids+=($!)
-  done
-  for h in "${!pids[@]}"; do
-    wait "${pids[$h]}" || {
-      rc=$?
-      log "rank $h exited $rc: $(tail -3 "$out/rank$h.err")"
-    }
-  done
-  ((rc == 0)) || die "a rank failed on $hosts hosts, --algo $algo (logs in $out/rank*.err)"
+  run_ranks "$out" "$hosts" -J "$file" -- "${sweep[@]}" --algo "$algo" --transport tcp@eth0 --no-progress ||
+    die "a rank failed on $hosts hosts, --algo $algo (logs in $out/rank*.err)"
   rm -f "$out"/rank*.out "$out"/rank*.err
   log "$hosts hosts, $algo: $file"
 }
 
 for hosts in 2 3 4 6; do
   log "$hosts hosts, eth0 egress shaped to $rate"
-  bash "$harness" up "$name" "$hosts" --rate "$rate" --owner $$ >/dev/null
+  cluster_up "$hosts" --rate "$rate"
   for algo in ring rd; do
     sweep_on "$hosts" "$algo"
   done
-  bash "$harness" down "$name" >/dev/null
+  cluster_down
 done
 
 fit=("$out"/run-2-ring.json "$out"/run-2-rd.json "$out"/run-3-ring.json "$out"/run-3-rd.json)

@@ -21,22 +21,15 @@
 #                         with `cargo build --release --features mpi` when COLLBENCH is not set)
 #   COLLBENCH_BENCH_ARGS  the sweep (default below)
 #   COLLBENCH_LAT_ARGS    the 8 B latency job (default below)
-set -euo pipefail
-shopt -s inherit_errexit
-cd "$(dirname "$0")/../.."
-repo=$PWD
-harness=$repo/tests/netns/cluster.sh
+cd "$(dirname "$0")/../.." || exit
+name=cbm$$
+# shellcheck source=tests/bench/lib.sh
+source tests/bench/lib.sh
 hosts=4
 default_args="--collective all_reduce,all_gather -b 8 -e 64M -n 6 -w 1 --repeat 3 -T 120"
 read -r -a sweep <<<"${COLLBENCH_BENCH_ARGS:-$default_args}"
 default_lat="--collective all_reduce -b 8 -e 8 -n 500 -w 50 --repeat 3 -T 60"
 read -r -a latsweep <<<"${COLLBENCH_LAT_ARGS:-$default_lat}"
-
-log() { printf 'tcp-vs-mpi: %s\n' "$*" >&2; }
-die() {
-  log "FAIL: $*"
-  exit 1
-}
 
 # The summary: issue 6's targets 1-3 from the comparison each results.json carries (collbench combines the
 # --repeat sweeps of a path into one time per point, with a 95% interval).
@@ -215,22 +208,15 @@ fi
 # Relative to the repository root (the working directory), so the records name no checkout path.
 out=${1:-results/tcp-vs-mpi}
 
-[[ $(id -u) == 0 ]] || die "needs root to build network namespaces (run as root)"
+need_namespaces
 command -v mpirun >/dev/null || die "mpirun is not installed (Debian: apt-get install openmpi-bin)"
 command -v python3 >/dev/null || die "python3 is needed for the summary (Debian: apt-get install python3)"
-bash "$harness" check >/dev/null || die "this machine cannot build namespace clusters: $(bash "$harness" check 2>&1 | tail -1)"
-if [[ -z ${COLLBENCH:-} ]]; then
-  cargo build --release --features mpi --quiet
-  COLLBENCH=$repo/target/release/collbench
-fi
-[[ -x $COLLBENCH ]] || die "COLLBENCH=$COLLBENCH is not an executable"
+need_collbench --features mpi
 
 # OpenMPI refuses root unless told; ranks must not inherit another launcher's identity from this shell.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset RANK WORLD_SIZE MASTER_ADDR MASTER_PORT COLLBENCH_ROOT SLURM_JOB_ID PMI_RANK PMIX_RANK
 
-name=cbm$$
-cleanup() { bash "$harness" down "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -295,14 +281,14 @@ hosts_case() {
 }
 
 log "hosts: $hosts namespace hosts, unshaped eth0 (MTU 1500)"
-bash "$harness" up "$name" "$hosts" --owner $$ >/dev/null
+cluster_up "$hosts"
 hosts_case "$out/hosts"
-bash "$harness" down "$name" >/dev/null
+cluster_down
 
 log "shaped: every host's eth0 egress at 1 Gbit/s (tbf)"
-bash "$harness" up "$name" "$hosts" --rate 1gbit --owner $$ >/dev/null
+cluster_up "$hosts" --rate 1gbit
 hosts_case "$out/shaped" --line-rate 1
-bash "$harness" down "$name" >/dev/null
+cluster_down
 
 summarize "$out"
 log "wrote $out (summary: $out/README.md)"

@@ -1,5 +1,10 @@
 //! Helpers shared by the integration tests.
 
+// Each test binary includes all of this and uses only its part.
+#![allow(dead_code)]
+
+pub mod netns;
+
 use serde_json::Value;
 
 /// Panics, with the validator's account, unless `v` matches schema/collbench-results.schema.json.
