@@ -2,6 +2,9 @@
 
 pub mod dtype;
 pub mod kernel;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod cuda_kernels;
 pub mod op;
 pub mod pattern;
 
