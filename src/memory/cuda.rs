@@ -47,14 +47,17 @@ impl Gpu {
         let env_choice = std::env::var(DEVICE_ENV).ok();
         let local = local_rank_from(|k| std::env::var(k).ok());
         let ordinal = pick_device(device.or(env_choice.as_deref()), local.as_deref(), count)?;
-        let ctx = CudaContext::new(ordinal).map_err(|e| format!("CUDA: creating a context on device {ordinal} failed: {e}"))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| format!("CUDA: creating a context on device {ordinal} failed: {e}"))?;
         // One stream carries every operation in order, so cudarc's per-buffer event tracking (for
         // buffers shared across streams) is not needed; it would add an event per launch to the timings.
         // SAFETY: no buffer exists yet, and all later work is queued on the one stream below.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(driver_err("creating a stream"))?;
         let name = ctx.name().map_err(driver_err("reading the device name"))?;
-        let capability = ctx.compute_capability().map_err(driver_err("reading the compute capability"))?;
+        let capability = ctx
+            .compute_capability()
+            .map_err(driver_err("reading the compute capability"))?;
         let sms = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver_err("reading the multiprocessor count"))?;
@@ -87,23 +90,31 @@ impl Gpu {
 
     /// Copies `src` from the host into `dst` (same length).
     pub fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>) -> Result<(), String> {
-        self.stream.memcpy_htod(src, dst).map_err(driver_err("copying to the device"))
+        self.stream
+            .memcpy_htod(src, dst)
+            .map_err(driver_err("copying to the device"))
     }
 
     /// Copies `src` from the device into `dst` (same length) and waits for it.
     pub fn download(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<(), String> {
-        self.stream.memcpy_dtoh(src, dst).map_err(driver_err("copying from the device"))?;
+        self.stream
+            .memcpy_dtoh(src, dst)
+            .map_err(driver_err("copying from the device"))?;
         self.sync()
     }
 
     /// Device-to-device copy of `src` into `dst` (cuMemcpyDtoD on the stream).
     pub fn copy(&self, src: &CudaSlice<u8>, dst: &mut CudaSlice<u8>) -> Result<(), String> {
-        self.stream.memcpy_dtod(src, dst).map_err(driver_err("device-to-device copy"))
+        self.stream
+            .memcpy_dtod(src, dst)
+            .map_err(driver_err("device-to-device copy"))
     }
 
     /// Waits for everything queued so far.
     pub fn sync(&self) -> Result<(), String> {
-        self.stream.synchronize().map_err(driver_err("synchronising the stream"))
+        self.stream
+            .synchronize()
+            .map_err(driver_err("synchronising the stream"))
     }
 
     /// An event with timing enabled, recorded on the stream now.

@@ -40,9 +40,11 @@ pub fn not_built_message() -> String {
 /// else the local rank modulo the count (ranks share devices when there are more ranks than devices).
 pub fn pick_device(override_: Option<&str>, local_rank: Option<&str>, count: usize) -> Result<usize, String> {
     if count == 0 {
-        return Err("the NVIDIA driver is loaded but reports no CUDA device; check `nvidia-smi` and \
+        return Err(
+            "the NVIDIA driver is loaded but reports no CUDA device; check `nvidia-smi` and \
                     CUDA_VISIBLE_DEVICES"
-            .into());
+                .into(),
+        );
     }
     if let Some(s) = override_ {
         let d: usize = s
@@ -74,9 +76,15 @@ mod tests {
     #[test]
     fn messages_name_the_library_and_what_to_do() {
         let m = no_driver_message();
-        assert!(m.contains("libcuda.so") && m.contains("nvidia-smi") && m.contains("LD_LIBRARY_PATH"), "{m}");
+        assert!(
+            m.contains("libcuda.so") && m.contains("nvidia-smi") && m.contains("LD_LIBRARY_PATH"),
+            "{m}"
+        );
         let m = no_nvrtc_message();
-        assert!(m.contains("libnvrtc.so") && m.contains("pip install nvidia-cuda-nvrtc"), "{m}");
+        assert!(
+            m.contains("libnvrtc.so") && m.contains("pip install nvidia-cuda-nvrtc"),
+            "{m}"
+        );
         assert!(not_built_message().contains("--features cuda"));
     }
 

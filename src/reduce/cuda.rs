@@ -7,8 +7,7 @@ use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::cuda_kernels::{
-    arch_option, finalize_name, geometry, reduce_name, verify_name, COMPILE_OPTIONS, SOURCE, SOURCE_NAME,
-    VERIFY_PERIOD,
+    arch_option, finalize_name, geometry, reduce_name, verify_name, COMPILE_OPTIONS, SOURCE, SOURCE_NAME, VERIFY_PERIOD,
 };
 use super::{Dtype, Op};
 use crate::memory::cuda::{driver_err, Gpu};
@@ -183,7 +182,10 @@ mod tests {
                 Ok(ptx) => {
                     let text = ptx.to_src();
                     for name in all_names() {
-                        assert!(text.contains(&format!(".entry {name}(")), "{name} missing from the PTX for {arch}");
+                        assert!(
+                            text.contains(&format!(".entry {name}(")),
+                            "{name} missing from the PTX for {arch}"
+                        );
                     }
                 }
                 Err(e) if !required && e.contains("libnvrtc.so") => {

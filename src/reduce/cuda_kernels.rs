@@ -87,13 +87,19 @@ mod tests {
         assert_eq!(names.len(), Dtype::ALL.len() * (Op::ALL.len() + 2));
         for d in Dtype::ALL {
             // The source instantiates each dtype through DTYPE(name, type); the names follow from it.
-            assert!(SOURCE.contains(&format!("DTYPE({}, ", d.name())), "{d} is not instantiated");
+            assert!(
+                SOURCE.contains(&format!("DTYPE({}, ", d.name())),
+                "{d} is not instantiated"
+            );
         }
         assert_eq!(reduce_name(Dtype::Bfloat16, Op::Avg), "reduce_bfloat16_avg");
         assert_eq!(finalize_name(Dtype::Half), "finalize_half_avg");
         assert_eq!(verify_name(Dtype::Uint64), "verify_uint64");
         for op in Op::ALL {
-            assert!(SOURCE.contains(&format!("REDUCE(NAME, T, {})", op.name())), "{op} is not instantiated");
+            assert!(
+                SOURCE.contains(&format!("REDUCE(NAME, T, {})", op.name())),
+                "{op} is not instantiated"
+            );
         }
         assert!(SOURCE.contains("reduce_##NAME##_##OP") && SOURCE.contains("verify_##NAME"));
     }

@@ -1,10 +1,10 @@
 //! Element types, reduction ops, the CPU reduction kernels and the data-check patterns.
 
-pub mod dtype;
-pub mod kernel;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod cuda_kernels;
+pub mod dtype;
+pub mod kernel;
 pub mod op;
 pub mod pattern;
 
