@@ -59,21 +59,23 @@ __device__ __forceinline__ bf16_t f32_to_bf16(float f) {
 // (signed overflow is undefined in C++).
 template <typename T> struct Arith;
 
-#define INT_ARITH(T, U)                                                                      \
+// Division by the rank count in 64 bits (W: i64 or u64), truncating like the CPU's finalize; a count
+// above the type's range gives 0 there as here, where a division in T would wrap the divisor.
+#define INT_ARITH(T, U, W)                                                                   \
     template <> struct Arith<T> {                                                            \
         static __device__ __forceinline__ T sum(T a, T b) { return (T)((U)a + (U)b); }       \
         static __device__ __forceinline__ T prod(T a, T b) { return (T)((U)a * (U)b); }      \
         static __device__ __forceinline__ T max(T a, T b) { return a > b ? a : b; }          \
         static __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }          \
-        static __device__ __forceinline__ T div(T a, u64 n) { return (T)(a / (T)n); }        \
+        static __device__ __forceinline__ T div(T a, u64 n) { return (T)((W)a / (W)n); }     \
         static __device__ __forceinline__ bool same(T a, T b) { return a == b; }             \
     };
-INT_ARITH(i8, u32)
-INT_ARITH(u8, u32)
-INT_ARITH(i32, u32)
-INT_ARITH(u32, u32)
-INT_ARITH(i64, u64)
-INT_ARITH(u64, u64)
+INT_ARITH(i8, u32, i64)
+INT_ARITH(u8, u32, u64)
+INT_ARITH(i32, u32, i64)
+INT_ARITH(u32, u32, u64)
+INT_ARITH(i64, u64, i64)
+INT_ARITH(u64, u64, u64)
 
 template <> struct Arith<float> {
     static __device__ __forceinline__ float sum(float a, float b) { return __fadd_rn(a, b); }
@@ -138,7 +140,26 @@ __device__ __forceinline__ void reduce_body(T* __restrict__ dst, const T* __rest
         const uint4* va = (const uint4*)a;
         const uint4* vb = (const uint4*)b;
         uint4* vd = (uint4*)dst;
-        for (u64 v = tid; v < nvec; v += stride) {
+        // UNROLL vectors per thread per step, all loads issued before any store, so that each thread
+        // keeps several memory requests in flight (the reduction must run near copy bandwidth).
+        const int UNROLL = 4;
+        u64 v = tid;
+        for (; v + (UNROLL - 1) * stride < nvec; v += UNROLL * stride) {
+            Vec<T> x[UNROLL], y[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                x[u].raw = va[v + u * stride];
+                y[u].raw = vb[v + u * stride];
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                Vec<T> r;
+#pragma unroll
+                for (int k = 0; k < (int)per; k++) r.e[k] = Op::apply(x[u].e[k], y[u].e[k]);
+                vd[v + u * stride] = r.raw;
+            }
+        }
+        for (; v < nvec; v += stride) {
             Vec<T> x, y, r;
             x.raw = va[v];
             y.raw = vb[v];
