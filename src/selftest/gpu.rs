@@ -56,7 +56,7 @@ pub struct DeviceInfo {
 pub struct ReduceCheck {
     /// Element type.
     pub dtype: Dtype,
-    /// Op (Avg: reduce, then finalize by [`AVG_RANKS`]).
+    /// Op (Avg: reduce, then finalize by 3 ranks).
     pub op: Op,
     /// Elements compared.
     pub elements: usize,

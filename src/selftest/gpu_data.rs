@@ -49,7 +49,7 @@ const SPECIALS: [f64; 8] = [
 ];
 
 /// `len` random elements of `dtype`: any bit pattern for integers; for floats, values of mixed sign and
-/// scale (some overflow the narrow types in products, some are subnormal), after [`SPECIALS`]. No NaN
+/// scale (some overflow the narrow types in products, some are subnormal), after a few special values (zeros, infinities, a subnormal). No NaN
 /// inputs: the CPU kernels leave NaN handling of max/min unspecified for half.
 pub fn random_elements(dtype: Dtype, len: usize, rng: &mut Rng) -> Vec<u8> {
     let mut out = Vec::with_capacity(len * dtype.size());
