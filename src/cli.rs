@@ -160,7 +160,7 @@ pub struct SelftestArgs {
 
     /// Check the GPU kernels instead (needs --features cuda and an NVIDIA GPU): every dtype/op reduction
     /// against the CPU kernels on random data, the verification kernel, and float sum at 256 MiB vs a
-    /// device-to-device copy
+    /// device-to-device copy (--bytes does not apply: the bandwidth is measured at 256 MiB, the target's size)
     #[arg(long = "gpu")]
     pub gpu: bool,
 
