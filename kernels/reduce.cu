@@ -26,6 +26,9 @@ typedef unsigned short u16;
 struct half_t { u16 bits; };
 struct bf16_t { u16 bits; };
 
+// On the device, PTX conversions; compiled as host C++ (tests/kernels_host.rs runs the kernels' logic on the
+// CPU through tests/gpu/emulate/shim.h), the shim's.
+#ifdef __CUDACC__
 __device__ __forceinline__ float half_to_f32(half_t h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
@@ -38,6 +41,14 @@ __device__ __forceinline__ half_t f32_to_half(float f) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
     return h;
 }
+#else
+inline float half_to_f32(half_t h) { return host_half_to_f32(h.bits); }
+inline half_t f32_to_half(float f) {
+    half_t h;
+    h.bits = host_f32_to_half(f);
+    return h;
+}
+#endif
 
 __device__ __forceinline__ float bf16_to_f32(bf16_t b) {
     return __uint_as_float(((u32)b.bits) << 16);
