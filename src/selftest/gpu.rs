@@ -119,7 +119,7 @@ pub struct GpuReport {
     pub correct: bool,
 }
 
-/// Runs the checks; exit 1 when a result is wrong, 2 when there is no usable GPU.
+/// Runs the checks; exit 1 when a result is wrong, 2 when there is no usable GPU or NVRTC, 3 when a CUDA call fails.
 pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
     if args.iters == 0 {
         return Err(Error::usage("--iters", "must be at least 1"));
@@ -143,7 +143,8 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         device.ordinal, device.name, device.capability, device.sms
     );
     let fail = |m: String| Error::Peer(format!("selftest --gpu on device {}: {m}", gpu.ordinal));
-    let kernels = Kernels::load(&gpu).map_err(fail)?;
+    // A missing or mismatched NVRTC is the environment's, like a missing driver: a usage error (exit 2).
+    let kernels = Kernels::load(&gpu).map_err(|m| Error::usage("--gpu", m))?;
     let mut rng = Rng::new(seed);
     let reductions = check_reductions(&gpu, &kernels, &mut rng).map_err(fail)?;
     let verify = check_verify(&gpu, &kernels, &mut rng).map_err(fail)?;
@@ -321,4 +322,86 @@ pub fn render(r: &GpuReport) -> String {
     ));
     s.push_str(&format!("# result: {}\n", if r.correct { "correct" } else { "WRONG" }));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(wrong: u64, counted: u64) -> GpuReport {
+        GpuReport {
+            seed: 42,
+            device: DeviceInfo {
+                ordinal: 0,
+                name: "test device".into(),
+                capability: "9.0".into(),
+                sms: 132,
+            },
+            reductions: vec![ReduceCheck {
+                dtype: Dtype::Half,
+                op: Op::Max,
+                elements: 10,
+                diff: Diff {
+                    wrong,
+                    first: (wrong > 0).then(|| (3, "0x3c00".into(), "0x3c01".into())),
+                },
+            }],
+            verify: vec![VerifyCheck {
+                dtype: Dtype::Float,
+                counted_clean: 0,
+                corrupted: 37,
+                counted_corrupted: counted,
+                cpu_counted: 37,
+            }],
+            bandwidth: Bandwidth {
+                bytes: BANDWIDTH_BYTES,
+                iters: 20,
+                copy_time_s: 1e-3,
+                copy_gbps: 536.9,
+                reduce_time_s: 1.6e-3,
+                reduce_gbps: 503.3,
+                ratio: 0.9375,
+                target_ratio: TARGET_RATIO,
+                status: "PASS",
+            },
+            correct: wrong == 0 && counted == 37,
+        }
+    }
+
+    #[test]
+    fn the_text_names_each_failure_and_the_ratio() {
+        let ok = render(&report(0, 37));
+        assert!(
+            ok.contains("1 of 1 dtype/op pairs match") && ok.contains("93.8% of copy (target 85%): PASS"),
+            "{ok}"
+        );
+        assert!(ok.contains("# result: correct"));
+        let bad = render(&report(5, 36));
+        assert!(
+            bad.contains("WRONG half max: 5 elements differ; first at 3: GPU 0x3c00, CPU 0x3c01"),
+            "{bad}"
+        );
+        assert!(
+            bad.contains("37 corrupted -> 36 counted (CPU 37) WRONG") && bad.contains("# result: WRONG"),
+            "{bad}"
+        );
+    }
+
+    /// tests/gpu/device-check.sh's summary reads these keys.
+    #[test]
+    fn the_json_has_the_keys_the_device_script_reads() {
+        let v = serde_json::to_value(report(0, 37)).unwrap();
+        assert_eq!(v["device"]["name"], "test device");
+        assert_eq!(v["device"]["capability"], "9.0");
+        assert_eq!(v["seed"], 42);
+        assert_eq!(v["reductions"][0]["dtype"], "half");
+        assert_eq!(v["reductions"][0]["op"], "max");
+        assert_eq!(v["reductions"][0]["diff"]["wrong"], 0);
+        assert_eq!(v["verify"][0]["counted_corrupted"], 37);
+        assert_eq!(v["verify"][0]["corrupted"], 37);
+        assert_eq!(v["verify"][0]["counted_clean"], 0);
+        for k in ["reduce_gbps", "copy_gbps", "ratio", "target_ratio", "status"] {
+            assert!(!v["bandwidth"][k].is_null(), "bandwidth.{k}");
+        }
+    }
 }
