@@ -157,6 +157,16 @@ pub struct SelftestArgs {
     /// Write the measurements as JSON to this file [default: none]
     #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+
+    /// Check the GPU kernels instead (needs --features cuda and an NVIDIA GPU): every dtype/op reduction
+    /// against the CPU kernels on random data, the verification kernel, and float sum at 256 MiB vs a
+    /// device-to-device copy (--bytes does not apply: the bandwidth is measured at 256 MiB, the target's size)
+    #[arg(long = "gpu")]
+    pub gpu: bool,
+
+    /// CUDA device ordinal for --gpu [default: COLLBENCH_CUDA_DEVICE, else the local rank, else 0]
+    #[arg(long = "device", value_name = "N", requires = "gpu")]
+    pub device: Option<String>,
 }
 
 /// Flags of `collbench plot`.
@@ -450,6 +460,11 @@ pub struct RunArgs {
     #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
         help_heading = TUNING, default_value = "tcp")]
     pub transport: Vec<String>,
+
+    /// Where the buffers live: host, or cuda (device memory; needs a build with --features cuda and an
+    /// NVIDIA driver; collectives on device buffers are not implemented yet, so cuda is refused with the reason)
+    #[arg(long = "memory", value_name = "KIND", help_heading = TUNING, default_value = "host")]
+    pub memory: String,
 
     /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
     /// [default: none, the best path only]

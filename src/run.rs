@@ -19,6 +19,8 @@ use crate::world::{env, local, Identity};
 /// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
 pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     let opts = Options::from_cli(args)?;
+    // Before any rank starts: a missing driver or an unbuilt feature is a usage error, not a rank failure.
+    crate::memory::kind::check_run_memory(&args.memory)?;
     match env::identity_from(|k| std::env::var(k).ok())? {
         None => launch_local(&opts, argv),
         Some(id) => run_rank(&opts, &id, argv),

@@ -8,6 +8,9 @@
 //! fastest of several copy loops ([`copy::CopyMethod`]), so the reference is the best this machine does.
 
 mod copy;
+#[cfg(feature = "cuda")]
+pub mod gpu;
+pub mod gpu_data;
 
 use std::time::{Duration, Instant};
 
@@ -168,6 +171,12 @@ const ACCOUNTING: &str =
 
 /// Runs the subcommand: measure, print the table, write JSON if asked. Exits 0 whatever the ratios.
 pub fn selftest(args: &SelftestArgs) -> Result<i32> {
+    if args.gpu {
+        #[cfg(feature = "cuda")]
+        return gpu::selftest_gpu(args);
+        #[cfg(not(feature = "cuda"))]
+        return Err(Error::usage("--gpu", crate::memory::cuda_probe::not_built_message()));
+    }
     let opts = SelftestOptions::from_args(args)?;
     let report = measure(opts);
     print!("{}", render(&report));
@@ -343,6 +352,8 @@ mod tests {
             bytes: bytes.into(),
             iters,
             output_file: None,
+            gpu: false,
+            device: None,
         }
     }
 

@@ -1,0 +1,133 @@
+//! One CUDA device for this process: the driver loaded at run time, a context and a stream on the chosen
+//! device, device buffers, copies and event timing. Every failure is a message, never a panic: cudarc
+//! panics when libcuda is absent, so presence is checked before its first call.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
+
+use super::cuda_probe::{local_rank_from, no_driver_message, pick_device, DEVICE_ENV};
+
+/// A CUDA device opened for this process, with the stream every operation is queued on.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Device ordinal as the driver numbers it.
+    pub ordinal: usize,
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub capability: (i32, i32),
+    /// Streaming multiprocessors.
+    pub sms: u32,
+}
+
+/// A driver error with what was being done.
+pub fn driver_err(what: &str) -> impl FnOnce(DriverError) -> String + '_ {
+    move |e| format!("CUDA: {what} failed: {e}")
+}
+
+impl Gpu {
+    /// Loads the driver and returns the number of devices, or the message naming what is missing.
+    pub fn check_driver() -> Result<usize, String> {
+        // SAFETY: only tries to dlopen the library (and closes it again).
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(no_driver_message());
+        }
+        let count = CudaContext::device_count().map_err(|e| {
+            format!("the NVIDIA driver library loaded but cuInit failed ({e}); check `nvidia-smi` and that the driver matches the kernel module")
+        })?;
+        Ok(count.max(0) as usize)
+    }
+
+    /// Opens the device `device` names (an ordinal), else [`DEVICE_ENV`], else the local rank's.
+    pub fn open(device: Option<&str>) -> Result<Gpu, String> {
+        let count = Gpu::check_driver()?;
+        let env_choice = std::env::var(DEVICE_ENV).ok();
+        let local = local_rank_from(|k| std::env::var(k).ok());
+        let ordinal = pick_device(device.or(env_choice.as_deref()), local.as_deref(), count)?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| format!("CUDA: creating a context on device {ordinal} failed: {e}"))?;
+        // One stream carries every operation in order, so cudarc's per-buffer event tracking (for
+        // buffers shared across streams) is not needed; it would add an event per launch to the timings.
+        // SAFETY: no buffer exists yet, and all later work is queued on the one stream below.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(driver_err("creating a stream"))?;
+        let name = ctx.name().map_err(driver_err("reading the device name"))?;
+        let capability = ctx
+            .compute_capability()
+            .map_err(driver_err("reading the compute capability"))?;
+        let sms = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver_err("reading the multiprocessor count"))?;
+        Ok(Gpu {
+            ctx,
+            stream,
+            ordinal,
+            name,
+            capability,
+            sms: sms.max(1) as u32,
+        })
+    }
+
+    /// The context (for loading modules).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every operation is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// `bytes` of device memory, zeroed.
+    pub fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, String> {
+        self.stream
+            .alloc_zeros::<u8>(bytes)
+            .map_err(|e| format!("CUDA: allocating {bytes} bytes on device {} failed: {e}", self.ordinal))
+    }
+
+    /// Copies `src` from the host into `dst` (same length).
+    pub fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>) -> Result<(), String> {
+        self.stream
+            .memcpy_htod(src, dst)
+            .map_err(driver_err("copying to the device"))
+    }
+
+    /// Copies `src` from the device into `dst` (same length) and waits for it.
+    pub fn download(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<(), String> {
+        self.stream
+            .memcpy_dtoh(src, dst)
+            .map_err(driver_err("copying from the device"))?;
+        self.sync()
+    }
+
+    /// Device-to-device copy of `src` into `dst` (cuMemcpyDtoD on the stream).
+    pub fn copy(&self, src: &CudaSlice<u8>, dst: &mut CudaSlice<u8>) -> Result<(), String> {
+        self.stream
+            .memcpy_dtod(src, dst)
+            .map_err(driver_err("device-to-device copy"))
+    }
+
+    /// Waits for everything queued so far.
+    pub fn sync(&self) -> Result<(), String> {
+        self.stream
+            .synchronize()
+            .map_err(driver_err("synchronising the stream"))
+    }
+
+    /// An event with timing enabled, recorded on the stream now.
+    pub fn mark(&self) -> Result<CudaEvent, String> {
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_err("recording an event"))
+    }
+
+    /// Seconds between two recorded events, once the second has completed.
+    pub fn elapsed(start: &CudaEvent, end: &CudaEvent) -> Result<f64, String> {
+        end.synchronize().map_err(driver_err("waiting for an event"))?;
+        let ms = start.elapsed_ms(end).map_err(driver_err("reading an event time"))?;
+        Ok(ms as f64 / 1e3)
+    }
+}

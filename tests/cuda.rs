@@ -1,0 +1,73 @@
+//! The GPU path from the outside on a machine without a GPU: `run --memory cuda` and `selftest --gpu`
+//! must stop before anything starts with a usage error (exit 2) that says what is missing, never a panic.
+//! On a machine with an NVIDIA driver these checks print why they did not run; the device checks are
+//! tests/gpu/device-check.sh.
+
+use assert_cmd::Command;
+
+fn collbench(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("collbench")
+        .expect("binary built")
+        .env_remove("COLLBENCH_RANK")
+        .timeout(std::time::Duration::from_secs(120))
+        .args(args)
+        .output()
+        .expect("collbench runs")
+}
+
+/// True when this machine has an NVIDIA driver (then the no-driver messages cannot be checked here).
+fn has_driver() -> bool {
+    ["/dev/nvidiactl", "/proc/driver/nvidia/version"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+}
+
+/// The message for the build: the feature is missing, or (feature `cuda`) the driver library is.
+fn assert_missing_cuda(err: &str, flag: &str) {
+    assert!(err.contains(&format!("{flag}:")), "{err}");
+    if cfg!(feature = "cuda") {
+        assert!(err.contains("libcuda.so") && err.contains("nvidia-smi"), "{err}");
+    } else {
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
+
+#[test]
+fn memory_cuda_without_a_driver_is_a_clear_usage_error_before_any_rank_starts() {
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&["run", "--np", "2", "-b", "8", "-e", "8", "--memory", "cuda"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_missing_cuda(&err, "--memory");
+    // Nothing ran: no rank printed a table.
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("all_reduce"),
+        "ranks started"
+    );
+}
+
+#[test]
+fn memory_host_is_the_default_and_unknown_kinds_are_refused() {
+    let out = collbench(&["run", "--memory", "gpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected host or cuda"));
+    let out = collbench(&["run", "--np", "2", "-b", "8", "-e", "8", "--memory", "host", "-c", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn selftest_gpu_without_a_gpu_says_what_is_missing() {
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&["selftest", "--gpu", "-J", "/nonexistent/never-written.json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_missing_cuda(&err, "--gpu");
+}

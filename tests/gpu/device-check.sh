@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU device checks, on a machine with an NVIDIA GPU, from a collbench binary built elsewhere with
+# `cargo build --release --features cuda` (no Rust needed here). Bounded: every step runs under `timeout`.
+#
+# Usage: bash tests/gpu/device-check.sh BINARY [OUTDIR]
+#   OUTDIR (default $OUT, else results/gpu/<date>-<host>) receives:
+#     machine.txt    nvidia-smi -L and the driver/CUDA versions, hostname, kernel
+#     selftest.json  collbench selftest --gpu -J (seed, device, every dtype/op check, verify counts, bandwidth)
+#     selftest.txt   its text output
+# Exit: collbench's status (0 correct, 1 a wrong result, 2 no usable GPU), or 124 when a step timed out.
+set -uo pipefail
+
+bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
+out=${2:-${OUT:-results/gpu/$(date -u +%Y%m%d)-$(hostname -s)}}
+mkdir -p "$out"
+[ -x "$bin" ] || { echo "device-check: $bin is not an executable collbench binary" >&2; exit 2; }
+
+# libnvrtc of the installed toolkit: collbench compiles its kernels at start-up with it. Prefer the
+# toolkit's own (same CUDA version as the driver, so its PTX loads) over whatever else is on the path.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then
+        export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        break
+    fi
+done
+
+{
+    echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# host: $(hostname) ($(uname -sr))"
+    echo "# nvidia-smi -L:"
+    timeout 30 nvidia-smi -L
+    echo "# driver, memory, clocks:"
+    timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+    echo "# CUDA version (nvidia-smi):"
+    timeout 30 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p'
+    echo "# nvcc: $(timeout 30 nvcc --version 2>/dev/null | tail -n2 | head -n1)"
+    echo "# LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-}"
+} >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+# Reductions, verification and bandwidth: about a minute on an H200; 300 s bounds a hang.
+timeout 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
+rc=${PIPESTATUS[0]}
+
+echo "device-check: collbench exited $rc; results in $out"
+if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
+    timeout 30 python3 - "$out/selftest.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [f"{c['dtype']}/{c['op']}" for c in r["reductions"] if c["diff"]["wrong"]]
+vbad = [v["dtype"] for v in r["verify"] if v["counted_clean"] or v["counted_corrupted"] != v["corrupted"]]
+b = r["bandwidth"]
+print(f"summary: {r['device']['name']} (cc {r['device']['capability']}), seed {r['seed']}")
+print(f"summary: reductions {len(r['reductions']) - len(bad)}/{len(r['reductions'])} match the CPU" + (f"; WRONG: {' '.join(bad)}" if bad else ""))
+print(f"summary: verify kernel {len(r['verify']) - len(vbad)}/{len(r['verify'])} dtypes count right" + (f"; WRONG: {' '.join(vbad)}" if vbad else ""))
+print(f"summary: float sum {b['reduce_gbps']:.1f} GB/s vs copy {b['copy_gbps']:.1f} GB/s = {100 * b['ratio']:.1f}% (target {100 * b['target_ratio']:.0f}%): {b['status']}")
+PY
+fi
+exit "$rc"
