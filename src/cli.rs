@@ -314,6 +314,11 @@ pub struct PreflightArgs {
     #[arg(long = "streams", value_name = "N", help_heading = TUNING, default_value_t = Options::default().streams)]
     pub streams: usize,
 
+    /// Microseconds a TCP wait polls (yielding the CPU) before it sleeps (0..=100000), as `run --spin`.
+    #[arg(long = "spin", value_name = "US", help_heading = TUNING,
+        default_value_t = Options::default().spin.as_micros() as u64)]
+    pub spin: u64,
+
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
@@ -496,6 +501,12 @@ pub struct RunArgs {
     #[arg(long = "streams", value_name = "N", help_heading = TUNING,
         default_value_t = Options::default().streams)]
     pub streams: usize,
+
+    /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
+    /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
+    #[arg(long = "spin", value_name = "US", help_heading = TUNING,
+        default_value_t = Options::default().spin.as_micros() as u64)]
+    pub spin: u64,
 
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,

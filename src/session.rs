@@ -32,6 +32,7 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
         stripe_min: 64 << 10,
         timeout: opts.timeout,
         connect_timeout: opts.connect_timeout,
+        spin: opts.spin,
     }
 }
 

@@ -266,8 +266,16 @@ fn check_collective(coll: Collective) {
     let mut failures = Vec::new();
     for (ni, &n) in RANKS.iter().enumerate() {
         for streams in [1usize, 3] {
+            // Waits that poll before sleeping (the default) with one stream, waits that sleep at once with three:
+            // both wait paths see every collective.
+            let spin = if streams == 1 {
+                Options::default().spin
+            } else {
+                std::time::Duration::ZERO
+            };
             let opts = Options {
                 streams,
+                spin,
                 timeout: std::time::Duration::from_secs(60),
                 ..Options::default()
             };

@@ -43,6 +43,37 @@ pub struct TcpConfig {
     pub timeout: Duration,
     /// Deadline of connection set-up.
     pub connect_timeout: Duration,
+    /// How long a wait polls the sockets (yielding the CPU between polls) before it sleeps in poll(2).
+    pub spin: Duration,
+}
+
+/// The polling phase of a wait: a peer's next bytes often arrive within microseconds, sooner than a sleeping
+/// rank would be woken and scheduled again, so a wait first polls for `budget`, yielding the CPU between polls
+/// so ranks sharing cores still run, and only then sleeps in poll(2).
+struct Spin {
+    budget: Duration,
+    since: Option<Instant>,
+}
+
+impl Spin {
+    fn new(budget: Duration) -> Self {
+        Spin { budget, since: None }
+    }
+
+    /// Nothing moved: whether to poll again (after yielding) rather than sleep.
+    fn keep_spinning(&mut self) -> bool {
+        if self.budget.is_zero() {
+            return false;
+        }
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if now.duration_since(since) < self.budget {
+            std::thread::yield_now();
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
@@ -758,6 +789,7 @@ impl Transport for TcpTransport {
     fn wait(&mut self, req: Request) -> Result<()> {
         let Request(slot, gen) = req;
         let deadline = Instant::now() + self.cfg.timeout;
+        let mut spin = Spin::new(self.cfg.spin);
         loop {
             if let Some(msg) = &self.poisoned {
                 return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
@@ -769,7 +801,7 @@ impl Transport for TcpTransport {
                 self.release(slot);
                 return Ok(());
             }
-            if !self.progress()? && self.slots[slot].0 != 0 {
+            if !self.progress()? && self.slots[slot].0 != 0 && !spin.keep_spinning() {
                 self.block(deadline)?;
             }
         }
@@ -777,6 +809,7 @@ impl Transport for TcpTransport {
 
     fn wait_all(&mut self) -> Result<()> {
         let deadline = Instant::now() + self.cfg.timeout;
+        let mut spin = Spin::new(self.cfg.spin);
         loop {
             if let Some(msg) = &self.poisoned {
                 return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
@@ -791,7 +824,7 @@ impl Transport for TcpTransport {
                 self.free.extend(0..self.slots.len());
                 return Ok(());
             }
-            if !self.progress()? {
+            if !self.progress()? && !spin.keep_spinning() {
                 self.block(deadline)?;
             }
         }
@@ -840,6 +873,7 @@ mod tests {
             stripe_min: 1 << 20,
             timeout,
             connect_timeout: Duration::from_secs(5),
+            spin: Duration::ZERO,
         };
         TcpTransport::new(r, format!("h{r}"), "lo".into(), "tcp".into(), links, cfg)
     }

@@ -160,6 +160,7 @@ pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
     a.transport = args.transport.clone();
     a.iface = args.iface.clone();
     a.streams = args.streams;
+    a.spin = args.spin;
     a.chunk = args.chunk.clone();
     a.algo = args.algo.clone();
     a.line_rate = args.line_rate;
