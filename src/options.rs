@@ -323,8 +323,9 @@ pub struct Options {
     /// Line rate of every path in Gbit/s (`--line-rate`), for links whose speed the kernel does not know
     /// (virtual devices, shaped links).
     pub line_rate_gbit: Option<f64>,
-    /// Message size in bytes at which `--algo auto` switches from the latency algorithm to the ring.
-    pub algo_threshold: u64,
+    /// Message size in bytes at which `--algo auto` switches from the latency algorithm to the ring; `None`:
+    /// each collective's own ([`crate::algorithm::Algo::default_threshold`]).
+    pub algo_threshold: Option<u64>,
     pub rank_stat: RankStat,
     /// Show p50/p99 columns in the table (`--percentiles`).
     pub percentiles: bool,
@@ -387,7 +388,7 @@ impl Default for Options {
             gid_index: None,
             rdma_qps: 1,
             line_rate_gbit: None,
-            algo_threshold: 64 << 10,
+            algo_threshold: None,
             rank_stat: RankStat::Max,
             percentiles: false,
             timeout: Duration::from_secs(60),
@@ -464,7 +465,10 @@ impl Options {
         let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
         // `all` means every kind of path this build has.
         let transports = parse_list("--transport", &args.transport, &PathKind::all())?;
-        let algo_threshold = size_flag("--algo-threshold", &args.algo_threshold)?;
+        let algo_threshold = match args.algo_threshold.trim() {
+            "auto" => None,
+            t => Some(size_flag("--algo-threshold", t)?),
+        };
         if !(1..=MAX_STREAMS).contains(&args.streams) {
             return Err(Error::usage(
                 "--streams",
@@ -941,7 +945,7 @@ mod tests {
         );
         assert_eq!(
             (o.rank_stat, o.algo, o.algo_threshold),
-            (RankStat::Rank0, AlgoChoice::RecDoubling, 1 << 20)
+            (RankStat::Rank0, AlgoChoice::RecDoubling, Some(1 << 20))
         );
         assert_eq!(o.timeout, Duration::from_millis(500));
         assert_eq!(

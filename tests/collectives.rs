@@ -452,19 +452,19 @@ fn tuned_paths_match_the_reference_at_their_boundaries() {
 /// The automatic choice on both sides of the switch point runs and gives the reference result.
 #[test]
 fn algorithm_switch_point_sizes_match_the_reference() {
-    let threshold = Options::default().algo_threshold;
     let mut failures = Vec::new();
     let n = 4;
     let results = session::run_threads(n, &Options::default(), |sess| {
         let mut bad = Vec::new();
         let mut ws = Workspace::default();
-        for coll in [Collective::AllReduce, Collective::AllGather] {
-            // Sizes as the runner counts them: all_gather's is the whole output (count x size x n).
+        for coll in [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter] {
+            let threshold = Algo::default_threshold(coll);
+            // Sizes as the runner counts them: all_gather's and reduce_scatter's are count x size x n.
             let es = Dtype::Float.size();
-            let per_count = if coll == Collective::AllGather { es * n } else { es };
+            let per_count = if coll == Collective::AllReduce { es } else { es * n };
             for bytes in [threshold as usize - per_count, threshold as usize] {
                 let count = bytes / per_count;
-                let algo = Algo::select(coll, collbench::options::AlgoChoice::Auto, bytes as u64, threshold);
+                let algo = Algo::select(coll, collbench::options::AlgoChoice::Auto, bytes as u64, None);
                 let want = if (bytes as u64) < threshold {
                     Algo::latency(coll)
                 } else {

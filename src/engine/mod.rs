@@ -41,7 +41,7 @@ pub struct Native<T: Transport> {
     workspace: Workspace,
     tune: Tuning,
     choice: AlgoChoice,
-    threshold: u64,
+    threshold: Option<u64>,
 }
 
 impl<T: Transport> Native<T> {
