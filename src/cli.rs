@@ -324,7 +324,7 @@ pub struct PreflightArgs {
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
     pub chunk: String,
 
-    /// Algorithm: auto, ring, rd or tree.
+    /// Algorithm: auto, ring, rd, rhd or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
         default_value_t = Options::default().algo.name().to_string())]
     pub algo: String,
@@ -447,7 +447,8 @@ pub struct RunArgs {
         default_value_t = Options::default().connect_timeout.as_secs_f64())]
     pub connect_timeout: f64,
 
-    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above), ring, rd or tree.
+    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above), ring, rd (recursive doubling;
+    /// Bruck for all_gather), rhd (all_reduce by recursive halving + doubling) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
         default_value_t = Options::default().algo.name().to_string())]
     pub algo: String,

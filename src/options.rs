@@ -85,6 +85,8 @@ pub enum AlgoChoice {
     RecDoubling,
     /// Binomial tree (broadcast, reduce; all_reduce as reduce + broadcast).
     Tree,
+    /// Rabenseifner's recursive halving + doubling (all_reduce).
+    HalvingDoubling,
 }
 
 /// A path to measure (`--transport`).
@@ -221,6 +223,7 @@ impl AlgoChoice {
             AlgoChoice::Ring => "ring",
             AlgoChoice::RecDoubling => "rd",
             AlgoChoice::Tree => "tree",
+            AlgoChoice::HalvingDoubling => "rhd",
         }
     }
 }
@@ -240,7 +243,12 @@ impl FromStr for AlgoChoice {
             "ring" => AlgoChoice::Ring,
             "rd" | "rec_doubling" | "recursive_doubling" => AlgoChoice::RecDoubling,
             "tree" => AlgoChoice::Tree,
-            _ => return Err(format!("unknown algorithm '{s}' (expected auto, ring, rd or tree)")),
+            "rhd" | "halving_doubling" | "rabenseifner" => AlgoChoice::HalvingDoubling,
+            _ => {
+                return Err(format!(
+                    "unknown algorithm '{s}' (expected auto, ring, rd, rhd or tree)"
+                ))
+            }
         })
     }
 }
@@ -1024,7 +1032,7 @@ mod tests {
         usage(&["--collective", "allfoo"], "--collective", "all_reduce, all_gather");
         usage(&["-a", "4"], "-a/--average", "3/max");
         usage(&["-a", "median"], "-a/--average", "rank0");
-        usage(&["--algo", "fast"], "--algo", "auto, ring, rd or tree");
+        usage(&["--algo", "fast"], "--algo", "auto, ring, rd, rhd or tree");
         usage(&["--streams", "0"], "--streams", "between 1 and 16");
         usage(&["--streams", "17"], "--streams", "between 1 and 16");
         usage(&["--spin", "100001"], "--spin", "between 0 and 100000 microseconds");
@@ -1067,6 +1075,7 @@ mod tests {
             AlgoChoice::Ring,
             AlgoChoice::RecDoubling,
             AlgoChoice::Tree,
+            AlgoChoice::HalvingDoubling,
         ] {
             assert_eq!(opts(&["--algo", a.name()]).algo, a);
         }

@@ -35,6 +35,8 @@ pub(crate) use bufs::Bufs;
 pub enum Algo {
     Ring,
     RecDoubling,
+    /// Rabenseifner's all_reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
+    HalvingDoubling,
     Bruck,
     Tree,
     Pairwise,
@@ -48,6 +50,7 @@ impl Algo {
         match self {
             Algo::Ring => "ring",
             Algo::RecDoubling => "rec_doubling",
+            Algo::HalvingDoubling => "halving_doubling",
             Algo::Bruck => "bruck",
             Algo::Tree => "tree",
             Algo::Pairwise => "pairwise",
@@ -55,10 +58,20 @@ impl Algo {
         }
     }
 
+    /// collbench's own algorithms (every one but [`Algo::Library`]).
+    pub const NATIVE: [Algo; 6] = [
+        Algo::Ring,
+        Algo::RecDoubling,
+        Algo::HalvingDoubling,
+        Algo::Bruck,
+        Algo::Tree,
+        Algo::Pairwise,
+    ];
+
     /// The algorithms `coll` can run.
     pub fn available(coll: Collective) -> &'static [Algo] {
         match coll {
-            Collective::AllReduce => &[Algo::Ring, Algo::RecDoubling, Algo::Tree],
+            Collective::AllReduce => &[Algo::Ring, Algo::RecDoubling, Algo::Tree, Algo::HalvingDoubling],
             Collective::AllGather => &[Algo::Ring, Algo::Bruck],
             Collective::ReduceScatter => &[Algo::Ring, Algo::RecDoubling],
             Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
@@ -107,6 +120,7 @@ impl Algo {
                 _ => Algo::RecDoubling,
             },
             AlgoChoice::Tree => Algo::Tree,
+            AlgoChoice::HalvingDoubling => Algo::HalvingDoubling,
         };
         if Algo::available(coll).contains(&wanted) {
             wanted
@@ -167,7 +181,7 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
     match (coll, algo) {
         (Collective::ReduceScatter, Algo::Ring) => 2 * msg,
         (_, Algo::Ring) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
-        (Collective::AllReduce, Algo::RecDoubling) => msg,
+        (Collective::AllReduce, Algo::RecDoubling | Algo::HalvingDoubling) => msg,
         (Collective::ReduceScatter, Algo::RecDoubling) => 2 * msg * n,
         (Collective::AllGather, Algo::Bruck) => msg * n,
         (Collective::Reduce | Collective::AllReduce, Algo::Tree) => 2 * msg,
@@ -212,6 +226,7 @@ pub fn run<T: Transport + ?Sized>(
     let r = match (coll, algo) {
         (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
         (Collective::AllReduce, Algo::RecDoubling) => rd::all_reduce(t, &b, count, dtype, op, scratch),
+        (Collective::AllReduce, Algo::HalvingDoubling) => rd::all_reduce_halving(t, &b, count, dtype, op, scratch),
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
         (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune, reqs),
         (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),

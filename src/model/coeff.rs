@@ -53,6 +53,21 @@ fn rec_doubling(p: usize, n: f64) -> Coeffs {
     }
 }
 
+/// Rabenseifner's all-reduce of `n` bytes on `p` ranks: halving and doubling among the largest power of two p2,
+/// each moving (p2-1)/p2 of the message; a fold in and out (whole message, one more reduction) when p is not
+/// a power of two.
+fn halving_doubling(p: usize, n: f64) -> Coeffs {
+    let k = (usize::BITS - 1 - p.leading_zeros()) as f64; // floor(log2 p)
+    let p2 = (1usize << k as u32) as f64;
+    let share = (p2 - 1.0) / p2 * n;
+    let fold = if p.is_power_of_two() { 0.0 } else { 1.0 };
+    Coeffs {
+        a: 2.0 * k + 2.0 * fold,
+        b: 2.0 * share + 2.0 * fold * n,
+        c: share + fold * n,
+    }
+}
+
 /// The coefficients of `algo` running `coll` on `p` ranks with size column `n` bytes; `None` for an
 /// algorithm collbench cannot model (a library's own choice) or one `coll` does not run.
 pub fn coeffs(coll: Collective, algo: Algo, p: usize, n: f64) -> Option<Coeffs> {
@@ -74,6 +89,7 @@ pub fn coeffs(coll: Collective, algo: Algo, p: usize, n: f64) -> Option<Coeffs> 
             c: share,
         },
         (C::AllReduce | C::ReduceScatter, Algo::RecDoubling) => rec_doubling(p, n),
+        (C::AllReduce, Algo::HalvingDoubling) => halving_doubling(p, n),
         // Reduce to the root, then broadcast from it, both binomial.
         (C::AllReduce, Algo::Tree) => Coeffs {
             a: 2.0 * lg,
@@ -125,9 +141,7 @@ pub fn coeffs(coll: Collective, algo: Algo, p: usize, n: f64) -> Option<Coeffs> 
 /// The algorithm named as results files name it (`ring`, `rec_doubling`, ...); `None` for `library` and
 /// unknown names.
 pub fn algo_named(name: &str) -> Option<Algo> {
-    [Algo::Ring, Algo::RecDoubling, Algo::Bruck, Algo::Tree, Algo::Pairwise]
-        .into_iter()
-        .find(|a| a.name() == name)
+    Algo::NATIVE.into_iter().find(|a| a.name() == name)
 }
 
 #[cfg(test)]
@@ -206,8 +220,21 @@ mod tests {
     }
 
     #[test]
+    fn halving_doubling_moves_the_rings_bytes_in_logarithmic_steps() {
+        // 4 ranks: 2 log2 4 = 4 steps, 2 x 3/4 of the message, 3/4 of it reduced: the ring's bytes.
+        let k = c(Collective::AllReduce, Algo::HalvingDoubling, 4, 100.0);
+        assert_eq!((k.a, k.b, k.c), (4.0, 150.0, 75.0));
+        let ring = c(Collective::AllReduce, Algo::Ring, 4, 100.0);
+        assert_eq!((k.b, k.c), (ring.b, ring.c));
+        // 6 ranks: the 4-rank exchange plus a fold in and out carrying the whole message.
+        let k = c(Collective::AllReduce, Algo::HalvingDoubling, 6, 100.0);
+        assert_eq!((k.a, k.b, k.c), (6.0, 350.0, 175.0));
+        assert_eq!(coeffs(Collective::ReduceScatter, Algo::HalvingDoubling, 4, 1.0), None);
+    }
+
+    #[test]
     fn algorithm_names_round_trip() {
-        for a in [Algo::Ring, Algo::RecDoubling, Algo::Bruck, Algo::Tree, Algo::Pairwise] {
+        for a in Algo::NATIVE {
             assert_eq!(algo_named(a.name()), Some(a));
         }
         assert_eq!(algo_named("library"), None);

@@ -260,7 +260,7 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
                 .into(),
         );
     }
-    let algos: Vec<Algo> = [Algo::Ring, Algo::RecDoubling, Algo::Bruck, Algo::Tree, Algo::Pairwise]
+    let algos: Vec<Algo> = Algo::NATIVE
         .into_iter()
         .filter(|a| pts.iter().any(|(_, b)| b == a))
         .collect();
