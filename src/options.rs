@@ -358,6 +358,10 @@ pub struct Options {
     pub corrupt_rank: Option<usize>,
     /// Testing aid (`--fault`, hidden): one rank kills or stops itself at a named phase.
     pub fault: Option<crate::fault::Fault>,
+    /// Where the collectives' buffers live (`--memory`); device memory is staged through pinned host memory.
+    pub memory: crate::memory::MemoryKind,
+    /// CUDA device ordinal for every rank (`--device`); `None`: `COLLBENCH_CUDA_DEVICE`, else the local rank's.
+    pub device: Option<String>,
 }
 
 impl Default for Options {
@@ -402,8 +406,27 @@ impl Default for Options {
             progress: Progress::Auto,
             corrupt_rank: None,
             fault: None,
+            memory: crate::memory::MemoryKind::Host,
+            device: None,
         }
     }
+}
+
+/// `--memory`, refused with device memory on paths that cannot stage it (only TCP paths stage).
+fn memory_kind(value: &str, transports: &[PathKind]) -> Result<crate::memory::MemoryKind> {
+    let kind: crate::memory::MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
+    if kind == crate::memory::MemoryKind::Cuda {
+        if let Some(p) = transports.iter().find(|p| !p.is_tcp()) {
+            return Err(Error::usage(
+                "--memory",
+                format!(
+                    "cuda runs on tcp paths only in this build (device buffers are staged through host memory \
+                     around collbench's TCP algorithms); drop {p} from --transport, or use --memory host"
+                ),
+            ));
+        }
+    }
+    Ok(kind)
 }
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
@@ -490,6 +513,7 @@ impl Options {
             ));
         }
         let target_ranks = target_ranks(args)?;
+        let memory = memory_kind(&args.memory, &transports)?;
         Ok(Options {
             np: args.np,
             sizes,
@@ -543,6 +567,8 @@ impl Options {
                 .as_deref()
                 .map(|f| f.parse().map_err(|e| Error::usage("--fault", e)))
                 .transpose()?,
+            memory,
+            device: args.device.clone(),
         })
         .and_then(|o| o.check_outputs())
     }
