@@ -103,8 +103,15 @@ impl<D: Device> Memory for Staged<D> {
         })();
         r.map_err(self.err())?;
         // The staging receive buffer gets the poisoned output too: results an earlier call left there must
-        // not pass the check if the algorithm failed to write them.
+        // not pass the check if the algorithm failed to write them. The input's staging is scrambled: only
+        // the copy from the device may make it right.
         self.stage_recv[..call.recv_len].copy_from_slice(&self.host.recv[..call.recv_len]);
+        let input = if call.in_place {
+            &mut self.stage_recv[call.input_at..call.input_at + call.send_len]
+        } else {
+            &mut self.stage_send[..call.send_len]
+        };
+        input.iter_mut().for_each(|b| *b = !*b);
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! A [`Device`] made of host memory: copies are `memcpy`s done at once, marks are host clock readings.
 //! It runs the staged engine's whole logic on machines without a GPU; it can also corrupt the copies back
-//! to the device, so tests can see the data check read device memory rather than the staging buffers.
+//! either way, so tests can see the algorithm read what came from the device and the check read what went
+//! back to it.
 
 use std::time::Instant;
 
@@ -12,6 +13,8 @@ use super::HostBuf;
 pub struct Emulated {
     /// Flip the first byte of every copy to the device (testing aid).
     pub corrupt_to_device: bool,
+    /// Flip the first byte of every copy to the host (testing aid).
+    pub corrupt_to_host: bool,
 }
 
 impl Device for Emulated {
@@ -54,6 +57,9 @@ impl Device for Emulated {
         check_range("copy to the host (source)", src_at, len, src.len())?;
         check_range("copy to the host (destination)", dst_at, len, dst.len())?;
         dst[dst_at..dst_at + len].copy_from_slice(&src[src_at..src_at + len]);
+        if self.corrupt_to_host && len > 0 {
+            dst[dst_at] ^= 0xff;
+        }
         Ok(())
     }
 
@@ -112,6 +118,7 @@ mod tests {
     fn corrupting_copies_flip_the_first_byte_copied_to_the_device() {
         let d = Emulated {
             corrupt_to_device: true,
+            ..Emulated::default()
         };
         let mut mem = d.alloc(4).unwrap();
         let pin = d.alloc_pinned(4).unwrap();
