@@ -1178,6 +1178,27 @@ mod tests {
             ..Options::default()
         }));
     }
+
+    #[test]
+    fn memory_and_device_flags_reach_the_options_and_cuda_stays_on_tcp_paths() {
+        let o = opts(&[]);
+        assert_eq!((o.memory, o.device.as_deref()), (crate::memory::MemoryKind::Host, None));
+        assert_eq!(serde_json::to_value(&o).unwrap()["memory"], "host");
+        let o = opts(&["--memory", "cuda", "--device", "1", "--transport", "tcp,tcp@lo"]);
+        assert_eq!(
+            (o.memory, o.device.as_deref()),
+            (crate::memory::MemoryKind::Cuda, Some("1"))
+        );
+        assert_eq!(o.consensus_fields()["memory"], "cuda", "ranks must agree on the memory");
+        usage(&["--memory", "gpu"], "--memory", "expected host or cuda");
+        let kinds = [PathKind::Tcp(None), PathKind::Mpi];
+        let e = memory_kind("cuda", &kinds).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--memory:") && e.contains("tcp paths only") && e.contains("drop mpi"),
+            "{e}"
+        );
+        assert_eq!(memory_kind("host", &kinds).unwrap(), crate::memory::MemoryKind::Host);
+    }
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ mod tests {
         d.to_device(&pin, 0, &mut mem, 4, 4).unwrap();
         let mut back = [0u8; 8];
         d.download(&mem, 0, &mut back).unwrap();
-        assert_eq!(back, [0, 0, 1, 0, 1, 2, 3, 0]);
+        assert_eq!(back, [0, 0, 1, 2, 0, 1, 2, 3]);
         let e = d.to_device(&pin, 0, &mut mem, 6, 4).unwrap_err();
         assert!(e.contains("outside a buffer of 8 bytes"), "{e}");
         assert!(d.upload(&[0; 9], &mut mem, 0).is_err());
