@@ -582,7 +582,11 @@ impl Options {
         for &c in &self.collectives {
             for &d in &self.dtypes {
                 let l = c.layout(max, d.size(), self.np);
-                let bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                let mut bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                // Device memory keeps host copies twice: the pinned staging, and the buffers the check reads.
+                if self.memory == crate::memory::MemoryKind::Cuda {
+                    bytes = bytes.saturating_mul(2);
+                }
                 most = most.max(bytes.saturating_add(scratch));
             }
         }
@@ -1198,6 +1202,9 @@ mod tests {
             "{e}"
         );
         assert_eq!(memory_kind("host", &kinds).unwrap(), crate::memory::MemoryKind::Host);
+        let host = opts(&["-e", "1M"]).memory_needed();
+        let cuda = opts(&["-e", "1M", "--memory", "cuda"]).memory_needed();
+        assert!(cuda > host, "staging and check buffers count twice: {cuda} vs {host}");
     }
 }
 
