@@ -468,10 +468,16 @@ pub struct RunArgs {
         help_heading = TUNING, default_value = "tcp")]
     pub transport: Vec<String>,
 
-    /// Where the buffers live: host, or cuda (device memory; needs a build with --features cuda and an
-    /// NVIDIA driver; collectives on device buffers are not implemented yet, so cuda is refused with the reason)
+    /// Where the buffers live: host, or cuda (device memory, one GPU per rank, staged through pinned host
+    /// memory around the TCP algorithms; times include the staging. Needs a build with --features cuda and an
+    /// NVIDIA driver)
     #[arg(long = "memory", value_name = "KIND", help_heading = TUNING, default_value = "host")]
     pub memory: String,
+
+    /// CUDA device ordinal for --memory cuda [default: COLLBENCH_CUDA_DEVICE, else the local rank modulo the
+    /// device count]
+    #[arg(long = "device", value_name = "N", help_heading = TUNING)]
+    pub device: Option<String>,
 
     /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
     /// [default: none, the best path only]

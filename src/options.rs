@@ -371,6 +371,10 @@ pub struct Options {
     pub corrupt_rank: Option<usize>,
     /// Testing aid (`--fault`, hidden): one rank kills or stops itself at a named phase.
     pub fault: Option<crate::fault::Fault>,
+    /// Where the collectives' buffers live (`--memory`); device memory is staged through pinned host memory.
+    pub memory: crate::memory::MemoryKind,
+    /// CUDA device ordinal for every rank (`--device`); `None`: `COLLBENCH_CUDA_DEVICE`, else the local rank's.
+    pub device: Option<String>,
 }
 
 impl Default for Options {
@@ -418,8 +422,27 @@ impl Default for Options {
             progress: Progress::Auto,
             corrupt_rank: None,
             fault: None,
+            memory: crate::memory::MemoryKind::Host,
+            device: None,
         }
     }
+}
+
+/// `--memory`, refused with device memory on paths that cannot stage it (only TCP paths stage).
+fn memory_kind(value: &str, transports: &[PathKind]) -> Result<crate::memory::MemoryKind> {
+    let kind: crate::memory::MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
+    if kind == crate::memory::MemoryKind::Cuda {
+        if let Some(p) = transports.iter().find(|p| !p.is_tcp()) {
+            return Err(Error::usage(
+                "--memory",
+                format!(
+                    "cuda runs on tcp paths only in this build (device buffers are staged through host memory \
+                     around collbench's TCP algorithms); drop {p} from --transport, or use --memory host"
+                ),
+            ));
+        }
+    }
+    Ok(kind)
 }
 
 /// Fields of [`Options`] that may differ between ranks: where output goes and how it looks, and `np`,
@@ -518,6 +541,7 @@ impl Options {
             ));
         }
         let target_ranks = target_ranks(args)?;
+        let memory = memory_kind(&args.memory, &transports)?;
         Ok(Options {
             np: args.np,
             sizes,
@@ -572,6 +596,8 @@ impl Options {
                 .as_deref()
                 .map(|f| f.parse().map_err(|e| Error::usage("--fault", e)))
                 .transpose()?,
+            memory,
+            device: args.device.clone(),
         })
         .and_then(|o| o.check_outputs())
     }
@@ -585,7 +611,11 @@ impl Options {
         for &c in &self.collectives {
             for &d in &self.dtypes {
                 let l = c.layout(max, d.size(), self.np);
-                let bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                let mut bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                // Device memory keeps host copies twice: the pinned staging, and the buffers the check reads.
+                if self.memory == crate::memory::MemoryKind::Cuda {
+                    bytes = bytes.saturating_mul(2);
+                }
                 most = most.max(bytes.saturating_add(scratch));
             }
         }
@@ -1185,6 +1215,30 @@ mod tests {
             },
             ..Options::default()
         }));
+    }
+
+    #[test]
+    fn memory_and_device_flags_reach_the_options_and_cuda_stays_on_tcp_paths() {
+        let o = opts(&[]);
+        assert_eq!((o.memory, o.device.as_deref()), (crate::memory::MemoryKind::Host, None));
+        assert_eq!(serde_json::to_value(&o).unwrap()["memory"], "host");
+        let o = opts(&["--memory", "cuda", "--device", "1", "--transport", "tcp,tcp@lo"]);
+        assert_eq!(
+            (o.memory, o.device.as_deref()),
+            (crate::memory::MemoryKind::Cuda, Some("1"))
+        );
+        assert_eq!(o.consensus_fields()["memory"], "cuda", "ranks must agree on the memory");
+        usage(&["--memory", "gpu"], "--memory", "expected host or cuda");
+        let kinds = [PathKind::Tcp(None), PathKind::Mpi];
+        let e = memory_kind("cuda", &kinds).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--memory:") && e.contains("tcp paths only") && e.contains("drop mpi"),
+            "{e}"
+        );
+        assert_eq!(memory_kind("host", &kinds).unwrap(), crate::memory::MemoryKind::Host);
+        let host = opts(&["-e", "1M"]).memory_needed();
+        let cuda = opts(&["-e", "1M", "--memory", "cuda"]).memory_needed();
+        assert!(cuda > host, "staging and check buffers count twice: {cuda} vs {host}");
     }
 }
 

@@ -80,7 +80,10 @@ pub(crate) fn sweep_path(
         PathKind::Tcp(_) => {
             let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
             *tcp_index += 1;
-            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
+            match opts.memory {
+                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress),
+                crate::memory::MemoryKind::Cuda => sweep_cuda(&mut engine, opts, repeat, ranks, reporters, progress),
+            }
         }
         #[cfg(feature = "mpi")]
         PathKind::Mpi => {
@@ -110,6 +113,37 @@ pub(crate) fn sweep_path(
         #[cfg(not(feature = "rdma"))]
         PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
     }
+}
+
+/// [`bench::sweep`] on device buffers of this rank's GPU, staged through pinned host memory.
+#[cfg(feature = "cuda")]
+fn sweep_cuda<E: crate::engine::Engine>(
+    engine: &mut E,
+    opts: &Options,
+    repeat: u32,
+    ranks: &[report::RankInfo],
+    reporters: &mut [Box<dyn Reporter>],
+    progress: Option<&ProgressBar>,
+) -> Result<bench::Outcome> {
+    let rank = engine.rank();
+    let dev = crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
+        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))?;
+    bench::sweep_on(engine, opts, repeat, ranks, reporters, progress, |send, recv| {
+        crate::engine::staged::Staged::new(dev, rank, send, recv)
+    })
+}
+
+/// Without the `cuda` feature, `--memory cuda` is refused before any rank starts; this says so again.
+#[cfg(not(feature = "cuda"))]
+fn sweep_cuda<E: crate::engine::Engine>(
+    _engine: &mut E,
+    _opts: &Options,
+    _repeat: u32,
+    _ranks: &[report::RankInfo],
+    _reporters: &mut [Box<dyn Reporter>],
+    _progress: Option<&ProgressBar>,
+) -> Result<bench::Outcome> {
+    Err(Error::usage("--memory", crate::memory::cuda_probe::not_built_message()))
 }
 
 /// A peer's abort immediate stopped an RDMA path; the peer sends its reason over the control path (`ctrl`)

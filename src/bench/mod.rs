@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::memory::HostBuf;
 use crate::options::Options;
 use crate::report::{PathCost, RankInfo, Record, Reporter};
-use point::{Buffers, RankPoint};
+use point::{Buffers, Memory, RankPoint};
 
 /// What a finished sweep leaves behind.
 #[derive(Debug, Default)]
@@ -40,6 +40,24 @@ pub fn sweep<E: Engine>(
     reporters: &mut [Box<dyn Reporter>],
     progress: Option<&ProgressBar>,
 ) -> Result<Outcome> {
+    sweep_on(e, opts, repeat, ranks, reporters, progress, |send, recv| {
+        Ok(Buffers {
+            send: HostBuf::new(send),
+            recv: HostBuf::new(recv),
+        })
+    })
+}
+
+/// [`sweep`] on the memory `alloc` returns for the sweep's largest send and receive buffers (bytes).
+pub fn sweep_on<E: Engine, M: Memory>(
+    e: &mut E,
+    opts: &Options,
+    repeat: u32,
+    ranks: &[RankInfo],
+    reporters: &mut [Box<dyn Reporter>],
+    progress: Option<&ProgressBar>,
+    alloc: impl FnOnce(usize, usize) -> Result<M>,
+) -> Result<Outcome> {
     let n = e.size();
     if opts.root >= n {
         return Err(Error::usage(
@@ -49,10 +67,7 @@ pub fn sweep<E: Engine>(
     }
     let points = plan::points(opts, n);
     let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
-    let mut bufs = Buffers {
-        send: HostBuf::new(send_bytes),
-        recv: HostBuf::new(recv_bytes),
-    };
+    let mut bufs = alloc(send_bytes, recv_bytes)?;
     if let Some(pb) = progress {
         pb.set_length(points.len() as u64);
         pb.set_style(

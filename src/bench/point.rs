@@ -7,12 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::Point;
 use crate::algorithm::{Algo, Args};
+use crate::collective::Collective;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::memory::HostBuf;
 use crate::options::Options;
 use crate::reduce::pattern::{CheckOutcome, Pattern, Source};
-use crate::reduce::Op;
+use crate::reduce::{Dtype, Op};
 
 /// What one rank measured for one placement.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -27,6 +28,10 @@ pub struct RankTiming {
     pub wrong: Option<u64>,
     /// First wrong element: (offset, expected, got).
     pub first: Option<(u64, String, String)>,
+    /// Device memory only: the mean time per timed call (us) of the copies between device and pinned host
+    /// staging, from CUDA events; `avg_us` includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_us: Option<f64>,
 }
 
 /// What one rank measured for one point.
@@ -39,14 +44,114 @@ pub struct RankPoint {
     pub first_us: f64,
 }
 
-/// The buffers a sweep runs on, sized once for its largest point.
+/// The host buffers a sweep runs on, sized once for its largest point.
 pub struct Buffers {
     pub send: HostBuf,
     pub recv: HostBuf,
 }
 
+/// One call's shape: the collective, and the bytes of the buffers it reads and writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    pub coll: Collective,
+    pub dtype: Dtype,
+    pub op: Op,
+    pub root: usize,
+    /// Per-rank element count.
+    pub count: usize,
+    pub in_place: bool,
+    /// Bytes of input (in the send buffer, or in place in the receive buffer from `input_at`).
+    pub send_len: usize,
+    /// Bytes of the receive buffer the call uses.
+    pub recv_len: usize,
+    /// In place: the byte offset of this rank's input in the receive buffer.
+    pub input_at: usize,
+}
+
+impl Call {
+    /// The call of point `p` on `rank`.
+    pub fn of(p: &Point, root: usize, rank: usize, in_place: bool) -> Call {
+        let es = p.layout.elem_size;
+        Call {
+            coll: p.coll,
+            dtype: p.dtype,
+            op: p.op.unwrap_or(Op::Sum),
+            root,
+            count: p.layout.count,
+            in_place,
+            send_len: p.layout.send_count * es,
+            recv_len: p.coll.recv_elems(&p.layout, in_place) * es,
+            input_at: if in_place {
+                p.coll.in_place_input_at(&p.layout, rank) * es
+            } else {
+                0
+            },
+        }
+    }
+
+    /// The algorithm's arguments over these buffers (at least `send_len` and `recv_len` bytes).
+    #[inline]
+    pub fn args<'a>(&self, send: &'a [u8], recv: &'a mut [u8]) -> Args<'a> {
+        Args {
+            coll: self.coll,
+            dtype: self.dtype,
+            op: self.op,
+            root: self.root,
+            count: self.count,
+            send: if self.in_place {
+                None
+            } else {
+                Some(&send[..self.send_len])
+            },
+            recv: &mut recv[..self.recv_len],
+        }
+    }
+}
+
+/// Where a sweep's buffers live and how one call runs on them: host [`Buffers`] run it directly, device
+/// memory stages it ([`crate::engine::staged::Staged`]). Generic, so the host path has no indirection.
+pub trait Memory {
+    /// The host buffers the pattern is written to and the check reads.
+    fn host(&mut self) -> &mut Buffers;
+    /// The host buffers were just prepared for `call`: make them the call's input (not timed).
+    fn load(&mut self, call: &Call) -> Result<()>;
+    /// Runs one call.
+    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
+    /// Brings the call's output into the host buffers for the check (not timed).
+    fn unload(&mut self, call: &Call) -> Result<()>;
+    /// Seconds spent staging since the last call of this; `None` where nothing is staged.
+    fn take_staging_s(&mut self) -> Option<f64> {
+        None
+    }
+}
+
+impl Memory for Buffers {
+    fn host(&mut self) -> &mut Buffers {
+        self
+    }
+
+    fn load(&mut self, _call: &Call) -> Result<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
+        e.run(algo, call.args(&self.send, &mut self.recv))
+    }
+
+    fn unload(&mut self, _call: &Call) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Measures `p` out of place and in place with `algo`.
-pub fn measure<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, opts: &Options) -> Result<RankPoint> {
+pub fn measure<E: Engine, M: Memory>(
+    e: &mut E,
+    p: &Point,
+    algo: Algo,
+    bufs: &mut M,
+    opts: &Options,
+) -> Result<RankPoint> {
     let mut first_us = 0.0;
     Ok(RankPoint {
         out_of_place: measure_placement(e, p, algo, bufs, opts, false, Some(&mut first_us))?,
@@ -55,21 +160,23 @@ pub fn measure<E: Engine>(e: &mut E, p: &Point, algo: Algo, bufs: &mut Buffers, 
     })
 }
 
-fn measure_placement<E: Engine>(
+fn measure_placement<E: Engine, M: Memory>(
     e: &mut E,
     p: &Point,
     algo: Algo,
-    bufs: &mut Buffers,
+    bufs: &mut M,
     opts: &Options,
     in_place: bool,
     mut first_us: Option<&mut f64>,
 ) -> Result<RankTiming> {
     // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
     let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
-    prepare(e.rank(), p, &pattern, bufs, in_place);
+    let call = Call::of(p, opts.root, e.rank(), in_place);
+    prepare(e.rank(), p, &pattern, bufs.host(), in_place);
+    bufs.load(&call)?;
     for _ in 0..opts.warmup {
         let t0 = Instant::now();
-        run_once(e, p, algo, bufs, opts, in_place)?;
+        bufs.run(e, algo, &call)?;
         if let Some(f) = first_us.take() {
             *f = t0.elapsed().as_secs_f64() * 1e6;
         }
@@ -79,9 +186,11 @@ fn measure_placement<E: Engine>(
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
+    // Only the timed calls' staging is reported.
+    bufs.take_staging_s();
     for _ in 0..opts.iters {
         let t0 = Instant::now();
-        run_once(e, p, algo, bufs, opts, in_place)?;
+        bufs.run(e, algo, &call)?;
         let ns = t0.elapsed().as_nanos();
         if let Some(f) = first_us.take() {
             *f = ns as f64 / 1e3;
@@ -96,47 +205,32 @@ fn measure_placement<E: Engine>(
         std_us: hist.stdev() / 1e3,
         wrong: None,
         first: None,
+        staging_us: bufs.take_staging_s().map(|s| s * 1e6 / f64::from(opts.iters.max(1))),
     };
     if opts.check_iters > 0 {
         let mut outcome = CheckOutcome::default();
         for _ in 0..opts.check_iters {
-            prepare(e.rank(), p, &pattern, bufs, in_place);
-            run_once(e, p, algo, bufs, opts, in_place)?;
+            prepare(e.rank(), p, &pattern, bufs.host(), in_place);
+            bufs.load(&call)?;
+            bufs.run(e, algo, &call)?;
+            bufs.unload(&call)?;
             if opts.corrupt_rank == Some(e.rank()) {
-                corrupt(e.rank(), e.size(), p, bufs, opts.root, in_place);
+                corrupt(e.rank(), e.size(), p, bufs.host(), opts.root, in_place);
             }
-            outcome.merge(verify(e.rank(), e.size(), p, &pattern, bufs, opts.root, in_place));
+            outcome.merge(verify(
+                e.rank(),
+                e.size(),
+                p,
+                &pattern,
+                bufs.host(),
+                opts.root,
+                in_place,
+            ));
         }
         timing.wrong = Some(outcome.wrong);
         timing.first = outcome.first.map(|m| (m.index as u64, m.expected, m.got));
     }
     Ok(timing)
-}
-
-fn run_once<E: Engine>(
-    e: &mut E,
-    p: &Point,
-    algo: Algo,
-    bufs: &mut Buffers,
-    opts: &Options,
-    in_place: bool,
-) -> Result<()> {
-    let es = p.layout.elem_size;
-    let recv_len = p.coll.recv_elems(&p.layout, in_place) * es;
-    let args = Args {
-        coll: p.coll,
-        dtype: p.dtype,
-        op: p.op.unwrap_or(Op::Sum),
-        root: opts.root,
-        count: p.layout.count,
-        send: if in_place {
-            None
-        } else {
-            Some(&bufs.send[..p.layout.send_count * es])
-        },
-        recv: &mut bufs.recv[..recv_len],
-    };
-    e.run(algo, args)
 }
 
 /// Fills this rank's input with its pattern and poisons the rest of the output, so stale data is caught.

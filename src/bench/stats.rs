@@ -44,6 +44,7 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
         p99_us: per_rank.iter().map(|t| t.p99_us).fold(0.0, f64::max),
         ci95_us,
         iters,
+        staging_us: per_rank.iter().filter_map(|t| t.staging_us).reduce(f64::max),
     }
 }
 
@@ -130,6 +131,7 @@ mod tests {
             std_us: avg / 10.0,
             wrong,
             first: None,
+            staging_us: None,
         }
     }
 

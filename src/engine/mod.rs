@@ -8,6 +8,8 @@ use crate::options::{AlgoChoice, Options};
 use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
+pub mod staged;
+
 /// Runs collectives on one path, plus the small control exchanges the runner needs.
 pub trait Engine {
     /// The path measured, e.g. `tcp@lo`.

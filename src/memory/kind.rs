@@ -5,7 +5,8 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 /// The memory a run's buffers are allocated in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MemoryKind {
     /// Page-aligned host memory (the default).
     Host,
@@ -26,8 +27,7 @@ impl FromStr for MemoryKind {
 }
 
 /// Checks `--memory` before any rank starts. Host memory is always fine. CUDA memory needs a build with
-/// the `cuda` feature and a loadable driver; with both, it is refused still, because the collectives do
-/// not run on device buffers yet (the GPU kernels are exercised by `collbench selftest --gpu`).
+/// the `cuda` feature and a loadable driver with at least one device.
 pub fn check_run_memory(value: &str) -> Result<MemoryKind> {
     let kind: MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
     if kind == MemoryKind::Host {
@@ -37,13 +37,15 @@ pub fn check_run_memory(value: &str) -> Result<MemoryKind> {
     return Err(Error::usage("--memory", super::cuda_probe::not_built_message()));
     #[cfg(feature = "cuda")]
     {
-        super::cuda::Gpu::check_driver().map_err(|m| Error::usage("--memory", m))?;
-        Err(Error::usage(
-            "--memory",
-            "cuda: the NVIDIA driver is present, but device buffers for collectives are not implemented yet \
-             (this build has the GPU reduction and verification kernels only; `collbench selftest --gpu` \
-             checks them). Use --memory host",
-        ))
+        let count = super::cuda::Gpu::check_driver().map_err(|m| Error::usage("--memory", m))?;
+        if count == 0 {
+            return Err(Error::usage(
+                "--memory",
+                "cuda: the NVIDIA driver loaded but reports no device; check `nvidia-smi` and \
+                 CUDA_VISIBLE_DEVICES, or use --memory host",
+            ));
+        }
+        Ok(kind)
     }
 }
 
@@ -60,12 +62,13 @@ mod tests {
     }
 
     #[test]
-    fn cuda_is_refused_with_a_reason_on_every_build() {
-        let e = check_run_memory("cuda").unwrap_err().to_string();
+    fn cuda_is_refused_with_a_reason_without_a_driver() {
+        let Err(e) = check_run_memory("cuda") else {
+            eprintln!("skipped: this machine has a usable NVIDIA driver");
+            return;
+        };
+        let e = e.to_string();
         assert!(e.starts_with("--memory:"), "{e}");
-        assert!(
-            e.contains("--features cuda") || e.contains("libcuda.so") || e.contains("not implemented yet"),
-            "{e}"
-        );
+        assert!(e.contains("--features cuda") || e.contains("libcuda.so"), "{e}");
     }
 }

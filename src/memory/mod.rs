@@ -1,8 +1,13 @@
-//! Buffers the collectives run on: page-aligned host memory, and CUDA device memory (feature `cuda`).
+//! Buffers the collectives run on: page-aligned host memory, and CUDA device memory (feature `cuda`),
+//! reached through the [`device::Device`] trait (emulated on the host for tests).
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cuda_device;
 pub mod cuda_probe;
+pub mod device;
+pub mod emulated;
 pub mod host;
 pub mod kind;
 

@@ -163,6 +163,8 @@ struct Placement {
     p99_us: JNum,
     ci95_us: JNum,
     iters: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    staging_us: Option<JNum>,
 }
 
 #[derive(Serialize)]
@@ -181,9 +183,34 @@ struct AverageBusBw {
 #[derive(Serialize)]
 struct Collbench<'a> {
     schema_version: u32,
+    /// Where the buffers lived (`host`, `cuda`), and whether the times include copies between device and
+    /// host staging (they do with device memory).
+    memory: MemoryNote,
     run: &'a RunInfo,
     summary: Option<&'a Summary>,
     complete: bool,
+}
+
+/// The run's memory kind and what its times cover.
+#[derive(Serialize)]
+struct MemoryNote {
+    kind: String,
+    times_include_staging: bool,
+    /// Where the reductions ran.
+    reductions: &'static str,
+}
+
+impl MemoryNote {
+    fn of(run: &RunInfo) -> MemoryNote {
+        let kind = Params::from_options(&run.options)
+            .memory
+            .unwrap_or_else(|| "host".into());
+        MemoryNote {
+            times_include_staging: kind == "cuda",
+            reductions: "host",
+            kind,
+        }
+    }
 }
 
 /// A number as nccl-tests writes it: `"nan"` when it is not finite.
@@ -245,6 +272,7 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
         end_time: summary.map(|s| nccl_time(&s.end_time)),
         collbench: Collbench {
             schema_version: SCHEMA_VERSION,
+            memory: MemoryNote::of(run),
             run,
             summary,
             complete: summary.is_some(),
@@ -331,6 +359,7 @@ fn placement(t: &Timing) -> Placement {
         p99_us: JNum(t.p99_us),
         ci95_us: JNum(t.ci95_us),
         iters: t.iters,
+        staging_us: t.staging_us.map(JNum),
     }
 }
 

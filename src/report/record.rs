@@ -163,6 +163,10 @@ pub struct Timing {
     pub ci95_us: f64,
     /// Timed iterations behind these figures.
     pub iters: u32,
+    /// Device memory only: staging copies per call (us, from CUDA events), the most over ranks; the times
+    /// above include it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging_us: Option<f64>,
 }
 
 /// The first wrong element seen at one point, with where it was.

@@ -256,6 +256,15 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         ),
         format!("# Job token: {}", run.auth),
     ];
+    // Host memory says nothing, as before; device memory says what its times cover.
+    if p.memory.as_deref() == Some("cuda") {
+        lines.push(
+            "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
+             runs the TCP algorithm and reductions on the host, and copies the output back; times include the \
+             copies (staging_us in the JSON)"
+                .to_string(),
+        );
+    }
     if let Some(c) = &run.connections {
         lines.push(format!(
             "# Connections: {} of {} rank pairs ({}), at most {} peers per rank, x {} stream(s) x {} path(s) = {} \

@@ -21,6 +21,7 @@ pub fn timing(time_us: f64, busbw: f64, wrong: Option<u64>) -> Timing {
         p99_us: time_us + 3.0,
         ci95_us: 0.5,
         iters: 20,
+        staging_us: None,
     }
 }
 

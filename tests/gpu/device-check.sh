@@ -7,7 +7,10 @@
 #     machine.txt    nvidia-smi -L and the driver/CUDA versions, hostname, kernel
 #     selftest.json  collbench selftest --gpu -J (seed, device, every dtype/op check, verify counts, bandwidth)
 #     selftest.txt   its text output
-# Exit: collbench's status (0 correct, 1 a wrong result, 2 no usable GPU), or 124 when a step timed out.
+#     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
+#                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
+# Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
+# step timed out. About 5 minutes on an H200 machine; each step is bounded by its own timeout.
 set -uo pipefail
 
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
@@ -42,7 +45,7 @@ cat "$out/machine.txt"
 timeout 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
 rc=${PIPESTATUS[0]}
 
-echo "device-check: collbench exited $rc; results in $out"
+echo "device-check: selftest exited $rc; results in $out"
 if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
     timeout 30 python3 - "$out/selftest.json" <<'PY'
 import json, sys
@@ -56,4 +59,31 @@ print(f"summary: verify kernel {len(r['verify']) - len(vbad)}/{len(r['verify'])}
 print(f"summary: float sum {b['reduce_gbps']:.1f} GB/s vs copy {b['copy_gbps']:.1f} GB/s = {100 * b['ratio']:.1f}% (target {100 * b['target_ratio']:.0f}%): {b['status']}")
 PY
 fi
+
+# Collectives on device buffers: 2 and 4 local ranks share the one GPU (device = local rank modulo the
+# device count), over collbench's TCP path on loopback. Exit 0 and #wrong 0 on every point are required.
+for np in 2 4; do
+    timeout 240 "$bin" run --np "$np" --memory cuda --transport tcp --collective all -d float,half,int32 \
+        -o sum -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-np$np.json" --force 2>&1 | tee "$out/run-np$np.txt"
+    step=${PIPESTATUS[0]}
+    echo "device-check: run --np $np --memory cuda exited $step"
+    if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
+        timeout 30 python3 - "$out/run-np$np.json" <<'PY' || step=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["collbench"]["memory"]
+rows = d["results"]
+wrong = [(r["collective"], r["type"], r["size"]) for r in rows
+         for p in ("out_of_place", "in_place") if r[p]["nwrong"] != 0]
+colls = sorted({r["collective"] for r in rows})
+num = lambda v: v if isinstance(v, (int, float)) else 0.0  # "nan" is written as a string
+share = max((num(r[p].get("staging_us", 0)) / max(num(r[p]["time"]), 1e-9)
+             for r in rows for p in ("out_of_place", "in_place")), default=0)
+print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collectives {','.join(colls)}, "
+      f"largest staging share of a call {100 * share:.0f}%, wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
+sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
+PY
+    fi
+    [ "$rc" -eq 0 ] && rc=$step
+done
 exit "$rc"

@@ -1,0 +1,169 @@
+//! The CUDA [`Device`]: buffers from the driver, pinned staging, asynchronous copies on the [`Gpu`]'s one
+//! stream, and CUDA events for timing. Only the thin driver calls live here; the staging logic around them
+//! is the engine's and is tested with [`super::emulated::Emulated`].
+
+use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, PinnedHostSlice};
+
+use super::cuda::{driver_err, Gpu};
+use super::device::{check_range, Device};
+
+/// A CUDA device opened for this rank.
+pub struct CudaDevice {
+    gpu: Gpu,
+}
+
+/// Page-locked host memory, readable and writable by the host (not write-combined: the host algorithm reads
+/// the staged data, and write-combined memory is very slow to read).
+pub struct Pinned {
+    // Owns the allocation; `ptr` points into it.
+    _mem: Option<PinnedHostSlice<u8>>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl std::ops::Deref for Pinned {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: ptr is valid for len bytes while _mem lives; the staged engine syncs before reading.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Pinned {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in deref, with &mut self for exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl CudaDevice {
+    /// Opens the device `device` names (an ordinal), else `COLLBENCH_CUDA_DEVICE`, else the local rank's.
+    pub fn open(device: Option<&str>) -> Result<CudaDevice, String> {
+        Ok(CudaDevice {
+            gpu: Gpu::open(device)?,
+        })
+    }
+
+    fn bind(&self) -> Result<(), String> {
+        self.gpu
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))
+    }
+}
+
+impl Device for CudaDevice {
+    type Mem = CudaSlice<u8>;
+    type Pinned = Pinned;
+    type Mark = CudaEvent;
+
+    fn describe(&self) -> String {
+        format!("cuda:{} {}", self.gpu.ordinal, self.gpu.name)
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, String> {
+        // A zero-byte allocation is an error to the driver; one byte stands in.
+        self.gpu.alloc(bytes.max(1))
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<Pinned, String> {
+        if bytes == 0 {
+            return Ok(Pinned {
+                _mem: None,
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            });
+        }
+        // SAFETY: the memory is zeroed below before anything reads it.
+        let mut mem = unsafe { self.gpu.context().alloc_pinned_with_flags::<u8>(bytes, 0) }
+            .map_err(|e| format!("CUDA: allocating {bytes} bytes of pinned host memory failed: {e}"))?;
+        let ptr = mem.as_mut_ptr().map_err(driver_err("mapping pinned memory"))?;
+        let mut p = Pinned {
+            _mem: Some(mem),
+            ptr,
+            len: bytes,
+        };
+        p.fill(0);
+        Ok(p)
+    }
+
+    fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>, at: usize) -> Result<(), String> {
+        check_range("upload", at, src.len(), dst.len())?;
+        let mut view = dst.slice_mut(at..at + src.len());
+        self.gpu
+            .stream()
+            .memcpy_htod(src, &mut view)
+            .map_err(driver_err("copying to the device"))?;
+        self.gpu.sync()
+    }
+
+    fn download(&self, src: &CudaSlice<u8>, at: usize, dst: &mut [u8]) -> Result<(), String> {
+        check_range("download", at, dst.len(), src.len())?;
+        let view = src.slice(at..at + dst.len());
+        self.gpu
+            .stream()
+            .memcpy_dtoh(&view, dst)
+            .map_err(driver_err("copying from the device"))?;
+        self.gpu.sync()
+    }
+
+    fn to_host(
+        &self,
+        src: &CudaSlice<u8>,
+        src_at: usize,
+        dst: &mut Pinned,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        check_range("copy to the host (source)", src_at, len, src.len())?;
+        check_range("copy to the host (destination)", dst_at, len, dst.len())?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let stream = self.gpu.stream();
+        let (base, _record) = src.device_ptr(stream);
+        // SAFETY: both ranges were checked; dst is pinned and owned by the caller, who syncs before reading it.
+        unsafe { result::memcpy_dtoh_async(&mut dst[dst_at..dst_at + len], base + src_at as u64, stream.cu_stream()) }
+            .map_err(driver_err("queueing a copy to the host"))
+    }
+
+    fn to_device(
+        &self,
+        src: &Pinned,
+        src_at: usize,
+        dst: &mut CudaSlice<u8>,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        check_range("copy to the device (source)", src_at, len, src.len())?;
+        check_range("copy to the device (destination)", dst_at, len, dst.len())?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let stream = self.gpu.stream();
+        let (base, _record) = dst.device_ptr(stream);
+        // SAFETY: both ranges were checked; src is pinned and not written before the caller syncs.
+        unsafe { result::memcpy_htod_async(base + dst_at as u64, &src[src_at..src_at + len], stream.cu_stream()) }
+            .map_err(driver_err("queueing a copy to the device"))
+    }
+
+    fn mark(&self) -> Result<CudaEvent, String> {
+        self.gpu.mark()
+    }
+
+    fn sync(&self) -> Result<(), String> {
+        self.gpu.sync()
+    }
+
+    fn elapsed(&self, from: &CudaEvent, to: &CudaEvent) -> Result<f64, String> {
+        Gpu::elapsed(from, to)
+    }
+}
