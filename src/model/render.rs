@@ -1,6 +1,6 @@
 //! A [`Report`] as text (`#` header lines and whitespace-separated columns, like the run's tables), as
-//! Markdown (JSON is the report's serde form). The tables are built once ([`Tables`]); the two forms differ
-//! in the prose around them and in how [`table`] prints them.
+//! Markdown (JSON is the report's serde form). The tables are built once (`Tables`); the two forms differ
+//! in the prose around them and in how `table` prints them.
 
 use std::fmt::Write as _;
 
