@@ -35,6 +35,7 @@ pub mod memory;
 pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod nccl;
 pub mod net;
 pub mod options;
 pub mod plot;

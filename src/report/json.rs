@@ -198,6 +198,10 @@ struct MemoryNote {
     times_include_staging: bool,
     /// Where the reductions ran.
     reductions: &'static str,
+    /// Paths that run on the device buffers directly (nccl): no staging, reductions on the GPU; the two
+    /// fields above describe the other paths.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    direct_paths: Vec<String>,
 }
 
 impl MemoryNote {
@@ -208,9 +212,23 @@ impl MemoryNote {
         MemoryNote {
             times_include_staging: kind == "cuda",
             reductions: "host",
+            direct_paths: direct_paths(&run.options),
             kind,
         }
     }
+}
+
+/// The paths in the options' `transports` that take device memory directly (nccl).
+fn direct_paths(options: &serde_json::Value) -> Vec<String> {
+    options
+        .get("transports")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|p| *p == "nccl")
+        .map(str::to_string)
+        .collect()
 }
 
 /// A number as nccl-tests writes it: `"nan"` when it is not finite.
