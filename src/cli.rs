@@ -49,6 +49,33 @@ pub enum Command {
     /// Measure every pair of hosts (bandwidth both ways at once, 8 B latency) in rounds of disjoint pairs;
     /// print host x host matrices and name a slow host or link; exit 1 when one is named.
     Pairwise(PairwiseArgs),
+    /// Measure device-to-device copy bandwidth between every ordered GPU pair on this node (needs --features
+    /// cuda) against each pair's link (NVLink or PCIe, from NVML); flag pairs far below it; exit 1 when one is.
+    GpuMatrix(GpuMatrixArgs),
+}
+
+/// Flags of `collbench gpu-matrix`.
+#[derive(Debug, Clone, Args)]
+pub struct GpuMatrixArgs {
+    /// Bytes per copy (bytes, or K/M/G, binary).
+    #[arg(long = "bytes", value_name = "SIZE", default_value = "256M")]
+    pub bytes: String,
+
+    /// Timed copies per pair (after one warm-up copy).
+    #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 5)]
+    pub iters: usize,
+
+    /// Flag pairs whose bandwidth is under this fraction of their link's expectation.
+    #[arg(long = "threshold", value_name = "FRACTION", default_value_t = 0.5)]
+    pub threshold: f64,
+
+    /// Write the measurements as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+
+    /// Overwrite the output file if it exists.
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Flags of `collbench pairwise`.

@@ -30,6 +30,7 @@ pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod fault;
+pub mod gpumatrix;
 pub mod info;
 pub mod memory;
 pub mod model;

@@ -119,3 +119,20 @@ fn nccl_on_device_memory_without_a_driver_stops_with_what_is_missing() {
         "ranks started"
     );
 }
+
+#[test]
+fn gpu_matrix_checks_its_flags_and_says_what_is_missing_without_a_gpu() {
+    let out = collbench(&["gpu-matrix", "--threshold", "1.5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--threshold") && err.contains("fraction"), "{err}");
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped the no-GPU half: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&["gpu-matrix", "--bytes", "1M", "-n", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_missing_cuda(&err, "gpu-matrix");
+}
