@@ -488,7 +488,8 @@ pub struct RunArgs {
 
     /// Paths to measure in turn, comma-separated: tcp (collbench's own transport), tcp@SPEC (bound to the
     /// interface SPEC picks on each host: a name, a glob such as en*, or a list tried in order such as
-    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher).
+    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher),
+    /// nccl (NCCL's collectives on the device buffers; needs --features cuda, --memory cuda and libnccl.so.2).
     /// Plain tcp uses --iface, else loopback on one host, else IPoIB, the interface that reaches the
     /// rendezvous, the default route's, the first by name (never loopback or container bridges)
     #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',

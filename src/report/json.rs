@@ -400,6 +400,14 @@ mod tests {
     use crate::collective::Collective;
     use crate::report::testutil::{record, run_info};
 
+    #[test]
+    fn nccl_is_listed_as_a_direct_path() {
+        let o = serde_json::json!({"transports": ["tcp@lo", "nccl"], "memory": "cuda"});
+        assert_eq!(direct_paths(&o), vec!["nccl".to_string()]);
+        assert!(direct_paths(&serde_json::json!({"transports": ["tcp"]})).is_empty());
+        assert!(direct_paths(&serde_json::json!({})).is_empty());
+    }
+
     const SCHEMA: &str = include_str!("../../schema/collbench-results.schema.json");
 
     /// Records covering the awkward cases: no op, no root, check off, a wrong element with its place.
