@@ -49,6 +49,33 @@ pub enum Command {
     /// Measure every pair of hosts (bandwidth both ways at once, 8 B latency) in rounds of disjoint pairs;
     /// print host x host matrices and name a slow host or link; exit 1 when one is named.
     Pairwise(PairwiseArgs),
+    /// Measure device-to-device copy bandwidth between every ordered GPU pair on this node (needs --features
+    /// cuda) against each pair's link (NVLink or PCIe, from NVML); flag pairs far below it; exit 1 when one is.
+    GpuMatrix(GpuMatrixArgs),
+}
+
+/// Flags of `collbench gpu-matrix`.
+#[derive(Debug, Clone, Args)]
+pub struct GpuMatrixArgs {
+    /// Bytes per copy (bytes, or K/M/G, binary).
+    #[arg(long = "bytes", value_name = "SIZE", default_value = "256M")]
+    pub bytes: String,
+
+    /// Timed copies per pair (after one warm-up copy).
+    #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 5)]
+    pub iters: usize,
+
+    /// Flag pairs whose bandwidth is under this fraction of their link's expectation.
+    #[arg(long = "threshold", value_name = "FRACTION", default_value_t = 0.5)]
+    pub threshold: f64,
+
+    /// Write the measurements as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+
+    /// Overwrite the output file if it exists.
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Flags of `collbench pairwise`.
@@ -461,7 +488,8 @@ pub struct RunArgs {
 
     /// Paths to measure in turn, comma-separated: tcp (collbench's own transport), tcp@SPEC (bound to the
     /// interface SPEC picks on each host: a name, a glob such as en*, or a list tried in order such as
-    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher).
+    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher),
+    /// nccl (NCCL's collectives on the device buffers; needs --features cuda, --memory cuda and libnccl.so.2).
     /// Plain tcp uses --iface, else loopback on one host, else IPoIB, the interface that reaches the
     /// rendezvous, the default route's, the first by name (never loopback or container bridges)
     #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',

@@ -20,7 +20,8 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     if args.timeout == 0 {
         return Err(Error::usage("-T/--timeout", "must be at least 1 second"));
     }
-    let mine = inventory::local();
+    let mut mine = inventory::local();
+    mine.gpu_topology = Some(crate::net::nvml::read());
     let Some(id) = env::identity_from(|k| std::env::var(k).ok())? else {
         // A SPEC (glob or list) names the interface it picks here, which is what the advice looks up.
         let iface = match &args.iface {

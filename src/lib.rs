@@ -30,11 +30,13 @@ pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod fault;
+pub mod gpumatrix;
 pub mod info;
 pub mod memory;
 pub mod model;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod nccl;
 pub mod net;
 pub mod options;
 pub mod plot;

@@ -25,6 +25,9 @@ fn main() {
         }
         Command::Pairwise(args) => collbench::validate::pairwise::command::pairwise(args, &argv)
             .unwrap_or_else(|e| collbench::run::report_error(&e)),
+        Command::GpuMatrix(args) => {
+            collbench::gpumatrix::gpu_matrix(args).unwrap_or_else(|e| collbench::run::report_error(&e))
+        }
     };
     std::process::exit(code);
 }

@@ -99,6 +99,8 @@ pub enum PathKind {
     Mpi,
     /// collbench's own ibverbs transport on one device and port (feature `rdma`): `rdma@mlx5_0:1`.
     Rdma { device: String, port: u8 },
+    /// NCCL's own collectives on device buffers (feature `cuda`, with `--memory cuda`).
+    Nccl,
 }
 
 impl PathKind {
@@ -124,6 +126,7 @@ impl std::fmt::Display for PathKind {
             PathKind::Tcp(Some(i)) => write!(f, "tcp@{i}"),
             PathKind::Mpi => f.write_str("mpi"),
             PathKind::Rdma { device, port } => write!(f, "rdma@{device}:{port}"),
+            PathKind::Nccl => f.write_str("nccl"),
         }
     }
 }
@@ -161,13 +164,15 @@ impl std::str::FromStr for PathKind {
                               mpi` (needs an MPI library such as libopenmpi-dev)"
                         .into(),
                 ),
+                "nccl" if cfg!(feature = "cuda") => Ok(PathKind::Nccl),
+                "nccl" => Err(crate::nccl::not_built_message()),
                 "rdma" => Err(
                     "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
                                `ibv_devices`)"
                         .into(),
                 ),
                 other => Err(format!(
-                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT] or mpi)"
+                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl)"
                 )),
             },
         }
@@ -431,13 +436,19 @@ impl Default for Options {
 /// `--memory`, refused with device memory on paths that cannot stage it (only TCP paths stage).
 fn memory_kind(value: &str, transports: &[PathKind]) -> Result<crate::memory::MemoryKind> {
     let kind: crate::memory::MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
+    if kind == crate::memory::MemoryKind::Host && transports.contains(&PathKind::Nccl) {
+        return Err(Error::usage(
+            "--transport",
+            "nccl runs on device buffers: add --memory cuda (NCCL's collectives take GPU memory only)",
+        ));
+    }
     if kind == crate::memory::MemoryKind::Cuda {
-        if let Some(p) = transports.iter().find(|p| !p.is_tcp()) {
+        if let Some(p) = transports.iter().find(|p| !p.is_tcp() && **p != PathKind::Nccl) {
             return Err(Error::usage(
                 "--memory",
                 format!(
-                    "cuda runs on tcp paths only in this build (device buffers are staged through host memory \
-                     around collbench's TCP algorithms); drop {p} from --transport, or use --memory host"
+                    "cuda runs on tcp paths only (device buffers staged through host memory around collbench's \
+                     TCP algorithms), and on nccl; drop {p} from --transport, or use --memory host"
                 ),
             ));
         }
@@ -1236,6 +1247,15 @@ mod tests {
             "{e}"
         );
         assert_eq!(memory_kind("host", &kinds).unwrap(), crate::memory::MemoryKind::Host);
+        // nccl takes device memory and nothing else.
+        let e = memory_kind("host", &[PathKind::Tcp(None), PathKind::Nccl])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--transport:") && e.contains("--memory cuda"), "{e}");
+        assert_eq!(
+            memory_kind("cuda", &[PathKind::Tcp(None), PathKind::Nccl]).unwrap(),
+            crate::memory::MemoryKind::Cuda
+        );
         let host = opts(&["-e", "1M"]).memory_needed();
         let cuda = opts(&["-e", "1M", "--memory", "cuda"]).memory_needed();
         assert!(cuda > host, "staging and check buffers count twice: {cuda} vs {host}");
@@ -1285,6 +1305,10 @@ mod path_tests {
                 .contains("--features rdma"));
         }
         assert!("udp".parse::<PathKind>().unwrap_err().contains("unknown transport"));
+        match "nccl".parse::<PathKind>() {
+            Ok(p) => assert_eq!((cfg!(feature = "cuda"), p.to_string()), (true, "nccl".to_string())),
+            Err(e) => assert!(!cfg!(feature = "cuda") && e.contains("--features cuda"), "{e}"),
+        }
         assert_eq!(
             serde_json::to_value(PathKind::Tcp(Some("ib0".into()))).unwrap(),
             "tcp@ib0"

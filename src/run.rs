@@ -21,6 +21,10 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     let opts = Options::from_cli(args)?;
     // Before any rank starts: a missing driver or an unbuilt feature is a usage error, not a rank failure.
     crate::memory::kind::check_run_memory(&args.memory)?;
+    // NCCL likewise: a missing libnccl stops the run before any rank starts.
+    if opts.transports.contains(&PathKind::Nccl) {
+        crate::nccl::check_run(opts.memory)?;
+    }
     match env::identity_from(|k| std::env::var(k).ok())? {
         None => launch_local(&opts, argv),
         Some(id) => run_rank(&opts, &id, argv),
@@ -93,6 +97,7 @@ pub(crate) fn sweep_path(
         }
         #[cfg(not(feature = "mpi"))]
         PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
+        PathKind::Nccl => sweep_nccl(sess, opts, repeat, ranks, reporters, progress),
         #[cfg(feature = "rdma")]
         PathKind::Rdma { device, port } => {
             let t = crate::transport::rdma::connect::connect(
@@ -131,6 +136,39 @@ fn sweep_cuda<E: crate::engine::Engine>(
     bench::sweep_on(engine, opts, repeat, ranks, reporters, progress, |send, recv| {
         crate::engine::staged::Staged::new(dev, rank, send, recv)
     })
+}
+
+/// NCCL's collectives on device buffers of this rank's GPU, with the first TCP path carrying the control
+/// exchanges (the communicator's unique id among them).
+#[cfg(feature = "cuda")]
+fn sweep_nccl(
+    sess: &mut session::Session,
+    opts: &Options,
+    repeat: u32,
+    ranks: &[report::RankInfo],
+    reporters: &mut [Box<dyn Reporter>],
+    progress: Option<&ProgressBar>,
+) -> Result<bench::Outcome> {
+    let mut engine = crate::nccl::engine::NcclEngine::new(&mut sess.transports[0], opts.device.as_deref())?;
+    let rank = crate::engine::Engine::rank(&engine);
+    let dev = crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
+        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))?;
+    bench::sweep_on(&mut engine, opts, repeat, ranks, reporters, progress, |send, recv| {
+        crate::engine::direct::Direct::new(dev, rank, send, recv)
+    })
+}
+
+/// Without the `cuda` feature, `--transport nccl` is refused before any rank starts; this says so again.
+#[cfg(not(feature = "cuda"))]
+fn sweep_nccl(
+    _sess: &mut session::Session,
+    _opts: &Options,
+    _repeat: u32,
+    _ranks: &[report::RankInfo],
+    _reporters: &mut [Box<dyn Reporter>],
+    _progress: Option<&ProgressBar>,
+) -> Result<bench::Outcome> {
+    Err(Error::usage("--transport", crate::nccl::not_built_message()))
 }
 
 /// Without the `cuda` feature, `--memory cuda` is refused before any rank starts; this says so again.

@@ -71,3 +71,68 @@ fn selftest_gpu_without_a_gpu_says_what_is_missing() {
     assert!(!err.contains("panicked"), "{err}");
     assert_missing_cuda(&err, "--gpu");
 }
+
+#[test]
+fn nccl_needs_the_feature_and_device_memory_and_says_so_before_any_rank_starts() {
+    let out = collbench(&["run", "--np", "1", "-b", "8", "-e", "8", "--transport", "nccl"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("--transport"), "{err}");
+    if cfg!(feature = "cuda") {
+        assert!(err.contains("--memory cuda"), "{err}");
+    } else {
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
+
+#[test]
+fn nccl_on_device_memory_without_a_driver_stops_with_what_is_missing() {
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&[
+        "run",
+        "--np",
+        "1",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "--transport",
+        "nccl",
+        "--memory",
+        "cuda",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    if cfg!(feature = "cuda") {
+        // The driver is checked first; where it is present, libnccl is (message tested in the unit tests).
+        assert!(err.contains("libcuda.so") || err.contains("libnccl.so.2"), "{err}");
+    } else {
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("all_reduce"),
+        "ranks started"
+    );
+}
+
+#[test]
+fn gpu_matrix_checks_its_flags_and_says_what_is_missing_without_a_gpu() {
+    let out = collbench(&["gpu-matrix", "--threshold", "1.5"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--threshold") && err.contains("fraction"), "{err}");
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped the no-GPU half: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&["gpu-matrix", "--bytes", "1M", "-n", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_missing_cuda(&err, "gpu-matrix");
+}

@@ -2,12 +2,14 @@
 //! ([`Native`]); library baselines (MPI, NCCL) implement the same trait.
 
 use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
+use crate::bench::point::Call;
 use crate::collective::Collective;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::options::{AlgoChoice, Options};
 use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
+pub mod direct;
 pub mod staged;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.
@@ -26,6 +28,18 @@ pub trait Engine {
     }
     /// Runs one collective.
     fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()>;
+    /// Runs one call on device buffers at the device addresses `send` and `recv`, and returns once it is
+    /// complete: for engines that take device memory directly (NCCL); the others are staged
+    /// ([`staged::Staged`]).
+    fn run_device(&mut self, _call: &Call, _send: u64, _recv: u64) -> Result<()> {
+        Err(Error::usage(
+            "--transport",
+            format!(
+                "{} cannot run on device buffers directly; its device buffers are staged",
+                self.path()
+            ),
+        ))
+    }
     /// No rank returns before every rank has entered.
     fn barrier(&mut self) -> Result<()>;
     /// Every rank's bytes on rank 0.

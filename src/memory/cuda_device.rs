@@ -67,6 +67,12 @@ impl Device for CudaDevice {
         format!("cuda:{} {}", self.gpu.ordinal, self.gpu.name)
     }
 
+    fn address(&self, mem: &CudaSlice<u8>) -> u64 {
+        // Event tracking is off (see Gpu::open), so the guard records nothing.
+        let (ptr, _record) = mem.device_ptr(self.gpu.stream());
+        ptr
+    }
+
     fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, String> {
         // A zero-byte allocation is an error to the driver; one byte stands in.
         self.gpu.alloc(bytes.max(1))

@@ -17,6 +17,8 @@ pub trait Device {
 
     /// Names the device in messages and reports (`cuda:0 NVIDIA H200`).
     fn describe(&self) -> String;
+    /// The device address of `mem` (for libraries that take device pointers, such as NCCL).
+    fn address(&self, mem: &Self::Mem) -> u64;
     /// `bytes` of device memory, zeroed.
     fn alloc(&self, bytes: usize) -> Result<Self::Mem, String>;
     /// `bytes` of pinned host memory, zeroed.

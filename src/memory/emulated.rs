@@ -26,6 +26,10 @@ impl Device for Emulated {
         "emulated (host memory)".into()
     }
 
+    fn address(&self, mem: &HostBuf) -> u64 {
+        mem.as_ptr() as u64
+    }
+
     fn alloc(&self, bytes: usize) -> Result<HostBuf, String> {
         Ok(HostBuf::new(bytes))
     }

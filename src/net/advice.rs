@@ -345,6 +345,7 @@ mod tests {
             },
             rdma: vec![],
             gpus: vec![],
+            gpu_topology: None,
         }
     }
 

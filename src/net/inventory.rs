@@ -48,6 +48,9 @@ pub struct HostInventory {
     /// NVIDIA GPUs.
     #[serde(default)]
     pub gpus: Vec<Gpu>,
+    /// NVML's view of the GPUs (PCIe and NVLink topology), where `collbench info` asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_topology: Option<super::gpu_topo::Topology>,
 }
 
 /// The inventory of this machine, as this process sees it (its network namespace and cgroup).
@@ -122,6 +125,7 @@ pub fn read(
         },
         rdma: rdma::read(sys_root),
         gpus: gpu::read(sys_root, proc_root),
+        gpu_topology: None,
     }
 }
 

@@ -142,6 +142,15 @@ fn gpus(hosts: &[HostInventory]) -> String {
     if !without.is_empty() {
         out.push_str(&none_on("NVIDIA GPUs", &without, rows.len() == 1, hosts.len()));
     }
+    // NVML's topology where it answered; where it did not, why, on hosts that have GPUs.
+    for h in hosts {
+        match &h.gpu_topology {
+            Some(t) if t.unavailable.is_none() || !h.gpus.is_empty() => {
+                out.push_str(&crate::net::gpu_topo::render(t, &h.host));
+            }
+            _ => {}
+        }
+    }
     out
 }
 
@@ -243,6 +252,7 @@ mod tests {
                 },
                 rdma: vec![],
                 gpus: vec![],
+                gpu_topology: None,
             },
             HostInventory {
                 host: "n2".into(),
@@ -253,6 +263,7 @@ mod tests {
                 },
                 rdma: vec![],
                 gpus: vec![],
+                gpu_topology: None,
             },
         ]
     }
@@ -324,6 +335,44 @@ no NVIDIA GPUs on node1
         assert_eq!(v["hosts"][1]["gpus"][0]["model"], "NVIDIA H200");
         // One host alone says it plainly.
         assert!(render(&inventory()[1..], &[]).contains("\nno RDMA devices\n\nno NVIDIA GPUs\n"));
+    }
+
+    #[test]
+    fn nvml_topology_is_shown_where_it_answered_and_its_absence_where_gpus_are() {
+        use crate::net::gpu_topo::{self, Topology};
+        let mut hosts = inventory();
+        let gpus = gpu_topo::tests::four();
+        hosts[0].gpu_topology = Some(Topology {
+            unavailable: None,
+            nvml_version: Some("12.580.65".into()),
+            pairs: gpu_topo::pairs(&gpus, |_, _| None),
+            gpus,
+        });
+        let missing = Topology {
+            unavailable: Some("NVML (libnvidia-ml.so.1, part of the NVIDIA driver) not found".into()),
+            ..Topology::default()
+        };
+        // n2 has no GPU: NVML's absence is not news there.
+        hosts[1].gpu_topology = Some(missing.clone());
+        let text = render(&hosts, &[]);
+        assert!(text.contains("node1: GPU topology (NVML 12.580.65)\n"), "{text}");
+        assert!(text.contains("gpu0  X     NV4   ?"), "{text}");
+        assert!(!text.contains("n2: GPU topology"), "{text}");
+        hosts[1].gpus = vec![Gpu {
+            bus_id: "0000:19:00.0".into(),
+            model: None,
+            numa_node: None,
+            device_id: None,
+        }];
+        let text = render(&hosts, &[]);
+        assert!(
+            text.contains("n2: GPU topology unavailable: NVML (libnvidia-ml.so.1"),
+            "{text}"
+        );
+        let v = to_json(&hosts, &[]);
+        assert_eq!(v["hosts"][0]["gpu_topology"]["pairs"][0]["nvlinks"], 4);
+        let back: Vec<HostInventory> = serde_json::from_value(v["hosts"].clone()).unwrap();
+        assert_eq!(back, hosts);
     }
 
     #[test]

@@ -198,6 +198,10 @@ struct MemoryNote {
     times_include_staging: bool,
     /// Where the reductions ran.
     reductions: &'static str,
+    /// Paths that run on the device buffers directly (nccl): no staging, reductions on the GPU; the two
+    /// fields above describe the other paths.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    direct_paths: Vec<String>,
 }
 
 impl MemoryNote {
@@ -208,9 +212,23 @@ impl MemoryNote {
         MemoryNote {
             times_include_staging: kind == "cuda",
             reductions: "host",
+            direct_paths: direct_paths(&run.options),
             kind,
         }
     }
+}
+
+/// The paths in the options' `transports` that take device memory directly (nccl).
+fn direct_paths(options: &serde_json::Value) -> Vec<String> {
+    options
+        .get("transports")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|p| *p == "nccl")
+        .map(str::to_string)
+        .collect()
 }
 
 /// A number as nccl-tests writes it: `"nan"` when it is not finite.
@@ -381,6 +399,14 @@ mod tests {
     use super::*;
     use crate::collective::Collective;
     use crate::report::testutil::{record, run_info};
+
+    #[test]
+    fn nccl_is_listed_as_a_direct_path() {
+        let o = serde_json::json!({"transports": ["tcp@lo", "nccl"], "memory": "cuda"});
+        assert_eq!(direct_paths(&o), vec!["nccl".to_string()]);
+        assert!(direct_paths(&serde_json::json!({"transports": ["tcp"]})).is_empty());
+        assert!(direct_paths(&serde_json::json!({})).is_empty());
+    }
 
     const SCHEMA: &str = include_str!("../../schema/collbench-results.schema.json");
 

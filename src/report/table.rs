@@ -264,6 +264,18 @@ fn run_header(run: &RunInfo) -> Vec<String> {
              copies (staging_us in the JSON)"
                 .to_string(),
         );
+        let nccl = run
+            .options
+            .get("transports")
+            .and_then(|t| t.as_array())
+            .is_some_and(|t| t.iter().any(|p| p == "nccl"));
+        if nccl {
+            lines.push(
+                "# Memory: the nccl path runs NCCL's collectives on the device buffers directly (no staging, \
+                 reductions on the GPU); each call is timed to the end of its stream"
+                    .to_string(),
+            );
+        }
     }
     if let Some(c) = &run.connections {
         lines.push(format!(

@@ -7,10 +7,15 @@
 #     machine.txt    nvidia-smi -L and the driver/CUDA versions, hostname, kernel
 #     selftest.json  collbench selftest --gpu -J (seed, device, every dtype/op check, verify counts, bandwidth)
 #     selftest.txt   its text output
+#     info.txt, info.json        collbench info: GPUs with NVML topology (PCIe, NVLink, pairs)
+#     run-nccl.json (and .txt)   collbench run --np 1 --memory cuda --transport nccl: every collective,
+#                    float/half sum, 16 B to 64 MiB, #wrong 0 asserted
+#     gpu-matrix.json (and .txt) collbench gpu-matrix -J (one GPU: its own copy, no pairs)
 #     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
 #                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
 # Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
-# step timed out. About 5 minutes on an H200 machine; each step is bounded by its own timeout.
+# step timed out. Each step is bounded by its own timeout and all of them together by DEVICE_CHECK_BUDGET
+# seconds (default 480): a step starts with at most what is left, and is skipped (exit 124) under 20 s.
 set -uo pipefail
 
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
@@ -41,11 +46,45 @@ done
 } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
-# Reductions, verification and bandwidth: about a minute on an H200; 300 s bounds a hang.
-timeout 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
-rc=${PIPESTATUS[0]}
+budget=${DEVICE_CHECK_BUDGET:-480}
+# Seconds a step may take: its own bound, or what is left of the budget if less; 0 when under 20 s are left.
+cap() {
+    local left=$((budget - SECONDS))
+    if [ "$left" -lt 20 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+# Runs a bounded step, or says it was skipped for lack of budget (status 124, like a timeout).
+step_run() {
+    local limit
+    limit=$(cap "$1")
+    shift
+    if [ "$limit" -eq 0 ]; then
+        echo "device-check: skipped (budget of ${budget}s spent): $*"
+        return 124
+    fi
+    timeout "$limit" "$@"
+}
+first_fail() { [ "$rc" -eq 0 ] && rc=$1; }
 
-echo "device-check: selftest exited $rc; results in $out"
+# libnccl.so.2 for --transport nccl: the loader's, else a pip wheel's (PyTorch installs nvidia-nccl-cu*).
+if [ -z "${COLLBENCH_NCCL_LIB:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
+    lib=$(timeout 30 python3 -c 'import nvidia.nccl as n, os, glob; print(next(iter(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2*"))), ""))' 2>/dev/null)
+    [ -n "$lib" ] && export COLLBENCH_NCCL_LIB=$lib
+fi
+echo "# COLLBENCH_NCCL_LIB: ${COLLBENCH_NCCL_LIB:-libnccl.so.2 from the loader path}" | tee -a "$out/machine.txt"
+rc=0
+
+# Topology through NVML: GPUs, bus ids, NUMA nodes, NVLinks.
+step_run 60 "$bin" info -J "$out/info.json" 2>&1 | tee "$out/info.txt"
+step=${PIPESTATUS[0]}
+echo "device-check: info exited $step"
+first_fail "$step"
+
+# Reductions, verification and bandwidth: about a minute on an H200; 300 s bounds a hang.
+step_run 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
+step=${PIPESTATUS[0]}
+first_fail "$step"
+
+echo "device-check: selftest exited $step; results in $out"
 if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
     timeout 30 python3 - "$out/selftest.json" <<'PY'
 import json, sys
@@ -60,10 +99,37 @@ print(f"summary: float sum {b['reduce_gbps']:.1f} GB/s vs copy {b['copy_gbps']:.
 PY
 fi
 
+# NCCL with one rank on the device buffers: every collective, #wrong 0 required, the path named nccl.
+step_run 150 "$bin" run --np 1 --memory cuda --transport nccl --collective all -d float,half -o sum \
+    -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-nccl.json" --force 2>&1 | tee "$out/run-nccl.txt"
+step=${PIPESTATUS[0]}
+echo "device-check: run --transport nccl exited $step"
+if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
+    timeout 30 python3 - "$out/run-nccl.json" <<'PY' || step=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["results"]
+wrong = [(r["collective"], r["type"], r["size"]) for r in rows
+         for p in ("out_of_place", "in_place") if r[p]["nwrong"] != 0]
+colls = sorted({r["collective"] for r in rows})
+paths = sorted({r.get("path", "?") for r in rows})
+print(f"summary: nccl: {len(rows)} rows, paths {','.join(paths)}, collectives {','.join(colls)}, "
+      f"wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
+sys.exit(1 if wrong or len(colls) != 7 or paths != ["nccl"] else 0)
+PY
+fi
+first_fail "$step"
+
+# Copy bandwidth per GPU pair (exit 1 = a pair flagged; with one GPU there are none).
+step_run 120 "$bin" gpu-matrix -J "$out/gpu-matrix.json" --force 2>&1 | tee "$out/gpu-matrix.txt"
+step=${PIPESTATUS[0]}
+echo "device-check: gpu-matrix exited $step"
+first_fail "$step"
+
 # Collectives on device buffers: 2 and 4 local ranks share the one GPU (device = local rank modulo the
 # device count), over collbench's TCP path on loopback. Exit 0 and #wrong 0 on every point are required.
 for np in 2 4; do
-    timeout 240 "$bin" run --np "$np" --memory cuda --transport tcp --collective all -d float,half,int32 \
+    step_run 240 "$bin" run --np "$np" --memory cuda --transport tcp --collective all -d float,half,int32 \
         -o sum -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-np$np.json" --force 2>&1 | tee "$out/run-np$np.txt"
     step=${PIPESTATUS[0]}
     echo "device-check: run --np $np --memory cuda exited $step"
@@ -84,6 +150,6 @@ print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collective
 sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
 PY
     fi
-    [ "$rc" -eq 0 ] && rc=$step
+    first_fail "$step"
 done
 exit "$rc"

@@ -1,0 +1,147 @@
+//! A sweep's buffers in device memory handed to the engine as device addresses, with no staging: for
+//! libraries that run on device memory themselves (NCCL). The runner still fills and checks host buffers;
+//! they are uploaded before and downloaded after the timed calls, outside the timing.
+
+use super::Engine;
+use crate::algorithm::Algo;
+use crate::bench::point::{Buffers, Call, Memory};
+use crate::error::{Error, Result};
+use crate::memory::device::Device;
+use crate::memory::HostBuf;
+
+/// Device send and receive buffers, and the host buffers the runner fills and checks.
+pub struct Direct<D: Device> {
+    dev: D,
+    rank: usize,
+    host: Buffers,
+    send: D::Mem,
+    recv: D::Mem,
+}
+
+impl<D: Device> Direct<D> {
+    /// Allocates `send_bytes` and `recv_bytes` on `dev` for `rank`.
+    pub fn new(dev: D, rank: usize, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
+        let fail = |m: String| device_error(rank, &dev, m);
+        let send = dev.alloc(send_bytes).map_err(fail)?;
+        let recv = dev.alloc(recv_bytes).map_err(fail)?;
+        Ok(Direct {
+            rank,
+            host: Buffers {
+                send: HostBuf::new(send_bytes),
+                recv: HostBuf::new(recv_bytes),
+            },
+            send,
+            recv,
+            dev,
+        })
+    }
+}
+
+/// A device failure on `rank`, naming the device.
+fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
+    Error::Peer(format!("rank {rank} ({}): {m}", dev.describe()))
+}
+
+impl<D: Device> Memory for Direct<D> {
+    fn host(&mut self) -> &mut Buffers {
+        &mut self.host
+    }
+
+    fn load(&mut self, call: &Call) -> Result<()> {
+        let r = (|| {
+            if !call.in_place {
+                self.dev.upload(&self.host.send[..call.send_len], &mut self.send, 0)?;
+            }
+            self.dev.upload(&self.host.recv[..call.recv_len], &mut self.recv, 0)
+        })();
+        r.map_err(|m| device_error(self.rank, &self.dev, m))
+    }
+
+    fn run<E: Engine>(&mut self, e: &mut E, _algo: Algo, call: &Call) -> Result<()> {
+        e.run_device(call, self.dev.address(&self.send), self.dev.address(&self.recv))
+    }
+
+    fn unload(&mut self, call: &Call) -> Result<()> {
+        self.dev
+            .download(&self.recv, 0, &mut self.host.recv[..call.recv_len])
+            .map_err(|m| device_error(self.rank, &self.dev, m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Args;
+    use crate::collective::Collective;
+    use crate::memory::emulated::Emulated;
+    use crate::reduce::{Dtype, Op};
+
+    /// Copies the call's input to the start of its output through the addresses it is given, as a one-rank
+    /// all_reduce on a device would.
+    struct CopyEngine;
+
+    impl Engine for CopyEngine {
+        fn path(&self) -> String {
+            "copy".into()
+        }
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn algo(&self, _c: Collective, _s: u64) -> Algo {
+            Algo::Library
+        }
+        fn run(&mut self, _algo: Algo, _args: Args<'_>) -> Result<()> {
+            panic!("a direct engine is handed device addresses, not host slices")
+        }
+        fn run_device(&mut self, call: &Call, send: u64, recv: u64) -> Result<()> {
+            let from = if call.in_place {
+                recv + call.input_at as u64
+            } else {
+                send
+            };
+            // SAFETY: the emulated device's addresses are host buffers at least this long.
+            unsafe { std::ptr::copy(from as *const u8, recv as *mut u8, call.send_len) };
+            Ok(())
+        }
+        fn barrier(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn gather(&mut self, d: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+            Ok(Some(vec![d.to_vec()]))
+        }
+        fn broadcast(&mut self, d: &[u8]) -> Result<Vec<u8>> {
+            Ok(d.to_vec())
+        }
+    }
+
+    #[test]
+    fn the_engine_gets_device_addresses_and_the_check_sees_what_it_wrote() {
+        let mut m = Direct::new(Emulated::default(), 0, 64, 64).unwrap();
+        let call = Call {
+            coll: Collective::AllReduce,
+            dtype: Dtype::Float,
+            op: Op::Sum,
+            root: 0,
+            count: 16,
+            in_place: false,
+            send_len: 64,
+            recv_len: 64,
+            input_at: 0,
+        };
+        for (i, b) in m.host().send.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        m.host().recv.fill(0xee);
+        m.load(&call).unwrap();
+        // The host copy is not what the engine reads: spoil it after the upload.
+        m.host().send.fill(0);
+        m.run(&mut CopyEngine, Algo::Library, &call).unwrap();
+        m.unload(&call).unwrap();
+        let want: Vec<u8> = (0..64).collect();
+        assert_eq!(&m.host().recv[..], &want[..]);
+        assert_eq!(m.take_staging_s(), None, "nothing is staged");
+    }
+}

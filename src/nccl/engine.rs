@@ -1,0 +1,225 @@
+//! The NCCL baseline: NCCL's collectives on the sweep's device buffers (no staging), through the same
+//! runner, check and reporters as collbench's own paths. The communicator is set up over collbench's control
+//! path: rank 0 makes the unique id, [`control::broadcast`] carries it, every rank joins. Each call is queued
+//! on this rank's stream and waited for, so the runner's clock times it to completion.
+
+use std::ffi::c_void;
+
+use cudarc::driver::{result, CudaSlice, DevicePtr};
+
+use super::lib::{datatype, red_op, Comm, Nccl, UniqueId};
+use super::plan::{needs_scratch, plan, P2p, Step};
+use crate::algorithm::{control, Algo, Args};
+use crate::bench::point::Call;
+use crate::collective::Collective;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::memory::cuda::{driver_err, Gpu};
+use crate::transport::Transport;
+
+/// Runs collectives through NCCL on this rank's GPU; `T` carries the control exchanges.
+pub struct NcclEngine<T: Transport> {
+    ctrl: T,
+    nccl: Nccl,
+    gpu: Gpu,
+    comm: Comm,
+    /// In-place alltoall and sendrecv send from a copy here.
+    scratch: Option<CudaSlice<u8>>,
+}
+
+impl<T: Transport> NcclEngine<T> {
+    /// Loads NCCL, opens the GPU `device` names (else the local rank's) and joins every rank of `ctrl`
+    /// into one communicator.
+    pub fn new(mut ctrl: T, device: Option<&str>) -> Result<Self> {
+        let (rank, n) = (ctrl.rank(), ctrl.size());
+        let host = crate::world::hostname();
+        let fail = move |m: String| Error::Peer(format!("rank {rank} (host {host}): nccl: {m}"));
+        let nccl = Nccl::load().map_err(|m| Error::usage("--transport", m))?;
+        let gpu = Gpu::open(device).map_err(&fail)?;
+        let mut id = UniqueId { internal: [0; 128] };
+        if rank == 0 {
+            // SAFETY: writes the 128-byte id.
+            nccl.check("ncclGetUniqueId", unsafe { (nccl.get_unique_id)(&mut id) })
+                .map_err(&fail)?;
+        }
+        let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
+        let got = control::broadcast(&mut ctrl, &bytes)?;
+        if got.len() != 128 {
+            return Err(fail(format!(
+                "the unique id from rank 0 has {} bytes, not 128",
+                got.len()
+            )));
+        }
+        for (d, s) in id.internal.iter_mut().zip(&got) {
+            *d = *s as std::ffi::c_char;
+        }
+        gpu.context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))
+            .map_err(&fail)?;
+        let mut comm: Comm = std::ptr::null_mut();
+        // SAFETY: every rank passes the same id, its own rank and the job's size; the context is current.
+        let rc = unsafe { (nccl.comm_init_rank)(&mut comm, n as i32, id, rank as i32) };
+        nccl.check("ncclCommInitRank", rc).map_err(&fail)?;
+        Ok(NcclEngine {
+            ctrl,
+            nccl,
+            gpu,
+            comm,
+            scratch: None,
+        })
+    }
+
+    fn fail(&self, m: String) -> Error {
+        Error::Peer(format!(
+            "rank {} (host {}, cuda:{} {}): nccl: {m}",
+            self.rank(),
+            crate::world::hostname(),
+            self.gpu.ordinal,
+            self.gpu.name
+        ))
+    }
+
+    /// A scratch device buffer of at least `len` bytes.
+    fn scratch(&mut self, len: usize) -> Result<u64> {
+        if self.scratch.as_ref().map_or(true, |s| s.len() < len) {
+            self.scratch = None;
+            self.scratch = Some(self.gpu.alloc(len.max(1)).map_err(|m| self.fail(m))?);
+        }
+        let s = self.scratch.as_ref().expect("allocated above");
+        Ok(s.device_ptr(self.gpu.stream()).0)
+    }
+
+    /// Queues one step on the stream.
+    fn queue(&self, call: &Call, step: &Step, scratch: u64) -> std::result::Result<(), String> {
+        let (dt, op, comm) = (datatype(call.dtype), red_op(call.op), self.comm);
+        let stream = self.gpu.stream().cu_stream() as *mut c_void;
+        let p = |a: u64| a as *mut c_void;
+        let n = &self.nccl;
+        // SAFETY: the addresses lie in the sweep's device buffers (or scratch), sized by the runner from the
+        // collective's layout; NCCL reads and writes them on `stream`, which is waited for before they are
+        // touched again.
+        unsafe {
+            match *step {
+                Step::AllReduce { send, recv, count } => n.check(
+                    "ncclAllReduce",
+                    (n.all_reduce)(p(send), p(recv), count, dt, op, comm, stream),
+                ),
+                Step::AllGather { send, recv, count } => n.check(
+                    "ncclAllGather",
+                    (n.all_gather)(p(send), p(recv), count, dt, comm, stream),
+                ),
+                Step::ReduceScatter { send, recv, count } => n.check(
+                    "ncclReduceScatter",
+                    (n.reduce_scatter)(p(send), p(recv), count, dt, op, comm, stream),
+                ),
+                Step::Broadcast {
+                    send,
+                    recv,
+                    count,
+                    root,
+                } => n.check(
+                    "ncclBroadcast",
+                    (n.broadcast)(p(send), p(recv), count, dt, root as i32, comm, stream),
+                ),
+                Step::Reduce {
+                    send,
+                    recv,
+                    count,
+                    root,
+                } => n.check(
+                    "ncclReduce",
+                    (n.reduce)(p(send), p(recv), count, dt, op, root as i32, comm, stream),
+                ),
+                Step::ToScratch { src, len } => {
+                    result::memcpy_dtod_async(scratch, src, len, self.gpu.stream().cu_stream())
+                        .map_err(driver_err("copying the in-place input aside"))
+                }
+                Step::Group(ref ops) => {
+                    n.check("ncclGroupStart", (n.group_start)())?;
+                    for o in ops {
+                        let r = match *o {
+                            P2p::Send { buf, count, peer } => {
+                                n.check("ncclSend", (n.send)(p(buf), count, dt, peer as i32, comm, stream))
+                            }
+                            P2p::Recv { buf, count, peer } => {
+                                n.check("ncclRecv", (n.recv)(p(buf), count, dt, peer as i32, comm, stream))
+                            }
+                        };
+                        if let Err(e) = r {
+                            // The group must still be closed.
+                            let _ = (n.group_end)();
+                            return Err(e);
+                        }
+                    }
+                    n.check("ncclGroupEnd", (n.group_end)())
+                }
+            }
+        }
+    }
+}
+
+impl<T: Transport> Drop for NcclEngine<T> {
+    fn drop(&mut self) {
+        // SAFETY: the communicator was made by ncclCommInitRank and is not used after this.
+        unsafe { (self.nccl.comm_destroy)(self.comm) };
+    }
+}
+
+impl<T: Transport> Engine for NcclEngine<T> {
+    fn path(&self) -> String {
+        "nccl".into()
+    }
+
+    fn rank(&self) -> usize {
+        self.ctrl.rank()
+    }
+
+    fn size(&self) -> usize {
+        self.ctrl.size()
+    }
+
+    fn algo(&self, _coll: Collective, _size_bytes: u64) -> Algo {
+        Algo::Library
+    }
+
+    fn run(&mut self, _algo: Algo, _args: Args<'_>) -> Result<()> {
+        Err(Error::usage(
+            "--memory",
+            "nccl runs on device buffers only; add --memory cuda",
+        ))
+    }
+
+    fn run_device(&mut self, call: &Call, send: u64, recv: u64) -> Result<()> {
+        let scratch = if needs_scratch(call) {
+            self.scratch(call.send_len)?
+        } else {
+            0
+        };
+        self.gpu
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))
+            .map_err(|m| self.fail(m))?;
+        for step in plan(call, self.rank(), self.size(), send, recv, scratch) {
+            self.queue(call, &step, scratch).map_err(|m| self.fail(m))?;
+        }
+        self.gpu.sync().map_err(|m| self.fail(m))
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        control::barrier(&mut self.ctrl)
+    }
+
+    fn gather(&mut self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        control::gather(&mut self.ctrl, data)
+    }
+
+    fn broadcast(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        control::broadcast(&mut self.ctrl, data)
+    }
+
+    fn forget_memory(&mut self) {
+        self.scratch = None;
+    }
+}

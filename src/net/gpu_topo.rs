@@ -1,0 +1,449 @@
+//! GPU topology as NVML reports it (see [`super::nvml`]): each GPU's PCIe link and NVLinks, and per pair the
+//! closest common ancestor and the NVLinks between them. Pure data and logic, tested with made-up machines;
+//! also the bandwidth a pair's link should give (`collbench gpu-matrix`).
+
+use serde::{Deserialize, Serialize};
+
+/// What NVML said about one host's GPUs, or why it said nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Why there is no topology (NVML not found, or a call failed); `None` when NVML answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// NVML's own version (`12.580.65`), when it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml_version: Option<String>,
+    /// GPUs in NVML's order (which is the CUDA order under CUDA_DEVICE_ORDER=PCI_BUS_ID).
+    pub gpus: Vec<GpuInfo>,
+    /// Every unordered pair (a < b).
+    pub pairs: Vec<Pair>,
+}
+
+/// One GPU as NVML sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub index: usize,
+    pub name: String,
+    /// PCI bus id in sysfs form (`0000:19:00.0`).
+    pub bus_id: String,
+    pub numa_node: Option<u32>,
+    /// Maximum PCIe generation and width of the link (the current ones drop when the GPU idles).
+    pub pcie_gen: Option<u32>,
+    pub pcie_width: Option<u32>,
+    /// NVLink version of the first active link.
+    pub nvlink_version: Option<u32>,
+    /// Every NVLink the device has, active or not.
+    pub links: Vec<NvLink>,
+}
+
+/// What is at the other end of an NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Remote {
+    Gpu,
+    Switch,
+    Other,
+}
+
+/// One NVLink of a GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
+    pub remote: Remote,
+    /// The remote end's PCI bus id (sysfs form), when NVML gave it.
+    pub remote_bus_id: Option<String>,
+}
+
+/// NVML's topology levels (nvmlGpuTopologyLevel_t), nearest first, named as `nvidia-smi topo -m` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Same board (multi-GPU boards).
+    Internal,
+    /// One PCIe switch between them (PIX).
+    Single,
+    /// Several PCIe switches, no host bridge (PXB).
+    Multiple,
+    /// Through a PCIe host bridge (PHB).
+    HostBridge,
+    /// Through the CPU's interconnect between host bridges of one NUMA node (NODE).
+    Node,
+    /// Across NUMA nodes (SYS).
+    System,
+}
+
+impl Level {
+    /// From NVML's numeric level.
+    pub fn from_nvml(v: u32) -> Option<Level> {
+        Some(match v {
+            0 => Level::Internal,
+            10 => Level::Single,
+            20 => Level::Multiple,
+            30 => Level::HostBridge,
+            40 => Level::Node,
+            50 => Level::System,
+            _ => return None,
+        })
+    }
+
+    /// The short name `nvidia-smi topo -m` uses.
+    pub fn short(self) -> &'static str {
+        match self {
+            Level::Internal => "BRD",
+            Level::Single => "PIX",
+            Level::Multiple => "PXB",
+            Level::HostBridge => "PHB",
+            Level::Node => "NODE",
+            Level::System => "SYS",
+        }
+    }
+}
+
+/// Two GPUs and what joins them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pair {
+    pub a: usize,
+    pub b: usize,
+    /// Closest common PCIe ancestor; `None` where NVML could not say.
+    pub level: Option<Level>,
+    /// Active NVLinks joining them: direct links, or through NVSwitches the smaller of the two GPUs' counts.
+    pub nvlinks: u32,
+    /// The NVLinks go through NVSwitches.
+    pub via_switch: bool,
+}
+
+impl Pair {
+    /// The connection as `nvidia-smi topo -m` writes it: `NV18`, else the PCIe level.
+    pub fn label(&self) -> String {
+        if self.nvlinks > 0 {
+            format!("NV{}", self.nvlinks)
+        } else {
+            self.level.map_or("?".into(), |l| l.short().into())
+        }
+    }
+}
+
+/// Active links of `g` to the GPU at `bus_id`.
+fn direct_links(g: &GpuInfo, bus_id: &str) -> u32 {
+    g.links
+        .iter()
+        .filter(|l| l.active && l.remote == Remote::Gpu && l.remote_bus_id.as_deref() == Some(bus_id))
+        .count() as u32
+}
+
+/// Active links of `g` to NVSwitches.
+fn switch_links(g: &GpuInfo) -> u32 {
+    g.links
+        .iter()
+        .filter(|l| l.active && l.remote == Remote::Switch)
+        .count() as u32
+}
+
+/// Every pair of `gpus`, with `level(a, b)` the common ancestor NVML reports for indices `a` and `b`.
+pub fn pairs(gpus: &[GpuInfo], level: impl Fn(usize, usize) -> Option<Level>) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for (i, a) in gpus.iter().enumerate() {
+        for (j, b) in gpus.iter().enumerate().skip(i + 1) {
+            let direct = direct_links(a, &b.bus_id).max(direct_links(b, &a.bus_id));
+            let (sa, sb) = (switch_links(a), switch_links(b));
+            let (nvlinks, via_switch) = if direct > 0 {
+                (direct, false)
+            } else if sa > 0 && sb > 0 {
+                (sa.min(sb), true)
+            } else {
+                (0, false)
+            };
+            out.push(Pair {
+                a: a.index,
+                b: b.index,
+                level: level(i, j),
+                nvlinks,
+                via_switch,
+            });
+        }
+    }
+    out
+}
+
+/// A PCI bus id in sysfs form: NVML writes an 8-digit domain (`00000000:19:00.0`), sysfs four, lower case.
+pub fn sysfs_bus_id(nvml: &str) -> String {
+    let s = nvml.trim().to_lowercase();
+    match s.split_once(':') {
+        Some((dom, rest)) => match u32::from_str_radix(dom, 16) {
+            Ok(d) => format!("{d:04x}:{rest}"),
+            Err(_) => s,
+        },
+        None => s,
+    }
+}
+
+/// One NVLink lane's bandwidth in one direction, GB/s, by NVLink version (1: P100, 2: V100, 3: A100,
+/// 4: H100/H200, 5: B200).
+pub fn nvlink_gbs_per_link(version: u32) -> Option<f64> {
+    match version {
+        1 => Some(20.0),
+        2..=4 => Some(25.0),
+        5 => Some(50.0),
+        _ => None,
+    }
+}
+
+/// A PCIe link's bandwidth in one direction, GB/s (after line coding), by generation and width.
+pub fn pcie_gbs(gen: u32, width: u32) -> Option<f64> {
+    let lane = match gen {
+        1 => 0.25,
+        2 => 0.5,
+        3 => 0.985,
+        4 => 1.969,
+        5 => 3.938,
+        6 => 7.563,
+        _ => return None,
+    };
+    Some(lane * f64::from(width))
+}
+
+/// What a copy from `a` to `b` should reach, GB/s, and the link it assumes (`NV18 x 25 GB/s`,
+/// `PCIe gen5 x16`): NVLinks where there are any, else the slower of the two GPUs' PCIe links.
+pub fn expected_gbs(a: &GpuInfo, b: &GpuInfo, pair: Option<&Pair>) -> Option<(f64, String)> {
+    if let Some(p) = pair.filter(|p| p.nvlinks > 0) {
+        let v = a.nvlink_version.or(b.nvlink_version)?;
+        let per = nvlink_gbs_per_link(v)?;
+        return Some((
+            per * f64::from(p.nvlinks),
+            format!("NV{} (NVLink {v}, {per} GB/s per link)", p.nvlinks),
+        ));
+    }
+    let one = |g: &GpuInfo| Some((pcie_gbs(g.pcie_gen?, g.pcie_width?)?, g.pcie_gen?, g.pcie_width?));
+    let (ra, rb) = (one(a)?, one(b)?);
+    let slow = if ra.0 <= rb.0 { ra } else { rb };
+    Some((slow.0, format!("PCIe gen{} x{}", slow.1, slow.2)))
+}
+
+/// The pair of `a` and `b` (either order) in `pairs`.
+pub fn pair_of(pairs: &[Pair], a: usize, b: usize) -> Option<&Pair> {
+    let (a, b) = (a.min(b), a.max(b));
+    pairs.iter().find(|p| p.a == a && p.b == b)
+}
+
+/// The topology as text: one line per GPU, then the connection matrix (`nvidia-smi topo -m` style).
+pub fn render(t: &Topology, host: &str) -> String {
+    if let Some(why) = &t.unavailable {
+        return format!("{host}: GPU topology unavailable: {why}\n");
+    }
+    let mut out = String::new();
+    if t.gpus.is_empty() {
+        return out;
+    }
+    let mut rows = vec![vec![
+        "gpu".to_string(),
+        "name".into(),
+        "bus".into(),
+        "numa".into(),
+        "pcie".into(),
+        "nvlinks".into(),
+    ]];
+    for g in &t.gpus {
+        let active = g.links.iter().filter(|l| l.active).count();
+        rows.push(vec![
+            g.index.to_string(),
+            g.name.clone(),
+            g.bus_id.clone(),
+            g.numa_node.map_or("-".into(), |n| n.to_string()),
+            match (g.pcie_gen, g.pcie_width) {
+                (Some(gen), Some(w)) => format!("gen{gen} x{w}"),
+                _ => "-".into(),
+            },
+            if g.links.is_empty() {
+                "-".into()
+            } else {
+                let v = g.nvlink_version.map_or(String::new(), |v| format!(" (v{v})"));
+                format!("{active}/{} active{v}", g.links.len())
+            },
+        ]);
+    }
+    out.push_str(&format!(
+        "{host}: GPU topology (NVML {})\n",
+        t.nvml_version.as_deref().unwrap_or("?")
+    ));
+    out.push_str(&table(&rows));
+    if t.gpus.len() > 1 {
+        let mut m = vec![std::iter::once(String::new())
+            .chain(t.gpus.iter().map(|g| format!("gpu{}", g.index)))
+            .collect::<Vec<_>>()];
+        for a in &t.gpus {
+            let mut r = vec![format!("gpu{}", a.index)];
+            for b in &t.gpus {
+                r.push(if a.index == b.index {
+                    "X".into()
+                } else {
+                    pair_of(&t.pairs, a.index, b.index).map_or("?".into(), Pair::label)
+                });
+            }
+            m.push(r);
+        }
+        out.push_str(&table(&m));
+        out.push_str(
+            "NV#: # NVLinks (through NVSwitches where the GPUs link to switches); PIX/PXB: PCIe switches; PHB: \
+             host bridge; NODE: within a NUMA node; SYS: across NUMA nodes\n",
+        );
+    }
+    out
+}
+
+/// Rows as columns two spaces apart, left-aligned, no trailing spaces.
+fn table(rows: &[Vec<String>]) -> String {
+    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..ncol)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| format!("{s:<w$}", w = width[c]))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn link(link: u32, remote: Remote, bus: &str) -> NvLink {
+        NvLink {
+            link,
+            active: true,
+            remote,
+            remote_bus_id: Some(bus.into()),
+        }
+    }
+
+    /// Four GPUs: 0 and 1 joined by 4 direct NVLinks (v3), 2 and 3 on PCIe only, across NUMA nodes.
+    pub(crate) fn four() -> Vec<GpuInfo> {
+        let g = |i: usize, bus: &str, numa: u32, links: Vec<NvLink>| GpuInfo {
+            index: i,
+            name: "NVIDIA A100".into(),
+            bus_id: bus.into(),
+            numa_node: Some(numa),
+            pcie_gen: Some(4),
+            pcie_width: Some(16),
+            nvlink_version: (!links.is_empty()).then_some(3),
+            links,
+        };
+        let to1: Vec<NvLink> = (0..4).map(|l| link(l, Remote::Gpu, "0000:1a:00.0")).collect();
+        let mut to0: Vec<NvLink> = (0..4).map(|l| link(l, Remote::Gpu, "0000:19:00.0")).collect();
+        to0.push(NvLink {
+            link: 4,
+            active: false,
+            remote: Remote::Other,
+            remote_bus_id: None,
+        });
+        vec![
+            g(0, "0000:19:00.0", 0, to1),
+            g(1, "0000:1a:00.0", 0, to0),
+            g(2, "0000:5e:00.0", 1, vec![]),
+            g(3, "0000:5f:00.0", 1, vec![]),
+        ]
+    }
+
+    fn level(a: usize, b: usize) -> Option<Level> {
+        Some(if a / 2 == b / 2 { Level::Single } else { Level::System })
+    }
+
+    #[test]
+    fn direct_nvlinks_are_counted_per_pair_and_pcie_pairs_get_their_level() {
+        let p = pairs(&four(), level);
+        assert_eq!(p.len(), 6);
+        let p01 = pair_of(&p, 1, 0).unwrap();
+        assert_eq!(
+            (p01.nvlinks, p01.via_switch, p01.label()),
+            (4, false, "NV4".to_string())
+        );
+        assert_eq!(pair_of(&p, 2, 3).unwrap().label(), "PIX");
+        assert_eq!(pair_of(&p, 0, 3).unwrap().label(), "SYS");
+    }
+
+    #[test]
+    fn gpus_on_nvswitches_are_joined_by_the_fewer_of_their_switch_links() {
+        let mut gpus = four();
+        for (g, n) in gpus.iter_mut().zip([18u32, 18, 18, 12]) {
+            g.links = (0..n).map(|l| link(l, Remote::Switch, "0000:ff:00.0")).collect();
+        }
+        let p = pairs(&gpus, level);
+        assert_eq!(pair_of(&p, 0, 1).unwrap().nvlinks, 18);
+        let p23 = pair_of(&p, 2, 3).unwrap();
+        assert_eq!((p23.nvlinks, p23.via_switch), (12, true));
+    }
+
+    #[test]
+    fn bus_ids_take_sysfs_form_and_levels_nvml_numbers() {
+        assert_eq!(sysfs_bus_id("00000000:19:00.0"), "0000:19:00.0");
+        assert_eq!(sysfs_bus_id("00000001:AB:00.0"), "0001:ab:00.0");
+        assert_eq!(Level::from_nvml(40), Some(Level::Node));
+        assert_eq!(Level::from_nvml(7), None);
+    }
+
+    #[test]
+    fn expectations_follow_the_link() {
+        let gpus = four();
+        let p = pairs(&gpus, level);
+        let (gbs, why) = expected_gbs(&gpus[0], &gpus[1], pair_of(&p, 0, 1)).unwrap();
+        assert_eq!((gbs, why.starts_with("NV4")), (100.0, true));
+        let (gbs, why) = expected_gbs(&gpus[2], &gpus[3], pair_of(&p, 2, 3)).unwrap();
+        assert!((gbs - 31.504).abs() < 1e-9 && why == "PCIe gen4 x16", "{gbs} {why}");
+        let mut slow = gpus[3].clone();
+        slow.pcie_width = Some(8);
+        assert_eq!(expected_gbs(&gpus[2], &slow, None).unwrap().1, "PCIe gen4 x8");
+        slow.pcie_gen = None;
+        assert_eq!(
+            expected_gbs(&gpus[2], &slow, None),
+            None,
+            "unknown link, no expectation"
+        );
+    }
+
+    #[test]
+    fn renders_gpus_and_the_pair_matrix() {
+        let gpus = four();
+        let t = Topology {
+            unavailable: None,
+            nvml_version: Some("12.580.65".into()),
+            pairs: pairs(&gpus, level),
+            gpus,
+        };
+        let text = render(&t, "h0");
+        let want = "\
+h0: GPU topology (NVML 12.580.65)
+gpu  name         bus           numa  pcie      nvlinks
+0    NVIDIA A100  0000:19:00.0  0     gen4 x16  4/4 active (v3)
+1    NVIDIA A100  0000:1a:00.0  0     gen4 x16  4/5 active (v3)
+2    NVIDIA A100  0000:5e:00.0  1     gen4 x16  -
+3    NVIDIA A100  0000:5f:00.0  1     gen4 x16  -
+      gpu0  gpu1  gpu2  gpu3
+gpu0  X     NV4   SYS   SYS
+gpu1  NV4   X     SYS   SYS
+gpu2  SYS   SYS   X     PIX
+gpu3  SYS   SYS   PIX   X
+";
+        assert!(text.starts_with(want), "{text}");
+        let none = Topology {
+            unavailable: Some("NVML (libnvidia-ml.so.1) not found".into()),
+            ..Topology::default()
+        };
+        assert_eq!(
+            render(&none, "h1"),
+            "h1: GPU topology unavailable: NVML (libnvidia-ml.so.1) not found\n"
+        );
+    }
+}
