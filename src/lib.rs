@@ -15,7 +15,7 @@
 //! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
 //! - [`compare`]: two results files against each other, regressions with significance (`collbench compare`).
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
-//! - [`mpi`] (feature `mpi`): MPI bootstrap and the MPI baseline engine.
+//! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link

@@ -2,7 +2,7 @@
 //! each dtype and op, the NVRTC architecture for a device, and the launch geometry.
 //!
 //! Pure host logic, compiled in every build so that it is tested without CUDA; the launcher that uses it
-//! is [`super::cuda`] (feature `cuda`).
+//! is `super::cuda` (feature `cuda`).
 
 use super::{Dtype, Op};
 
