@@ -173,43 +173,13 @@ pub fn render(r: &Report) -> String {
             ),
         ]);
     }
-    out.push_str(&columns(&rows));
+    // Numbers (the first five columns) right-aligned.
+    out.push_str(&crate::report::info::columns(&rows, &[0, 1, 2, 3, 4]));
     if r.advice.is_empty() {
         out.push_str("no pair below its expectation\n");
     }
     for a in &r.advice {
         out.push_str(&format!("warning: {a}\n"));
-    }
-    out
-}
-
-/// Rows as columns two spaces apart, numbers (the first five) right-aligned, no trailing spaces.
-fn columns(rows: &[Vec<String>]) -> String {
-    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..ncol)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| {
-                if c < 5 {
-                    format!("{s:>w$}", w = width[c])
-                } else {
-                    format!("{s:<w$}", w = width[c])
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
     }
     out
 }

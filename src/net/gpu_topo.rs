@@ -266,7 +266,7 @@ pub fn render(t: &Topology, host: &str) -> String {
         "{host}: GPU topology (NVML {})\n",
         t.nvml_version.as_deref().unwrap_or("?")
     ));
-    out.push_str(&table(&rows));
+    out.push_str(&crate::report::info::columns(&rows, &[]));
     if t.gpus.len() > 1 {
         let mut m = vec![std::iter::once(String::new())
             .chain(t.gpus.iter().map(|g| format!("gpu{}", g.index)))
@@ -282,36 +282,11 @@ pub fn render(t: &Topology, host: &str) -> String {
             }
             m.push(r);
         }
-        out.push_str(&table(&m));
+        out.push_str(&crate::report::info::columns(&m, &[]));
         out.push_str(
             "NV#: # NVLinks (through NVSwitches where the GPUs link to switches); PIX/PXB: PCIe switches; PHB: \
              host bridge; NODE: within a NUMA node; SYS: across NUMA nodes\n",
         );
-    }
-    out
-}
-
-/// Rows as columns two spaces apart, left-aligned, no trailing spaces.
-fn table(rows: &[Vec<String>]) -> String {
-    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..ncol)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let cells: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| format!("{s:<w$}", w = width[c]))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
     }
     out
 }

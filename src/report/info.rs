@@ -173,7 +173,7 @@ fn speed(mbps: u64) -> String {
 }
 
 /// Rows as columns two spaces apart, left-aligned except the `right` ones (numbers); no trailing spaces.
-fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
+pub(crate) fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
     let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
     let width: Vec<usize> = (0..ncol)
         .map(|c| {
