@@ -120,6 +120,13 @@ pub(crate) fn sweep_path(
     }
 }
 
+/// This rank's GPU (`--device`, else by local rank); a failure names the rank and says what to check.
+#[cfg(feature = "cuda")]
+fn open_gpu(opts: &Options, rank: usize) -> Result<crate::memory::cuda_device::CudaDevice> {
+    crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
+        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))
+}
+
 /// [`bench::sweep`] on device buffers of this rank's GPU, staged through pinned host memory.
 #[cfg(feature = "cuda")]
 fn sweep_cuda<E: crate::engine::Engine>(
@@ -131,8 +138,7 @@ fn sweep_cuda<E: crate::engine::Engine>(
     progress: Option<&ProgressBar>,
 ) -> Result<bench::Outcome> {
     let rank = engine.rank();
-    let dev = crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
-        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))?;
+    let dev = open_gpu(opts, rank)?;
     bench::sweep_on(engine, opts, repeat, ranks, reporters, progress, |send, recv| {
         crate::engine::staged::Staged::new(dev, rank, send, recv)
     })
@@ -151,8 +157,7 @@ fn sweep_nccl(
 ) -> Result<bench::Outcome> {
     let mut engine = crate::nccl::engine::NcclEngine::new(&mut sess.transports[0], opts.device.as_deref())?;
     let rank = crate::engine::Engine::rank(&engine);
-    let dev = crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
-        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))?;
+    let dev = open_gpu(opts, rank)?;
     bench::sweep_on(&mut engine, opts, repeat, ranks, reporters, progress, |send, recv| {
         crate::engine::direct::Direct::new(dev, rank, send, recv)
     })
