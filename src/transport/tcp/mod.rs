@@ -327,7 +327,8 @@ impl TcpTransport {
             note.text = format!("{ph}: {}", note.text);
         }
         self.suspect = note.culprit.as_ref().map(|c| c.0);
-        self.notes.insert(0, note);
+        // Appended: queue_notes sends each peer the notes past those it was sent, by position.
+        self.notes.push(note);
     }
 
     /// The message of the verdict as this rank reports it; `own` is this rank's error ("" for its note's).
@@ -389,15 +390,12 @@ impl TcpTransport {
                 .map(|p| (p.addr.rank, p.addr.host.clone()));
             let mut text = err_text.clone();
             text.truncate(MAX_ABORT_BODY / 2);
-            self.notes.insert(
-                0,
-                AbortNote {
-                    origin: self.rank,
-                    origin_host: self.host.clone(),
-                    culprit,
-                    text,
-                },
-            );
+            self.notes.push(AbortNote {
+                origin: self.rank,
+                origin_host: self.host.clone(),
+                culprit,
+                text,
+            });
         }
         self.poison(err_text.clone());
         self.linger();
@@ -981,6 +979,31 @@ mod tests {
             "rank 1 answered rank 0: {:?}",
             t1.notes
         );
+    }
+
+    #[test]
+    fn an_answer_given_after_relaying_a_note_still_reaches_the_blaming_rank() {
+        // Rank 1 waits on rank 2, which waits on rank 3 (stopped). Rank 1 stops on rank 2's note and relays it
+        // to rank 0; only then does rank 0 blame rank 1. Rank 1's answer comes after a note it already sent
+        // rank 0, and must still be sent, or rank 0 would name rank 1.
+        let mut links = mesh(4);
+        let stopped = links.pop().unwrap();
+        let l2 = links.pop().unwrap();
+        let l1 = links.pop().unwrap();
+        let mut t0 = transport(0, links.pop().unwrap(), Duration::from_secs(60));
+        let h2 = std::thread::spawn(move || wait_on(2, l2, Duration::from_millis(200), 3));
+        let h1 = std::thread::spawn(move || wait_on(1, l1, Duration::from_secs(60), 2));
+        let mut buf = [0u8; 64];
+        // SAFETY: buf outlives the request, which the wait below ends.
+        let req = unsafe { t0.post_recv(1, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        let err0 = t0.wait(req).expect_err("rank 1 relays rank 2's note");
+        t0.suspect = Some(1);
+        let m0 = t0.abort(err0.during("all_reduce of 64 B")).to_string();
+        let m1 = h1.join().unwrap();
+        h2.join().unwrap();
+        drop(stopped);
+        assert!(m1.ends_with("Culprit: rank 3 (host h3)"), "{m1}");
+        assert!(m0.ends_with("Culprit: rank 3 (host h3)"), "{m0}");
     }
 
     #[test]
