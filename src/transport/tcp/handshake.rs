@@ -9,7 +9,7 @@ pub const HELLO_MAGIC: [u8; 4] = *b"CBTH";
 /// Magic that opens the accepting side's answer.
 pub const ACK_MAGIC: [u8; 4] = *b"CBTA";
 /// Protocol version of the data path; ranks of different versions refuse each other.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Encoded size of a [`Hello`].
 pub const HELLO_LEN: usize = 4 + 2 + 16 + 4 + 4 + 2 + 2;
 /// Encoded size of an ack.
@@ -111,7 +111,12 @@ pub fn decode_ack(b: &[u8]) -> Result<(), String> {
 }
 
 /// Length of the header before every message part on a data connection.
-pub const FRAME_HEADER_LEN: usize = 8;
+///
+/// 16, not the 8 its two fields need: the kernel copies a send into socket memory that often starts at a page
+/// boundary, and x86 `rep movsb` (the kernel's copy) runs about 13x slower when the destination lies 1-15
+/// bytes past the source modulo 4 KiB. With an 8-byte header every page-aligned buffer hit that case; with
+/// 16 the payload keeps its source's alignment (measured on this project's machines: 3.4 vs 45 GB/s).
+pub const FRAME_HEADER_LEN: usize = 16;
 
 /// The header before every message part: its payload length and its sequence number on the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,15 +128,16 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
-    /// Wire form: both fields little-endian.
+    /// Wire form: both fields little-endian, then 8 zero bytes (alignment, see [`FRAME_HEADER_LEN`]).
     pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
         let mut b = [0u8; FRAME_HEADER_LEN];
         b[..4].copy_from_slice(&self.len.to_le_bytes());
-        b[4..].copy_from_slice(&self.seq.to_le_bytes());
+        b[4..8].copy_from_slice(&self.seq.to_le_bytes());
         b
     }
 
-    /// Reads a header; every 8 bytes are some header, so this cannot fail.
+    /// Reads a header's fields; every 16 bytes hold some fields, so this cannot fail ([`FrameHeader::check`]
+    /// also requires the padding to be zero).
     pub fn decode(b: &[u8; FRAME_HEADER_LEN]) -> FrameHeader {
         FrameHeader {
             len: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
@@ -143,6 +149,13 @@ impl FrameHeader {
     /// transport contract, so any difference means the ranks disagree on the schedule, or a stranger got in).
     pub fn check(b: &[u8; FRAME_HEADER_LEN], expected: FrameHeader) -> Result<(), String> {
         let got = FrameHeader::decode(b);
+        if b[8..].iter().any(|&x| x != 0) {
+            return Err(format!(
+                "protocol error: the header of part #{} has non-zero padding; the peer is not a collbench rank \
+                 of this protocol version",
+                expected.seq
+            ));
+        }
         if got != expected {
             return Err(format!(
                 "protocol error: expected part #{} of {} bytes, the peer sent part #{} of {} bytes; the ranks \
@@ -217,6 +230,19 @@ mod tests {
             e.contains("part #7 of 4096 bytes") && e.contains("part #7 of 8 bytes"),
             "{e}"
         );
+        let mut padded = h.encode();
+        padded[FRAME_HEADER_LEN - 1] = 1;
+        assert_eq!(FrameHeader::decode(&padded), h);
+        let e = FrameHeader::check(&padded, h).unwrap_err();
+        assert!(e.contains("non-zero padding"), "{e}");
+    }
+
+    #[test]
+    fn a_payload_starts_16_bytes_after_its_header_so_aligned_buffers_stay_aligned_on_the_wire() {
+        // The kernel's copy into socket memory is slow when the destination is 1-15 bytes past the source
+        // (mod 4 KiB); a header of a multiple of 16 keeps a page-aligned buffer's payload clear of that.
+        assert_eq!(FRAME_HEADER_LEN % 16, 0);
+        assert_eq!(FrameHeader { len: 1, seq: 2 }.encode().len(), FRAME_HEADER_LEN);
     }
 
     #[test]

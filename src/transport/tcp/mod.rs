@@ -2,8 +2,9 @@
 //! sockets driven from `wait` (no threads, no async runtime, no allocation per message), receives straight
 //! into place.
 //!
-//! Wire format per stream: every message part is an 8-byte header (part length, sequence number, both
-//! little-endian u32) followed by the payload. The receiver knows what it expects (the transport contract
+//! Wire format per stream: every message part is a 16-byte header (part length, sequence number, both
+//! little-endian u32, then 8 zero bytes that keep payloads aligned: see [`handshake::FRAME_HEADER_LEN`])
+//! followed by the payload. The receiver knows what it expects (the transport contract
 //! fixes order and length), so the header only guards against ranks that disagree on the schedule.
 //! A message of at least [`TcpConfig::stripe_min`] bytes is split across all streams of the peer; smaller
 //! ones go round-robin, one stream each.

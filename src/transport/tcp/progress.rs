@@ -142,6 +142,7 @@ impl Outbox {
     pub fn push_frame(&mut self, body: &[u8]) {
         self.frames.extend_from_slice(&ABORT_MARK.to_le_bytes());
         self.frames.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        self.frames.extend_from_slice(&[0; HEADER_LEN - 8]);
         self.frames.extend_from_slice(body);
     }
 
@@ -433,8 +434,7 @@ mod tests {
     #[test]
     fn control_skips_data_parts_and_keeps_abort_frames_split_anywhere() {
         let mut wire = Vec::new();
-        wire.extend_from_slice(&5u32.to_le_bytes());
-        wire.extend_from_slice(&0u32.to_le_bytes());
+        wire.extend_from_slice(&FrameHeader { len: 5, seq: 0 }.encode());
         wire.extend_from_slice(b"hello");
         wire.extend(frame(b"{\"a\":1}"));
         wire.extend(frame(b"second"));
@@ -458,6 +458,7 @@ mod tests {
         let mut c = Control::default();
         c.buf.extend_from_slice(&ABORT_MARK.to_le_bytes());
         c.buf.extend_from_slice(&((MAX_ABORT_BODY + 1) as u32).to_le_bytes());
+        c.buf.extend_from_slice(&[0; HEADER_LEN - 8]);
         assert!(!c.parse());
     }
 }
