@@ -346,6 +346,12 @@ pub struct PreflightArgs {
         default_value_t = Options::default().spin.as_micros() as u64)]
     pub spin: u64,
 
+    /// Send buffer (SO_SNDBUF) of every TCP data socket, 4 KiB..=256 MiB, or auto for the kernel's autotuning;
+    /// the kernel doubles it and caps it at net.core.wmem_max.
+    #[arg(long = "sndbuf", value_name = "SIZE|auto", help_heading = TUNING,
+        default_value_t = Options::default().sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
+    pub sndbuf: String,
+
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
@@ -543,6 +549,12 @@ pub struct RunArgs {
     #[arg(long = "spin", value_name = "US", help_heading = TUNING,
         default_value_t = Options::default().spin.as_micros() as u64)]
     pub spin: u64,
+
+    /// Send buffer (SO_SNDBUF) of every TCP data socket, 4 KiB..=256 MiB, or auto for the kernel's autotuning;
+    /// the kernel doubles it and caps it at net.core.wmem_max.
+    #[arg(long = "sndbuf", value_name = "SIZE|auto", help_heading = TUNING,
+        default_value_t = Options::default().sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
+    pub sndbuf: String,
 
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,

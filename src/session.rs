@@ -33,6 +33,7 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
         timeout: opts.timeout,
         connect_timeout: opts.connect_timeout,
         spin: opts.spin,
+        sndbuf: opts.sndbuf,
     }
 }
 

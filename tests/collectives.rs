@@ -266,16 +266,18 @@ fn check_collective(coll: Collective) {
     let mut failures = Vec::new();
     for (ni, &n) in RANKS.iter().enumerate() {
         for streams in [1usize, 3] {
-            // Waits that poll before sleeping (the default) with one stream, waits that sleep at once with three:
-            // both wait paths see every collective.
-            let spin = if streams == 1 {
-                Options::default().spin
+            // Waits that poll before sleeping and a fixed send buffer (the defaults) with one stream, waits that
+            // sleep at once on autotuned buffers with three: both wait paths and both kinds of socket see every
+            // collective.
+            let (spin, sndbuf) = if streams == 1 {
+                (Options::default().spin, Options::default().sndbuf)
             } else {
-                std::time::Duration::ZERO
+                (std::time::Duration::ZERO, None)
             };
             let opts = Options {
                 streams,
                 spin,
+                sndbuf,
                 timeout: std::time::Duration::from_secs(60),
                 ..Options::default()
             };

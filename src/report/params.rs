@@ -26,6 +26,8 @@ pub struct Params {
     pub algo: Option<String>,
     pub streams: Option<u64>,
     pub chunk_bytes: Option<u64>,
+    /// `--sndbuf`: bytes, or `auto`; `None` for records older than the option.
+    pub sndbuf: Option<String>,
     /// Seconds; `Options` serialises its `Duration` as `{secs, nanos}`, a plain number is accepted too.
     pub timeout_s: Option<f64>,
     /// `--bootstrap-timeout`, seconds.
@@ -69,6 +71,11 @@ impl Params {
             algo: s("/algo"),
             streams: u("/streams"),
             chunk_bytes: u("/chunk_bytes"),
+            sndbuf: match o.get("sndbuf") {
+                Some(Value::Null) => Some("auto".into()),
+                Some(v) => v.as_u64().map(|b| b.to_string()),
+                None => None,
+            },
             timeout_s,
             bootstrap_timeout_s: secs("bootstrap_timeout"),
             connect_timeout_s: secs("connect_timeout"),
@@ -97,6 +104,13 @@ mod tests {
         assert!(p.iters.is_some() && p.warmup.is_some() && p.check_iters.is_some());
         assert!(p.rank_stat.is_some() && p.algo.is_some() && p.streams.is_some());
         assert!(p.chunk_bytes.is_some() && p.timeout_s.is_some());
+        assert_eq!(p.sndbuf.as_deref(), Some("524288"));
+        let auto = crate::options::Options {
+            sndbuf: None,
+            ..Default::default()
+        };
+        let p = Params::from_options(&serde_json::to_value(auto).unwrap());
+        assert_eq!(p.sndbuf.as_deref(), Some("auto"));
     }
 
     #[test]
@@ -112,6 +126,7 @@ mod tests {
         assert_eq!(q.step, Some(StepView::Bytes(1024)));
         assert_eq!(q.timeout_s, Some(2.5));
         assert_eq!(q.iters, None);
+        assert_eq!(q.sndbuf, None, "a record from before --sndbuf");
         assert_eq!(or_unknown(&q.iters), "?");
         assert_eq!(Params::from_options(&Value::Null), Params::default());
     }

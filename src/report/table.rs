@@ -239,10 +239,12 @@ fn run_header(run: &RunInfo) -> Vec<String> {
             or_unknown(&p.check_iters),
         ),
         format!(
-            "# rank stat: {} algo: {} streams: {} chunk bytes: {} timeout: {timeout} s",
+            "# rank stat: {} algo: {} streams: {}{} chunk bytes: {} timeout: {timeout} s",
             or_unknown(&p.rank_stat),
             or_unknown(&p.algo),
             or_unknown(&p.streams),
+            // Records from before --sndbuf existed show nothing rather than a guess.
+            p.sndbuf.as_ref().map_or(String::new(), |b| format!(" sndbuf: {b}")),
             or_unknown(&p.chunk_bytes),
         ),
         format!(
@@ -440,7 +442,7 @@ mod tests {
 # collbench version 0.1.0
 # Command line: collbench run --np 2
 # nRanks 2 minBytes 8 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
-# rank stat: max algo: auto streams: 1 chunk bytes: 524288 timeout: 60 s
+# rank stat: max algo: auto streams: 1 sndbuf: 524288 chunk bytes: 524288 timeout: 60 s
 # Timeouts: bootstrap 120 s connect 60 s collective wait 60 s
 # Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
 # Job token: COLLBENCH_JOB_TOKEN

@@ -116,6 +116,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
             "force": false,
             "streams": 1,
             "chunk_bytes": 524288,
+            "sndbuf": 524288,
             "progress": "auto"
         }),
     }

@@ -210,7 +210,8 @@ pub fn connect_all(
         let mut v = Vec::with_capacity(ns);
         for sock in streams {
             let sock = sock.expect("every stream is connected by now");
-            configure_data_socket(&sock).map_err(|e| Error::io(format!("{me}: configuring data socket"), e))?;
+            configure_data_socket(&sock, cfg.sndbuf)
+                .map_err(|e| Error::io(format!("{me}: configuring data socket (--sndbuf)"), e))?;
             v.push(sock);
         }
         conns.push(Some((peers[r].clone(), v)));
@@ -250,9 +251,14 @@ fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<
     )))
 }
 
-fn configure_data_socket(sock: &TcpStream) -> std::io::Result<()> {
+fn configure_data_socket(sock: &TcpStream, sndbuf: Option<usize>) -> std::io::Result<()> {
     sock.set_read_timeout(None)?;
     sock.set_nodelay(true)?;
+    if let Some(bytes) = sndbuf {
+        // A fixed send buffer turns off the kernel's autotuning, which grows it to megabytes; see
+        // `Options::sndbuf` for what was measured.
+        socket2::SockRef::from(sock).set_send_buffer_size(bytes)?;
+    }
     sock.set_nonblocking(true)
 }
 
@@ -272,5 +278,32 @@ fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream>
         }
         // Back off briefly before retrying a refused connection: the peer's listener is not up yet.
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn a_data_socket_gets_the_requested_send_buffer_or_keeps_autotuning() {
+        let (a, b) = pair();
+        let before = socket2::SockRef::from(&b).send_buffer_size().unwrap();
+        configure_data_socket(&b, None).unwrap();
+        assert_eq!(socket2::SockRef::from(&b).send_buffer_size().unwrap(), before);
+        // Linux doubles the value for its bookkeeping; a request below wmem_max is honoured.
+        let want = 96 << 10;
+        configure_data_socket(&a, Some(want)).unwrap();
+        let got = socket2::SockRef::from(&a).send_buffer_size().unwrap();
+        assert!((want..=4 * want).contains(&got), "asked {want}, got {got}");
+        assert!(a.nodelay().unwrap());
     }
 }

@@ -46,6 +46,8 @@ pub struct TcpConfig {
     pub connect_timeout: Duration,
     /// How long a wait polls the sockets (yielding the CPU between polls) before it sleeps in poll(2).
     pub spin: Duration,
+    /// SO_SNDBUF of every data socket; `None` keeps the kernel's autotuning.
+    pub sndbuf: Option<usize>,
 }
 
 /// The polling phase of a wait: a peer's next bytes often arrive within microseconds, sooner than a sleeping
@@ -873,6 +875,7 @@ mod tests {
             timeout,
             connect_timeout: Duration::from_secs(5),
             spin: Duration::ZERO,
+            sndbuf: None,
         };
         TcpTransport::new(r, format!("h{r}"), "lo".into(), "tcp".into(), links, cfg)
     }

@@ -162,6 +162,7 @@ pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
     a.streams = args.streams;
     a.spin = args.spin;
     a.chunk = args.chunk.clone();
+    a.sndbuf = args.sndbuf.clone();
     a.algo = args.algo.clone();
     a.line_rate = args.line_rate;
     a.gid_index = args.gid_index;
