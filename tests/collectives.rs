@@ -459,19 +459,27 @@ fn algorithm_switch_point_sizes_match_the_reference() {
     let results = session::run_threads(n, &Options::default(), |sess| {
         let mut bad = Vec::new();
         let mut ws = Workspace::default();
-        for coll in [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter] {
-            let threshold = Algo::default_threshold(coll);
+        // Each switch of `--algo auto` without a user threshold on 4 ranks: the sizes on both sides, and what
+        // should run below and from it.
+        let switches = [
+            (
+                Collective::AllReduce,
+                128u64 << 10,
+                Algo::RecDoubling,
+                Algo::HalvingDoubling,
+            ),
+            (Collective::AllReduce, 8 << 20, Algo::HalvingDoubling, Algo::Ring),
+            (Collective::AllGather, 256 << 10, Algo::Bruck, Algo::Ring),
+            (Collective::ReduceScatter, 64 << 10, Algo::RecDoubling, Algo::Ring),
+        ];
+        for (coll, threshold, below, from) in switches {
             // Sizes as the runner counts them: all_gather's and reduce_scatter's are count x size x n.
             let es = Dtype::Float.size();
             let per_count = if coll == Collective::AllReduce { es } else { es * n };
             for bytes in [threshold as usize - per_count, threshold as usize] {
                 let count = bytes / per_count;
-                let algo = Algo::select(coll, collbench::options::AlgoChoice::Auto, bytes as u64, None);
-                let want = if (bytes as u64) < threshold {
-                    Algo::latency(coll)
-                } else {
-                    Algo::Ring
-                };
+                let algo = Algo::select(coll, collbench::options::AlgoChoice::Auto, bytes as u64, None, n);
+                let want = if (bytes as u64) < threshold { below } else { from };
                 if algo != want {
                     bad.push(format!("{coll} at {bytes} B picked {algo}, want {want}"));
                 }

@@ -89,27 +89,53 @@ impl Algo {
         }
     }
 
-    /// The size at which `--algo auto` leaves `coll`'s latency algorithm for the ring, where the user sets none.
-    /// Measured on 4 ranks (loopback, tests/bench): recursive doubling all_reduce beats the ring up to 512 KiB
-    /// (it moves log2(n) messages against the ring's 2(n-1)/n, but in log2(n) steps instead of 2(n-1)), Bruck
-    /// all_gather up to 256 KiB of output; for the others the ring or chain wins from 64 KiB.
+    /// The size at which `--algo auto` leaves `coll`'s latency algorithm, where the user sets none.
+    /// Measured on 4 ranks (loopback, 200-1000 iterations a point): recursive doubling all_reduce beats
+    /// recursive halving + doubling below 128 KiB (at 64 KiB they tie), Bruck all_gather beats the ring up to
+    /// 256 KiB of output; for the others the ring or chain wins from 64 KiB.
     pub fn default_threshold(coll: Collective) -> u64 {
         match coll {
-            Collective::AllReduce => 512 << 10,
+            Collective::AllReduce => 128 << 10,
             Collective::AllGather => 256 << 10,
             _ => 64 << 10,
         }
     }
 
-    /// Picks the algorithm for one point. A forced choice applies to the collectives that have it; the others
-    /// keep their automatic pick. `threshold`: the user's switch size, else [`Algo::default_threshold`].
-    pub fn select(coll: Collective, choice: AlgoChoice, size_bytes: u64, threshold: Option<u64>) -> Algo {
+    /// Between the latency algorithm and the ring, `--algo auto` (with no user threshold) runs this algorithm
+    /// below the size given, on a power-of-two number of ranks (elsewhere its folding steps move whole
+    /// messages). Measured on 4 ranks: recursive halving + doubling all_reduce took 142-358 us at 128-512 KiB
+    /// against recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's 1199-4742; they tie
+    /// at 8 MiB and the ring wins from 16 MiB.
+    pub fn middle(coll: Collective) -> Option<(Algo, u64)> {
+        match coll {
+            Collective::AllReduce => Some((Algo::HalvingDoubling, 8 << 20)),
+            _ => None,
+        }
+    }
+
+    /// Picks the algorithm for one point on `nranks` ranks. A forced choice applies to the collectives that
+    /// have it; the others keep their automatic pick. `threshold`: the user's switch size to the ring (then
+    /// there is no middle algorithm), else [`Algo::default_threshold`] and [`Algo::middle`].
+    pub fn select(
+        coll: Collective,
+        choice: AlgoChoice,
+        size_bytes: u64,
+        threshold: Option<u64>,
+        nranks: usize,
+    ) -> Algo {
+        let middle = match threshold {
+            None if nranks.is_power_of_two() => Algo::middle(coll),
+            _ => None,
+        };
         let threshold = threshold.unwrap_or_else(|| Algo::default_threshold(coll));
         let auto = || {
             if size_bytes < threshold {
                 Algo::latency(coll)
             } else {
-                Algo::available(coll)[0]
+                match middle {
+                    Some((algo, below)) if size_bytes < below => algo,
+                    _ => Algo::available(coll)[0],
+                }
             }
         };
         let wanted = match choice {
@@ -226,7 +252,9 @@ pub fn run<T: Transport + ?Sized>(
     let r = match (coll, algo) {
         (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
         (Collective::AllReduce, Algo::RecDoubling) => rd::all_reduce(t, &b, count, dtype, op, scratch),
-        (Collective::AllReduce, Algo::HalvingDoubling) => rd::all_reduce_halving(t, &b, count, dtype, op, scratch),
+        (Collective::AllReduce, Algo::HalvingDoubling) => {
+            rd::all_reduce_halving(t, &b, count, dtype, op, scratch, tune)
+        }
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
         (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune, reqs),
         (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),
@@ -251,23 +279,23 @@ mod tests {
     #[test]
     fn auto_picks_latency_algorithms_below_the_threshold() {
         assert_eq!(
-            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 8, Some(65536)),
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 8, Some(65536), 4),
             Algo::RecDoubling
         );
         assert_eq!(
-            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 65536, Some(65536)),
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 65536, Some(65536), 4),
             Algo::Ring
         );
         assert_eq!(
-            Algo::select(Collective::AllGather, AlgoChoice::Auto, 8, Some(65536)),
+            Algo::select(Collective::AllGather, AlgoChoice::Auto, 8, Some(65536), 4),
             Algo::Bruck
         );
         assert_eq!(
-            Algo::select(Collective::Broadcast, AlgoChoice::Auto, 8, Some(65536)),
+            Algo::select(Collective::Broadcast, AlgoChoice::Auto, 8, Some(65536), 4),
             Algo::Tree
         );
         assert_eq!(
-            Algo::select(Collective::AllToAll, AlgoChoice::Auto, 1 << 30, Some(65536)),
+            Algo::select(Collective::AllToAll, AlgoChoice::Auto, 1 << 30, Some(65536), 4),
             Algo::Pairwise
         );
     }
@@ -275,41 +303,60 @@ mod tests {
     #[test]
     fn without_a_user_threshold_each_collective_switches_at_its_own() {
         for (coll, at) in [
-            (Collective::AllReduce, 512 << 10),
             (Collective::AllGather, 256 << 10),
             (Collective::ReduceScatter, 64 << 10),
             (Collective::Broadcast, 64 << 10),
         ] {
             assert_eq!(
-                Algo::select(coll, AlgoChoice::Auto, at - 1, None),
+                Algo::select(coll, AlgoChoice::Auto, at - 1, None, 4),
                 Algo::latency(coll),
                 "{coll}"
             );
-            assert_eq!(Algo::select(coll, AlgoChoice::Auto, at, None), Algo::Ring, "{coll}");
+            assert_eq!(Algo::select(coll, AlgoChoice::Auto, at, None, 4), Algo::Ring, "{coll}");
         }
-        // A user's threshold applies to every collective alike.
+        // A user's threshold applies to every collective alike, straight to the ring.
         assert_eq!(
-            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 64 << 10, Some(64 << 10)),
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 64 << 10, Some(64 << 10), 4),
+            Algo::Ring
+        );
+        assert_eq!(
+            Algo::select(Collective::AllReduce, AlgoChoice::Auto, 1 << 20, Some(64 << 10), 4),
             Algo::Ring
         );
     }
 
     #[test]
+    fn all_reduce_runs_halving_doubling_between_its_latency_and_ring_sizes_on_powers_of_two() {
+        let pick = |size: u64, n: usize| Algo::select(Collective::AllReduce, AlgoChoice::Auto, size, None, n);
+        for n in [2, 4, 8, 64] {
+            assert_eq!(pick((128 << 10) - 4, n), Algo::RecDoubling, "{n} ranks");
+            assert_eq!(pick(128 << 10, n), Algo::HalvingDoubling, "{n} ranks");
+            assert_eq!(pick((8 << 20) - 4, n), Algo::HalvingDoubling, "{n} ranks");
+            assert_eq!(pick(8 << 20, n), Algo::Ring, "{n} ranks");
+        }
+        for n in [3, 5, 6, 12] {
+            assert_eq!(pick((128 << 10) - 4, n), Algo::RecDoubling, "{n} ranks");
+            assert_eq!(pick(128 << 10, n), Algo::Ring, "{n} ranks");
+            assert_eq!(pick(1 << 20, n), Algo::Ring, "{n} ranks");
+        }
+    }
+
+    #[test]
     fn forced_choices_apply_where_they_exist() {
         assert_eq!(
-            Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, Some(65536)),
+            Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, Some(65536), 4),
             Algo::Ring
         );
         assert_eq!(
-            Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, Some(65536)),
+            Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, Some(65536), 4),
             Algo::Bruck
         );
         assert_eq!(
-            Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, Some(65536)),
+            Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, Some(65536), 4),
             Algo::Ring
         );
         assert_eq!(
-            Algo::select(Collective::SendRecv, AlgoChoice::Ring, 8, Some(65536)),
+            Algo::select(Collective::SendRecv, AlgoChoice::Ring, 8, Some(65536), 4),
             Algo::Pairwise
         );
         for c in Collective::ALL {

@@ -4,9 +4,9 @@
 //! For n not a power of two, the first 2r ranks (r = n - 2^k) pair up: even ones hand their data to the
 //! odd neighbour and sit out, the rest run recursive doubling among 2^k, and the result is handed back.
 
-use super::Bufs;
+use super::{Bufs, Tuning};
 use crate::error::Result;
-use crate::reduce::kernel::{finalize, reduce_inplace};
+use crate::reduce::kernel::{finalize, reduce_inplace, reduce_into};
 use crate::reduce::{Dtype, Op};
 use crate::transport::{self, Transport};
 
@@ -117,11 +117,62 @@ fn all_reduce_in_place<T: Transport + ?Sized>(
     fold.fold_out(t, data)
 }
 
+/// One recursive-halving step: send the half handed to the partner while receiving the partner's
+/// contribution to the half kept, both in the same `piece`-sized parts (the partner cuts the same byte range
+/// the same way, so the n-th send matches its n-th receive), reducing each received part as it arrives.
+struct HalvingStep {
+    partner: usize,
+    /// The bytes handed over: their address (input or output) and length.
+    give: (*const u8, usize),
+    /// Offset and length of the kept half in the output.
+    keep: (usize, usize),
+    piece: usize,
+    dtype: Dtype,
+    op: Op,
+}
+
+impl HalvingStep {
+    /// Runs the step; `from_input`: the kept half is reduced from the input into the output, else in place.
+    fn run<T: Transport + ?Sized>(&self, t: &mut T, b: &Bufs<'_>, from_input: bool, tmp: &mut [u8]) -> Result<()> {
+        let (ks, klen) = self.keep;
+        let parts = |len: usize| {
+            (0..len.div_ceil(self.piece)).map(move |j| (j * self.piece, self.piece.min(len - j * self.piece)))
+        };
+        let mut recvs = Vec::with_capacity(klen.div_ceil(self.piece));
+        for (o, l) in parts(klen) {
+            // SAFETY: distinct scratch bytes per receive, read only after the receive completed; on error the
+            // transport is poisoned and never touches them again.
+            recvs.push(unsafe { t.post_recv(self.partner, tmp[ks + o..].as_mut_ptr(), l)? });
+        }
+        let mut sends = Vec::with_capacity(self.give.1.div_ceil(self.piece));
+        for (o, l) in parts(self.give.1) {
+            // SAFETY: the given half is disjoint from the kept half this step writes, and every send is waited
+            // for below (or the transport is poisoned).
+            sends.push(unsafe { t.post_send(self.partner, self.give.0.add(o), l)? });
+        }
+        for ((o, l), req) in parts(klen).zip(recvs) {
+            t.wait(req)?;
+            let got = &tmp[ks + o..ks + o + l];
+            let dst = b.out(ks + o, l);
+            if from_input {
+                reduce_into(self.dtype, self.op, dst, b.inp(ks + o, l), got);
+            } else {
+                reduce_inplace(self.dtype, self.op, dst, got);
+            }
+        }
+        for req in sends {
+            t.wait(req)?;
+        }
+        Ok(())
+    }
+}
+
 /// Rabenseifner's all-reduce: a reduce-scatter by recursive halving, then an all-gather by recursive
 /// doubling, among the largest power of two of ranks (the others folded in and out as for recursive
 /// doubling). Each rank moves the ring's 2(p-1)/p of the message, in 2 log2(p) steps instead of the ring's
-/// 2(p-1): fewer steps for the same bytes, which matters as p grows (on 4 ranks here it measured no better than
-/// the ring, so `--algo auto` does not pick it). Scratch: one message.
+/// 2(p-1): fewer steps for the same bytes. The halving steps go in `tune.chunk_bytes` pieces, each reduced as
+/// it arrives, and out of place the first step reads the input directly (no copy of it into the output).
+/// Scratch: one message.
 pub fn all_reduce_halving<T: Transport + ?Sized>(
     t: &mut T,
     b: &Bufs<'_>,
@@ -129,26 +180,36 @@ pub fn all_reduce_halving<T: Transport + ?Sized>(
     dtype: Dtype,
     op: Op,
     scratch: &mut [u8],
+    tune: &Tuning,
 ) -> Result<()> {
     let es = dtype.size();
     let bytes = count * es;
-    b.copy_in_to_out(0, 0, bytes);
-    let data = b.out(0, bytes);
-    let tmp = &mut scratch[..bytes];
     let n = t.size();
     if n == 1 || bytes == 0 {
-        finalize(dtype, op, data, n);
+        b.copy_in_to_out(0, 0, bytes);
+        finalize(dtype, op, b.out(0, bytes), n);
         return Ok(());
     }
     let fold = Fold::new(t.rank(), n);
-    fold.fold_in(t, data, dtype, op, tmp)?;
+    // Folded ranks reduce into the output before the halving starts, so it needs the input there first;
+    // otherwise the first halving step reads the input itself and every other byte of the output is written
+    // by a later step (this rank's block by the reductions, the rest by the all-gather).
+    let read_input = fold.rem == 0 && !b.in_place;
+    if !read_input {
+        b.copy_in_to_out(0, 0, bytes);
+    }
+    let tmp = &mut scratch[..bytes];
+    fold.fold_in(t, b.out(0, bytes), dtype, op, tmp)?;
     if let Some(v) = fold.vrank {
         let p2 = fold.p2;
         // Block i of the p2 blocks: whole elements, the remainder spread so no block is more than one longer.
         let at = |i: usize| i * count / p2 * es;
+        // Pieces of whole elements, so every piece can be reduced on its own.
+        let piece = (tune.chunk_bytes / es).max(1) * es;
         // Reduce-scatter: each step keeps half of the current range and hands the other half to the partner.
         let (mut lo, mut hi) = (0, p2);
         let mut mask = p2 >> 1;
+        let mut first = true;
         while mask > 0 {
             let partner = fold.real(v ^ mask);
             let mid = lo + mask;
@@ -157,13 +218,25 @@ pub fn all_reduce_halving<T: Transport + ?Sized>(
             } else {
                 ((mid, hi), (lo, mid))
             };
-            let (ks, ke) = (at(keep.0), at(keep.1));
-            transport::sendrecv(t, partner, &data[at(give.0)..at(give.1)], partner, &mut tmp[ks..ke])?;
-            reduce_inplace(dtype, op, &mut data[ks..ke], &tmp[ks..ke]);
+            let (ks, ke, gs, ge) = (at(keep.0), at(keep.1), at(give.0), at(give.1));
+            let from_input = first && read_input;
+            let give_ptr = if from_input { b.inp_ptr(gs) } else { b.out_ptr(gs) };
+            let step = HalvingStep {
+                partner,
+                give: (give_ptr, ge - gs),
+                keep: (ks, ke - ks),
+                piece,
+                dtype,
+                op,
+            };
+            step.run(t, b, from_input, tmp)?;
             (lo, hi) = keep;
             mask >>= 1;
+            first = false;
         }
         debug_assert_eq!((lo, hi), (v, v + 1));
+        // The halving steps took their own views of the output; from here on one view serves.
+        let data = b.out(0, bytes);
         finalize(dtype, op, &mut data[at(v)..at(v + 1)], n);
         // All-gather: each step swaps the blocks gathered so far with the partner's, which lie next to them.
         let mut mask = 1;
@@ -186,7 +259,7 @@ pub fn all_reduce_halving<T: Transport + ?Sized>(
             mask <<= 1;
         }
     }
-    fold.fold_out(t, data)
+    fold.fold_out(t, b.out(0, bytes))
 }
 
 /// Reduce-scatter as a recursive-doubling all-reduce of all n blocks, keeping this rank's block: more

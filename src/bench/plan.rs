@@ -53,7 +53,13 @@ pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
     for p in points(opts, nranks) {
         let u = Use {
             coll: p.coll,
-            algo: Algo::select(p.coll, opts.algo, p.layout.size_bytes as u64, opts.algo_threshold),
+            algo: Algo::select(
+                p.coll,
+                opts.algo,
+                p.layout.size_bytes as u64,
+                opts.algo_threshold,
+                nranks,
+            ),
             root: opts.root,
         };
         if !out.contains(&u) {

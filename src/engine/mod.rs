@@ -94,7 +94,7 @@ impl<T: Transport> Engine for Native<T> {
     }
 
     fn algo(&self, coll: Collective, size_bytes: u64) -> Algo {
-        Algo::select(coll, self.choice, size_bytes, self.threshold)
+        Algo::select(coll, self.choice, size_bytes, self.threshold, self.transport.size())
     }
 
     fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()> {
