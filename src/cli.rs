@@ -480,16 +480,16 @@ pub struct RunArgs {
         default_value_t = Options::default().connect_timeout.as_secs_f64())]
     pub connect_timeout: f64,
 
-    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; all_reduce on 2^k ranks runs rhd
-    /// from 128K to 8M when no threshold is given), ring, rd (recursive doubling;
-    /// Bruck for all_gather), rhd (all_reduce by recursive halving + doubling) or tree.
+    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
+    /// all_reduce runs rhd from 128K to 8M and all_gather rd from 256K to 8M), ring, rd (recursive doubling;
+    /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
         default_value_t = Options::default().algo.name().to_string())]
     pub algo: String,
 
     /// Message size at which --algo auto switches to the ring, for every collective; auto: each collective's
-    /// measured switch points (all_reduce rd below 128K, rhd to 8M on 2^k ranks, then ring; all_gather 256K; the
-    /// others 64K).
+    /// measured switch points (all_reduce rd below 128K, rhd to 8M on 2^k ranks, then ring; all_gather Bruck below
+    /// 256K, rd to 8M on 2^k ranks, then ring; the others 64K).
     #[arg(long = "algo-threshold", alias = "algo_threshold", value_name = "SIZE", help_heading = TUNING,
         default_value = "auto")]
     pub algo_threshold: String,

@@ -72,7 +72,7 @@ impl Algo {
     pub fn available(coll: Collective) -> &'static [Algo] {
         match coll {
             Collective::AllReduce => &[Algo::Ring, Algo::RecDoubling, Algo::Tree, Algo::HalvingDoubling],
-            Collective::AllGather => &[Algo::Ring, Algo::Bruck],
+            Collective::AllGather => &[Algo::Ring, Algo::Bruck, Algo::RecDoubling],
             Collective::ReduceScatter => &[Algo::Ring, Algo::RecDoubling],
             Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
             Collective::AllToAll | Collective::SendRecv => &[Algo::Pairwise],
@@ -105,10 +105,14 @@ impl Algo {
     /// below the size given, on a power-of-two number of ranks (elsewhere its folding steps move whole
     /// messages). Measured on 4 ranks: recursive halving + doubling all_reduce took 142-358 us at 128-512 KiB
     /// against recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's 1199-4742; they tie
-    /// at 8 MiB and the ring wins from 16 MiB.
+    /// at 8 MiB and the ring wins from 16 MiB. Recursive-doubling all_gather beat the ring by 5-30% from 256 KiB
+    /// to 16 MiB of output on loopback (1 MiB: 303 against 382 us), but on links shaped to 1 Gbit/s it reached
+    /// 80% of the line rate at 8-16 MiB where the ring reaches 95% (each step starts on a connection that sat
+    /// idle, in TCP slow start again), so the ring takes over from 8 MiB.
     pub fn middle(coll: Collective) -> Option<(Algo, u64)> {
         match coll {
             Collective::AllReduce => Some((Algo::HalvingDoubling, 8 << 20)),
+            Collective::AllGather => Some((Algo::RecDoubling, 8 << 20)),
             _ => None,
         }
     }
@@ -141,10 +145,7 @@ impl Algo {
         let wanted = match choice {
             AlgoChoice::Auto => return auto(),
             AlgoChoice::Ring => Algo::Ring,
-            AlgoChoice::RecDoubling => match coll {
-                Collective::AllGather => Algo::Bruck,
-                _ => Algo::RecDoubling,
-            },
+            AlgoChoice::RecDoubling => Algo::RecDoubling,
             AlgoChoice::Tree => Algo::Tree,
             AlgoChoice::HalvingDoubling => Algo::HalvingDoubling,
         };
@@ -209,7 +210,7 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
         (_, Algo::Ring) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
         (Collective::AllReduce, Algo::RecDoubling | Algo::HalvingDoubling) => msg,
         (Collective::ReduceScatter, Algo::RecDoubling) => 2 * msg * n,
-        (Collective::AllGather, Algo::Bruck) => msg * n,
+        (Collective::AllGather, Algo::Bruck | Algo::RecDoubling) => msg * n,
         (Collective::Reduce | Collective::AllReduce, Algo::Tree) => 2 * msg,
         (Collective::AllToAll, _) => msg * n,
         (Collective::SendRecv, _) => msg,
@@ -258,6 +259,7 @@ pub fn run<T: Transport + ?Sized>(
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
         (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune, reqs),
         (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),
+        (Collective::AllGather, Algo::RecDoubling) => rd::all_gather(t, &b, count * es, scratch),
         (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(t, &b, count, dtype, op, (scratch, reqs), tune),
         (Collective::ReduceScatter, Algo::RecDoubling) => rd::reduce_scatter(t, &b, count, dtype, op, scratch),
         (Collective::Broadcast, Algo::Ring) => ring::broadcast(t, &b, count * es, root, tune, reqs),
@@ -302,11 +304,7 @@ mod tests {
 
     #[test]
     fn without_a_user_threshold_each_collective_switches_at_its_own() {
-        for (coll, at) in [
-            (Collective::AllGather, 256 << 10),
-            (Collective::ReduceScatter, 64 << 10),
-            (Collective::Broadcast, 64 << 10),
-        ] {
+        for (coll, at) in [(Collective::ReduceScatter, 64 << 10), (Collective::Broadcast, 64 << 10)] {
             assert_eq!(
                 Algo::select(coll, AlgoChoice::Auto, at - 1, None, 4),
                 Algo::latency(coll),
@@ -342,6 +340,26 @@ mod tests {
     }
 
     #[test]
+    fn all_gather_runs_recursive_doubling_between_bruck_and_the_ring_on_powers_of_two() {
+        let pick = |size: u64, n: usize| Algo::select(Collective::AllGather, AlgoChoice::Auto, size, None, n);
+        for n in [2, 4, 16] {
+            assert_eq!(pick((256 << 10) - 64, n), Algo::Bruck, "{n} ranks");
+            assert_eq!(pick(256 << 10, n), Algo::RecDoubling, "{n} ranks");
+            assert_eq!(pick((8 << 20) - 64, n), Algo::RecDoubling, "{n} ranks");
+            assert_eq!(pick(8 << 20, n), Algo::Ring, "{n} ranks");
+        }
+        for n in [3, 6] {
+            assert_eq!(pick((256 << 10) - 64, n), Algo::Bruck, "{n} ranks");
+            assert_eq!(pick(1 << 20, n), Algo::Ring, "{n} ranks");
+        }
+        // --algo rd forces it (Bruck's steps on other rank counts).
+        assert_eq!(
+            Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 30, None, 4),
+            Algo::RecDoubling
+        );
+    }
+
+    #[test]
     fn forced_choices_apply_where_they_exist() {
         assert_eq!(
             Algo::select(Collective::AllReduce, AlgoChoice::Ring, 8, Some(65536), 4),
@@ -349,7 +367,7 @@ mod tests {
         );
         assert_eq!(
             Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 20, Some(65536), 4),
-            Algo::Bruck
+            Algo::RecDoubling
         );
         assert_eq!(
             Algo::select(Collective::AllGather, AlgoChoice::Tree, 1 << 20, Some(65536), 4),

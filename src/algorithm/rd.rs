@@ -238,28 +238,60 @@ pub fn all_reduce_halving<T: Transport + ?Sized>(
         // The halving steps took their own views of the output; from here on one view serves.
         let data = b.out(0, bytes);
         finalize(dtype, op, &mut data[at(v)..at(v + 1)], n);
-        // All-gather: each step swaps the blocks gathered so far with the partner's, which lie next to them.
-        let mut mask = 1;
-        while mask < p2 {
-            let partner = fold.real(v ^ mask);
-            let (plo, phi) = if v & mask == 0 {
-                (hi, hi + mask)
-            } else {
-                (lo - mask, lo)
-            };
-            let (ms, me, ps, pe) = (at(lo), at(hi), at(plo), at(phi));
-            if ps >= me {
-                let (mine, theirs) = data.split_at_mut(ps);
-                transport::sendrecv(t, partner, &mine[ms..me], partner, &mut theirs[..pe - ps])?;
-            } else {
-                let (theirs, mine) = data.split_at_mut(ms);
-                transport::sendrecv(t, partner, &mine[..me - ms], partner, &mut theirs[ps..pe])?;
-            }
-            (lo, hi) = (lo.min(plo), hi.max(phi));
-            mask <<= 1;
-        }
+        doubling_gather(t, data, at, (lo, hi), p2, |v| fold.real(v))?;
     }
     fold.fold_out(t, b.out(0, bytes))
+}
+
+/// The all-gather half of recursive doubling among `p2` group members: this member (holding the blocks
+/// `held`, which contain its own) swaps everything gathered so far with the partner's, which lies next to it,
+/// doubling what it holds each step. Block i of `data` starts at `at(i)`; `real` maps a member to its rank.
+fn doubling_gather<T: Transport + ?Sized>(
+    t: &mut T,
+    data: &mut [u8],
+    at: impl Fn(usize) -> usize,
+    held: (usize, usize),
+    p2: usize,
+    real: impl Fn(usize) -> usize,
+) -> Result<()> {
+    let (mut lo, mut hi) = held;
+    let v = lo;
+    let mut mask = 1;
+    while mask < p2 {
+        let partner = real(v ^ mask);
+        let (plo, phi) = if v & mask == 0 {
+            (hi, hi + mask)
+        } else {
+            (lo - mask, lo)
+        };
+        let (ms, me, ps, pe) = (at(lo), at(hi), at(plo), at(phi));
+        if ps >= me {
+            let (mine, theirs) = data.split_at_mut(ps);
+            transport::sendrecv(t, partner, &mine[ms..me], partner, &mut theirs[..pe - ps])?;
+        } else {
+            let (theirs, mine) = data.split_at_mut(ms);
+            transport::sendrecv(t, partner, &mine[..me - ms], partner, &mut theirs[ps..pe])?;
+        }
+        (lo, hi) = (lo.min(plo), hi.max(phi));
+        mask <<= 1;
+    }
+    Ok(())
+}
+
+/// Recursive-doubling all-gather of `blk`-byte blocks on a power-of-two number of ranks: log2(n) steps, the
+/// ring's bytes, and every block received straight into its place (Bruck's steps, without its scratch copies).
+/// Other rank counts run Bruck. Scratch: Bruck's (n blocks), only then.
+pub fn all_gather<T: Transport + ?Sized>(t: &mut T, b: &Bufs<'_>, blk: usize, scratch: &mut [u8]) -> Result<()> {
+    let (n, r) = (t.size(), t.rank());
+    if !n.is_power_of_two() {
+        return super::bruck::all_gather(t, b, blk, scratch);
+    }
+    let in_off = if b.in_place { r * blk } else { 0 };
+    b.copy_in_to_out(in_off, r * blk, blk);
+    if n == 1 || blk == 0 {
+        return Ok(());
+    }
+    doubling_gather(t, b.out(0, n * blk), |i| i * blk, (r, r + 1), n, |v| v)
 }
 
 /// Reduce-scatter as a recursive-doubling all-reduce of all n blocks, keeping this rank's block: more

@@ -101,7 +101,8 @@ pub fn coeffs(coll: Collective, algo: Algo, p: usize, n: f64) -> Option<Coeffs> 
             b: share,
             c: 0.0,
         },
-        (C::AllGather, Algo::Bruck) => Coeffs {
+        // Recursive doubling on 2^k ranks has Bruck's steps and bytes (and runs Bruck on other counts).
+        (C::AllGather, Algo::Bruck | Algo::RecDoubling) => Coeffs {
             a: lg,
             b: share,
             c: 0.0,
@@ -215,7 +216,7 @@ mod tests {
                 assert_eq!(c(coll, algo, 1, 100.0).time(1.0, 1.0, 1.0), 0.0);
             }
         }
-        assert_eq!(coeffs(Collective::AllGather, Algo::RecDoubling, 4, 1.0), None);
+        assert_eq!(coeffs(Collective::AllGather, Algo::Tree, 4, 1.0), None);
         assert_eq!(coeffs(Collective::AllReduce, Algo::Library, 4, 1.0), None);
     }
 
