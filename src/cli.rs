@@ -505,8 +505,8 @@ pub struct RunArgs {
     pub transport: Vec<String>,
 
     /// Where the buffers live: host, or cuda (device memory, one GPU per rank, staged through pinned host
-    /// memory around the TCP algorithms; times include the staging. Needs a build with --features cuda and an
-    /// NVIDIA driver)
+    /// memory around collbench's tcp and rdma algorithms; times include the staging. Needs a build with
+    /// --features cuda and an NVIDIA driver)
     #[arg(long = "memory", value_name = "KIND", help_heading = TUNING, default_value = "host")]
     pub memory: String,
 

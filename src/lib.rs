@@ -8,7 +8,7 @@
 //! - [`collective`]: one small spec per collective: buffer layout, bus-bandwidth factor, expected data.
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
-//! - [`memory`]: aligned host buffers.
+//! - [`memory`]: aligned host buffers, CUDA device buffers, GPUDirect RDMA detection (reported only).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.

@@ -443,7 +443,8 @@ impl Default for Options {
     }
 }
 
-/// `--memory`, refused with device memory on paths that cannot stage it (only TCP paths stage).
+/// `--memory`, refused with device memory on paths that cannot carry it: tcp and rdma paths stage device buffers
+/// through host memory, nccl takes them directly, mpi hands host pointers to the MPI library.
 fn memory_kind(value: &str, transports: &[PathKind]) -> Result<crate::memory::MemoryKind> {
     let kind: crate::memory::MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
     if kind == crate::memory::MemoryKind::Host && transports.contains(&PathKind::Nccl) {
@@ -452,16 +453,15 @@ fn memory_kind(value: &str, transports: &[PathKind]) -> Result<crate::memory::Me
             "nccl runs on device buffers: add --memory cuda (NCCL's collectives take GPU memory only)",
         ));
     }
-    if kind == crate::memory::MemoryKind::Cuda {
-        if let Some(p) = transports.iter().find(|p| !p.is_tcp() && **p != PathKind::Nccl) {
-            return Err(Error::usage(
-                "--memory",
-                format!(
-                    "cuda runs on tcp paths only (device buffers staged through host memory around collbench's \
-                     TCP algorithms), and on nccl; drop {p} from --transport, or use --memory host"
-                ),
-            ));
-        }
+    if kind == crate::memory::MemoryKind::Cuda && transports.contains(&PathKind::Mpi) {
+        // Staging around MPI_Allreduce would measure the same copies as the tcp path plus MPI's host
+        // collectives; not built, so refused rather than silently run on host memory.
+        return Err(Error::usage(
+            "--memory",
+            "cuda runs on tcp and rdma paths (device buffers staged through host memory around collbench's own \
+             algorithms) and on nccl, not on mpi (MPI's collectives get host buffers only); drop mpi from \
+             --transport, or use --memory host",
+        ));
     }
     Ok(kind)
 }
@@ -1276,7 +1276,7 @@ mod tests {
     }
 
     #[test]
-    fn memory_and_device_flags_reach_the_options_and_cuda_stays_on_tcp_paths() {
+    fn memory_and_device_flags_reach_the_options_and_cuda_stays_off_mpi() {
         let o = opts(&[]);
         assert_eq!((o.memory, o.device.as_deref()), (crate::memory::MemoryKind::Host, None));
         assert_eq!(serde_json::to_value(&o).unwrap()["memory"], "host");
@@ -1290,8 +1290,17 @@ mod tests {
         let kinds = [PathKind::Tcp(None), PathKind::Mpi];
         let e = memory_kind("cuda", &kinds).unwrap_err().to_string();
         assert!(
-            e.starts_with("--memory:") && e.contains("tcp paths only") && e.contains("drop mpi"),
+            e.starts_with("--memory:") && e.contains("not on mpi") && e.contains("drop mpi"),
             "{e}"
+        );
+        // rdma paths stage device buffers like tcp paths.
+        let rdma = PathKind::Rdma {
+            device: "mlx5_0".into(),
+            port: 1,
+        };
+        assert_eq!(
+            memory_kind("cuda", &[PathKind::Tcp(None), rdma]).unwrap(),
+            crate::memory::MemoryKind::Cuda
         );
         assert_eq!(memory_kind("host", &kinds).unwrap(), crate::memory::MemoryKind::Host);
         // nccl takes device memory and nothing else.
@@ -1306,6 +1315,23 @@ mod tests {
         let host = opts(&["-e", "1M"]).memory_needed();
         let cuda = opts(&["-e", "1M", "--memory", "cuda"]).memory_needed();
         assert!(cuda > host, "staging and check buffers count twice: {cuda} vs {host}");
+    }
+
+    #[test]
+    fn cuda_memory_runs_on_rdma_paths_in_a_build_with_rdma() {
+        let argv = ["--memory", "cuda", "--transport", "tcp,rdma@mlx5_0:1"];
+        if cfg!(feature = "rdma") {
+            let o = opts(&argv);
+            assert_eq!(o.memory, crate::memory::MemoryKind::Cuda);
+            assert!(
+                o.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })),
+                "{:?}",
+                o.transports
+            );
+        } else {
+            // Without the feature the path itself is refused, naming the feature, before memory is looked at.
+            usage(&argv, "--transport", "--features rdma");
+        }
     }
 }
 

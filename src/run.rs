@@ -107,7 +107,12 @@ pub(crate) fn sweep_path(
                 crate::transport::rdma::connect::default_config(opts.timeout, opts.rdma_qps),
             )?;
             let mut engine = Native::new(t, opts);
-            match bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress) {
+            // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
+            let swept = match opts.memory {
+                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress),
+                crate::memory::MemoryKind::Cuda => sweep_cuda(&mut engine, opts, repeat, ranks, reporters, progress),
+            };
+            match swept {
                 Err(e) => Err(match engine.transport.aborted_by() {
                     Some(origin) => hear_abort(&mut sess.transports[0], origin, e),
                     None => e,
@@ -202,6 +207,13 @@ fn hear_abort<T: Transport + ?Sized>(ctrl: &mut T, origin: usize, stopped: Error
     }
 }
 
+/// With device memory and an rdma path: how rdma paths move device buffers (staged) and whether this host could
+/// carry GPUDirect RDMA; `None` otherwise, so host-memory and tcp-only runs report nothing new.
+fn rdma_route(opts: &Options) -> Option<String> {
+    let rdma = opts.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. }));
+    (rdma && opts.memory == crate::memory::MemoryKind::Cuda).then(crate::memory::gpudirect::explain_host)
+}
+
 /// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
 fn check_outputs(opts: &Options) -> Result<()> {
     if let Some(p) = &opts.json {
@@ -268,6 +280,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             )),
             ranks: sess.world.ranks.clone(),
             options: serde_json::to_value(opts).expect("options serialise"),
+            rdma_route: rdma_route(opts),
         };
         for r in &mut reporters {
             r.begin(&info)?;

@@ -136,3 +136,36 @@ fn gpu_matrix_checks_its_flags_and_says_what_is_missing_without_a_gpu() {
     assert!(!err.contains("panicked"), "{err}");
     assert_missing_cuda(&err, "gpu-matrix");
 }
+
+#[test]
+fn memory_cuda_with_an_rdma_path_is_no_longer_refused_for_the_pairing() {
+    if cfg!(feature = "cuda") && has_driver() {
+        eprintln!("skipped: this machine has an NVIDIA driver");
+        return;
+    }
+    let out = collbench(&[
+        "run",
+        "--np",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "--memory",
+        "cuda",
+        "--transport",
+        "rdma@mlx5_0:1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("tcp paths only"), "{err}");
+    // What stops it here is what this machine lacks (the rdma feature or device, the cuda feature or driver),
+    // each named with its flag; never the pairing of the two.
+    if !cfg!(feature = "rdma") {
+        assert!(err.contains("--transport:") && err.contains("--features rdma"), "{err}");
+    } else if !cfg!(feature = "cuda") {
+        assert!(err.contains("--memory:") && err.contains("--features cuda"), "{err}");
+    } else {
+        assert!(err.contains("--memory:") || err.contains("mlx5_0"), "{err}");
+    }
+}

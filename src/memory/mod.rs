@@ -1,5 +1,6 @@
 //! Buffers the collectives run on: page-aligned host memory, and CUDA device memory (feature `cuda`),
-//! reached through the [`device::Device`] trait (emulated on the host for tests).
+//! reached through the [`device::Device`] trait (emulated on the host for tests); and [`gpudirect`], whether a host
+//! could carry GPUDirect RDMA (reported, not used).
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -8,6 +9,7 @@ pub mod cuda_device;
 pub mod cuda_probe;
 pub mod device;
 pub mod emulated;
+pub mod gpudirect;
 pub mod host;
 pub mod kind;
 

@@ -202,6 +202,9 @@ struct MemoryNote {
     /// fields above describe the other paths.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     direct_paths: Vec<String>,
+    /// rdma paths on device memory only: they stage too; whether rank 0's host has a GPUDirect RDMA route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rdma_route: Option<String>,
 }
 
 impl MemoryNote {
@@ -213,6 +216,7 @@ impl MemoryNote {
             times_include_staging: kind == "cuda",
             reductions: "host",
             direct_paths: direct_paths(&run.options),
+            rdma_route: run.rdma_route.clone(),
             kind,
         }
     }
@@ -466,6 +470,30 @@ mod tests {
         validate(&done);
         let (_d, running) = write_run(false);
         validate(&running);
+    }
+
+    #[test]
+    fn the_rdma_route_is_in_the_memory_note_only_when_the_run_has_one() {
+        let mut run = run_info(false);
+        let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
+        assert!(note.get("rdma_route").is_none(), "{note}");
+        run.options["memory"] = "cuda".into();
+        run.options["transports"] = serde_json::json!(["tcp@lo", "rdma@mlx5_0:1"]);
+        run.rdma_route = Some("staging through host memory (no GPUDirect RDMA route: ...)".into());
+        let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
+        assert_eq!(note["rdma_route"], run.rdma_route.clone().unwrap().as_str());
+        assert_eq!(
+            (&note["kind"], &note["times_include_staging"]),
+            (&"cuda".into(), &true.into())
+        );
+        // Written once: under collbench.memory, not again under collbench.run; the file still validates.
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = JsonReporter::new(dir.path().join("r.json"));
+        j.begin(&run).unwrap();
+        let v: Value = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
+        assert_eq!(v["collbench"]["memory"]["rdma_route"], note["rdma_route"]);
+        assert!(v["collbench"]["run"].get("rdma_route").is_none());
+        validate(&v);
     }
 
     #[test]

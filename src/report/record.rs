@@ -58,6 +58,10 @@ pub struct RunInfo {
     pub ranks: Vec<RankInfo>,
     /// Validated options, as the run used them.
     pub options: serde_json::Value,
+    /// rdma paths on device memory only: how they move device buffers, and whether rank 0's host has a
+    /// GPUDirect RDMA route ([`crate::memory::gpudirect`]). Written once, in the JSON's `collbench.memory`.
+    #[serde(skip)]
+    pub rdma_route: Option<String>,
 }
 
 /// The data connections of a run: the rank pairs every TCP path connected, and why.

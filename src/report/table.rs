@@ -262,8 +262,8 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     if p.memory.as_deref() == Some("cuda") {
         lines.push(
             "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
-             runs the TCP algorithm and reductions on the host, and copies the output back; times include the \
-             copies (staging_us in the JSON)"
+             runs collbench's algorithm (tcp or rdma path) and reductions on the host, and copies the output \
+             back; times include the copies (staging_us in the JSON)"
                 .to_string(),
         );
         let nccl = run
@@ -278,6 +278,13 @@ fn run_header(run: &RunInfo) -> Vec<String> {
                     .to_string(),
             );
         }
+    }
+    // Said once per run, for rank 0's host (where the run reads sysfs).
+    if let Some(route) = &run.rdma_route {
+        let host = run.ranks.first().map_or("?", |r| r.host.as_str());
+        lines.push(format!(
+            "# Memory: rdma paths: {route}; checked on rank 0's host {host}"
+        ));
     }
     if let Some(c) = &run.connections {
         lines.push(format!(
@@ -453,6 +460,27 @@ mod tests {
 #  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001 + iface eth1 addr 10.0.0.2:40002
 ";
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn device_memory_on_an_rdma_path_says_its_route_once() {
+        let mut run = run_info(false);
+        run.options["memory"] = "cuda".into();
+        let header = |run: &RunInfo| run_header(run).join("\n");
+        assert!(!header(&run).contains("rdma paths"), "tcp only: nothing about rdma");
+        run.rdma_route = Some(
+            "staging through host memory (GPUDirect RDMA route: nvidia_peermem loaded; not used by this version)"
+                .into(),
+        );
+        let h = header(&run);
+        let lines: Vec<&str> = h.lines().filter(|l| l.contains("GPUDirect")).collect();
+        assert_eq!(
+            lines,
+            [
+                "# Memory: rdma paths: staging through host memory (GPUDirect RDMA route: nvidia_peermem loaded; not \
+              used by this version); checked on rank 0's host node1"
+            ]
+        );
     }
 
     #[test]

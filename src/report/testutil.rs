@@ -119,5 +119,6 @@ pub fn run_info(percentiles: bool) -> RunInfo {
             "sndbuf": 524288,
             "progress": "auto"
         }),
+        rdma_route: None,
     }
 }
