@@ -107,8 +107,8 @@ impl Algo {
     /// against recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's 1199-4742; they tie
     /// at 8 MiB and the ring wins from 16 MiB. Recursive-doubling all_gather beat the ring by 5-30% from 256 KiB
     /// to 16 MiB of output on loopback (1 MiB: 303 against 382 us), but on links shaped to 1 Gbit/s it reached
-    /// 80% of the line rate at 8-16 MiB where the ring reaches 95% (each step starts on a connection that sat
-    /// idle, in TCP slow start again), so the ring takes over from 8 MiB.
+    /// 80% of the line rate at 8-16 MiB where the ring reaches 95% (likely because each step starts on a
+    /// connection that sat idle, which TCP restarts in slow start), so the ring takes over from 8 MiB.
     pub fn middle(coll: Collective) -> Option<(Algo, u64)> {
         match coll {
             Collective::AllReduce => Some((Algo::HalvingDoubling, 8 << 20)),
