@@ -149,7 +149,9 @@ fn a_run_with_target_ranks_predicts_in_every_output() {
     let d = tempfile::tempdir().unwrap();
     let (j, md, plots) = (d.path().join("r.json"), d.path().join("r.md"), d.path().join("charts"));
     let out = collbench()
-        .args(["run", "--np", "2", "-b", "64K", "-e", "4M", "-n", "3", "-w", "1"])
+        .args([
+            "run", "--np", "2", "-b", "64K", "-e", "4M", "-n", "3", "-w", "1", "--algo", "ring",
+        ])
         .args(["--collective", "all_reduce,all_gather", "--target-ranks", "8", "-J"])
         .arg(&j)
         .arg("--markdown")
