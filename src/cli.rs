@@ -357,7 +357,7 @@ pub struct PreflightArgs {
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
     pub chunk: String,
 
-    /// Algorithm: auto, ring, rd, rhd or tree.
+    /// Algorithm: auto, ring, rd, rhd, bruck or tree, as `run --algo`.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
         default_value_t = Options::default().algo.name().to_string())]
     pub algo: String,
@@ -482,7 +482,8 @@ pub struct RunArgs {
 
     /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
     /// all_reduce runs rhd from 128K to 8M and all_gather rd from 256K to 8M), ring, rd (recursive doubling;
-    /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling) or tree.
+    /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
+    /// by Bruck's steps on any rank count) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
         default_value_t = Options::default().algo.name().to_string())]
     pub algo: String,

@@ -91,6 +91,8 @@ pub enum AlgoChoice {
     Tree,
     /// Rabenseifner's recursive halving + doubling (all_reduce).
     HalvingDoubling,
+    /// Bruck's all_gather, on any rank count (auto runs it below 256 KiB).
+    Bruck,
 }
 
 /// A path to measure (`--transport`).
@@ -233,6 +235,7 @@ impl AlgoChoice {
             AlgoChoice::RecDoubling => "rd",
             AlgoChoice::Tree => "tree",
             AlgoChoice::HalvingDoubling => "rhd",
+            AlgoChoice::Bruck => "bruck",
         }
     }
 }
@@ -253,9 +256,10 @@ impl FromStr for AlgoChoice {
             "rd" | "rec_doubling" | "recursive_doubling" => AlgoChoice::RecDoubling,
             "tree" => AlgoChoice::Tree,
             "rhd" | "halving_doubling" | "rabenseifner" => AlgoChoice::HalvingDoubling,
+            "bruck" => AlgoChoice::Bruck,
             _ => {
                 return Err(format!(
-                    "unknown algorithm '{s}' (expected auto, ring, rd, rhd or tree)"
+                    "unknown algorithm '{s}' (expected auto, ring, rd, rhd, bruck or tree)"
                 ))
             }
         })
@@ -1120,7 +1124,7 @@ mod tests {
         usage(&["--collective", "allfoo"], "--collective", "all_reduce, all_gather");
         usage(&["-a", "4"], "-a/--average", "3/max");
         usage(&["-a", "median"], "-a/--average", "rank0");
-        usage(&["--algo", "fast"], "--algo", "auto, ring, rd, rhd or tree");
+        usage(&["--algo", "fast"], "--algo", "auto, ring, rd, rhd, bruck or tree");
         usage(&["--streams", "0"], "--streams", "between 1 and 16");
         usage(&["--streams", "17"], "--streams", "between 1 and 16");
         usage(&["--spin", "100001"], "--spin", "between 0 and 100000 microseconds");
@@ -1164,6 +1168,7 @@ mod tests {
             AlgoChoice::RecDoubling,
             AlgoChoice::Tree,
             AlgoChoice::HalvingDoubling,
+            AlgoChoice::Bruck,
         ] {
             assert_eq!(opts(&["--algo", a.name()]).algo, a);
         }

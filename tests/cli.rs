@@ -112,6 +112,40 @@ fn default_run_prints_both_tables_with_no_wrong_data() {
 }
 
 #[test]
+fn forced_all_gather_algorithms_run_on_a_power_of_two_and_the_table_names_them() {
+    // On 4 ranks `--algo rd` runs recursive doubling and `--algo bruck` Bruck's steps (auto runs both, at
+    // different sizes); each must connect the pairs it needs and deliver correct data at every size.
+    for (algo, shown) in [("bruck", "bruck"), ("rd", "rec_doubling")] {
+        let out = run(&[
+            "--np",
+            "4",
+            "--collective",
+            "all_gather",
+            "--algo",
+            algo,
+            "-b",
+            "8",
+            "-e",
+            "16M",
+            "-f",
+            "16",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "--algo {algo}: {stderr}");
+        let rows = rows(&stdout);
+        assert_eq!(rows.len(), 6, "8 B .. 8 MiB in x16 steps: {stdout}");
+        for r in &rows {
+            assert_eq!(r[13], shown, "--algo {algo}: {r:?}");
+            assert_eq!((r[8].as_str(), r[12].as_str()), ("0", "0"), "#wrong must be 0: {r:?}");
+        }
+    }
+}
+
+#[test]
 fn json_and_csv_cover_every_point_and_match_the_schema() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");

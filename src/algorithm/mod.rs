@@ -148,6 +148,7 @@ impl Algo {
             AlgoChoice::RecDoubling => Algo::RecDoubling,
             AlgoChoice::Tree => Algo::Tree,
             AlgoChoice::HalvingDoubling => Algo::HalvingDoubling,
+            AlgoChoice::Bruck => Algo::Bruck,
         };
         if Algo::available(coll).contains(&wanted) {
             wanted
@@ -356,6 +357,15 @@ mod tests {
         assert_eq!(
             Algo::select(Collective::AllGather, AlgoChoice::RecDoubling, 1 << 30, None, 4),
             Algo::RecDoubling
+        );
+        // --algo bruck forces Bruck, on 2^k ranks too; elsewhere it falls back to auto.
+        assert_eq!(
+            Algo::select(Collective::AllGather, AlgoChoice::Bruck, 1 << 30, None, 4),
+            Algo::Bruck
+        );
+        assert_eq!(
+            Algo::select(Collective::AllReduce, AlgoChoice::Bruck, 1 << 30, None, 4),
+            Algo::Ring
         );
     }
 

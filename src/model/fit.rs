@@ -214,6 +214,111 @@ fn sources(samples: &[&Sample]) -> Vec<String> {
     v
 }
 
+/// The weighted least-squares solution of one set of points, with the design it was solved on.
+struct Solved {
+    algos: Vec<Algo>,
+    x: Vec<Vec<f64>>,
+    y: Vec<f64>,
+    w: Vec<f64>,
+    sol: lsq::Solution,
+    /// Why each parameter was held (at 0) instead of fitted.
+    why: Vec<Option<String>>,
+}
+
+/// Why a set of points could not be solved.
+enum Refit {
+    /// This algorithm's alpha and beta cannot be told apart: drop its points and solve again.
+    Drop(Algo, String),
+    /// Nothing to be done about it by dropping points.
+    Fatal(String),
+}
+
+/// Fits alpha and beta per algorithm and one gamma to `pts`, holding at 0 any parameter that comes out
+/// negative or that the data cannot separate (gamma without an all_gather beside the reductions).
+fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<Solved, Refit> {
+    let algos: Vec<Algo> = Algo::NATIVE
+        .into_iter()
+        .filter(|a| pts.iter().any(|(_, b)| b == a))
+        .collect();
+    let k = 2 * algos.len() + 1;
+    let g = k - 1;
+    let mut x = Vec::with_capacity(pts.len());
+    for (s, a) in pts {
+        let i = algos.iter().position(|b| b == a).unwrap_or(0);
+        let c = coeffs(s.collective, *a, s.nranks, s.size as f64).unwrap_or(Coeffs { a: 0.0, b: 0.0, c: 0.0 });
+        let mut row = vec![0.0; k];
+        row[2 * i] = c.a;
+        row[2 * i + 1] = c.b;
+        row[g] = c.c;
+        x.push(row);
+    }
+    let y: Vec<f64> = pts.iter().map(|(s, _)| s.time_us).collect();
+    let w: Vec<f64> = y.iter().map(|t| 1.0 / t.powf(weighting.exponent())).collect();
+    let mut free = vec![true; k];
+    let mut why: Vec<Option<String>> = vec![None; k];
+    if !pts.iter().any(|(s, _)| s.collective.reduces()) {
+        free[g] = false;
+        why[g] = Some("no reducing collective measured".into());
+    }
+    let describe = |i: usize| {
+        let a = algos[i];
+        let mine: Vec<&Sample> = pts.iter().filter(|(_, b)| *b == a).map(|(s, _)| *s).collect();
+        let sizes: BTreeSet<u64> = mine.iter().map(|s| s.size).collect();
+        let ranks: BTreeSet<usize> = mine.iter().map(|s| s.nranks).collect();
+        format!(
+            "algorithm {a}: alpha and beta cannot be told apart: its {} point(s) have {} size(s) at rank \
+             count(s) {}; measure a size sweep (-b/-e with two or more sizes) or a second rank count",
+            mine.len(),
+            sizes.len(),
+            ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+        )
+    };
+    let sol = loop {
+        match lsq::solve(&x, &y, &w, &free) {
+            Err(Failure::Dependent(j)) if j == g => {
+                free[g] = false;
+                why[g] = Some(
+                    "not separable from beta: no collective without a reduction (all_gather) was measured \
+                     with the same algorithms; the reduction cost is inside beta"
+                        .into(),
+                );
+            }
+            Err(Failure::Dependent(j)) => return Err(Refit::Drop(algos[j / 2], describe(j / 2))),
+            Err(Failure::TooFewRows { rows, params }) => {
+                return Err(Refit::Fatal(format!(
+                    "{rows} point(s) for {params} parameters; measure a size sweep (-b/-e)"
+                )))
+            }
+            Ok(sol) => {
+                // Costs cannot be negative: hold the most negative at 0 and fit the rest again.
+                let worst = (0..k)
+                    .filter(|&j| free[j] && sol.theta[j] < 0.0)
+                    .min_by(|&a, &b| sol.theta[a].total_cmp(&sol.theta[b]));
+                match worst {
+                    Some(j) => {
+                        free[j] = false;
+                        why[j] = Some(format!("came out negative ({:.3e}); held at 0", sol.theta[j]));
+                        if (0..k).all(|j| !free[j]) {
+                            return Err(Refit::Fatal(
+                                "every parameter came out negative; the data fit no cost model".into(),
+                            ));
+                        }
+                    }
+                    None => break sol,
+                }
+            }
+        }
+    };
+    Ok(Solved {
+        algos,
+        x,
+        y,
+        w,
+        sol,
+        why,
+    })
+}
+
 /// Fits one path.
 pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<PathFit> {
     let srcs = sources(all);
@@ -260,79 +365,36 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
                 .into(),
         );
     }
-    let algos: Vec<Algo> = Algo::NATIVE
-        .into_iter()
-        .filter(|a| pts.iter().any(|(_, b)| b == a))
-        .collect();
-    let k = 2 * algos.len() + 1;
-    let g = k - 1;
-    let mut x = Vec::with_capacity(pts.len());
-    for (s, a) in &pts {
-        let i = algos.iter().position(|b| b == a).unwrap_or(0);
-        let c = coeffs(s.collective, *a, s.nranks, s.size as f64).unwrap_or(Coeffs { a: 0.0, b: 0.0, c: 0.0 });
-        let mut row = vec![0.0; k];
-        row[2 * i] = c.a;
-        row[2 * i + 1] = c.b;
-        row[g] = c.c;
-        x.push(row);
-    }
-    let y: Vec<f64> = pts.iter().map(|(s, _)| s.time_us).collect();
-    let w: Vec<f64> = y.iter().map(|t| 1.0 / t.powf(weighting.exponent())).collect();
-    let mut free = vec![true; k];
-    let mut why: Vec<Option<String>> = vec![None; k];
-    if !pts.iter().any(|(s, _)| s.collective.reduces()) {
-        free[g] = false;
-        why[g] = Some("no reducing collective measured".into());
-    }
-    let describe = |i: usize| {
-        let a = algos[i];
-        let mine: Vec<&Sample> = pts.iter().filter(|(_, b)| *b == a).map(|(s, _)| *s).collect();
-        let sizes: BTreeSet<u64> = mine.iter().map(|s| s.size).collect();
-        let ranks: BTreeSet<usize> = mine.iter().map(|s| s.nranks).collect();
-        format!(
-            "algorithm {a}: alpha and beta cannot be told apart: its {} point(s) have {} size(s) at rank \
-             count(s) {}; measure a size sweep (-b/-e with two or more sizes) or a second rank count",
-            mine.len(),
-            sizes.len(),
-            ranks.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
-        )
-    };
-    let sol = loop {
-        match lsq::solve(&x, &y, &w, &free) {
-            Err(Failure::Dependent(j)) if j == g => {
-                free[g] = false;
-                why[g] = Some(
-                    "not separable from beta: no collective without a reduction (all_gather) was measured \
-                     with the same algorithms; the reduction cost is inside beta"
-                        .into(),
-                );
+    // An algorithm whose alpha and beta the data cannot separate (one size of it, as when --algo auto ran it
+    // at a single point) is left out and the rest fitted again, so it does not cost the others their fit.
+    let mut unfit: Vec<String> = Vec::new();
+    let Solved {
+        algos,
+        x,
+        y,
+        w,
+        sol,
+        why,
+    } = loop {
+        if pts.is_empty() {
+            return Err(err(unfit.join("; ")));
+        }
+        match solve(&pts, weighting) {
+            Ok(solved) => break solved,
+            Err(Refit::Drop(a, reason)) => {
+                unfit.push(reason);
+                pts.retain(|(_, b)| *b != a);
             }
-            Err(Failure::Dependent(j)) => return Err(err(describe(j / 2))),
-            Err(Failure::TooFewRows { rows, params }) => {
-                return Err(err(format!(
-                    "{rows} point(s) for {params} parameters; measure a size sweep (-b/-e)"
-                )))
-            }
-            Ok(sol) => {
-                // Costs cannot be negative: hold the most negative at 0 and fit the rest again.
-                let worst = (0..k)
-                    .filter(|&j| free[j] && sol.theta[j] < 0.0)
-                    .min_by(|&a, &b| sol.theta[a].total_cmp(&sol.theta[b]));
-                match worst {
-                    Some(j) => {
-                        free[j] = false;
-                        why[j] = Some(format!("came out negative ({:.3e}); held at 0", sol.theta[j]));
-                        if (0..k).all(|j| !free[j]) {
-                            return Err(err(
-                                "every parameter came out negative; the data fit no cost model".into()
-                            ));
-                        }
-                    }
-                    None => break sol,
-                }
-            }
+            Err(Refit::Fatal(msg)) => return Err(err(msg)),
         }
     };
+    notes.extend(
+        unfit
+            .iter()
+            .map(|u| format!("left out (not fitted, not predicted): {u}")),
+    );
+    let k = 2 * algos.len() + 1;
+    let g = k - 1;
     let param = |j: usize| Param {
         value: sol.theta[j],
         sd: sol.cov[j][j].sqrt(),

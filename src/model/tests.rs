@@ -202,6 +202,44 @@ fn one_rank_count_separates_alpha_and_beta_but_one_size_does_not() {
 }
 
 #[test]
+fn an_algorithm_measured_at_one_size_is_left_out_and_the_others_still_fitted() {
+    // As --algo auto leaves it: the ring at the one size above the switch point of a short sweep.
+    let mut s = synth("p", &ALL4, &[2, 3], 0.0, 1.0);
+    let n = 1u64 << 20;
+    s.push(Sample {
+        path: "p".into(),
+        collective: Collective::AllReduce,
+        algo: Algo::Tree.name().into(),
+        size: n,
+        nranks: 3,
+        hosts: 3,
+        time_us: truth(Collective::AllReduce, Algo::Tree, 3, n as f64),
+        source: "p.json".into(),
+    });
+    let f = &fit::fit_all(&s, Weighting::Relative).unwrap()[0];
+    assert!(f.algo(Algo::Tree).is_none(), "{:?}", f.algos);
+    for (a, alpha, beta) in TRUE.iter().filter(|t| t.0 != Algo::Tree) {
+        let fit = f.algo(*a).unwrap();
+        assert!((fit.alpha_us.value / alpha - 1.0).abs() < 1e-6, "{a}: {fit:?}");
+        assert!((fit.beta_us_per_byte.value / beta - 1.0).abs() < 1e-6, "{a}: {fit:?}");
+    }
+    assert!(
+        f.notes.iter().any(|m| m
+            .starts_with("left out (not fitted, not predicted): algorithm tree: alpha and beta cannot be told apart")
+            && m.contains("1 point(s) have 1 size(s) at rank count(s) 3;")),
+        "{:?}",
+        f.notes
+    );
+    let r = predict(&s, &opts(16)).unwrap();
+    assert!(!r.predictions.is_empty());
+    assert!(
+        r.predictions.iter().all(|p| p.algo != Algo::Tree.name()),
+        "{:?}",
+        r.predictions
+    );
+}
+
+#[test]
 fn points_that_cannot_be_modelled_are_left_out_with_a_note_or_an_error() {
     let mut s = synth("p", &ALL4, &[2, 3], 0.0, 1.0);
     let mut lib = s[0].clone();
