@@ -19,15 +19,21 @@
 # Environment:
 #   COLLBENCH             the binary, built with --features mpi (default: target/release/collbench, built
 #                         with `cargo build --release --features mpi` when COLLBENCH is not set)
-#   COLLBENCH_BENCH_ARGS  the sweep (default below)
+#   COLLBENCH_BENCH_ARGS  the sweep of the loopback and hosts cases (default below)
+#   COLLBENCH_SHAPED_ARGS the sweep of the shaped case (default below: fewer iterations, as a 64 MiB
+#                         all_reduce takes 0.9 s there and OpenMPI's 1.6 s)
 #   COLLBENCH_LAT_ARGS    the 8 B latency job (default below)
 cd "$(dirname "$0")/../.." || exit
 name=cbm$$
 # shellcheck source=tests/bench/lib.sh
 source tests/bench/lib.sh
 hosts=4
-default_args="--collective all_reduce,all_gather -b 8 -e 64M -n 6 -w 1 --repeat 3 -T 120"
+# 20 iterations a point (nccl-tests' default) in 5 interleaved sweeps: at 1-8 MiB single iterations here
+# take 5-20 times the median when a rank is scheduled late, so fewer samples leave a point's mean to chance.
+default_args="--collective all_reduce,all_gather -b 8 -e 64M -n 20 -w 3 --repeat 5 -T 120"
 read -r -a sweep <<<"${COLLBENCH_BENCH_ARGS:-$default_args}"
+default_shaped="--collective all_reduce,all_gather -b 8 -e 64M -n 10 -w 2 --repeat 3 -T 120"
+read -r -a shapedsweep <<<"${COLLBENCH_SHAPED_ARGS:-$default_shaped}"
 default_lat="--collective all_reduce -b 8 -e 8 -n 500 -w 50 --repeat 3 -T 60"
 read -r -a latsweep <<<"${COLLBENCH_LAT_ARGS:-$default_lat}"
 
@@ -262,7 +268,9 @@ finish "$out/loopback"
 # Across hosts: mpirun inside h0 (from the root namespace its daemons could not call back), its daemons
 # started in the other hosts by the cluster's rsh agent, both OpenMPI's and collbench's traffic on eth0.
 hosts_case() {
-  local dir=$1
+  local dir=$1 sweepargs
+  shift
+  read -r -a sweepargs <<<"$1"
   shift
   local cidr hostfile agent
   cidr=$(bash "$harness" cidr "$name" eth0)
@@ -271,7 +279,7 @@ hosts_case() {
   rm -f "$dir"/*.png "$dir"/*.svg
   local job args
   for job in results latency; do
-    if [[ $job == results ]]; then args=("${sweep[@]}"); else args=("${latsweep[@]}"); fi
+    if [[ $job == results ]]; then args=("${sweepargs[@]}"); else args=("${latsweep[@]}"); fi
     run_job "$dir" "$job" bash "$harness" exec "$name" 0 mpirun "${mpi_common[@]}" \
       --hostfile "$hostfile" --mca plm_rsh_agent "$agent" \
       --mca btl_tcp_if_include "$cidr" --mca oob_tcp_if_include "$cidr" \
@@ -282,12 +290,12 @@ hosts_case() {
 
 log "hosts: $hosts namespace hosts, unshaped eth0 (MTU 1500)"
 cluster_up "$hosts"
-hosts_case "$out/hosts"
+hosts_case "$out/hosts" "${sweep[*]}"
 cluster_down
 
 log "shaped: every host's eth0 egress at 1 Gbit/s (tbf)"
 cluster_up "$hosts" --rate 1gbit
-hosts_case "$out/shaped" --line-rate 1
+hosts_case "$out/shaped" "${shapedsweep[*]}" --line-rate 1
 cluster_down
 
 summarize "$out"
