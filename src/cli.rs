@@ -114,20 +114,8 @@ pub struct PairwiseArgs {
     #[arg(long = "per-rank", alias = "per_rank")]
     pub per_rank: bool,
 
-    /// Deadline in seconds for any single wait; a stuck peer ends the test with an error naming it.
-    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", allow_negative_numbers = true,
-        default_value_t = Options::default().timeout.as_secs_f64())]
-    pub timeout: f64,
-
-    /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
-    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", allow_negative_numbers = true,
-        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
-    pub bootstrap_timeout: f64,
-
-    /// Deadline in seconds for opening and authenticating the data connections.
-    #[arg(long = "connect-timeout", value_name = "SECONDS", allow_negative_numbers = true,
-        default_value_t = Options::default().connect_timeout.as_secs_f64())]
-    pub connect_timeout: f64,
+    #[command(flatten)]
+    pub deadlines: DeadlineArgs,
 
     /// Write the matrices and findings as JSON to this file (overwritten) [default: none]
     #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
@@ -315,33 +303,87 @@ pub struct PreflightArgs {
     #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = Options::default().np)]
     pub np: usize,
 
-    /// Paths to check, comma-separated, as `run --transport` takes them (tcp, tcp@SPEC, mpi, rdma@DEV:PORT).
+    #[command(flatten)]
+    pub link: LinkArgs,
+
+    #[command(flatten)]
+    pub deadlines: DeadlineArgs,
+
+    /// Testing aid, as `run --fault`: RANK:PHASE:ACTION makes one rank kill or stop itself at PHASE.
+    #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
+    pub fault: Option<String>,
+}
+
+/// Deadlines of the bootstrap, the connections and every wait, shared by `run`, `preflight` and `pairwise`.
+#[derive(Debug, Clone, Args)]
+pub struct DeadlineArgs {
+    /// Deadline in seconds for any single wait in a collective or measurement; a stuck peer ends the run
+    /// with an error naming it.
+    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().timeout.as_secs_f64())]
+    pub timeout: f64,
+
+    /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
+    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
+    pub bootstrap_timeout: f64,
+
+    /// Deadline in seconds for opening and authenticating the data connections.
+    #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
+        default_value_t = Options::default().connect_timeout.as_secs_f64())]
+    pub connect_timeout: f64,
+}
+
+/// The paths to measure and how collbench's transports and algorithms run on them, shared by `run` and
+/// `preflight` (which passes them to each of its phases).
+#[derive(Debug, Clone, Args)]
+pub struct LinkArgs {
+    /// Paths to measure in turn, comma-separated: tcp (collbench's own transport), tcp@SPEC (bound to the
+    /// interface SPEC picks on each host: a name, a glob such as en*, or a list tried in order such as
+    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher),
+    /// nccl (NCCL's collectives on the device buffers; needs --features cuda, --memory cuda and libnccl.so.2).
+    /// Plain tcp uses --iface, else loopback on one host, else IPoIB, the interface that reaches the
+    /// rendezvous, the default route's, the first by name (never loopback or container bridges)
     #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
         help_heading = TUNING, default_value = "tcp")]
     pub transport: Vec<String>,
 
-    /// Interface plain `tcp` binds to, as `run --iface` [default: as `run` chooses]
-    #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
-    pub iface: Option<String>,
+    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
+    /// all_reduce runs rhd from 128K to 8M and all_gather rd from 256K to 8M), ring, rd (recursive doubling;
+    /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
+    /// by Bruck's steps on any rank count) or tree.
+    #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
+        default_value_t = Options::default().algo.name().to_string())]
+    pub algo: String,
 
-    /// Line rate in Gbit/s for links whose speed the kernel does not know; sets the default busbw threshold
-    /// [default: the interface's reported speed]
-    #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
-    pub line_rate: Option<f64>,
-
-    /// GID table index of rdma@ paths [default: chosen per link layer, as `run`]
+    /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
+    /// RoCE v2 entry with an IPv4 address]
     #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
     pub gid_index: Option<u8>,
 
-    /// Queue pairs per peer of rdma@ paths (1..=16), as `run --rdma-qps`.
+    /// Queue pairs per peer of rdma@ paths (1..=16, like NCCL_IB_QPS_PER_CONNECTION): a message's fragments
+    /// go round-robin over them, so a large one uses them all
     #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma_qps)]
     pub rdma_qps: usize,
 
+    /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
+    /// (virtual or shaped links) [default: the interface's reported speed]
+    #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
+    pub line_rate: Option<f64>,
+
+    /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0), each host
+    /// taking the first that matches [default: lo for a single-host job; else IPoIB, the interface that
+    /// reaches the rendezvous, the default route's (see README "Choosing the interface")]
+    #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
+    pub iface: Option<String>,
+
     /// TCP streams per peer (1..=16).
-    #[arg(long = "streams", value_name = "N", help_heading = TUNING, default_value_t = Options::default().streams)]
+    #[arg(long = "streams", value_name = "N", help_heading = TUNING,
+        default_value_t = Options::default().streams)]
     pub streams: usize,
 
-    /// Microseconds a TCP wait polls (yielding the CPU) before it sleeps (0..=100000), as `run --spin`.
+    /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
+    /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
     #[arg(long = "spin", value_name = "US", help_heading = TUNING,
         default_value_t = Options::default().spin.as_micros() as u64)]
     pub spin: u64,
@@ -356,30 +398,6 @@ pub struct PreflightArgs {
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
     pub chunk: String,
-
-    /// Algorithm: auto, ring, rd, rhd, bruck or tree, as `run --algo`.
-    #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
-        default_value_t = Options::default().algo.name().to_string())]
-    pub algo: String,
-
-    /// Deadline in seconds for any single wait in a collective.
-    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().timeout.as_secs_f64())]
-    pub timeout: f64,
-
-    /// Deadline in seconds for the bootstrap.
-    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
-    pub bootstrap_timeout: f64,
-
-    /// Deadline in seconds for opening and authenticating the data connections.
-    #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().connect_timeout.as_secs_f64())]
-    pub connect_timeout: f64,
-
-    /// Testing aid, as `run --fault`: RANK:PHASE:ACTION makes one rank kill or stop itself at PHASE.
-    #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
-    pub fault: Option<String>,
 }
 
 /// Headings that group `run --help`.
@@ -464,29 +482,11 @@ pub struct RunArgs {
     #[arg(long = "percentiles", help_heading = TIMING)]
     pub percentiles: bool,
 
-    /// Deadline in seconds for any single wait in a collective; a stuck peer ends the run with an error
-    /// naming it.
-    #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().timeout.as_secs_f64())]
-    pub timeout: f64,
+    #[command(flatten)]
+    pub deadlines: DeadlineArgs,
 
-    /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
-    #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
-    pub bootstrap_timeout: f64,
-
-    /// Deadline in seconds for opening and authenticating the data connections.
-    #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().connect_timeout.as_secs_f64())]
-    pub connect_timeout: f64,
-
-    /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
-    /// all_reduce runs rhd from 128K to 8M and all_gather rd from 256K to 8M), ring, rd (recursive doubling;
-    /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
-    /// by Bruck's steps on any rank count) or tree.
-    #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
-        default_value_t = Options::default().algo.name().to_string())]
-    pub algo: String,
+    #[command(flatten)]
+    pub link: LinkArgs,
 
     /// Message size at which --algo auto switches to the ring, for every collective; auto: each collective's
     /// measured switch points (all_reduce rd below 128K, rhd to 8M on 2^k ranks, then ring; all_gather Bruck below
@@ -494,16 +494,6 @@ pub struct RunArgs {
     #[arg(long = "algo-threshold", alias = "algo_threshold", value_name = "SIZE", help_heading = TUNING,
         default_value = "auto")]
     pub algo_threshold: String,
-
-    /// Paths to measure in turn, comma-separated: tcp (collbench's own transport), tcp@SPEC (bound to the
-    /// interface SPEC picks on each host: a name, a glob such as en*, or a list tried in order such as
-    /// 'ib0|eth0'), mpi (the MPI library's collectives; needs a build with --features mpi and an MPI launcher),
-    /// nccl (NCCL's collectives on the device buffers; needs --features cuda, --memory cuda and libnccl.so.2).
-    /// Plain tcp uses --iface, else loopback on one host, else IPoIB, the interface that reaches the
-    /// rendezvous, the default route's, the first by name (never loopback or container bridges)
-    #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
-        help_heading = TUNING, default_value = "tcp")]
-    pub transport: Vec<String>,
 
     /// Where the buffers live: host, or cuda (device memory, one GPU per rank, staged through pinned host
     /// memory around collbench's tcp and rdma algorithms; times include the staging. Needs a build with
@@ -520,49 +510,6 @@ pub struct RunArgs {
     /// [default: none, the best path only]
     #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]
     pub reference: Option<String>,
-
-    /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
-    /// RoCE v2 entry with an IPv4 address]
-    #[arg(long = "gid-index", value_name = "N", help_heading = TUNING)]
-    pub gid_index: Option<u8>,
-
-    /// Queue pairs per peer of rdma@ paths (1..=16, like NCCL_IB_QPS_PER_CONNECTION): a message's fragments
-    /// go round-robin over them, so a large one uses them all
-    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma_qps)]
-    pub rdma_qps: usize,
-
-    /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
-    /// (virtual or shaped links) [default: the interface's reported speed]
-    #[arg(long = "line-rate", value_name = "GBIT", help_heading = TUNING)]
-    pub line_rate: Option<f64>,
-
-    /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0), each host
-    /// taking the first that matches [default: lo for a single-host job; else IPoIB, the interface that
-    /// reaches the rendezvous, the default route's (see README "Choosing the interface")]
-    #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
-    pub iface: Option<String>,
-
-    /// TCP streams per peer (1..=16).
-    #[arg(long = "streams", value_name = "N", help_heading = TUNING,
-        default_value_t = Options::default().streams)]
-    pub streams: usize,
-
-    /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
-    /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
-    #[arg(long = "spin", value_name = "US", help_heading = TUNING,
-        default_value_t = Options::default().spin.as_micros() as u64)]
-    pub spin: u64,
-
-    /// Send buffer (SO_SNDBUF) of every TCP data socket, 4 KiB..=256 MiB, or auto for the kernel's autotuning;
-    /// the kernel doubles it and caps it at net.core.wmem_max.
-    #[arg(long = "sndbuf", value_name = "SIZE|auto", help_heading = TUNING,
-        default_value_t = Options::default().sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
-    pub sndbuf: String,
-
-    /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
-    #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
-        default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
-    pub chunk: String,
 
     /// Write results as JSON to this file [default: none]
     #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE",
@@ -724,7 +671,7 @@ mod tests {
                 (r.op.clone(), r.datatype.clone()),
                 (vec!["max".to_string()], vec!["half".to_string()])
             );
-            assert_eq!((r.average.as_str(), r.timeout), ("1", 9.0));
+            assert_eq!((r.average.as_str(), r.deadlines.timeout), ("1", 9.0));
             assert_eq!(r.output_file, Some(PathBuf::from("x.json")));
         }
     }

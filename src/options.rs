@@ -518,41 +518,41 @@ impl Options {
         let dtypes = parse_list("-d/--datatype", &args.datatype, &Dtype::ALL)?;
         let ops = parse_list("-o/--op", &args.op, &Op::ALL)?;
         let rank_stat = args.average.parse().map_err(|e| Error::usage("-a/--average", e))?;
-        let algo = args.algo.parse().map_err(|e| Error::usage("--algo", e))?;
+        let algo = args.link.algo.parse().map_err(|e| Error::usage("--algo", e))?;
         // `all` means every kind of path this build has.
-        let transports = parse_list("--transport", &args.transport, &PathKind::all())?;
+        let transports = parse_list("--transport", &args.link.transport, &PathKind::all())?;
         let algo_threshold = match args.algo_threshold.trim() {
             "auto" => None,
             t => Some(size_flag("--algo-threshold", t)?),
         };
-        if !(1..=MAX_STREAMS).contains(&args.streams) {
+        if !(1..=MAX_STREAMS).contains(&args.link.streams) {
             return Err(Error::usage(
                 "--streams",
                 format!(
                     "must be between 1 and {MAX_STREAMS} TCP streams per peer (got {})",
-                    args.streams
+                    args.link.streams
                 ),
             ));
         }
-        if args.spin > MAX_SPIN_US {
+        if args.link.spin > MAX_SPIN_US {
             return Err(Error::usage(
                 "--spin",
                 format!(
                     "must be between 0 and {MAX_SPIN_US} microseconds (got {}); 0 sleeps at once",
-                    args.spin
+                    args.link.spin
                 ),
             ));
         }
-        if !(1..=MAX_RDMA_QPS).contains(&args.rdma_qps) {
+        if !(1..=MAX_RDMA_QPS).contains(&args.link.rdma_qps) {
             return Err(Error::usage(
                 "--rdma-qps",
                 format!(
                     "must be between 1 and {MAX_RDMA_QPS} queue pairs per peer (got {})",
-                    args.rdma_qps
+                    args.link.rdma_qps
                 ),
             ));
         }
-        let chunk = size_flag("--chunk", &args.chunk)?;
+        let chunk = size_flag("--chunk", &args.link.chunk)?;
         if !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk) || chunk % 16 != 0 {
             return Err(Error::usage(
                 "--chunk",
@@ -565,7 +565,7 @@ impl Options {
                 ),
             ));
         }
-        let sndbuf = sndbuf_flag(&args.sndbuf)?;
+        let sndbuf = sndbuf_flag(&args.link.sndbuf)?;
         let target_ranks = target_ranks(args)?;
         let memory = memory_kind(&args.memory, &transports)?;
         Ok(Options {
@@ -582,9 +582,9 @@ impl Options {
             algo,
             transports,
             reference: args.reference.clone(),
-            gid_index: args.gid_index,
-            rdma_qps: args.rdma_qps,
-            line_rate_gbit: match args.line_rate {
+            gid_index: args.link.gid_index,
+            rdma_qps: args.link.rdma_qps,
+            line_rate_gbit: match args.link.line_rate {
                 Some(r) if !(r.is_finite() && r > 0.0) => {
                     return Err(Error::usage(
                         "--line-rate",
@@ -596,9 +596,9 @@ impl Options {
             algo_threshold,
             rank_stat,
             percentiles: args.percentiles,
-            timeout: timeout("-T/--timeout", args.timeout)?,
-            bootstrap_timeout: timeout("--bootstrap-timeout", args.bootstrap_timeout)?,
-            connect_timeout: timeout("--connect-timeout", args.connect_timeout)?,
+            timeout: timeout("-T/--timeout", args.deadlines.timeout)?,
+            bootstrap_timeout: timeout("--bootstrap-timeout", args.deadlines.bootstrap_timeout)?,
+            connect_timeout: timeout("--connect-timeout", args.deadlines.connect_timeout)?,
             json: args.output_file.clone(),
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
@@ -606,9 +606,9 @@ impl Options {
             target_ranks,
             ranks_per_node: args.ranks_per_node,
             force: args.force,
-            iface: iface_spec(args.iface.as_deref())?,
-            streams: args.streams,
-            spin: Duration::from_micros(args.spin),
+            iface: iface_spec(args.link.iface.as_deref())?,
+            streams: args.link.streams,
+            spin: Duration::from_micros(args.link.spin),
             // Bounded by MAX_CHUNK above, so it fits any usize.
             chunk_bytes: chunk as usize,
             sndbuf,

@@ -75,9 +75,9 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
         np: args.np,
         transports: vec![path],
         iface: crate::options::iface_spec(args.iface.as_deref())?,
-        timeout: crate::options::timeout("-T/--timeout", args.timeout)?,
-        bootstrap_timeout: crate::options::timeout("--bootstrap-timeout", args.bootstrap_timeout)?,
-        connect_timeout: crate::options::timeout("--connect-timeout", args.connect_timeout)?,
+        timeout: crate::options::timeout("-T/--timeout", args.deadlines.timeout)?,
+        bootstrap_timeout: crate::options::timeout("--bootstrap-timeout", args.deadlines.bootstrap_timeout)?,
+        connect_timeout: crate::options::timeout("--connect-timeout", args.deadlines.connect_timeout)?,
         ..Options::default()
     };
     let cfg = PairwiseConfig {

@@ -157,19 +157,8 @@ pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
         .expect("run's flags parse with their defaults");
     let mut a = RunArgs::from_arg_matches(&m).expect("run's defaults make RunArgs");
     a.np = args.np;
-    a.transport = args.transport.clone();
-    a.iface = args.iface.clone();
-    a.streams = args.streams;
-    a.spin = args.spin;
-    a.chunk = args.chunk.clone();
-    a.sndbuf = args.sndbuf.clone();
-    a.algo = args.algo.clone();
-    a.line_rate = args.line_rate;
-    a.gid_index = args.gid_index;
-    a.rdma_qps = args.rdma_qps;
-    a.timeout = args.timeout;
-    a.bootstrap_timeout = args.bootstrap_timeout;
-    a.connect_timeout = args.connect_timeout;
+    a.link = args.link.clone();
+    a.deadlines = args.deadlines.clone();
     a.no_progress = args.no_progress;
     a.fault = args.fault.clone();
     a
@@ -281,10 +270,20 @@ mod tests {
             "25",
             "--rdma-qps",
             "3",
+            "-T",
+            "7",
+            "--connect-timeout",
+            "9",
+            "--algo",
+            "bruck",
+            "--sndbuf",
+            "auto",
         ]));
         let plan = Plan::new(4 << 20, 2);
         let o = phase_options(&base, &plan.phases[2]).unwrap();
         assert_eq!((o.np, o.streams, o.line_rate_gbit, o.rdma_qps), (3, 2, Some(25.0), 3));
+        assert_eq!((o.timeout.as_secs(), o.connect_timeout.as_secs()), (7, 9));
+        assert_eq!((o.algo, o.sndbuf), (crate::options::AlgoChoice::Bruck, None));
         assert_eq!(
             (o.sizes.min, o.sizes.max, o.iters, o.warmup, o.check_iters),
             (1 << 20, 4 << 20, 5, 1, 1)
