@@ -286,6 +286,9 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             r.begin(&info)?;
         }
         run_info = Some(info);
+        if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algo, &opts.collectives) {
+            eprintln!("collbench: note: {note}");
+        }
         let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
         if !notes.is_empty() {
             eprintln!(

@@ -143,6 +143,29 @@ fn forced_all_gather_algorithms_run_on_a_power_of_two_and_the_table_names_them()
             assert_eq!((r[8].as_str(), r[12].as_str()), ("0", "0"), "#wrong must be 0: {r:?}");
         }
     }
+    // An algorithm the collective lacks is not an error: it runs auto's choice, and rank 0 says so.
+    let out = run(&[
+        "--np",
+        "2",
+        "--collective",
+        "all_gather",
+        "--algo",
+        "rhd",
+        "-e",
+        "8",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "collbench: note: --algo rhd is not an algorithm of all_gather, which run(s) --algo auto's choice"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]

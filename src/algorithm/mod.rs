@@ -142,19 +142,43 @@ impl Algo {
                 }
             }
         };
-        let wanted = match choice {
-            AlgoChoice::Auto => return auto(),
+        match Algo::forced(choice) {
+            Some(wanted) if Algo::available(coll).contains(&wanted) => wanted,
+            _ => auto(),
+        }
+    }
+
+    /// The algorithm `--algo` forces, or None for auto.
+    pub const fn forced(choice: AlgoChoice) -> Option<Algo> {
+        Some(match choice {
+            AlgoChoice::Auto => return None,
             AlgoChoice::Ring => Algo::Ring,
             AlgoChoice::RecDoubling => Algo::RecDoubling,
             AlgoChoice::Tree => Algo::Tree,
             AlgoChoice::HalvingDoubling => Algo::HalvingDoubling,
             AlgoChoice::Bruck => Algo::Bruck,
-        };
-        if Algo::available(coll).contains(&wanted) {
-            wanted
-        } else {
-            auto()
+        })
+    }
+
+    /// A note for rank 0 to print when the forced `choice` is no algorithm of some of `colls`, which then run
+    /// auto's choice; None for auto or when it applies to every one.
+    pub fn unforced_note(choice: AlgoChoice, colls: &[Collective]) -> Option<String> {
+        let wanted = Algo::forced(choice)?;
+        let (runs, not): (Vec<&Collective>, Vec<&Collective>) =
+            colls.iter().partition(|c| Algo::available(**c).contains(&wanted));
+        if not.is_empty() {
+            return None;
         }
+        let names = |v: &[&Collective]| v.iter().map(|c| c.name()).collect::<Vec<_>>().join(", ");
+        Some(format!(
+            "--algo {choice} is not an algorithm of {}, which run(s) --algo auto's choice{}",
+            names(&not),
+            if runs.is_empty() {
+                String::new()
+            } else {
+                format!(" (it applies to {})", names(&runs))
+            }
+        ))
     }
 }
 
@@ -366,6 +390,21 @@ mod tests {
         assert_eq!(
             Algo::select(Collective::AllReduce, AlgoChoice::Bruck, 1 << 30, None, 4),
             Algo::Ring
+        );
+    }
+
+    #[test]
+    fn a_forced_choice_that_some_collectives_lack_is_noted() {
+        let colls = [Collective::AllReduce, Collective::AllGather];
+        assert_eq!(Algo::unforced_note(AlgoChoice::Auto, &colls), None);
+        assert_eq!(Algo::unforced_note(AlgoChoice::Ring, &colls), None);
+        assert_eq!(
+            Algo::unforced_note(AlgoChoice::HalvingDoubling, &colls).as_deref(),
+            Some("--algo rhd is not an algorithm of all_gather, which run(s) --algo auto's choice (it applies to all_reduce)")
+        );
+        assert_eq!(
+            Algo::unforced_note(AlgoChoice::Bruck, &[Collective::AllReduce, Collective::Broadcast]).as_deref(),
+            Some("--algo bruck is not an algorithm of all_reduce, broadcast, which run(s) --algo auto's choice")
         );
     }
 
