@@ -122,7 +122,7 @@ fn bad_input_names_the_file_and_exits_2() {
     std::fs::write(&other_json, r#"{"results": []}"#).unwrap();
     let cases = [
         (&missing, "cannot read"),
-        (&not_json, "is not JSON"),
+        (&not_json, "not JSON"),
         (&other_json, "not a collbench results file"),
     ];
     for (file, why) in cases {

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::report::compare::{combine_sweeps, Estimate, Sweep};
+use crate::report::results_file;
 
 /// What identifies a point across two runs.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,30 +28,13 @@ pub struct Point {
 
 /// Reads and parses one results file; errors (exit 2) name the file and say what to do.
 pub fn read(path: &Path) -> Result<Vec<Point>> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::usage(&shown, format!("cannot read the results file: {e}; check the path")))?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::usage(
-            &shown,
-            format!("not JSON ({e}); expected a results file written by `collbench run -J`"),
-        )
-    })?;
-    parse(&doc, &shown)
+    parse(&results_file::read(path)?, &path.display().to_string())
 }
 
 /// The points of one parsed results document, in first-seen order; `source` names it in errors.
 pub fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
     let bad = |msg: String| Error::usage(source, msg);
-    let results = doc
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("no `results` array; expected a results file written by `collbench run -J`".into()))?;
-    if results.is_empty() {
-        return Err(bad(
-            "the file holds no results (the run measured no point); nothing to compare".into(),
-        ));
-    }
+    let results = results_file::results(doc, source, "nothing to compare")?;
     // Each point's sweeps, in first-seen order, with the repeats already taken.
     let mut groups: Vec<(Key, u64, Vec<u64>, Vec<Sweep>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {

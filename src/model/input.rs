@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::collective::Collective;
 use crate::error::{Error, Result};
+use crate::report::results_file;
 use crate::report::Record;
 
 /// One measured point: the out-of-place time of one collective, algorithm, size and rank count on a path.
@@ -54,29 +55,13 @@ pub fn from_records(records: &[Record], hosts: usize) -> Vec<Sample> {
 
 /// Reads every result of a results file. Errors (exit 2) name the file and what is missing in it.
 pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
-    let shown = path.display().to_string();
-    let bad = |msg: String| Error::usage(shown.clone(), msg);
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read the results file: {e}")))?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| {
-        bad(format!(
-            "not JSON ({e}); expected a results file written by `collbench run -J`"
-        ))
-    })?;
-    parse(&doc, &shown)
+    parse(&results_file::read(path)?, &path.display().to_string())
 }
 
 /// The samples of one parsed results document; `source` names it in errors.
 pub fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
     let bad = |msg: String| Error::usage(source.to_string(), msg);
-    let results = doc
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("no `results` array; expected a results file written by `collbench run -J`".into()))?;
-    if results.is_empty() {
-        return Err(bad(
-            "the file holds no results (the run measured no point); nothing to fit".into(),
-        ));
-    }
+    let results = results_file::results(doc, source, "nothing to fit")?;
     let hosts: BTreeSet<&str> = doc
         .pointer("/collbench/run/ranks")
         .and_then(Value::as_array)

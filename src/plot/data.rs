@@ -197,20 +197,8 @@ impl PlotData {
 
     /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
     pub fn from_path(path: &Path) -> Result<PlotData> {
-        let shown = path.display();
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::usage(
-                shown.to_string(),
-                format!("cannot read the results file ({e}); give the file `collbench run -J FILE` wrote"),
-            )
-        })?;
-        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::usage(
-                shown.to_string(),
-                format!("is not JSON ({e}); give the file `collbench run -J FILE` wrote"),
-            )
-        })?;
-        PlotData::from_json(&doc).map_err(|message| Error::usage(shown.to_string(), message))
+        let doc = crate::report::results_file::read(path)?;
+        PlotData::from_json(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
     }
 
     /// From a parsed results file. The error says what is wrong with it, for the caller to prefix with

@@ -11,6 +11,7 @@ pub mod json;
 pub mod markdown;
 mod params;
 pub mod record;
+pub mod results_file;
 pub mod summary;
 pub mod table;
 #[cfg(test)]
