@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::sysfs::read_trim;
+
 /// NVIDIA's PCI vendor id.
 const NVIDIA: &str = "0x10de";
 
@@ -22,13 +24,6 @@ pub struct Gpu {
     pub numa_node: Option<u32>,
     /// PCI device id (`0x2335`).
     pub device_id: Option<String>,
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// `Key: value` lines of the driver's `information` file.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::classify::{classify, IfaceKind};
 use super::gpu::{self, Gpu};
 use super::rdma::{self, RdmaDevice};
+use super::sysfs::{read_trim, sorted_names};
 
 /// One network interface of a host.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,13 +83,7 @@ pub fn read(
     addrs: &[(String, IpAddr, Option<u8>)],
 ) -> HostInventory {
     let net = sys_root.join("class/net");
-    let mut names: Vec<String> = fs::read_dir(&net)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names = sorted_names(&net);
     // An interface with an address but no sysfs entry (sysfs from another namespace) is still worth listing.
     names.extend(addrs.iter().map(|(n, _, _)| n.clone()));
     names.sort();
@@ -127,13 +122,6 @@ pub fn read(
         gpus: gpu::read(sys_root, proc_root),
         gpu_topology: None,
     }
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// The number of CPUs in a kernel CPU list such as "0-3,8,10-11".

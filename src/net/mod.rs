@@ -11,3 +11,4 @@ pub mod inventory;
 pub mod nvml;
 pub mod rdma;
 pub mod spec;
+pub mod sysfs;

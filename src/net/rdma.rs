@@ -5,10 +5,11 @@
 //! device of a port is `gid_attrs/ndevs/0` (RoCE), else the device's `device/net/*` entry whose `dev_port`
 //! matches (IPoIB, multi-port NICs).
 
-use std::fs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use super::sysfs::{read_trim, sorted_names};
 
 /// One RDMA device (an HCA or RoCE NIC).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,25 +44,6 @@ impl RdmaPort {
     pub fn is_active(&self) -> bool {
         self.state.as_deref() == Some("ACTIVE")
     }
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
-fn sorted_names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// "4: ACTIVE" -> "ACTIVE"; text without a number stays as it is.
@@ -125,6 +107,7 @@ pub fn read(sys_root: &Path) -> Vec<RdmaDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn write(root: &Path, rel: &str, body: &str) {
         let p = root.join(rel);

@@ -69,15 +69,7 @@ impl GidEntry {
 
 /// Device names, sorted; empty when the directory is missing (no RDMA stack in the kernel).
 pub fn devices(root: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(root)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    crate::net::sysfs::sorted_names(root)
 }
 
 fn port_dir(root: &Path, dev: &str, port: u8) -> PathBuf {
