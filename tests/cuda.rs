@@ -22,6 +22,29 @@ fn has_driver() -> bool {
         .any(|p| std::path::Path::new(p).exists())
 }
 
+/// Whether the no-driver half of a test can run here; where it cannot, says so (the test then returns).
+fn no_driver_here(what: &str) -> bool {
+    let driver = cfg!(feature = "cuda") && has_driver();
+    if driver {
+        eprintln!("skipped{what}: this machine has an NVIDIA driver");
+    }
+    !driver
+}
+
+/// Runs collbench with `args`, which must be refused before anything starts: exit 2, no panic, no table.
+/// Returns stderr.
+fn refused(args: &[&str]) -> String {
+    let out = collbench(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("all_reduce"),
+        "ranks started: {args:?}"
+    );
+    err
+}
+
 /// The message for the build: the feature is missing, or (feature `cuda`) the driver library is.
 fn assert_missing_cuda(err: &str, flag: &str) {
     assert!(err.contains(&format!("{flag}:")), "{err}");
@@ -34,20 +57,11 @@ fn assert_missing_cuda(err: &str, flag: &str) {
 
 #[test]
 fn memory_cuda_without_a_driver_is_a_clear_usage_error_before_any_rank_starts() {
-    if cfg!(feature = "cuda") && has_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
+    if !no_driver_here("") {
         return;
     }
-    let out = collbench(&["run", "--np", "2", "-b", "8", "-e", "8", "--memory", "cuda"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = refused(&["run", "--np", "2", "-b", "8", "-e", "8", "--memory", "cuda"]);
     assert_missing_cuda(&err, "--memory");
-    // Nothing ran: no rank printed a table.
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("all_reduce"),
-        "ranks started"
-    );
 }
 
 #[test]
@@ -61,23 +75,16 @@ fn memory_host_is_the_default_and_unknown_kinds_are_refused() {
 
 #[test]
 fn selftest_gpu_without_a_gpu_says_what_is_missing() {
-    if cfg!(feature = "cuda") && has_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
+    if !no_driver_here("") {
         return;
     }
-    let out = collbench(&["selftest", "--gpu", "-J", "/nonexistent/never-written.json"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = refused(&["selftest", "--gpu", "-J", "/nonexistent/never-written.json"]);
     assert_missing_cuda(&err, "--gpu");
 }
 
 #[test]
 fn nccl_needs_the_feature_and_device_memory_and_says_so_before_any_rank_starts() {
-    let out = collbench(&["run", "--np", "1", "-b", "8", "-e", "8", "--transport", "nccl"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = refused(&["run", "--np", "1", "-b", "8", "-e", "8", "--transport", "nccl"]);
     assert!(err.contains("--transport"), "{err}");
     if cfg!(feature = "cuda") {
         assert!(err.contains("--memory cuda"), "{err}");
@@ -88,11 +95,10 @@ fn nccl_needs_the_feature_and_device_memory_and_says_so_before_any_rank_starts()
 
 #[test]
 fn nccl_on_device_memory_without_a_driver_stops_with_what_is_missing() {
-    if cfg!(feature = "cuda") && has_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
+    if !no_driver_here("") {
         return;
     }
-    let out = collbench(&[
+    let err = refused(&[
         "run",
         "--np",
         "1",
@@ -105,19 +111,12 @@ fn nccl_on_device_memory_without_a_driver_stops_with_what_is_missing() {
         "--memory",
         "cuda",
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
     if cfg!(feature = "cuda") {
         // The driver is checked first; where it is present, libnccl is (message tested in the unit tests).
         assert!(err.contains("libcuda.so") || err.contains("libnccl.so.2"), "{err}");
     } else {
         assert!(err.contains("--features cuda"), "{err}");
     }
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("all_reduce"),
-        "ranks started"
-    );
 }
 
 #[test]
@@ -126,24 +125,19 @@ fn gpu_matrix_checks_its_flags_and_says_what_is_missing_without_a_gpu() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--threshold") && err.contains("fraction"), "{err}");
-    if cfg!(feature = "cuda") && has_driver() {
-        eprintln!("skipped the no-GPU half: this machine has an NVIDIA driver");
+    if !no_driver_here(" the no-GPU half") {
         return;
     }
-    let out = collbench(&["gpu-matrix", "--bytes", "1M", "-n", "1"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let err = refused(&["gpu-matrix", "--bytes", "1M", "-n", "1"]);
     assert_missing_cuda(&err, "gpu-matrix");
 }
 
 #[test]
 fn memory_cuda_with_an_rdma_path_is_no_longer_refused_for_the_pairing() {
-    if cfg!(feature = "cuda") && has_driver() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
+    if !no_driver_here("") {
         return;
     }
-    let out = collbench(&[
+    let err = refused(&[
         "run",
         "--np",
         "2",
@@ -156,9 +150,7 @@ fn memory_cuda_with_an_rdma_path_is_no_longer_refused_for_the_pairing() {
         "--transport",
         "rdma@mlx5_0:1",
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("tcp paths only"), "{err}");
+    assert!(!err.contains("tcp paths only"), "{err}");
     // What stops it here is what this machine lacks (the rdma feature or device, the cuda feature or driver),
     // each named with its flag; never the pairing of the two.
     if !cfg!(feature = "rdma") {
