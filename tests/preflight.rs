@@ -266,6 +266,14 @@ fn sweep_flags_the_plan_fixes_are_refused() {
     assert!(text(&out.stderr).contains("--repeat"), "{}", text(&out.stderr));
     let out = preflight(&["--bandwidth-bytes", "4K"]);
     assert!(text(&out.stderr).contains("--bandwidth-bytes"), "{}", text(&out.stderr));
+    // NCCL needs device buffers, which preflight does not have: it says where NCCL is measured instead.
+    let out = preflight(&["--transport", "tcp,nccl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--transport: preflight checks") && err.contains("collbench run --transport nccl --memory cuda"),
+        "{err}"
+    );
     // An output file that exists is refused before anything runs, unless --force.
     let dir = tempfile::tempdir().unwrap();
     let taken = write(dir.path(), "taken.xml", "keep");

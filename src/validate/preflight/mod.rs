@@ -65,6 +65,19 @@ fn check_flags(args: &PreflightArgs) -> Result<()> {
             format!("{} is not a percentage of 0 or more (e.g. 5)", args.baseline_threshold),
         ));
     }
+    // `run`'s advice for nccl (add --memory cuda) does not apply here: preflight has no device buffers.
+    if args
+        .link
+        .transport
+        .iter()
+        .any(|t| t.trim().eq_ignore_ascii_case("nccl"))
+    {
+        return Err(Error::usage(
+            "--transport",
+            "preflight checks collbench's own paths (tcp, rdma) and mpi on host memory; measure NCCL with \
+             `collbench run --transport nccl --memory cuda` (beside tcp for a comparison)",
+        ));
+    }
     let outs = outputs(args);
     for (i, (p, flag)) in outs.iter().enumerate() {
         if let Some((_, other)) = outs[..i].iter().find(|(q, _)| q == p) {
