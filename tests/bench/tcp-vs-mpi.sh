@@ -12,9 +12,10 @@
 #   tests/bench/tcp-vs-mpi.sh [OUT]            (root; OUT defaults to results/tcp-vs-mpi)
 #   tests/bench/tcp-vs-mpi.sh --summary [OUT]  only rewrite OUT/README.md from OUT/*/results.json
 #
-# Writes OUT/{loopback,hosts,shaped}/: results.json (-J), table.txt (rank 0's stdout), stderr.txt, and
-# busbw/latency charts (PNG and SVG, `collbench plot`) of the sweep; latency.json, latency-table.txt and
-# latency-stderr.txt of the 8 B job. Paths in the records are relative to the repository root.
+# Writes OUT/machine.txt (CPUs, memory, kernel, MPI) and OUT/{loopback,hosts,shaped}/: results.json (-J),
+# table.txt (rank 0's stdout), stderr.txt, and busbw/latency charts (PNG and SVG, `collbench plot`) of the
+# sweep; latency.json, latency-table.txt and latency-stderr.txt of the 8 B job. Paths in the records are
+# relative to the repository root.
 #
 # Environment:
 #   COLLBENCH             the binary, built with --features mpi (default: target/release/collbench, built
@@ -97,6 +98,11 @@ w("one. Each job runs both paths (`--transport tcp,mpi`) with interleaved whole 
 w("collbench's combination of its sweeps (time of the slowest rank, the default `-a max`), +- its 95%")
 w("interval.")
 w("")
+machine = os.path.join(out, "machine.txt")
+if os.path.exists(machine):
+    with open(machine) as f:
+        w("Machine: " + "; ".join(l.strip() for l in f if l.strip()) + ".")
+        w("")
 for case, what in cases:
     for name, d in (("results.json", docs[case]), ("latency.json", lat[case])):
         if d is None:
@@ -254,6 +260,15 @@ run_job() {
   ((rc == 0)) || die "mpirun exited $rc in $dir ($job): $(tail -5 "$errs")"
   [[ -s $json ]] || die "no $job.json in $dir (see $errs)"
 }
+
+# What the figures depend on most here: how many CPUs the ranks share, the CPU, the kernel, OpenMPI.
+mkdir -p "$out"
+{
+  echo "$(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1))"
+  awk '/MemTotal/ {printf "%.0f GiB memory\n", $2 / 1048576}' /proc/meminfo
+  echo "Linux $(uname -r), TCP congestion control $(sysctl -n net.ipv4.tcp_congestion_control)"
+  mpirun --version 2>&1 | head -1
+} >"$out/machine.txt"
 
 log "loopback: $hosts ranks on this host, OpenMPI over TCP on lo"
 rm -f "$out"/loopback/*.png "$out"/loopback/*.svg
