@@ -9,6 +9,9 @@
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
 //! - [`memory`]: aligned host buffers, CUDA device buffers, GPUDirect RDMA detection (reported only).
+//! - [`engine`]: what runs one collective on one path: collbench's algorithms over its transport, or a
+//!   library's call (MPI, [`nccl`]); on device buffers staged through pinned host memory or passed directly.
+//! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
@@ -18,6 +21,7 @@
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
+//! - [`gpumatrix`]: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
