@@ -262,21 +262,37 @@ fn configure_data_socket(sock: &TcpStream, sndbuf: Option<usize>) -> std::io::Re
     sock.set_nonblocking(true)
 }
 
-/// Connects, retrying refusals until the deadline (the peer may still be starting).
+/// How long a refused connection is retried. Every rank binds its listeners before the endpoints are
+/// exchanged, so a refusal after that means nothing listens there any more; the retries only cover a
+/// transient refusal, and the error comes long before the connect deadline.
+const REFUSED_FOR: Duration = Duration::from_secs(1);
+
+/// Connects, retrying failures until the deadline, and refusals for [`REFUSED_FOR`].
 fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream> {
-    let mut last_err;
+    let mut refused_since = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match TcpStream::connect_timeout(&p.addr, left.max(Duration::from_millis(1))) {
+        let e = match TcpStream::connect_timeout(&p.addr, left.max(Duration::from_millis(1))) {
             Ok(s) => return Ok(s),
-            Err(e) => last_err = e,
+            Err(e) => e,
+        };
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            let since = *refused_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= REFUSED_FOR {
+                return Err(Error::Peer(format!(
+                    "{me}: {p} refused the data connection ({e}): nothing listens at the address it published, \
+                     so that rank has most likely exited (see its own error), or a firewall on its host rejects \
+                     the port"
+                )));
+            }
+        } else {
+            refused_since = None;
         }
         if Instant::now() >= deadline {
             return Err(Error::Peer(format!(
-                "{me}: cannot connect to {p}: {last_err}; is it running and reachable from this host?"
+                "{me}: cannot connect to {p}: {e}; is it running and reachable from this host?"
             )));
         }
-        // Back off briefly before retrying a refused connection: the peer's listener is not up yet.
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -291,6 +307,27 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         (a, b)
+    }
+
+    #[test]
+    fn a_peer_whose_listener_is_gone_is_named_long_before_the_deadline() {
+        let gone = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = gone.local_addr().unwrap();
+        drop(gone);
+        let p = PeerAddr {
+            rank: 1,
+            host: "h1".into(),
+            addr,
+        };
+        // A deadline this test would never wait out: only the refusal rule can end the call.
+        let e = connect_retry(&p, Instant::now() + Duration::from_secs(3600), "rank 2 (host h2)").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "rank 2 (host h2): rank 1 (host h1, {addr}) refused the data connection"
+            )) && msg.contains("has most likely exited"),
+            "{msg}"
+        );
     }
 
     #[test]
