@@ -9,13 +9,14 @@ use crate::error::{Error, Result};
 use crate::memory::device::Device;
 use crate::memory::HostBuf;
 
-/// Device send and receive buffers, and the host buffers the runner fills and checks.
+/// Device send and receive buffers, and the host buffers the runner fills and checks. The staged engine
+/// ([`super::staged::Staged`]) keeps its device buffers in one too.
 pub struct Direct<D: Device> {
-    dev: D,
-    rank: usize,
-    host: Buffers,
-    send: D::Mem,
-    recv: D::Mem,
+    pub(super) dev: D,
+    pub(super) rank: usize,
+    pub(super) host: Buffers,
+    pub(super) send: D::Mem,
+    pub(super) recv: D::Mem,
 }
 
 impl<D: Device> Direct<D> {
@@ -35,10 +36,32 @@ impl<D: Device> Direct<D> {
             dev,
         })
     }
+
+    /// Turns a device's message into an error naming this rank and the device.
+    pub(super) fn fail(&self) -> impl Fn(String) -> Error + '_ {
+        move |m| device_error(self.rank, &self.dev, m)
+    }
+
+    /// Uploads the call's input (out of place) and its poisoned output from the host buffers.
+    pub(super) fn upload_call(&mut self, call: &Call) -> Result<()> {
+        let r = (|| {
+            if !call.in_place {
+                self.dev.upload(&self.host.send[..call.send_len], &mut self.send, 0)?;
+            }
+            self.dev.upload(&self.host.recv[..call.recv_len], &mut self.recv, 0)
+        })();
+        r.map_err(self.fail())
+    }
+
+    /// Downloads the call's output into the host buffer the check reads.
+    pub(super) fn download_call(&mut self, call: &Call) -> Result<()> {
+        let r = self.dev.download(&self.recv, 0, &mut self.host.recv[..call.recv_len]);
+        r.map_err(self.fail())
+    }
 }
 
 /// A device failure on `rank`, naming the device.
-fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
+pub(super) fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
     Error::Peer(format!("rank {rank} ({}): {m}", dev.describe()))
 }
 
@@ -48,13 +71,7 @@ impl<D: Device> Memory for Direct<D> {
     }
 
     fn load(&mut self, call: &Call) -> Result<()> {
-        let r = (|| {
-            if !call.in_place {
-                self.dev.upload(&self.host.send[..call.send_len], &mut self.send, 0)?;
-            }
-            self.dev.upload(&self.host.recv[..call.recv_len], &mut self.recv, 0)
-        })();
-        r.map_err(|m| device_error(self.rank, &self.dev, m))
+        self.upload_call(call)
     }
 
     fn run<E: Engine>(&mut self, e: &mut E, _algo: Algo, call: &Call) -> Result<()> {
@@ -62,9 +79,7 @@ impl<D: Device> Memory for Direct<D> {
     }
 
     fn unload(&mut self, call: &Call) -> Result<()> {
-        self.dev
-            .download(&self.recv, 0, &mut self.host.recv[..call.recv_len])
-            .map_err(|m| device_error(self.rank, &self.dev, m))
+        self.download_call(call)
     }
 }
 

@@ -4,12 +4,12 @@
 //! includes the staging. The copies go in [`STAGING_CHUNK`] pieces on the device's one stream; they do not
 //! overlap the network yet, and reductions run on the host (see the README's GPU section).
 
+use super::direct::{device_error, Direct};
 use super::Engine;
 use crate::algorithm::Algo;
 use crate::bench::point::{Buffers, Call, Memory};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::memory::device::Device;
-use crate::memory::HostBuf;
 
 /// Bytes per staging copy.
 pub const STAGING_CHUNK: usize = 4 << 20;
@@ -17,11 +17,8 @@ pub const STAGING_CHUNK: usize = 4 << 20;
 /// A sweep's buffers in device memory, with their pinned staging and the host buffers the runner fills
 /// and checks.
 pub struct Staged<D: Device> {
-    dev: D,
-    rank: usize,
-    host: Buffers,
-    send: D::Mem,
-    recv: D::Mem,
+    /// The device buffers and the host ones, as the direct engine has them.
+    bufs: Direct<D>,
     stage_send: D::Pinned,
     stage_recv: D::Pinned,
     /// Staging time (s) accumulated since the runner last took it.
@@ -31,55 +28,42 @@ pub struct Staged<D: Device> {
 impl<D: Device> Staged<D> {
     /// Allocates `send_bytes` and `recv_bytes` on `dev` for `rank`, and their staging.
     pub fn new(dev: D, rank: usize, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
-        let fail = |m: String| device_error(rank, &dev, m);
-        let send = dev.alloc(send_bytes).map_err(fail)?;
-        let recv = dev.alloc(recv_bytes).map_err(fail)?;
-        let stage_send = dev.alloc_pinned(send_bytes).map_err(fail)?;
-        let stage_recv = dev.alloc_pinned(recv_bytes).map_err(fail)?;
+        let bufs = Direct::new(dev, rank, send_bytes, recv_bytes)?;
+        let stage_send = bufs.dev.alloc_pinned(send_bytes).map_err(bufs.fail())?;
+        let stage_recv = bufs.dev.alloc_pinned(recv_bytes).map_err(bufs.fail())?;
         Ok(Staged {
-            rank,
-            host: Buffers {
-                send: HostBuf::new(send_bytes),
-                recv: HostBuf::new(recv_bytes),
-            },
-            send,
-            recv,
+            bufs,
             stage_send,
             stage_recv,
             staging_s: 0.0,
-            dev,
         })
-    }
-
-    fn err(&self) -> impl Fn(String) -> Error + '_ {
-        move |m| device_error(self.rank, &self.dev, m)
-    }
-
-    /// Queues the device-to-staging copies of this call's input.
-    fn queue_input(&mut self, call: &Call) -> Result<(), String> {
-        let (src, dst, at) = if call.in_place {
-            (&self.recv, &mut self.stage_recv, call.input_at)
-        } else {
-            (&self.send, &mut self.stage_send, 0)
-        };
-        for (off, len) in chunks(call.send_len) {
-            self.dev.to_host(src, at + off, dst, at + off, len)?;
-        }
-        Ok(())
-    }
-
-    /// Queues the staging-to-device copies of this call's output.
-    fn queue_output(&mut self, call: &Call) -> Result<(), String> {
-        for (off, len) in chunks(call.recv_len) {
-            self.dev.to_device(&self.stage_recv, off, &mut self.recv, off, len)?;
-        }
-        Ok(())
     }
 }
 
-/// A device failure on `rank`, naming the device.
-fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
-    Error::Peer(format!("rank {rank} ({}): {m}", dev.describe()))
+/// Queues the device-to-staging copies of this call's input (from `send`, or in place from `recv`).
+fn queue_input<D: Device>(
+    dev: &D,
+    (send, recv): (&D::Mem, &D::Mem),
+    (stage_send, stage_recv): (&mut D::Pinned, &mut D::Pinned),
+    call: &Call,
+) -> Result<(), String> {
+    let (src, dst, at) = if call.in_place {
+        (recv, stage_recv, call.input_at)
+    } else {
+        (send, stage_send, 0)
+    };
+    for (off, len) in chunks(call.send_len) {
+        dev.to_host(src, at + off, dst, at + off, len)?;
+    }
+    Ok(())
+}
+
+/// Queues the staging-to-device copies of this call's output.
+fn queue_output<D: Device>(dev: &D, stage_recv: &D::Pinned, recv: &mut D::Mem, call: &Call) -> Result<(), String> {
+    for (off, len) in chunks(call.recv_len) {
+        dev.to_device(stage_recv, off, recv, off, len)?;
+    }
+    Ok(())
 }
 
 /// `(offset, length)` of the staging copies covering `len` bytes.
@@ -91,21 +75,15 @@ fn chunks(len: usize) -> impl Iterator<Item = (usize, usize)> {
 
 impl<D: Device> Memory for Staged<D> {
     fn host(&mut self) -> &mut Buffers {
-        &mut self.host
+        &mut self.bufs.host
     }
 
     fn load(&mut self, call: &Call) -> Result<()> {
-        let r = (|| {
-            if !call.in_place {
-                self.dev.upload(&self.host.send[..call.send_len], &mut self.send, 0)?;
-            }
-            self.dev.upload(&self.host.recv[..call.recv_len], &mut self.recv, 0)
-        })();
-        r.map_err(self.err())?;
+        self.bufs.upload_call(call)?;
         // The staging receive buffer gets the poisoned output too: results an earlier call left there must
         // not pass the check if the algorithm failed to write them. The input's staging is scrambled: only
         // the copy from the device may make it right.
-        self.stage_recv[..call.recv_len].copy_from_slice(&self.host.recv[..call.recv_len]);
+        self.stage_recv[..call.recv_len].copy_from_slice(&self.bufs.host.recv[..call.recv_len]);
         let input = if call.in_place {
             &mut self.stage_recv[call.input_at..call.input_at + call.send_len]
         } else {
@@ -116,25 +94,31 @@ impl<D: Device> Memory for Staged<D> {
     }
 
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
-        let start = self.dev.mark().map_err(self.err())?;
-        self.queue_input(call).map_err(self.err())?;
-        let staged_in = self.dev.mark().map_err(self.err())?;
-        self.dev.sync().map_err(self.err())?;
-        e.run(algo, call.args(&self.stage_send, &mut self.stage_recv))?;
-        let computed = self.dev.mark().map_err(self.err())?;
-        self.queue_output(call).map_err(self.err())?;
-        let done = self.dev.mark().map_err(self.err())?;
-        self.dev.sync().map_err(self.err())?;
-        let s = self.dev.elapsed(&start, &staged_in).map_err(self.err())?
-            + self.dev.elapsed(&computed, &done).map_err(self.err())?;
-        self.staging_s += s;
+        let Staged {
+            bufs,
+            stage_send,
+            stage_recv,
+            staging_s,
+        } = self;
+        let Direct {
+            dev, rank, send, recv, ..
+        } = bufs;
+        let fail = |m: String| device_error(*rank, &*dev, m);
+        let start = dev.mark().map_err(fail)?;
+        queue_input(&*dev, (&*send, &*recv), (&mut *stage_send, &mut *stage_recv), call).map_err(fail)?;
+        let staged_in = dev.mark().map_err(fail)?;
+        dev.sync().map_err(fail)?;
+        e.run(algo, call.args(stage_send, stage_recv))?;
+        let computed = dev.mark().map_err(fail)?;
+        queue_output(&*dev, stage_recv, recv, call).map_err(fail)?;
+        let done = dev.mark().map_err(fail)?;
+        dev.sync().map_err(fail)?;
+        *staging_s += dev.elapsed(&start, &staged_in).map_err(fail)? + dev.elapsed(&computed, &done).map_err(fail)?;
         Ok(())
     }
 
     fn unload(&mut self, call: &Call) -> Result<()> {
-        self.dev
-            .download(&self.recv, 0, &mut self.host.recv[..call.recv_len])
-            .map_err(self.err())
+        self.bufs.download_call(call)
     }
 
     fn take_staging_s(&mut self) -> Option<f64> {
