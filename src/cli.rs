@@ -506,6 +506,13 @@ pub struct RunArgs {
     #[arg(long = "device", value_name = "N", help_heading = TUNING)]
     pub device: Option<String>,
 
+    /// With --memory cuda on the tcp and rdma paths: split each call into at most N pieces of at least 1 MiB
+    /// per rank block, so one piece's copies between device and host overlap the network carrying another
+    /// (1..=64; 1: copy in, run, copy out)
+    #[arg(long = "staging-pieces", value_name = "N", help_heading = TUNING,
+        default_value_t = Options::default().staging_pieces)]
+    pub staging_pieces: usize,
+
     /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
     /// [default: none, the best path only]
     #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]

@@ -10,7 +10,8 @@
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
 //! - [`memory`]: aligned host buffers, CUDA device buffers, GPUDirect RDMA detection (reported only).
 //! - [`engine`]: what runs one collective on one path: collbench's algorithms over its transport, or a
-//!   library's call (MPI, [`nccl`]); on device buffers staged through pinned host memory or passed directly.
+//!   library's call (MPI, [`nccl`]); on device buffers staged through pinned host memory (split into pieces
+//!   whose copies overlap the network) or passed directly.
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
 //! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.

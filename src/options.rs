@@ -19,6 +19,8 @@ use crate::sizes::{format_size, parse_size};
 pub const MAX_NP: usize = 512;
 /// Most TCP streams per peer (`--streams`).
 pub const MAX_STREAMS: usize = 16;
+/// Most pieces a staged call is split into (`--staging-pieces`): each adds a collective's latency.
+pub const MAX_STAGING_PIECES: usize = 64;
 /// Most RDMA queue pairs per peer (`--rdma-qps`).
 pub const MAX_RDMA_QPS: usize = crate::transport::rdma::endpoint::MAX_QPS;
 /// Longest polling phase of a TCP wait (`--spin`, microseconds).
@@ -390,6 +392,9 @@ pub struct Options {
     pub memory: crate::memory::MemoryKind,
     /// CUDA device ordinal for every rank (`--device`); `None`: `COLLBENCH_CUDA_DEVICE`, else the local rank's.
     pub device: Option<String>,
+    /// Device memory on collbench's paths: at most this many pieces per call, whose staging copies overlap
+    /// the network (`--staging-pieces`; 1: none). Every rank must split alike, so ranks agree on it.
+    pub staging_pieces: usize,
 }
 
 impl Default for Options {
@@ -443,6 +448,7 @@ impl Default for Options {
             fault: None,
             memory: crate::memory::MemoryKind::Host,
             device: None,
+            staging_pieces: crate::engine::pieces::Plan::default().pieces,
         }
     }
 }
@@ -525,6 +531,15 @@ impl Options {
             "auto" => None,
             t => Some(size_flag("--algo-threshold", t)?),
         };
+        let staging_pieces = args.staging_pieces;
+        if !(1..=MAX_STAGING_PIECES).contains(&staging_pieces) {
+            return Err(Error::usage(
+                "--staging-pieces",
+                format!(
+                    "must be between 1 (no overlap) and {MAX_STAGING_PIECES} pieces per call (got {staging_pieces})"
+                ),
+            ));
+        }
         if !(1..=MAX_STREAMS).contains(&args.link.streams) {
             return Err(Error::usage(
                 "--streams",
@@ -625,6 +640,7 @@ impl Options {
                 .transpose()?,
             memory,
             device: args.device.clone(),
+            staging_pieces,
         })
         .and_then(|o| o.check_outputs())
     }
@@ -1278,6 +1294,24 @@ mod tests {
             },
             ..Options::default()
         }));
+    }
+
+    #[test]
+    fn staging_pieces_are_bounded_and_agreed_by_every_rank() {
+        assert_eq!(opts(&[]).staging_pieces, 4);
+        let o = opts(&["--staging-pieces", "1"]);
+        assert_eq!(o.staging_pieces, 1);
+        assert_eq!(
+            o.consensus_fields()["staging_pieces"],
+            1,
+            "ranks must split calls alike"
+        );
+        usage(
+            &["--staging-pieces", "0"],
+            "--staging-pieces",
+            "between 1 (no overlap) and 64",
+        );
+        usage(&["--staging-pieces", "65"], "--staging-pieces", "(got 65)");
     }
 
     #[test]

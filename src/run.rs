@@ -145,7 +145,11 @@ fn sweep_cuda<E: crate::engine::Engine>(
     let rank = engine.rank();
     let dev = open_gpu(opts, rank)?;
     bench::sweep_on(engine, opts, repeat, ranks, reporters, progress, |send, recv| {
-        crate::engine::staged::Staged::new(dev, rank, send, recv)
+        let plan = crate::engine::pieces::Plan {
+            pieces: opts.staging_pieces,
+            ..Default::default()
+        };
+        crate::engine::staged::Staged::new(dev, rank, send, recv, plan)
     })
 }
 

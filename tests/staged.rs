@@ -5,6 +5,7 @@
 
 use collbench::bench::{self, Outcome};
 use collbench::collective::Collective;
+use collbench::engine::pieces::Plan;
 use collbench::engine::staged::{Staged, STAGING_CHUNK};
 use collbench::engine::Native;
 use collbench::memory::emulated::Emulated;
@@ -32,21 +33,29 @@ fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) ->
 
 /// Sweeps `opts` on `n` thread ranks; rank `corrupt` (if any) corrupts its copies back to the device.
 fn staged_sweep(n: usize, opts: &Options, corrupt: Option<usize>) -> Vec<Outcome> {
-    staged_sweep_on(n, opts, |rank| Emulated {
-        corrupt_to_device: corrupt == Some(rank),
-        ..Emulated::default()
+    staged_sweep_on(n, opts, Plan::default(), |rank| {
+        corrupting_on(rank, corrupt, Emulated::corrupting_copies_to_device)
     })
 }
 
-/// Sweeps `opts` on `n` thread ranks, each on the device `dev` makes for it.
-fn staged_sweep_on(n: usize, opts: &Options, dev: impl Fn(usize) -> Emulated + Sync) -> Vec<Outcome> {
+/// The device of `rank`: `corrupt` applied on rank `on` only.
+fn corrupting_on(rank: usize, on: Option<usize>, corrupt: fn(Emulated) -> Emulated) -> Emulated {
+    if on == Some(rank) {
+        corrupt(Emulated::default())
+    } else {
+        Emulated::default()
+    }
+}
+
+/// Sweeps `opts` on `n` thread ranks, each on the device `dev` makes for it, calls split by `plan`.
+fn staged_sweep_on(n: usize, opts: &Options, plan: Plan, dev: impl Fn(usize) -> Emulated + Sync) -> Vec<Outcome> {
     session::run_threads(n, opts, |sess| {
         let ranks = sess.world.ranks.clone();
         let rank = sess.world.rank;
         let mut engine = Native::new(&mut sess.transports[0], opts);
         let dev = dev(rank);
         bench::sweep_on(&mut engine, opts, 0, &ranks, &mut [], None, |send, recv| {
-            Staged::new(dev, rank, send, recv)
+            Staged::new(dev, rank, send, recv, plan)
         })
         .expect("the sweep runs")
     })
@@ -98,7 +107,7 @@ fn every_collective_on_device_memory_is_right_at_one_to_four_ranks() {
 
 #[test]
 fn buffers_larger_than_a_staging_chunk_are_copied_whole() {
-    // 2.5 staging chunks per rank: the copies go in three pieces each way.
+    // 2.5 staging chunks per rank in one piece: the copies go in three chunks each way.
     let size = (STAGING_CHUNK * 5 / 2) as u64;
     let o = opts(
         size,
@@ -106,7 +115,11 @@ fn buffers_larger_than_a_staging_chunk_are_copied_whole() {
         vec![Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter],
         vec![Dtype::Float],
     );
-    let outs = staged_sweep(3, &o, None);
+    let one = Plan {
+        pieces: 1,
+        ..Plan::default()
+    };
+    let outs = staged_sweep_on(3, &o, one, |_| Emulated::default());
     assert!(outs.iter().all(|o| o.wrong == 0));
     for c in [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter] {
         assert!(outs[0].records.iter().any(|r| r.collective == c), "no {c} record");
@@ -157,9 +170,8 @@ fn a_corrupted_copy_of_the_input_to_staging_is_counted_wrong() {
         vec![Collective::AllReduce, Collective::AllGather],
         vec![Dtype::Int32],
     );
-    let outs = staged_sweep_on(2, &o, |rank| Emulated {
-        corrupt_to_host: rank == 1,
-        ..Emulated::default()
+    let outs = staged_sweep_on(2, &o, Plan::default(), |rank| {
+        corrupting_on(rank, Some(1), Emulated::corrupting_copies_to_host)
     });
     assert!(outs.iter().all(|o| o.wrong > 0), "corruption went unnoticed");
     for rec in &outs[0].records {
@@ -168,4 +180,64 @@ fn a_corrupted_copy_of_the_input_to_staging_is_counted_wrong() {
             assert_eq!(t.wrong, Some(2), "{} {:?}", rec.collective, rec.op);
         }
     }
+}
+
+#[test]
+fn calls_split_into_pipelined_pieces_are_right_for_every_collective() {
+    // Pieces of 16 bytes and up, at most 3 a call: 64 B to 16 KiB split into 2 or 3 pieces with uneven
+    // remainders, in place and out of place. The emulated device copies only when a piece's mark is waited
+    // for, so a piece run before its input arrived, or an output copied back before it was computed, is
+    // counted wrong.
+    let o = opts(
+        64,
+        16 << 10,
+        Collective::ALL.to_vec(),
+        vec![Dtype::Float, Dtype::Half, Dtype::Double],
+    );
+    let plan = Plan {
+        pieces: 3,
+        min_piece_bytes: 16,
+    };
+    for n in 1..=4 {
+        let outs = staged_sweep_on(n, &o, plan, |_| Emulated::default());
+        for (r, out) in outs.iter().enumerate() {
+            assert_eq!(out.wrong, 0, "{n} ranks: rank {r} counted wrong elements");
+        }
+        let recs = &outs[0].records;
+        for c in Collective::ALL {
+            assert!(recs.iter().any(|r| r.collective == c), "{n} ranks: no {c} record");
+        }
+        for rec in recs {
+            for t in [&rec.out_of_place, &rec.in_place] {
+                let what = format!("{n} ranks: {} {} {} B", rec.collective, rec.dtype, rec.size);
+                assert_eq!(t.wrong, Some(0), "{what}");
+                let wait = t.staging_wait_us.expect("device memory reports the wait for staging");
+                assert!(
+                    wait >= 0.0 && wait <= t.max_us,
+                    "{what}: wait {wait} us within {} us",
+                    t.max_us
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_corrupted_copy_into_one_piece_is_counted_wrong_where_that_piece_lands() {
+    // 4 KiB of int32 all_reduce in 4 pieces of 256 elements: rank 1 flips the first byte of each piece's
+    // copy back to the device, so 4 elements are wrong, the first at element 0 of rank 1.
+    let o = opts(4096, 4096, vec![Collective::AllReduce], vec![Dtype::Int32]);
+    let plan = Plan {
+        pieces: 4,
+        min_piece_bytes: 16,
+    };
+    let outs = staged_sweep_on(2, &o, plan, |rank| {
+        corrupting_on(rank, Some(1), Emulated::corrupting_copies_to_device)
+    });
+    let rec = &outs[0].records[0];
+    for t in [&rec.out_of_place, &rec.in_place] {
+        assert_eq!(t.wrong, Some(4), "one flipped element per piece");
+    }
+    let first = rec.first_wrong.as_ref().expect("the first wrong element is named");
+    assert_eq!((first.rank, first.offset), (1, 0));
 }

@@ -29,9 +29,22 @@ pub struct RankTiming {
     /// First wrong element: (offset, expected, got).
     pub first: Option<(u64, String, String)>,
     /// Device memory only: the mean time per timed call (us) of the copies between device and pinned host
-    /// staging, from CUDA events; `avg_us` includes it.
+    /// staging, from CUDA events; `avg_us` includes the part of it not overlapped with the network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging_us: Option<f64>,
+    /// Device memory only: the mean time per timed call (us) the host waited for staging copies, the part of
+    /// them not overlapped with the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_wait_us: Option<f64>,
+}
+
+/// Time a call on device memory spent on its staging copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Staging {
+    /// Device time of the copies (from the device's marks).
+    pub copy_s: f64,
+    /// Host time spent waiting for them: what the network did not hide.
+    pub wait_s: f64,
 }
 
 /// What one rank measured for one point.
@@ -51,7 +64,7 @@ pub struct Buffers {
 }
 
 /// One call's shape: the collective, and the bytes of the buffers it reads and writes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Call {
     pub coll: Collective,
     pub dtype: Dtype,
@@ -119,8 +132,8 @@ pub trait Memory {
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
     /// Brings the call's output into the host buffers for the check (not timed).
     fn unload(&mut self, call: &Call) -> Result<()>;
-    /// Seconds spent staging since the last call of this; `None` where nothing is staged.
-    fn take_staging_s(&mut self) -> Option<f64> {
+    /// Staging time since the last call of this; `None` where nothing is staged.
+    fn take_staging(&mut self) -> Option<Staging> {
         None
     }
 }
@@ -187,7 +200,7 @@ fn measure_placement<E: Engine, M: Memory>(
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
     // Only the timed calls' staging is reported.
-    bufs.take_staging_s();
+    bufs.take_staging();
     for _ in 0..opts.iters {
         let t0 = Instant::now();
         bufs.run(e, algo, &call)?;
@@ -205,8 +218,14 @@ fn measure_placement<E: Engine, M: Memory>(
         std_us: hist.stdev() / 1e3,
         wrong: None,
         first: None,
-        staging_us: bufs.take_staging_s().map(|s| s * 1e6 / f64::from(opts.iters.max(1))),
+        staging_us: None,
+        staging_wait_us: None,
     };
+    if let Some(s) = bufs.take_staging() {
+        let per_call_us = |secs: f64| secs * 1e6 / f64::from(opts.iters.max(1));
+        timing.staging_us = Some(per_call_us(s.copy_s));
+        timing.staging_wait_us = Some(per_call_us(s.wait_s));
+    }
     if opts.check_iters > 0 {
         let mut outcome = CheckOutcome::default();
         for _ in 0..opts.check_iters {

@@ -45,6 +45,7 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
         ci95_us,
         iters,
         staging_us: per_rank.iter().filter_map(|t| t.staging_us).reduce(f64::max),
+        staging_wait_us: per_rank.iter().filter_map(|t| t.staging_wait_us).reduce(f64::max),
     }
 }
 
@@ -132,6 +133,7 @@ mod tests {
             wrong,
             first: None,
             staging_us: None,
+            staging_wait_us: None,
         }
     }
 
@@ -151,6 +153,20 @@ mod tests {
         assert_eq!(combine_timing(&rows, RankStat::Min, &point(), 4, 20).time_us, 100.0);
         assert_eq!(combine_timing(&rows, RankStat::Avg, &point(), 4, 20).time_us, 200.0);
         assert_eq!(combine_timing(&rows, RankStat::Rank0, &point(), 4, 20).time_us, 100.0);
+    }
+
+    #[test]
+    fn staging_times_are_the_most_over_ranks_and_absent_on_host_memory() {
+        let host = combine_timing(&[&t(1.0, Some(0))], RankStat::Max, &point(), 4, 20);
+        assert_eq!((host.staging_us, host.staging_wait_us), (None, None));
+        let dev = |copy: f64, wait: f64| RankTiming {
+            staging_us: Some(copy),
+            staging_wait_us: Some(wait),
+            ..t(100.0, Some(0))
+        };
+        let (a, b) = (dev(40.0, 5.0), dev(30.0, 9.0));
+        let m = combine_timing(&[&a, &b], RankStat::Max, &point(), 4, 20);
+        assert_eq!((m.staging_us, m.staging_wait_us), (Some(40.0), Some(9.0)));
     }
 
     #[test]

@@ -157,6 +157,6 @@ mod tests {
         m.unload(&call).unwrap();
         let want: Vec<u8> = (0..64).collect();
         assert_eq!(&m.host().recv[..], &want[..]);
-        assert_eq!(m.take_staging_s(), None, "nothing is staged");
+        assert_eq!(m.take_staging(), None, "nothing is staged");
     }
 }

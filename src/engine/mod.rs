@@ -10,6 +10,7 @@ use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
 pub mod direct;
+pub mod pieces;
 pub mod staged;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.

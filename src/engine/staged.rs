@@ -1,13 +1,20 @@
-//! Collectives on device buffers over a host path, staged through pinned host memory (gloo's model for
-//! CUDA buffers): each call copies this rank's input from the device to pinned staging, runs the host
-//! algorithm on the staging buffers, and copies the output back, all before it returns, so the call's time
-//! includes the staging. The copies go in [`STAGING_CHUNK`] pieces on the device's one stream; they do not
-//! overlap the network yet, and reductions run on the host (see the README's GPU section).
+//! Collectives on device buffers over a host path, staged through pinned host memory: each call copies this
+//! rank's input from the device to pinned staging, runs the host algorithm there, and copies the output
+//! back, all before it returns, so the call's time includes the staging.
+//!
+//! A large call is split into pieces ([`pieces::split`]) and pipelined on the device's one stream: every
+//! piece's input copy is queued at once, the host runs piece `k` as soon as its input has arrived (waiting
+//! for that piece's mark only), and queues `k`'s output copy before running `k + 1`. So the copies of one
+//! piece overlap the network carrying another, and only the first piece's input and the last one's output
+//! are exposed. Reductions run on the host.
+
+use std::time::{Duration, Instant};
 
 use super::direct::{device_error, Direct};
+use super::pieces::{self, Piece, Plan};
 use super::Engine;
 use crate::algorithm::Algo;
-use crate::bench::point::{Buffers, Call, Memory};
+use crate::bench::point::{Buffers, Call, Memory, Staging};
 use crate::error::Result;
 use crate::memory::device::Device;
 
@@ -21,13 +28,21 @@ pub struct Staged<D: Device> {
     bufs: Direct<D>,
     stage_send: D::Pinned,
     stage_recv: D::Pinned,
-    /// Staging time (s) accumulated since the runner last took it.
-    staging_s: f64,
+    plan: Plan,
+    /// The pieces of `planned`, the call last loaded.
+    pieces: Vec<Piece>,
+    planned: Option<Call>,
+    /// Each piece's mark after its input copy, and around its output copy (kept to reuse their space).
+    in_marks: Vec<D::Mark>,
+    out_marks: Vec<(D::Mark, D::Mark)>,
+    /// Staging time accumulated since the runner last took it.
+    staging: Staging,
 }
 
 impl<D: Device> Staged<D> {
-    /// Allocates `send_bytes` and `recv_bytes` on `dev` for `rank`, and their staging.
-    pub fn new(dev: D, rank: usize, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
+    /// Allocates `send_bytes` and `recv_bytes` on `dev` for `rank`, and their staging; calls are split by
+    /// `plan`.
+    pub fn new(dev: D, rank: usize, send_bytes: usize, recv_bytes: usize, plan: Plan) -> Result<Self> {
         let bufs = Direct::new(dev, rank, send_bytes, recv_bytes)?;
         let stage_send = bufs.dev.alloc_pinned(send_bytes).map_err(bufs.fail())?;
         let stage_recv = bufs.dev.alloc_pinned(recv_bytes).map_err(bufs.fail())?;
@@ -35,33 +50,34 @@ impl<D: Device> Staged<D> {
             bufs,
             stage_send,
             stage_recv,
-            staging_s: 0.0,
+            plan,
+            pieces: Vec::new(),
+            planned: None,
+            in_marks: Vec::new(),
+            out_marks: Vec::new(),
+            staging: Staging::default(),
         })
     }
-}
 
-/// Queues the device-to-staging copies of this call's input (from `send`, or in place from `recv`).
-fn queue_input<D: Device>(
-    dev: &D,
-    (send, recv): (&D::Mem, &D::Mem),
-    (stage_send, stage_recv): (&mut D::Pinned, &mut D::Pinned),
-    call: &Call,
-) -> Result<(), String> {
-    let (src, dst, at) = if call.in_place {
-        (recv, stage_recv, call.input_at)
-    } else {
-        (send, stage_send, 0)
-    };
-    for (off, len) in chunks(call.send_len) {
-        dev.to_host(src, at + off, dst, at + off, len)?;
+    /// Splits `call` unless it is the one already split.
+    fn plan_for(&mut self, call: &Call) {
+        if self.planned.as_ref() != Some(call) {
+            self.pieces = pieces::split(call, self.plan);
+            self.planned = Some(*call);
+        }
     }
-    Ok(())
 }
 
-/// Queues the staging-to-device copies of this call's output.
-fn queue_output<D: Device>(dev: &D, stage_recv: &D::Pinned, recv: &mut D::Mem, call: &Call) -> Result<(), String> {
-    for (off, len) in chunks(call.recv_len) {
-        dev.to_device(stage_recv, off, recv, off, len)?;
+/// Queues `copies`, each in pieces of at most [`STAGING_CHUNK`], through `queue(device offset, host
+/// offset, length)`.
+fn queue_copies(
+    copies: &[pieces::Copy],
+    mut queue: impl FnMut(usize, usize, usize) -> Result<(), String>,
+) -> Result<(), String> {
+    for c in copies {
+        for (off, len) in chunks(c.len) {
+            queue(c.dev_at + off, c.host_at + off, len)?;
+        }
     }
     Ok(())
 }
@@ -80,40 +96,79 @@ impl<D: Device> Memory for Staged<D> {
 
     fn load(&mut self, call: &Call) -> Result<()> {
         self.bufs.upload_call(call)?;
+        self.plan_for(call);
         // The staging receive buffer gets the poisoned output too: results an earlier call left there must
-        // not pass the check if the algorithm failed to write them. The input's staging is scrambled: only
-        // the copy from the device may make it right.
+        // not pass the check if the algorithm failed to write them. Where each piece reads its input, the
+        // staging is scrambled: only the copy from the device may make it right.
         self.stage_recv[..call.recv_len].copy_from_slice(&self.bufs.host.recv[..call.recv_len]);
         let input = if call.in_place {
-            &mut self.stage_recv[call.input_at..call.input_at + call.send_len]
+            &mut self.stage_recv
         } else {
-            &mut self.stage_send[..call.send_len]
+            &mut self.stage_send
         };
-        input.iter_mut().for_each(|b| *b = !*b);
+        for c in self.pieces.iter().flat_map(|p| &p.input) {
+            input[c.host_at..c.host_at + c.len].iter_mut().for_each(|b| *b = !*b);
+        }
         Ok(())
     }
 
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
+        self.plan_for(call);
         let Staged {
             bufs,
             stage_send,
             stage_recv,
-            staging_s,
+            pieces,
+            in_marks,
+            out_marks,
+            staging,
+            ..
         } = self;
         let Direct {
             dev, rank, send, recv, ..
         } = bufs;
-        let fail = |m: String| device_error(*rank, &*dev, m);
+        let dev = &*dev;
+        let fail = |m: String| device_error(*rank, dev, m);
+        in_marks.clear();
+        out_marks.clear();
         let start = dev.mark().map_err(fail)?;
-        queue_input(&*dev, (&*send, &*recv), (&mut *stage_send, &mut *stage_recv), call).map_err(fail)?;
-        let staged_in = dev.mark().map_err(fail)?;
+        for p in pieces.iter() {
+            let r = if call.in_place {
+                queue_copies(&p.input, |d, h, len| dev.to_host(recv, d, stage_recv, h, len))
+            } else {
+                queue_copies(&p.input, |d, h, len| dev.to_host(send, d, stage_send, h, len))
+            };
+            r.map_err(fail)?;
+            in_marks.push(dev.mark().map_err(fail)?);
+        }
+        let mut waited = Duration::ZERO;
+        for (p, arrived) in pieces.iter().zip(in_marks.iter()) {
+            let t = Instant::now();
+            dev.wait(arrived).map_err(fail)?;
+            waited += t.elapsed();
+            let (s, r) = (p.send_at, p.recv_at);
+            let args = p.call.args(
+                &stage_send[s..s + p.call.send_len],
+                &mut stage_recv[r..r + p.call.recv_len],
+            );
+            e.run(algo, args)?;
+            let before = dev.mark().map_err(fail)?;
+            queue_copies(&p.output, |d, h, len| dev.to_device(stage_recv, h, recv, d, len)).map_err(fail)?;
+            out_marks.push((before, dev.mark().map_err(fail)?));
+        }
+        let t = Instant::now();
         dev.sync().map_err(fail)?;
-        e.run(algo, call.args(stage_send, stage_recv))?;
-        let computed = dev.mark().map_err(fail)?;
-        queue_output(&*dev, stage_recv, recv, call).map_err(fail)?;
-        let done = dev.mark().map_err(fail)?;
-        dev.sync().map_err(fail)?;
-        *staging_s += dev.elapsed(&start, &staged_in).map_err(fail)? + dev.elapsed(&computed, &done).map_err(fail)?;
+        waited += t.elapsed();
+        // The input copies run back to back from the start; each output copy between its own two marks.
+        let mut copy_s = match in_marks.last() {
+            Some(last) => dev.elapsed(&start, last).map_err(fail)?,
+            None => 0.0,
+        };
+        for (before, after) in out_marks.iter() {
+            copy_s += dev.elapsed(before, after).map_err(fail)?;
+        }
+        staging.copy_s += copy_s;
+        staging.wait_s += waited.as_secs_f64();
         Ok(())
     }
 
@@ -121,8 +176,8 @@ impl<D: Device> Memory for Staged<D> {
         self.bufs.download_call(call)
     }
 
-    fn take_staging_s(&mut self) -> Option<f64> {
-        Some(std::mem::take(&mut self.staging_s))
+    fn take_staging(&mut self) -> Option<Staging> {
+        Some(std::mem::take(&mut self.staging))
     }
 }
 

@@ -165,6 +165,10 @@ impl Device for CudaDevice {
         self.gpu.mark()
     }
 
+    fn wait(&self, mark: &CudaEvent) -> Result<(), String> {
+        mark.synchronize().map_err(driver_err("waiting for an event"))
+    }
+
     fn sync(&self) -> Result<(), String> {
         self.gpu.sync()
     }

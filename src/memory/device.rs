@@ -1,6 +1,7 @@
 //! What the staged engine needs from a GPU: device buffers, pinned host staging, copies queued on one
-//! stream, and events that time them. [`super::emulated::Emulated`] implements it with host memory (always
-//! built, for tests); `super::cuda_device::CudaDevice` with the CUDA driver (feature `cuda`).
+//! stream, and events that time them and that the host can wait for one at a time.
+//! [`super::emulated::Emulated`] implements it with host memory (always built, for tests);
+//! `super::cuda_device::CudaDevice` with the CUDA driver (feature `cuda`).
 //!
 //! The runner reaches a device only through generics, never `dyn`: the host path does not touch this.
 
@@ -27,8 +28,8 @@ pub trait Device {
     fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), String>;
     /// Copies `dst.len()` bytes of `src` from byte `at` into `dst`, and waits for it (for the data check).
     fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), String>;
-    /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. `dst` must not be read
-    /// before the next [`Device::sync`].
+    /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. Those bytes of `dst` must not
+    /// be read before a mark queued after the copy has been waited for, or the next [`Device::sync`].
     fn to_host(
         &self,
         src: &Self::Mem,
@@ -37,8 +38,8 @@ pub trait Device {
         dst_at: usize,
         len: usize,
     ) -> Result<(), String>;
-    /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. `src` must not be written
-    /// before the next [`Device::sync`].
+    /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. Those bytes of `src` must not
+    /// be written before a mark queued after the copy has been waited for, or the next [`Device::sync`].
     fn to_device(
         &self,
         src: &Self::Pinned,
@@ -49,6 +50,8 @@ pub trait Device {
     ) -> Result<(), String>;
     /// Records a mark on the stream now.
     fn mark(&self) -> Result<Self::Mark, String>;
+    /// Waits until the stream has passed `mark` (work queued after it may still be running).
+    fn wait(&self, mark: &Self::Mark) -> Result<(), String>;
     /// Waits for everything queued so far.
     fn sync(&self) -> Result<(), String>;
     /// Seconds between two marks, both passed (after a [`Device::sync`]).

@@ -1,26 +1,96 @@
-//! A [`Device`] made of host memory: copies are `memcpy`s done at once, marks are host clock readings.
-//! It runs the staged engine's whole logic on machines without a GPU; it can also corrupt the copies back
-//! either way, so tests can see the algorithm read what came from the device and the check read what went
-//! back to it.
+//! A [`Device`] made of host memory that behaves like a GPU's stream: copies are queued and done only when
+//! the host waits for a mark after them (or syncs), and a mark gets its time when the stream passes it. So
+//! the staged engine's whole logic runs on machines without a GPU, and a missing wait shows up as wrong
+//! data or a refused timing instead of passing by luck. It can also corrupt the copies either way, so tests
+//! can see the algorithm read what came from the device and the check read what went back to it.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
 use std::time::Instant;
 
 use super::device::{check_range, Device};
 use super::HostBuf;
 
-/// Host memory posing as a device.
-#[derive(Clone, Debug, Default)]
+/// Host memory posing as a device with one stream.
+#[derive(Debug, Default)]
 pub struct Emulated {
-    /// Flip the first byte of every copy to the device (testing aid).
-    pub corrupt_to_device: bool,
-    /// Flip the first byte of every copy to the host (testing aid).
-    pub corrupt_to_host: bool,
+    corrupt_to_device: bool,
+    corrupt_to_host: bool,
+    /// Work queued and not yet done, in stream order.
+    queue: RefCell<VecDeque<Queued>>,
+}
+
+/// One entry on the emulated stream.
+#[derive(Debug)]
+enum Queued {
+    /// A copy between two buffers, held by address as a DMA engine would hold it. `flip` corrupts its first
+    /// byte.
+    Copy {
+        src: *const u8,
+        dst: *mut u8,
+        len: usize,
+        flip: bool,
+    },
+    /// A mark: its time is set when the stream passes it.
+    Mark(Rc<Cell<Option<Instant>>>),
+}
+
+/// A point on the emulated stream; it has a time once passed.
+#[derive(Clone, Debug)]
+pub struct Mark(Rc<Cell<Option<Instant>>>);
+
+impl Emulated {
+    /// Flips the first byte of every copy to the device (testing aid).
+    pub fn corrupting_copies_to_device(self) -> Self {
+        Emulated {
+            corrupt_to_device: true,
+            ..self
+        }
+    }
+
+    /// Flips the first byte of every copy to the host (testing aid).
+    pub fn corrupting_copies_to_host(self) -> Self {
+        Emulated {
+            corrupt_to_host: true,
+            ..self
+        }
+    }
+
+    /// Does the queued work in order until `until` returns true for an entry just done, or the queue is empty.
+    fn drain(&self, mut until: impl FnMut(&Queued) -> bool) {
+        let mut queue = self.queue.borrow_mut();
+        while let Some(q) = queue.pop_front() {
+            match &q {
+                &Queued::Copy { src, dst, len, flip } => {
+                    // SAFETY: the Device contract keeps both buffers alive and untouched by the host until a
+                    // wait past this copy or a sync, which is now; the ranges were checked when queued.
+                    unsafe {
+                        std::ptr::copy(src, dst, len);
+                        if flip {
+                            *dst ^= 0xff;
+                        }
+                    }
+                }
+                Queued::Mark(at) => at.set(Some(Instant::now())),
+            }
+            if until(&q) {
+                return;
+            }
+        }
+    }
+
+    fn push_copy(&self, src: *const u8, dst: *mut u8, len: usize, flip: bool) {
+        if len > 0 {
+            self.queue.borrow_mut().push_back(Queued::Copy { src, dst, len, flip });
+        }
+    }
 }
 
 impl Device for Emulated {
     type Mem = HostBuf;
     type Pinned = HostBuf;
-    type Mark = Instant;
+    type Mark = Mark;
 
     fn describe(&self) -> String {
         "emulated (host memory)".into()
@@ -40,12 +110,15 @@ impl Device for Emulated {
 
     fn upload(&self, src: &[u8], dst: &mut HostBuf, at: usize) -> Result<(), String> {
         check_range("upload", at, src.len(), dst.len())?;
+        // Stream order: whatever was queued before the upload is done before it.
+        self.sync()?;
         dst[at..at + src.len()].copy_from_slice(src);
         Ok(())
     }
 
     fn download(&self, src: &HostBuf, at: usize, dst: &mut [u8]) -> Result<(), String> {
         check_range("download", at, dst.len(), src.len())?;
+        self.sync()?;
         dst.copy_from_slice(&src[at..at + dst.len()]);
         Ok(())
     }
@@ -60,10 +133,9 @@ impl Device for Emulated {
     ) -> Result<(), String> {
         check_range("copy to the host (source)", src_at, len, src.len())?;
         check_range("copy to the host (destination)", dst_at, len, dst.len())?;
-        dst[dst_at..dst_at + len].copy_from_slice(&src[src_at..src_at + len]);
-        if self.corrupt_to_host && len > 0 {
-            dst[dst_at] ^= 0xff;
-        }
+        // SAFETY: both offsets are within their buffers (checked above).
+        let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
+        self.push_copy(s, d, len, self.corrupt_to_host);
         Ok(())
     }
 
@@ -77,23 +149,38 @@ impl Device for Emulated {
     ) -> Result<(), String> {
         check_range("copy to the device (source)", src_at, len, src.len())?;
         check_range("copy to the device (destination)", dst_at, len, dst.len())?;
-        dst[dst_at..dst_at + len].copy_from_slice(&src[src_at..src_at + len]);
-        if self.corrupt_to_device && len > 0 {
-            dst[dst_at] ^= 0xff;
-        }
+        // SAFETY: both offsets are within their buffers (checked above).
+        let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
+        self.push_copy(s, d, len, self.corrupt_to_device);
         Ok(())
     }
 
-    fn mark(&self) -> Result<Instant, String> {
-        Ok(Instant::now())
+    fn mark(&self) -> Result<Mark, String> {
+        let at = Rc::new(Cell::new(None));
+        self.queue.borrow_mut().push_back(Queued::Mark(Rc::clone(&at)));
+        Ok(Mark(at))
+    }
+
+    fn wait(&self, mark: &Mark) -> Result<(), String> {
+        if mark.0.get().is_none() {
+            self.drain(|q| matches!(q, Queued::Mark(m) if Rc::ptr_eq(m, &mark.0)));
+        }
+        match mark.0.get() {
+            Some(_) => Ok(()),
+            None => Err("waiting for a mark this device never queued".into()),
+        }
     }
 
     fn sync(&self) -> Result<(), String> {
+        self.drain(|_| false);
         Ok(())
     }
 
-    fn elapsed(&self, from: &Instant, to: &Instant) -> Result<f64, String> {
-        Ok(to.saturating_duration_since(*from).as_secs_f64())
+    fn elapsed(&self, from: &Mark, to: &Mark) -> Result<f64, String> {
+        match (from.0.get(), to.0.get()) {
+            (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f64()),
+            _ => Err("reading the time of a mark the stream has not passed (wait or sync first)".into()),
+        }
     }
 }
 
@@ -108,6 +195,7 @@ mod tests {
         d.upload(&[1, 2, 3], &mut mem, 2).unwrap();
         let mut pin = d.alloc_pinned(4).unwrap();
         d.to_host(&mem, 2, &mut pin, 1, 3).unwrap();
+        d.sync().unwrap();
         assert_eq!(&pin[..], &[0, 1, 2, 3]);
         d.to_device(&pin, 0, &mut mem, 4, 4).unwrap();
         let mut back = [0u8; 8];
@@ -120,13 +208,48 @@ mod tests {
 
     #[test]
     fn corrupting_copies_flip_the_first_byte_copied_to_the_device() {
-        let d = Emulated {
-            corrupt_to_device: true,
-            ..Emulated::default()
-        };
+        let d = Emulated::default().corrupting_copies_to_device();
         let mut mem = d.alloc(4).unwrap();
         let pin = d.alloc_pinned(4).unwrap();
         d.to_device(&pin, 0, &mut mem, 1, 2).unwrap();
+        d.sync().unwrap();
         assert_eq!(&mem[..], &[0, 0xff, 0, 0]);
+    }
+
+    #[test]
+    fn copies_happen_only_when_a_mark_after_them_is_waited_for() {
+        let d = Emulated::default();
+        let mut mem = d.alloc(4).unwrap();
+        d.upload(&[1, 2, 3, 4], &mut mem, 0).unwrap();
+        let mut pin = d.alloc_pinned(4).unwrap();
+        let start = d.mark().unwrap();
+        d.to_host(&mem, 0, &mut pin, 0, 2).unwrap();
+        let first = d.mark().unwrap();
+        d.to_host(&mem, 2, &mut pin, 2, 2).unwrap();
+        let second = d.mark().unwrap();
+        assert_eq!(&pin[..], &[0, 0, 0, 0], "nothing is copied before a wait");
+        let e = d.elapsed(&start, &first).unwrap_err();
+        assert!(e.contains("not passed"), "{e}");
+        d.wait(&first).unwrap();
+        assert_eq!(
+            &pin[..],
+            &[1, 2, 0, 0],
+            "waiting for a mark does the work before it, and only that"
+        );
+        assert!(d.elapsed(&start, &first).unwrap() >= 0.0);
+        assert!(d.elapsed(&first, &second).is_err());
+        d.wait(&first).unwrap();
+        d.sync().unwrap();
+        assert_eq!(&pin[..], &[1, 2, 3, 4]);
+        assert!(d.elapsed(&first, &second).is_ok());
+        // A download is ordered after what was queued before it.
+        d.upload(&[7; 4], &mut mem, 0).unwrap();
+        d.to_device(&pin, 0, &mut mem, 0, 1).unwrap();
+        let mut back = [0u8; 2];
+        d.download(&mem, 0, &mut back).unwrap();
+        assert_eq!(back, [1, 7]);
+        // A mark of another device is refused.
+        let other = Emulated::default().mark().unwrap();
+        assert!(d.wait(&other).is_err());
     }
 }

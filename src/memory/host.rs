@@ -34,6 +34,12 @@ impl HostBuf {
         HostBuf { ptr, len }
     }
 
+    /// The allocation's address, not derived from a borrow of its bytes: what a DMA engine holds on to while a
+    /// queued copy waits ([`super::emulated::Emulated`]).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
     /// Makes the buffer at least `len` bytes long, keeping nothing of its contents when it grows.
     pub fn ensure(&mut self, len: usize) {
         if self.len < len {

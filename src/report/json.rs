@@ -165,6 +165,8 @@ struct Placement {
     iters: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     staging_us: Option<JNum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    staging_wait_us: Option<JNum>,
 }
 
 #[derive(Serialize)]
@@ -382,6 +384,7 @@ fn placement(t: &Timing) -> Placement {
         ci95_us: JNum(t.ci95_us),
         iters: t.iters,
         staging_us: t.staging_us.map(JNum),
+        staging_wait_us: t.staging_wait_us.map(JNum),
     }
 }
 
@@ -513,6 +516,19 @@ mod tests {
         let (_d, mut v) = write_run(true);
         v.as_object_mut().unwrap().remove("end_time");
         assert!(schemas.validate(&v, idx).is_err());
+    }
+
+    #[test]
+    fn staging_times_are_written_only_for_device_memory() {
+        let mut t = crate::report::testutil::timing(100.0, 1.0, Some(0));
+        let host = serde_json::to_value(placement(&t)).unwrap();
+        assert!(host.get("staging_us").is_none() && host.get("staging_wait_us").is_none());
+        (t.staging_us, t.staging_wait_us) = (Some(30.0), Some(12.5));
+        let dev = serde_json::to_value(placement(&t)).unwrap();
+        assert_eq!(
+            (dev["staging_us"].as_f64(), dev["staging_wait_us"].as_f64()),
+            (Some(30.0), Some(12.5))
+        );
     }
 
     #[test]

@@ -168,9 +168,13 @@ pub struct Timing {
     /// Timed iterations behind these figures.
     pub iters: u32,
     /// Device memory only: staging copies per call (us, from CUDA events), the most over ranks; the times
-    /// above include it.
+    /// above include the part of it the network did not hide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub staging_us: Option<f64>,
+    /// Device memory only: time per call the host waited for staging copies (us), the most over ranks: the
+    /// staging the network did not hide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging_wait_us: Option<f64>,
 }
 
 /// The first wrong element seen at one point, with where it was.

@@ -263,7 +263,8 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         lines.push(
             "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
              runs collbench's algorithm (tcp or rdma path) and reductions on the host, and copies the output \
-             back; times include the copies (staging_us in the JSON)"
+             back, in up to --staging-pieces pieces whose copies overlap the network; times include the copies \
+             the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
                 .to_string(),
         );
         let nccl = run

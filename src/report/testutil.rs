@@ -22,6 +22,7 @@ pub fn timing(time_us: f64, busbw: f64, wrong: Option<u64>) -> Timing {
         ci95_us: 0.5,
         iters: 20,
         staging_us: None,
+        staging_wait_us: None,
     }
 }
 

@@ -13,6 +13,8 @@
 #     gpu-matrix.json (and .txt) collbench gpu-matrix -J (one GPU: its own copy, no pairs)
 #     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
 #                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
+#     staging-pieces1.json, staging-pieces4.json (and .txt)  2 ranks, all_reduce and all_gather 16-64 MiB with
+#                    the staging in one piece and in four: copy time against time waited for copies
 # Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
 # step timed out. Each step is bounded by its own timeout and all of them together by DEVICE_CHECK_BUDGET
 # seconds (default 480): a step starts with at most what is left, and is skipped (exit 124) under 20 s.
@@ -148,6 +150,30 @@ share = max((num(r[p].get("staging_us", 0)) / max(num(r[p]["time"]), 1e-9)
 print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collectives {','.join(colls)}, "
       f"largest staging share of a call {100 * share:.0f}%, wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
 sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
+PY
+    fi
+    first_fail "$step"
+done
+
+# Staging overlapped with the network: the same calls in one piece (no overlap) and in the default pieces.
+# Recorded, not judged: staging_wait_us against staging_us says how much of the copies the network hid.
+for pieces in 1 4; do
+    step_run 90 "$bin" run --np 2 --memory cuda --transport tcp --collective all_reduce,all_gather -d float \
+        -b 16M -e 64M -f 4 -w 2 -n 10 -c 1 --staging-pieces "$pieces" -J "$out/staging-pieces$pieces.json" \
+        --force 2>&1 | tee "$out/staging-pieces$pieces.txt"
+    step=${PIPESTATUS[0]}
+    echo "device-check: run --staging-pieces $pieces exited $step"
+    if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
+        timeout 30 python3 - "$out/staging-pieces$pieces.json" "$pieces" <<'PY' || step=1
+import json, sys
+d = json.load(open(sys.argv[1]))
+num = lambda v: v if isinstance(v, (int, float)) else 0.0
+for r in d["results"]:
+    t = r["out_of_place"]
+    print(f"summary: pieces {sys.argv[2]}: {r['collective']} {r['size']} B: time {num(t['time']):.0f} us, "
+          f"copies {num(t.get('staging_us')):.0f} us, waited for copies {num(t.get('staging_wait_us')):.0f} us, "
+          f"#wrong {t['nwrong']}")
+sys.exit(1 if any(r[p]["nwrong"] != 0 for r in d["results"] for p in ("out_of_place", "in_place")) else 0)
 PY
     fi
     first_fail "$step"
