@@ -566,6 +566,11 @@ pub struct RunArgs {
     /// COLLECTIVE@SIZE (before the first timed iteration of the first point of at least SIZE).
     #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
     pub fault: Option<String>,
+
+    /// Testing aid: with --memory cuda, host memory posing as the device (copies queued and done when waited
+    /// for), so the staged path runs end to end without a GPU or the cuda feature; its times mean nothing.
+    #[arg(long = "emulate-device", hide = true)]
+    pub emulate_device: bool,
 }
 
 /// A default list as the command line spells it: `all_reduce,all_gather`.

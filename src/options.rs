@@ -395,6 +395,8 @@ pub struct Options {
     /// Device memory on collbench's paths: at most this many pieces per call, whose staging copies overlap
     /// the network (`--staging-pieces`; 1: none). Every rank must split alike, so ranks agree on it.
     pub staging_pieces: usize,
+    /// Testing aid (`--emulate-device`, hidden): `--memory cuda` on host memory posing as a device.
+    pub emulate_device: bool,
 }
 
 impl Default for Options {
@@ -449,6 +451,7 @@ impl Default for Options {
             memory: crate::memory::MemoryKind::Host,
             device: None,
             staging_pieces: crate::engine::pieces::Plan::default().pieces,
+            emulate_device: false,
         }
     }
 }
@@ -583,6 +586,13 @@ impl Options {
         let sndbuf = sndbuf_flag(&args.link.sndbuf)?;
         let target_ranks = target_ranks(args)?;
         let memory = memory_kind(&args.memory, &transports)?;
+        if args.emulate_device && (memory != crate::memory::MemoryKind::Cuda || transports.contains(&PathKind::Nccl)) {
+            return Err(Error::usage(
+                "--emulate-device",
+                "a testing aid for the staged path: it needs --memory cuda and tcp or rdma paths only (nccl needs \
+                 a real GPU)",
+            ));
+        }
         Ok(Options {
             np: args.np,
             sizes,
@@ -641,6 +651,7 @@ impl Options {
             memory,
             device: args.device.clone(),
             staging_pieces,
+            emulate_device: args.emulate_device,
         })
         .and_then(|o| o.check_outputs())
     }

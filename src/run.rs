@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use indicatif::ProgressBar;
 
-use crate::bench;
+use crate::bench::{self, Sweep};
 use crate::cli::RunArgs;
 use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
@@ -20,7 +20,10 @@ use crate::world::{env, local, Identity};
 pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     let opts = Options::from_cli(args)?;
     // Before any rank starts: a missing driver or an unbuilt feature is a usage error, not a rank failure.
-    crate::memory::kind::check_run_memory(&args.memory)?;
+    // The emulated device (a testing aid) needs neither.
+    if !opts.emulate_device {
+        crate::memory::kind::check_run_memory(&args.memory)?;
+    }
     // NCCL likewise: a missing libnccl stops the run before any rank starts.
     if opts.transports.contains(&PathKind::Nccl) {
         crate::nccl::check_run(opts.memory)?;
@@ -65,39 +68,35 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout)
 }
 
-/// Sweeps one path once (repeat `repeat`): TCP paths take the session's transports in order (`tcp_index`
+/// Sweeps one path once (repeat `s.repeat`): TCP paths take the session's transports in order (`tcp_index`
 /// walks them), MPI runs the library's collectives, RDMA sets its queue pairs up over the first TCP path (kept
 /// for control traffic). `run` and `preflight` both sweep through here.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn sweep_path(
     sess: &mut session::Session,
     path: &PathKind,
     tcp_index: &mut usize,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[report::RankInfo],
-    reporters: &mut Vec<Box<dyn Reporter>>,
-    progress: Option<&ProgressBar>,
+    s: Sweep<'_>,
     #[cfg(feature = "mpi")] mpi: Option<&crate::mpi::Mpi>,
 ) -> Result<bench::Outcome> {
+    let opts = s.opts;
     match path {
         PathKind::Tcp(_) => {
             let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
             *tcp_index += 1;
             match opts.memory {
-                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress),
-                crate::memory::MemoryKind::Cuda => sweep_cuda(&mut engine, opts, repeat, ranks, reporters, progress),
+                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, s),
+                crate::memory::MemoryKind::Cuda => sweep_staged(&mut engine, s),
             }
         }
         #[cfg(feature = "mpi")]
         PathKind::Mpi => {
             let m = mpi.expect("MPI is initialised when --transport has mpi");
             let mut engine = crate::mpi::engine::MpiEngine::new(m);
-            bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress)
+            bench::sweep(&mut engine, s)
         }
         #[cfg(not(feature = "mpi"))]
         PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
-        PathKind::Nccl => sweep_nccl(sess, opts, repeat, ranks, reporters, progress),
+        PathKind::Nccl => sweep_nccl(sess, s),
         #[cfg(feature = "rdma")]
         PathKind::Rdma { device, port } => {
             let t = crate::transport::rdma::connect::connect(
@@ -109,8 +108,8 @@ pub(crate) fn sweep_path(
             let mut engine = Native::new(t, opts);
             // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
             let swept = match opts.memory {
-                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, opts, repeat, ranks, reporters, progress),
-                crate::memory::MemoryKind::Cuda => sweep_cuda(&mut engine, opts, repeat, ranks, reporters, progress),
+                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, s),
+                crate::memory::MemoryKind::Cuda => sweep_staged(&mut engine, s),
             };
             match swept {
                 Err(e) => Err(match engine.transport.aborted_by() {
@@ -132,69 +131,59 @@ fn open_gpu(opts: &Options, rank: usize) -> Result<crate::memory::cuda_device::C
         .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))
 }
 
-/// [`bench::sweep`] on device buffers of this rank's GPU, staged through pinned host memory.
-#[cfg(feature = "cuda")]
-fn sweep_cuda<E: crate::engine::Engine>(
+/// [`bench::sweep`] on device buffers staged through pinned host memory: this rank's GPU, or with
+/// `--emulate-device` host memory posing as one.
+fn sweep_staged<E: crate::engine::Engine>(engine: &mut E, s: Sweep<'_>) -> Result<bench::Outcome> {
+    if s.opts.emulate_device {
+        return sweep_on_device(engine, crate::memory::emulated::Emulated::default(), s);
+    }
+    sweep_cuda(engine, s)
+}
+
+/// [`bench::sweep`] on buffers of `dev`, calls split by `--staging-pieces`.
+fn sweep_on_device<E: crate::engine::Engine, D: crate::memory::device::Device>(
     engine: &mut E,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[report::RankInfo],
-    reporters: &mut [Box<dyn Reporter>],
-    progress: Option<&ProgressBar>,
+    dev: D,
+    s: Sweep<'_>,
 ) -> Result<bench::Outcome> {
     let rank = engine.rank();
-    let dev = open_gpu(opts, rank)?;
-    bench::sweep_on(engine, opts, repeat, ranks, reporters, progress, |send, recv| {
-        let plan = crate::engine::pieces::Plan {
-            pieces: opts.staging_pieces,
-            ..Default::default()
-        };
+    let plan = crate::engine::pieces::Plan {
+        pieces: s.opts.staging_pieces,
+        ..Default::default()
+    };
+    bench::sweep_on(engine, s, |send, recv| {
         crate::engine::staged::Staged::new(dev, rank, send, recv, plan)
     })
+}
+
+/// [`sweep_on_device`] on this rank's GPU.
+#[cfg(feature = "cuda")]
+fn sweep_cuda<E: crate::engine::Engine>(engine: &mut E, s: Sweep<'_>) -> Result<bench::Outcome> {
+    let dev = open_gpu(s.opts, engine.rank())?;
+    sweep_on_device(engine, dev, s)
 }
 
 /// NCCL's collectives on device buffers of this rank's GPU, with the first TCP path carrying the control
 /// exchanges (the communicator's unique id among them).
 #[cfg(feature = "cuda")]
-fn sweep_nccl(
-    sess: &mut session::Session,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[report::RankInfo],
-    reporters: &mut [Box<dyn Reporter>],
-    progress: Option<&ProgressBar>,
-) -> Result<bench::Outcome> {
-    let mut engine = crate::nccl::engine::NcclEngine::new(&mut sess.transports[0], opts.device.as_deref())?;
+fn sweep_nccl(sess: &mut session::Session, s: Sweep<'_>) -> Result<bench::Outcome> {
+    let mut engine = crate::nccl::engine::NcclEngine::new(&mut sess.transports[0], s.opts.device.as_deref())?;
     let rank = crate::engine::Engine::rank(&engine);
-    let dev = open_gpu(opts, rank)?;
-    bench::sweep_on(&mut engine, opts, repeat, ranks, reporters, progress, |send, recv| {
+    let dev = open_gpu(s.opts, rank)?;
+    bench::sweep_on(&mut engine, s, |send, recv| {
         crate::engine::direct::Direct::new(dev, rank, send, recv)
     })
 }
 
 /// Without the `cuda` feature, `--transport nccl` is refused before any rank starts; this says so again.
 #[cfg(not(feature = "cuda"))]
-fn sweep_nccl(
-    _sess: &mut session::Session,
-    _opts: &Options,
-    _repeat: u32,
-    _ranks: &[report::RankInfo],
-    _reporters: &mut [Box<dyn Reporter>],
-    _progress: Option<&ProgressBar>,
-) -> Result<bench::Outcome> {
+fn sweep_nccl(_sess: &mut session::Session, _s: Sweep<'_>) -> Result<bench::Outcome> {
     Err(Error::usage("--transport", crate::nccl::not_built_message()))
 }
 
 /// Without the `cuda` feature, `--memory cuda` is refused before any rank starts; this says so again.
 #[cfg(not(feature = "cuda"))]
-fn sweep_cuda<E: crate::engine::Engine>(
-    _engine: &mut E,
-    _opts: &Options,
-    _repeat: u32,
-    _ranks: &[report::RankInfo],
-    _reporters: &mut [Box<dyn Reporter>],
-    _progress: Option<&ProgressBar>,
-) -> Result<bench::Outcome> {
+fn sweep_cuda<E: crate::engine::Engine>(_engine: &mut E, _s: Sweep<'_>) -> Result<bench::Outcome> {
     Err(Error::usage("--memory", crate::memory::cuda_probe::not_built_message()))
 }
 
@@ -347,11 +336,13 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 &mut sess,
                 path,
                 &mut tcp_index,
-                opts,
-                repeat,
-                &ranks,
-                &mut reporters,
-                progress.as_ref(),
+                Sweep {
+                    opts,
+                    repeat,
+                    ranks: &ranks,
+                    reporters: &mut reporters,
+                    progress: progress.as_ref(),
+                },
                 #[cfg(feature = "mpi")]
                 mpi.as_ref(),
             );

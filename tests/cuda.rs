@@ -161,3 +161,53 @@ fn memory_cuda_with_an_rdma_path_is_no_longer_refused_for_the_pairing() {
         assert!(err.contains("--memory:") || err.contains("mlx5_0"), "{err}");
     }
 }
+
+#[test]
+fn the_staged_path_runs_end_to_end_on_an_emulated_device() {
+    // `--emulate-device` puts host memory behind the Device trait, so `run --memory cuda` goes through the
+    // launcher, consensus, the staged engine split into pieces, the check and the reporters without a GPU.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let mut args: Vec<&str> = "run --np 3 --memory cuda --emulate-device --staging-pieces 3 \
+        --collective all_reduce,all_gather,reduce_scatter,alltoall -d float -b 1K -e 6M -f 8 -n 2 -w 1 -J"
+        .split_whitespace()
+        .collect();
+    args.push(json.to_str().unwrap());
+    let out = collbench(&args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("# Memory: cuda") && stdout.contains("EMULATED device"),
+        "{stdout}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let m = &v["collbench"]["memory"];
+    assert_eq!(
+        (m["kind"].as_str(), m["emulated"].as_bool()),
+        (Some("cuda"), Some(true))
+    );
+    let rows = v["results"].as_array().unwrap();
+    // 4 collectives x sizes 1K, 8K, 64K, 512K, 4M.
+    assert_eq!(rows.len(), 4 * 5, "{stdout}");
+    for r in rows {
+        for p in ["out_of_place", "in_place"] {
+            let t = &r[p];
+            assert_eq!(t["nwrong"], 0.0, "{} {} B {p}", r["collective"], r["size"]);
+            assert!(t["staging_us"].is_number() && t["staging_wait_us"].is_number(), "{t}");
+        }
+    }
+}
+
+#[test]
+fn the_emulated_device_is_refused_where_it_would_mean_nothing() {
+    let err = refused(&["run", "--np", "2", "-e", "8", "--emulate-device"]);
+    assert!(
+        err.contains("--emulate-device:") && err.contains("--memory cuda"),
+        "{err}"
+    );
+    let err = refused(&["run", "--np", "2", "--memory", "cuda", "--staging-pieces", "0"]);
+    assert!(err.contains("--staging-pieces:"), "{err}");
+}

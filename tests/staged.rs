@@ -3,7 +3,7 @@
 //! buffers and checks what comes back from them. Ranks are threads connected over loopback; the device is
 //! host memory posing as one (`Emulated`), so everything but the CUDA calls runs here.
 
-use collbench::bench::{self, Outcome};
+use collbench::bench::{self, Outcome, Sweep};
 use collbench::collective::Collective;
 use collbench::engine::pieces::Plan;
 use collbench::engine::staged::{Staged, STAGING_CHUNK};
@@ -11,6 +11,7 @@ use collbench::engine::Native;
 use collbench::memory::emulated::Emulated;
 use collbench::options::{Options, Progress, SizeRange, Step};
 use collbench::reduce::{Dtype, Op};
+use collbench::report::RankInfo;
 use collbench::session;
 
 fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) -> Options {
@@ -28,6 +29,17 @@ fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) ->
         ops: vec![Op::Sum, Op::Max],
         progress: Progress::Never,
         ..Options::default()
+    }
+}
+
+/// Sweep number 0 of `opts`, reporting nowhere.
+fn sweep<'a>(opts: &'a Options, ranks: &'a [RankInfo]) -> Sweep<'a> {
+    Sweep {
+        opts,
+        repeat: 0,
+        ranks,
+        reporters: &mut [],
+        progress: None,
     }
 }
 
@@ -54,7 +66,7 @@ fn staged_sweep_on(n: usize, opts: &Options, plan: Plan, dev: impl Fn(usize) -> 
         let rank = sess.world.rank;
         let mut engine = Native::new(&mut sess.transports[0], opts);
         let dev = dev(rank);
-        bench::sweep_on(&mut engine, opts, 0, &ranks, &mut [], None, |send, recv| {
+        bench::sweep_on(&mut engine, sweep(opts, &ranks), |send, recv| {
             Staged::new(dev, rank, send, recv, plan)
         })
         .expect("the sweep runs")
@@ -153,7 +165,7 @@ fn host_memory_reports_no_staging() {
     let outs = session::run_threads(2, &o, |sess| {
         let ranks = sess.world.ranks.clone();
         let mut engine = Native::new(&mut sess.transports[0], &o);
-        bench::sweep(&mut engine, &o, 0, &ranks, &mut [], None).expect("the sweep runs")
+        bench::sweep(&mut engine, sweep(&o, &ranks)).expect("the sweep runs")
     });
     let recs = &outs[0].as_ref().expect("ranks connect").records;
     assert!(recs

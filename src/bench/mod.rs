@@ -30,17 +30,21 @@ pub struct Outcome {
     pub peak_rss: Vec<Option<u64>>,
 }
 
-/// Runs every point of `opts` on engine `e`, as whole sweep number `repeat`. Rank 0 passes reporters (and
-/// maybe a progress bar); the others pass none. Every rank returns the same `wrong` total.
-pub fn sweep<E: Engine>(
-    e: &mut E,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[RankInfo],
-    reporters: &mut [Box<dyn Reporter>],
-    progress: Option<&ProgressBar>,
-) -> Result<Outcome> {
-    sweep_on(e, opts, repeat, ranks, reporters, progress, |send, recv| {
+/// One sweep's settings and outputs, besides its engine and memory.
+pub struct Sweep<'a> {
+    pub opts: &'a Options,
+    /// Which whole sweep this is (`--repeat`).
+    pub repeat: u32,
+    /// Every rank's info, for naming hosts.
+    pub ranks: &'a [RankInfo],
+    /// Where records go: rank 0's reporters; none on the other ranks.
+    pub reporters: &'a mut [Box<dyn Reporter>],
+    pub progress: Option<&'a ProgressBar>,
+}
+
+/// Runs every point of `s.opts` on engine `e` in host memory. Every rank returns the same `wrong` total.
+pub fn sweep<E: Engine>(e: &mut E, s: Sweep<'_>) -> Result<Outcome> {
+    sweep_on(e, s, |send, recv| {
         Ok(Buffers {
             send: HostBuf::new(send),
             recv: HostBuf::new(recv),
@@ -51,13 +55,16 @@ pub fn sweep<E: Engine>(
 /// [`sweep`] on the memory `alloc` returns for the sweep's largest send and receive buffers (bytes).
 pub fn sweep_on<E: Engine, M: Memory>(
     e: &mut E,
-    opts: &Options,
-    repeat: u32,
-    ranks: &[RankInfo],
-    reporters: &mut [Box<dyn Reporter>],
-    progress: Option<&ProgressBar>,
+    s: Sweep<'_>,
     alloc: impl FnOnce(usize, usize) -> Result<M>,
 ) -> Result<Outcome> {
+    let Sweep {
+        opts,
+        repeat,
+        ranks,
+        reporters,
+        progress,
+    } = s;
     let n = e.size();
     if opts.root >= n {
         return Err(Error::usage(

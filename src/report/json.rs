@@ -207,6 +207,9 @@ struct MemoryNote {
     /// rdma paths on device memory only: they stage too; whether rank 0's host has a GPUDirect RDMA route.
     #[serde(skip_serializing_if = "Option::is_none")]
     rdma_route: Option<String>,
+    /// The device was host memory posing as one (`--emulate-device`, a testing aid): no GPU was measured.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    emulated: bool,
 }
 
 impl MemoryNote {
@@ -219,6 +222,7 @@ impl MemoryNote {
             reductions: "host",
             direct_paths: direct_paths(&run.options),
             rdma_route: run.rdma_route.clone(),
+            emulated: run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true),
             kind,
         }
     }

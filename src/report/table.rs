@@ -267,6 +267,13 @@ fn run_header(run: &RunInfo) -> Vec<String> {
              the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
                 .to_string(),
         );
+        if run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true) {
+            lines.push(
+                "# Memory: EMULATED device (host memory posing as one, --emulate-device): a test of the staged \
+                 path, not a measurement of any GPU"
+                    .to_string(),
+            );
+        }
         let nccl = run
             .options
             .get("transports")

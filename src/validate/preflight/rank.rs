@@ -98,11 +98,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                     &mut sess,
                     path,
                     &mut tcp_index,
-                    phase_opts,
-                    repeat,
-                    &ranks,
-                    &mut Vec::new(),
-                    progress.as_ref(),
+                    crate::bench::Sweep {
+                        opts: phase_opts,
+                        repeat,
+                        ranks: &ranks,
+                        reporters: &mut [],
+                        progress: progress.as_ref(),
+                    },
                     #[cfg(feature = "mpi")]
                     mpi.as_ref(),
                 );
