@@ -513,6 +513,12 @@ pub struct RunArgs {
         default_value_t = Options::default().staging_pieces)]
     pub staging_pieces: usize,
 
+    /// With --memory cuda on the tcp and rdma paths, where all_reduce and reduce_scatter reduce: host (the
+    /// algorithm reduces the staged data) or device (the GPU kernels reduce, the host runs an alltoall and,
+    /// for all_reduce, an all_gather; the algo column says device_reduce)
+    #[arg(long = "reduce-on", value_name = "WHERE", help_heading = TUNING, default_value = "host")]
+    pub reduce_on: String,
+
     /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
     /// [default: none, the best path only]
     #[arg(long = "reference", value_name = "PATH", help_heading = TUNING)]

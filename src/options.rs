@@ -397,6 +397,9 @@ pub struct Options {
     pub staging_pieces: usize,
     /// Testing aid (`--emulate-device`, hidden): `--memory cuda` on host memory posing as a device.
     pub emulate_device: bool,
+    /// Device memory on collbench's paths: all_reduce and reduce_scatter reduce with the GPU kernels, the host
+    /// only moving bytes (`--reduce-on device`); otherwise the host reduces the staged data.
+    pub reduce_on_device: bool,
 }
 
 impl Default for Options {
@@ -452,6 +455,7 @@ impl Default for Options {
             device: None,
             staging_pieces: crate::engine::pieces::Plan::default().pieces,
             emulate_device: false,
+            reduce_on_device: false,
         }
     }
 }
@@ -593,6 +597,22 @@ impl Options {
                  a real GPU)",
             ));
         }
+        let reduce_on_device = match args.reduce_on.to_ascii_lowercase().as_str() {
+            "host" => false,
+            "device" if memory == crate::memory::MemoryKind::Cuda => true,
+            "device" => {
+                return Err(Error::usage(
+                    "--reduce-on",
+                    "device needs device buffers: add --memory cuda (host buffers are reduced by the host)",
+                ))
+            }
+            other => {
+                return Err(Error::usage(
+                    "--reduce-on",
+                    format!("unknown place '{other}' (expected host or device)"),
+                ))
+            }
+        };
         Ok(Options {
             np: args.np,
             sizes,
@@ -652,6 +672,7 @@ impl Options {
             device: args.device.clone(),
             staging_pieces,
             emulate_device: args.emulate_device,
+            reduce_on_device,
         })
         .and_then(|o| o.check_outputs())
     }
@@ -669,6 +690,11 @@ impl Options {
                 // Device memory keeps host copies twice: the pinned staging, and the buffers the check reads.
                 if self.memory == crate::memory::MemoryKind::Cuda {
                     bytes = bytes.saturating_mul(2);
+                }
+                // Reductions on the device stage through three more host buffers of about the larger size.
+                if self.reduce_on_device && c.reduces() {
+                    let larger = l.send_count.max(l.recv_count) as u64 * l.elem_size as u64;
+                    bytes = bytes.saturating_add(larger.saturating_mul(3));
                 }
                 most = most.max(bytes.saturating_add(scratch));
             }
@@ -1305,6 +1331,34 @@ mod tests {
             },
             ..Options::default()
         }));
+    }
+
+    #[test]
+    fn reductions_on_the_device_need_device_memory_and_count_their_staging() {
+        assert!(!opts(&[]).reduce_on_device);
+        let host = opts(&["--memory", "cuda", "--transport", "tcp", "-e", "64M"]);
+        let dev = opts(&[
+            "--memory",
+            "cuda",
+            "--transport",
+            "tcp",
+            "-e",
+            "64M",
+            "--reduce-on",
+            "device",
+        ]);
+        assert!(dev.reduce_on_device && !host.reduce_on_device);
+        assert_eq!(
+            dev.consensus_fields()["reduce_on_device"],
+            true,
+            "ranks must agree on it"
+        );
+        assert!(
+            dev.memory_needed() >= host.memory_needed() + 3 * (64 << 20),
+            "three more staging buffers"
+        );
+        usage(&["--reduce-on", "device"], "--reduce-on", "add --memory cuda");
+        usage(&["--reduce-on", "gpu"], "--reduce-on", "expected host or device");
     }
 
     #[test]

@@ -151,8 +151,14 @@ fn sweep_on_device<E: crate::engine::Engine, D: crate::memory::device::Device>(
         pieces: s.opts.staging_pieces,
         ..Default::default()
     };
+    let (nranks, on_device) = (engine.size(), s.opts.reduce_on_device);
     bench::sweep_on(engine, s, |send, recv| {
-        crate::engine::staged::Staged::new(dev, rank, send, recv, plan)
+        let staged = crate::engine::staged::Staged::new(dev, rank, send, recv, plan)?;
+        if on_device {
+            staged.reducing_on_device(nranks)
+        } else {
+            Ok(staged)
+        }
     })
 }
 

@@ -165,7 +165,14 @@ fn memory_cuda_with_an_rdma_path_is_no_longer_refused_for_the_pairing() {
 #[test]
 fn the_staged_path_runs_end_to_end_on_an_emulated_device() {
     // `--emulate-device` puts host memory behind the Device trait, so `run --memory cuda` goes through the
-    // launcher, consensus, the staged engine split into pieces, the check and the reporters without a GPU.
+    // launcher, consensus, the staged engine split into pieces, the check and the reporters without a GPU;
+    // with reductions by the host algorithm and by the device.
+    for reduce_on in ["host", "device"] {
+        emulated_run(reduce_on);
+    }
+}
+
+fn emulated_run(reduce_on: &str) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let mut args: Vec<&str> = "run --np 3 --memory cuda --emulate-device --staging-pieces 3 \
@@ -173,6 +180,7 @@ fn the_staged_path_runs_end_to_end_on_an_emulated_device() {
         .split_whitespace()
         .collect();
     args.push(json.to_str().unwrap());
+    args.extend(["--reduce-on", reduce_on]);
     let out = collbench(&args);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
@@ -198,7 +206,14 @@ fn the_staged_path_runs_end_to_end_on_an_emulated_device() {
             assert_eq!(t["nwrong"], 0.0, "{} {} B {p}", r["collective"], r["size"]);
             assert!(t["staging_us"].is_number() && t["staging_wait_us"].is_number(), "{t}");
         }
+        let reducing = ["all_reduce", "reduce_scatter"].contains(&r["collective"].as_str().unwrap());
+        let on_device = reduce_on == "device" && reducing;
+        assert_eq!(r["algo"] == "device_reduce", on_device, "{reduce_on}: {r}");
     }
+    assert_eq!(
+        m["reductions"].as_str().unwrap().starts_with("device"),
+        reduce_on == "device"
+    );
 }
 
 #[test]
@@ -210,4 +225,8 @@ fn the_emulated_device_is_refused_where_it_would_mean_nothing() {
     );
     let err = refused(&["run", "--np", "2", "--memory", "cuda", "--staging-pieces", "0"]);
     assert!(err.contains("--staging-pieces:"), "{err}");
+    let err = refused(&["run", "--np", "2", "-e", "8", "--reduce-on", "device"]);
+    assert!(err.contains("--reduce-on:") && err.contains("--memory cuda"), "{err}");
+    let err = refused(&["run", "--np", "2", "-e", "8", "--reduce-on", "gpu"]);
+    assert!(err.contains("--reduce-on:") && err.contains("host or device"), "{err}");
 }

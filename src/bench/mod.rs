@@ -131,7 +131,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
         let gathered = gather_json::<_, RankPoint>(e, &mine, "measurement")
             .map_err(|err| err.during(&format!("the gathering of results of {phase}")))?;
         if let Some(per_rank) = gathered {
-            let rec = stats::record(&ctx, algo.name(), p, &per_rank);
+            let rec = stats::record(&ctx, bufs.algo_name(p.coll, algo), p, &per_rank);
             out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
             for r in reporters.iter_mut() {
                 r.record(&rec)?;

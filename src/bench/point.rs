@@ -132,6 +132,10 @@ pub trait Memory {
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
     /// Brings the call's output into the host buffers for the check (not timed).
     fn unload(&mut self, call: &Call) -> Result<()>;
+    /// The algo column for `coll` run with `algo`: its name, unless this memory runs the collective its own way.
+    fn algo_name(&self, _coll: Collective, algo: Algo) -> &'static str {
+        algo.name()
+    }
     /// Staging time since the last call of this; `None` where nothing is staged.
     fn take_staging(&mut self) -> Option<Staging> {
         None

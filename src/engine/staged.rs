@@ -10,11 +10,14 @@
 
 use std::time::{Duration, Instant};
 
+mod on_device;
+
 use super::direct::{device_error, Direct};
 use super::pieces::{self, Piece, Plan};
 use super::Engine;
 use crate::algorithm::Algo;
 use crate::bench::point::{Buffers, Call, Memory, Staging};
+use crate::collective::Collective;
 use crate::error::Result;
 use crate::memory::device::Device;
 
@@ -37,6 +40,9 @@ pub struct Staged<D: Device> {
     out_marks: Vec<(D::Mark, D::Mark)>,
     /// Staging time accumulated since the runner last took it.
     staging: Staging,
+    /// `--reduce-on device`: the job's rank count, and the scratch the device reductions use.
+    on_device: Option<usize>,
+    scratch: Option<on_device::Scratch<D>>,
 }
 
 impl<D: Device> Staged<D> {
@@ -56,7 +62,21 @@ impl<D: Device> Staged<D> {
             in_marks: Vec::new(),
             out_marks: Vec::new(),
             staging: Staging::default(),
+            on_device: None,
+            scratch: None,
         })
+    }
+
+    /// Reduces all_reduce and reduce_scatter on the device, in a job of `nranks` (`--reduce-on device`).
+    pub fn reducing_on_device(mut self, nranks: usize) -> Result<Self> {
+        self.scratch = Some(on_device::Scratch::new(&self.bufs.dev).map_err(self.bufs.fail())?);
+        self.on_device = Some(nranks);
+        Ok(self)
+    }
+
+    /// Whether `call` runs with its reductions on the device.
+    fn reduced_on_device(&self, call: &Call) -> bool {
+        self.on_device.is_some_and(|n| on_device::applies(call.coll, n)) && call.count > 0
     }
 
     /// Splits `call` unless it is the one already split.
@@ -79,6 +99,31 @@ fn queue_copies(
             queue(c.dev_at + off, c.host_at + off, len)?;
         }
     }
+    Ok(())
+}
+
+/// Waits for the rest of a call's device work and adds its times to `staging`: the input copies ran back to
+/// back from `start` to the last of `in_marks`; every later batch of device work between its own two marks.
+fn finish<D: Device>(
+    dev: &D,
+    start: &D::Mark,
+    in_marks: &[D::Mark],
+    out_marks: &[(D::Mark, D::Mark)],
+    mut waited: Duration,
+    staging: &mut Staging,
+) -> Result<(), String> {
+    let t = Instant::now();
+    dev.sync()?;
+    waited += t.elapsed();
+    let mut device_s = match in_marks.last() {
+        Some(last) => dev.elapsed(start, last)?,
+        None => 0.0,
+    };
+    for (before, after) in out_marks {
+        device_s += dev.elapsed(before, after)?;
+    }
+    staging.copy_s += device_s;
+    staging.wait_s += waited.as_secs_f64();
     Ok(())
 }
 
@@ -109,11 +154,14 @@ impl<D: Device> Memory for Staged<D> {
         for c in self.pieces.iter().flat_map(|p| &p.input) {
             input[c.host_at..c.host_at + c.len].iter_mut().for_each(|b| *b = !*b);
         }
-        Ok(())
+        self.load_on_device(call)
     }
 
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
         self.plan_for(call);
+        if self.reduced_on_device(call) {
+            return self.run_on_device(e, call);
+        }
         let Staged {
             bufs,
             stage_send,
@@ -156,24 +204,18 @@ impl<D: Device> Memory for Staged<D> {
             queue_copies(&p.output, |d, h, len| dev.to_device(stage_recv, h, recv, d, len)).map_err(fail)?;
             out_marks.push((before, dev.mark().map_err(fail)?));
         }
-        let t = Instant::now();
-        dev.sync().map_err(fail)?;
-        waited += t.elapsed();
-        // The input copies run back to back from the start; each output copy between its own two marks.
-        let mut copy_s = match in_marks.last() {
-            Some(last) => dev.elapsed(&start, last).map_err(fail)?,
-            None => 0.0,
-        };
-        for (before, after) in out_marks.iter() {
-            copy_s += dev.elapsed(before, after).map_err(fail)?;
-        }
-        staging.copy_s += copy_s;
-        staging.wait_s += waited.as_secs_f64();
-        Ok(())
+        finish(dev, &start, in_marks, out_marks, waited, staging).map_err(fail)
     }
 
     fn unload(&mut self, call: &Call) -> Result<()> {
         self.bufs.download_call(call)
+    }
+
+    fn algo_name(&self, coll: Collective, algo: Algo) -> &'static str {
+        match self.on_device {
+            Some(n) if on_device::applies(coll, n) => on_device::ALGO_NAME,
+            _ => algo.name(),
+        }
     }
 
     fn take_staging(&mut self) -> Option<Staging> {

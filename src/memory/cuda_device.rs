@@ -2,14 +2,22 @@
 //! stream, and CUDA events for timing. Only the thin driver calls live here; the staging logic around them
 //! is the engine's and is tested with [`super::emulated::Emulated`].
 
-use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, PinnedHostSlice};
+use std::cell::OnceCell;
+
+use cudarc::driver::PinnedHostSlice;
+use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 
 use super::cuda::{driver_err, Gpu};
-use super::device::{check_range, Device};
+use super::device::{check_finalize, check_range, check_reduce, Device};
+use crate::reduce::cuda::Kernels;
+use crate::reduce::cuda_kernels::{finalize_name, geometry, reduce_name};
+use crate::reduce::{Dtype, Op};
 
 /// A CUDA device opened for this rank.
 pub struct CudaDevice {
     gpu: Gpu,
+    /// The reduction kernels, compiled with NVRTC the first time a reduction is queued.
+    kernels: OnceCell<Kernels>,
 }
 
 /// Page-locked host memory, readable and writable by the host (not write-combined: the host algorithm reads
@@ -47,7 +55,36 @@ impl CudaDevice {
     pub fn open(device: Option<&str>) -> Result<CudaDevice, String> {
         Ok(CudaDevice {
             gpu: Gpu::open(device)?,
+            kernels: OnceCell::new(),
         })
+    }
+
+    fn kernels(&self) -> Result<&Kernels, String> {
+        if let Some(k) = self.kernels.get() {
+            return Ok(k);
+        }
+        let k = Kernels::load(&self.gpu)?;
+        Ok(self.kernels.get_or_init(|| k))
+    }
+
+    /// Launches `name` over `len` bytes of `dtype` with `args`: every argument of these kernels is 64 bits
+    /// wide, device pointers (as their values) and counts alike.
+    fn launch(&self, name: &str, dtype: Dtype, len: usize, args: &[u64]) -> Result<(), String> {
+        self.bind()?;
+        let f = self.kernels()?.function(name)?;
+        let (grid, block) = geometry(len / dtype.size(), dtype.size(), self.gpu.sms);
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.gpu.stream().launch_builder(&f);
+        for a in args {
+            launch.arg(a);
+        }
+        // SAFETY: the callers pass the arguments the kernel named takes, with ranges they checked.
+        unsafe { launch.launch(cfg) }.map_err(driver_err("launching a kernel"))?;
+        Ok(())
     }
 
     fn bind(&self) -> Result<(), String> {
@@ -159,6 +196,67 @@ impl Device for CudaDevice {
         // SAFETY: both ranges were checked; src is pinned and not written before the caller syncs.
         unsafe { result::memcpy_htod_async(base + dst_at as u64, &src[src_at..src_at + len], stream.cu_stream()) }
             .map_err(driver_err("queueing a copy to the device"))
+    }
+
+    fn copy(
+        &self,
+        src: &CudaSlice<u8>,
+        src_at: usize,
+        dst: &mut CudaSlice<u8>,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        check_range("device copy (source)", src_at, len, src.len())?;
+        check_range("device copy (destination)", dst_at, len, dst.len())?;
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let stream = self.gpu.stream();
+        let (s, _r1) = src.device_ptr(stream);
+        let (d, _r2) = dst.device_ptr(stream);
+        // SAFETY: both ranges were checked; device memory stays allocated while the stream uses it.
+        unsafe { result::memcpy_dtod_async(d + dst_at as u64, s + src_at as u64, len, stream.cu_stream()) }
+            .map_err(driver_err("queueing a device-to-device copy"))
+    }
+
+    fn reduce(
+        &self,
+        mem: &mut CudaSlice<u8>,
+        (dtype, op): (Dtype, Op),
+        dst_at: usize,
+        (a_at, b_at): (usize, usize),
+        len: usize,
+    ) -> Result<(), String> {
+        check_reduce(dtype, mem.len(), dst_at, (a_at, b_at), len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let (base, _record) = mem.device_ptr(self.gpu.stream());
+        let (dst, a, b) = (base + dst_at as u64, base + a_at as u64, base + b_at as u64);
+        let n = (len / dtype.size()) as u64;
+        // The kernel takes (T* dst, const T* a, const T* b, u64 n); device pointers are passed as their
+        // 64-bit values.
+        self.launch(&reduce_name(dtype, op), dtype, len, &[dst, a, b, n])
+    }
+
+    fn finalize(
+        &self,
+        mem: &mut CudaSlice<u8>,
+        (dtype, op): (Dtype, Op),
+        at: usize,
+        len: usize,
+        nranks: usize,
+    ) -> Result<(), String> {
+        check_finalize(at, len, mem.len(), nranks)?;
+        if len == 0 || op != Op::Avg {
+            return Ok(());
+        }
+        let (base, _record) = mem.device_ptr(self.gpu.stream());
+        let buf = base + at as u64;
+        let (n, ranks) = ((len / dtype.size()) as u64, nranks as u64);
+        // The kernel takes (T* buf, u64 n, u64 nranks).
+        self.launch(&finalize_name(dtype), dtype, len, &[buf, n, ranks])
     }
 
     fn mark(&self) -> Result<CudaEvent, String> {

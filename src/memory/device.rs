@@ -7,6 +7,8 @@
 
 use std::ops::DerefMut;
 
+use crate::reduce::{Dtype, Op};
+
 /// A device and the one stream its work is queued on. Errors are messages naming what failed.
 pub trait Device {
     /// One allocation in device memory.
@@ -48,6 +50,36 @@ pub trait Device {
         dst_at: usize,
         len: usize,
     ) -> Result<(), String>;
+    /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`, both in device memory.
+    fn copy(
+        &self,
+        src: &Self::Mem,
+        src_at: usize,
+        dst: &mut Self::Mem,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String>;
+    /// Queues `mem[dst_at..] = mem[a_at..] op mem[b_at..]` over `len` bytes of elements of `kind`'s dtype,
+    /// with its op (Avg sums; see [`Device::finalize`]); `from` is `(a_at, b_at)`. The three ranges must not
+    /// overlap (the kernels assume it).
+    fn reduce(
+        &self,
+        mem: &mut Self::Mem,
+        kind: (Dtype, Op),
+        dst_at: usize,
+        from: (usize, usize),
+        len: usize,
+    ) -> Result<(), String>;
+    /// Queues the end of Avg over `len` bytes of `mem` from `at`: every element divided by `nranks`. Nothing
+    /// for the other ops.
+    fn finalize(
+        &self,
+        mem: &mut Self::Mem,
+        kind: (Dtype, Op),
+        at: usize,
+        len: usize,
+        nranks: usize,
+    ) -> Result<(), String>;
     /// Records a mark on the stream now.
     fn mark(&self) -> Result<Self::Mark, String>;
     /// Waits until the stream has passed `mark` (work queued after it may still be running).
@@ -56,6 +88,42 @@ pub trait Device {
     fn sync(&self) -> Result<(), String>;
     /// Seconds between two marks, both passed (after a [`Device::sync`]).
     fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, String>;
+}
+
+/// Checks the ranges of a device reduction: within `size` bytes, whole elements, and not overlapping.
+pub fn check_reduce(
+    dtype: Dtype,
+    size: usize,
+    dst_at: usize,
+    (a_at, b_at): (usize, usize),
+    len: usize,
+) -> Result<(), String> {
+    for (what, at) in [
+        ("reduce (destination)", dst_at),
+        ("reduce (a)", a_at),
+        ("reduce (b)", b_at),
+    ] {
+        check_range(what, at, len, size)?;
+    }
+    if len % dtype.size() != 0 {
+        return Err(format!("reduce: {len} bytes is not a whole number of {dtype} elements"));
+    }
+    let apart = |x: usize, y: usize| x.abs_diff(y) >= len;
+    if len > 0 && !(apart(dst_at, a_at) && apart(dst_at, b_at) && apart(a_at, b_at)) {
+        return Err(format!(
+            "reduce: overlapping ranges of {len} bytes at {dst_at} (destination), {a_at} and {b_at}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a finalize of `len` bytes at `at` in a buffer of `size` bytes over `nranks` ranks.
+pub fn check_finalize(at: usize, len: usize, size: usize, nranks: usize) -> Result<(), String> {
+    check_range("finalize", at, len, size)?;
+    if nranks == 0 {
+        return Err("finalize: the rank count must be at least 1".into());
+    }
+    Ok(())
 }
 
 /// Checks that `at..at + len` lies within a buffer of `size` bytes (a staging bug, not bad input).

@@ -9,8 +9,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::device::{check_range, Device};
+use super::device::{check_finalize, check_range, check_reduce, Device};
 use super::HostBuf;
+use crate::reduce::{kernel, Dtype, Op};
 
 /// Host memory posing as a device with one stream.
 #[derive(Debug, Default)]
@@ -31,6 +32,22 @@ enum Queued {
         dst: *mut u8,
         len: usize,
         flip: bool,
+    },
+    /// `base[dst..] = base[a..] op base[b..]` over `len` bytes, as the reduction kernel does.
+    Reduce {
+        base: *mut u8,
+        kind: (Dtype, Op),
+        dst: usize,
+        a: usize,
+        b: usize,
+        len: usize,
+    },
+    /// The end of Avg over `len` bytes at `at`.
+    Finalize {
+        at: *mut u8,
+        kind: (Dtype, Op),
+        len: usize,
+        nranks: usize,
     },
     /// A mark: its time is set when the stream passes it.
     Mark(Rc<Cell<Option<Instant>>>),
@@ -71,6 +88,34 @@ impl Emulated {
                             *dst ^= 0xff;
                         }
                     }
+                }
+                &Queued::Reduce {
+                    base,
+                    kind: (dtype, op),
+                    dst,
+                    a,
+                    b,
+                    len,
+                } => {
+                    // SAFETY: as for copies; the three ranges were checked to lie within one buffer and not to
+                    // overlap, so the one mutable slice aliases neither shared one.
+                    let (d, x, y) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(base.add(dst), len),
+                            std::slice::from_raw_parts(base.add(a), len),
+                            std::slice::from_raw_parts(base.add(b), len),
+                        )
+                    };
+                    kernel::reduce_into(dtype, op, d, x, y);
+                }
+                &Queued::Finalize {
+                    at,
+                    kind: (dtype, op),
+                    len,
+                    nranks,
+                } => {
+                    // SAFETY: as for copies; the range was checked when queued.
+                    kernel::finalize(dtype, op, unsafe { std::slice::from_raw_parts_mut(at, len) }, nranks);
                 }
                 Queued::Mark(at) => at.set(Some(Instant::now())),
             }
@@ -152,6 +197,57 @@ impl Device for Emulated {
         // SAFETY: both offsets are within their buffers (checked above).
         let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
         self.push_copy(s, d, len, self.corrupt_to_device);
+        Ok(())
+    }
+
+    fn copy(&self, src: &HostBuf, src_at: usize, dst: &mut HostBuf, dst_at: usize, len: usize) -> Result<(), String> {
+        check_range("device copy (source)", src_at, len, src.len())?;
+        check_range("device copy (destination)", dst_at, len, dst.len())?;
+        // SAFETY: both offsets are within their buffers (checked above).
+        let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
+        self.push_copy(s, d, len, false);
+        Ok(())
+    }
+
+    fn reduce(
+        &self,
+        mem: &mut HostBuf,
+        kind: (Dtype, Op),
+        dst: usize,
+        (a, b): (usize, usize),
+        len: usize,
+    ) -> Result<(), String> {
+        check_reduce(kind.0, mem.len(), dst, (a, b), len)?;
+        if len > 0 {
+            let base = mem.base();
+            self.queue.borrow_mut().push_back(Queued::Reduce {
+                base,
+                kind,
+                dst,
+                a,
+                b,
+                len,
+            });
+        }
+        Ok(())
+    }
+
+    fn finalize(
+        &self,
+        mem: &mut HostBuf,
+        kind: (Dtype, Op),
+        at: usize,
+        len: usize,
+        nranks: usize,
+    ) -> Result<(), String> {
+        check_finalize(at, len, mem.len(), nranks)?;
+        if len > 0 && kind.1 == Op::Avg {
+            // SAFETY: the offset is within the buffer (checked above).
+            let at = unsafe { mem.base().add(at) };
+            self.queue
+                .borrow_mut()
+                .push_back(Queued::Finalize { at, kind, len, nranks });
+        }
         Ok(())
     }
 
@@ -251,5 +347,35 @@ mod tests {
         // A mark of another device is refused.
         let other = Emulated::default().mark().unwrap();
         assert!(d.wait(&other).is_err());
+    }
+
+    #[test]
+    fn reductions_are_queued_like_copies_and_refuse_overlapping_ranges() {
+        let d = Emulated::default();
+        let mut mem = d.alloc(24).unwrap();
+        let ints = |v: [i32; 2]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        d.upload(&ints([1, 2]), &mut mem, 0).unwrap();
+        d.upload(&ints([10, 20]), &mut mem, 8).unwrap();
+        d.reduce(&mut mem, (Dtype::Int32, Op::Avg), 16, (0, 8), 8).unwrap();
+        d.finalize(&mut mem, (Dtype::Int32, Op::Avg), 16, 8, 2).unwrap();
+        let mut out = [0u8; 8];
+        d.download(&mem, 16, &mut out).unwrap();
+        assert_eq!(out.to_vec(), ints([5, 11]), "(1 + 10) / 2 and (2 + 20) / 2, truncated");
+        let e = d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 4, (0, 8), 8).unwrap_err();
+        assert!(e.contains("overlapping"), "{e}");
+        assert!(
+            d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 16, (0, 8), 6).is_err(),
+            "not whole elements"
+        );
+        assert!(
+            d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 20, (0, 8), 8).is_err(),
+            "past the end"
+        );
+        // A device copy waits its turn like the others.
+        let mut other = d.alloc(8).unwrap();
+        d.copy(&mem, 16, &mut other, 0, 8).unwrap();
+        assert_eq!(&other[..], &[0; 8]);
+        d.sync().unwrap();
+        assert_eq!(other.to_vec(), ints([5, 11]));
     }
 }

@@ -56,6 +56,13 @@ impl Kernels {
         Ok(Kernels { module })
     }
 
+    /// The kernel named `name` (one of [`super::cuda_kernels`]' names).
+    pub fn function(&self, name: &str) -> Result<cudarc::driver::CudaFunction, String> {
+        self.module
+            .load_function(name)
+            .map_err(|e| format!("CUDA: finding the kernel {name} failed: {e}"))
+    }
+
     /// Launch configuration for `len` bytes of `dtype`.
     fn config(gpu: &Gpu, dtype: Dtype, len: usize) -> LaunchConfig {
         let (grid, block) = geometry(len / dtype.size(), dtype.size(), gpu.sms);

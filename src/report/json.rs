@@ -219,7 +219,11 @@ impl MemoryNote {
             .unwrap_or_else(|| "host".into());
         MemoryNote {
             times_include_staging: kind == "cuda",
-            reductions: "host",
+            reductions: if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+                "device (all_reduce, reduce_scatter; reduce on the host)"
+            } else {
+                "host"
+            },
             direct_paths: direct_paths(&run.options),
             rdma_route: run.rdma_route.clone(),
             emulated: run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true),

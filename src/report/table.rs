@@ -267,6 +267,13 @@ fn run_header(run: &RunInfo) -> Vec<String> {
              the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
                 .to_string(),
         );
+        if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+            lines.push(
+                "# Memory: --reduce-on device: all_reduce and reduce_scatter are reduced by the GPU kernels after an \
+                 alltoall on the host (all_reduce then all-gathers on the host); algo device_reduce"
+                    .to_string(),
+            );
+        }
         if run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true) {
             lines.push(
                 "# Memory: EMULATED device (host memory posing as one, --emulate-device): a test of the staged \

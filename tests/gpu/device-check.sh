@@ -13,6 +13,8 @@
 #     gpu-matrix.json (and .txt) collbench gpu-matrix -J (one GPU: its own copy, no pairs)
 #     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
 #                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
+#     reduce-on-device-np2.json, -np4.json (and .txt)  --reduce-on device: all_reduce and reduce_scatter, every
+#                    dtype and op, 16 B to 16 MiB, reduced by the GPU kernels; #wrong 0 asserted
 #     staging-pieces1.json, staging-pieces4.json (and .txt)  2 ranks, all_reduce and all_gather 16-64 MiB with
 #                    the staging in one piece and in four: copy time against time waited for copies
 # Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
@@ -150,6 +152,29 @@ share = max((num(r[p].get("staging_us", 0)) / max(num(r[p]["time"]), 1e-9)
 print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collectives {','.join(colls)}, "
       f"largest staging share of a call {100 * share:.0f}%, wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
 sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
+PY
+    fi
+    first_fail "$step"
+done
+
+# Reductions on the device: all_reduce and reduce_scatter reduced by the kernels after a host alltoall, every
+# dtype and op, 2 and 4 ranks; exit 0 and #wrong 0 required, the algo column device_reduce.
+for np in 2 4; do
+    step_run 120 "$bin" run --np "$np" --memory cuda --transport tcp --reduce-on device \
+        --collective all_reduce,reduce_scatter -d all -o all -b 16 -e 16M -f 16 -w 1 -n 3 -c 1 \
+        -J "$out/reduce-on-device-np$np.json" --force 2>&1 | tee "$out/reduce-on-device-np$np.txt"
+    step=${PIPESTATUS[0]}
+    echo "device-check: run --reduce-on device --np $np exited $step"
+    if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
+        timeout 30 python3 - "$out/reduce-on-device-np$np.json" <<'PY' || step=1
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+wrong = [(r["collective"], r["type"], r["redop"], r["size"]) for r in rows
+         for p in ("out_of_place", "in_place") if r[p]["nwrong"] != 0]
+algos = sorted({r["algo"] for r in rows})
+print(f"summary: {sys.argv[1]}: {len(rows)} rows, algos {','.join(algos)}, wrong points {len(wrong)}"
+      + (f": {wrong[:5]}" if wrong else ""))
+sys.exit(1 if wrong or algos != ["device_reduce"] else 0)
 PY
     fi
     first_fail "$step"
