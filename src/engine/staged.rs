@@ -69,6 +69,7 @@ impl<D: Device> Staged<D> {
 
     /// Reduces all_reduce and reduce_scatter on the device, in a job of `nranks` (`--reduce-on device`).
     pub fn reducing_on_device(mut self, nranks: usize) -> Result<Self> {
+        self.bufs.dev.prepare_reductions().map_err(self.bufs.fail())?;
         self.scratch = Some(on_device::Scratch::new(&self.bufs.dev).map_err(self.bufs.fail())?);
         self.on_device = Some(nranks);
         Ok(self)

@@ -220,6 +220,10 @@ impl Device for CudaDevice {
             .map_err(driver_err("queueing a device-to-device copy"))
     }
 
+    fn prepare_reductions(&self) -> Result<(), String> {
+        self.kernels().map(|_| ())
+    }
+
     fn reduce(
         &self,
         mem: &mut CudaSlice<u8>,

@@ -59,6 +59,11 @@ pub trait Device {
         dst_at: usize,
         len: usize,
     ) -> Result<(), String>;
+    /// Readies [`Device::reduce`] and [`Device::finalize`] (CUDA compiles its kernels), so the first call
+    /// does not pay for it.
+    fn prepare_reductions(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Queues `mem[dst_at..] = mem[a_at..] op mem[b_at..]` over `len` bytes of elements of `kind`'s dtype,
     /// with its op (Avg sums; see [`Device::finalize`]); `from` is `(a_at, b_at)`. The three ranges must not
     /// overlap (the kernels assume it).
