@@ -143,7 +143,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         }
         // A joined rank says nothing until the answer, so a readable joined socket means it went away: look
         // between waits (a short tick, since the gate's wait does not watch joined ranks).
-        gate.wait(&listener, deadline.min(Instant::now() + NEWS_TICK));
+        gate.wait(&listener, &[], deadline.min(Instant::now() + NEWS_TICK));
         if let Some(r) = closed_rank(&joined) {
             let j = &joined[r].as_ref().expect("a joined rank").0;
             let missing: Vec<String> = (0..size)
@@ -260,7 +260,7 @@ fn tell_latecomers<D: FnMut(&[u8]) -> Verdict<Join>>(
         if !missing.iter().any(|&m| m) {
             return;
         }
-        gate.wait(listener, deadline);
+        gate.wait(listener, &[], deadline);
     }
 }
 

@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -165,13 +166,25 @@ pub fn connect_all(
         if accepted == expected {
             break;
         }
-        if Instant::now() >= deadline {
-            let missing: Vec<String> = mine
-                .iter()
+        let missing = || -> Vec<String> {
+            mine.iter()
                 .copied()
                 .filter(|&r| r > rank && socks[r].iter().any(Option::is_none))
                 .map(|r| peers[r].to_string())
-                .collect();
+                .collect()
+        };
+        // A peer that hangs up before set-up is over gave up, most likely because a rank it connects to failed:
+        // waiting for the missing ones until the deadline would only delay the same failure.
+        if let Some(gone) = (0..n).find(|&r| socks[r].iter().flatten().any(hung_up)) {
+            return Err(Error::Peer(format!(
+                "{me}: {} closed its data connection during set-up, so it gave up (see its own error); still \
+                 missing connections from {}, the first of which most likely failed",
+                peers[gone],
+                missing().join(", ")
+            )));
+        }
+        if Instant::now() >= deadline {
+            let missing = missing();
             return Err(Error::Peer(format!(
                 "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
                  and able to reach {}? Raise --connect-timeout if they start slowly",
@@ -180,7 +193,8 @@ pub fn connect_all(
                 bound.addr
             )));
         }
-        gate.wait(&bound.listener, deadline);
+        let admitted: Vec<RawFd> = socks.iter().flatten().flatten().map(|s| s.as_raw_fd()).collect();
+        gate.wait(&bound.listener, &admitted, deadline);
     }
     for (from, why) in gate.close() {
         drop_line(from, &why);
@@ -218,6 +232,28 @@ pub fn connect_all(
     }
     let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
     Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
+}
+
+/// Whether the peer of `sock` has closed it (or reset it): nothing is read, only peeked at.
+fn hung_up(sock: &TcpStream) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: recv writes at most one byte into `byte`; MSG_PEEK leaves it in the socket.
+    let got = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match got {
+        0 => true,
+        n if n > 0 => false,
+        _ => matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ECONNRESET | libc::EPIPE | libc::ENOTCONN)
+        ),
+    }
 }
 
 /// Makes room for `sockets` more descriptors (the peers' streams): raises the soft `RLIMIT_NOFILE` towards
@@ -326,6 +362,57 @@ mod tests {
             msg.starts_with(&format!(
                 "rank 2 (host h2): rank 1 (host h1, {addr}) refused the data connection"
             )) && msg.contains("has most likely exited"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_hangs_up_during_set_up_ends_the_wait_naming_the_ranks_still_missing() {
+        // Rank 0 of 3 waits for ranks 1 and 2. Rank 2 connects, is acked, then hangs up (as a rank does that
+        // gave up on rank 1); rank 1 never comes. Were the hang-up not watched, the call would end only at the
+        // two-minute deadline, with the time-out message.
+        let bound = TcpListenerBound::bind("127.0.0.1".parse().unwrap(), "lo").unwrap();
+        let token: Token = [7; 16];
+        let nobody = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let peer = |rank: usize, addr| PeerAddr {
+            rank,
+            host: format!("h{rank}"),
+            addr,
+        };
+        let peers = vec![peer(0, bound.addr), peer(1, nobody), peer(2, nobody)];
+        let to = bound.addr;
+        let quitter = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(to).unwrap();
+            let hello = Hello {
+                token,
+                from: 2,
+                to: 0,
+                stream: 0,
+                nstreams: 1,
+            };
+            s.write_all(&hello.encode()).unwrap();
+            let mut ack = [0u8; ACK_LEN];
+            s.read_exact(&mut ack).unwrap();
+            decode_ack(&ack).unwrap();
+        });
+        let cfg = TcpConfig {
+            streams: 1,
+            stripe_min: 1 << 20,
+            timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(120),
+            spin: Duration::ZERO,
+            sndbuf: None,
+        };
+        let links = Links::full(3, "test");
+        let e = connect_all(bound, 0, "h0", &peers, &links, token, cfg)
+            .err()
+            .expect("set-up fails");
+        quitter.join().unwrap();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("rank 0 (host h0): rank 2 (host h2, ")
+                && msg.contains("closed its data connection during set-up")
+                && msg.contains("still missing connections from rank 1 (host h1, "),
             "{msg}"
         );
     }

@@ -181,14 +181,21 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
         }
     }
 
-    /// Waits until `listener` or a candidate has something to read, a candidate's deadline passes, or `until`.
-    pub fn wait(&self, listener: &TcpListener, until: Instant) {
-        let mut fds = Vec::with_capacity(1 + self.pending.len());
+    /// Waits until `listener` or a candidate has something to read, a candidate's deadline passes, the peer of
+    /// an `admitted` connection hangs up, or `until`.
+    pub fn wait(&self, listener: &TcpListener, admitted: &[std::os::fd::RawFd], until: Instant) {
+        let mut fds = Vec::with_capacity(1 + self.pending.len() + admitted.len());
         fds.push(libc::pollfd {
             fd: listener.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         });
+        // Admitted connections wake the wait only when their peer hangs up: their data is not read here.
+        fds.extend(admitted.iter().map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLRDHUP,
+            revents: 0,
+        }));
         let mut wake = until;
         for c in &self.pending {
             fds.push(libc::pollfd {
@@ -284,7 +291,7 @@ mod tests {
             out.extend(evs);
             out.extend(g.drive());
             if out.len() < n {
-                g.wait(l, until);
+                g.wait(l, &[], until);
             }
         }
         out
