@@ -188,7 +188,7 @@ fn emulated_run(reduce_on: &str) {
     );
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("# Memory: cuda") && stdout.contains("EMULATED device"),
+        stdout.contains("# Memory: cuda") && stdout.contains("in up to 3 pieces") && stdout.contains("EMULATED device"),
         "{stdout}"
     );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

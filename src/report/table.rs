@@ -260,13 +260,13 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     ];
     // Host memory says nothing, as before; device memory says what its times cover.
     if p.memory.as_deref() == Some("cuda") {
-        lines.push(
+        let pieces = run.options.get("staging_pieces").and_then(|v| v.as_u64()).unwrap_or(1);
+        lines.push(format!(
             "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
              runs collbench's algorithm (tcp or rdma path) and reductions on the host, and copies the output \
-             back, in up to --staging-pieces pieces whose copies overlap the network; times include the copies \
-             the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
-                .to_string(),
-        );
+             back, in up to {pieces} pieces (--staging-pieces) whose copies overlap the network; times include \
+             the copies the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
+        ));
         if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
             lines.push(
                 "# Memory: --reduce-on device: all_reduce and reduce_scatter are reduced by the GPU kernels after an \
