@@ -227,6 +227,86 @@ impl<D: Device> Memory for Staged<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::Args;
+    use crate::memory::emulated::{Emulated, Observer};
+    use crate::reduce::{Dtype, Op};
+
+    /// One rank's all_reduce (its input is its output) that notes, as each piece runs, the copies the
+    /// device still has queued.
+    struct Probe {
+        device: Observer,
+        seen: Vec<(usize, usize)>,
+    }
+
+    impl Engine for Probe {
+        fn path(&self) -> String {
+            "probe".into()
+        }
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn algo(&self, _c: Collective, _s: u64) -> Algo {
+            Algo::Ring
+        }
+        fn run(&mut self, _algo: Algo, args: Args<'_>) -> Result<()> {
+            self.seen.push(self.device.pending_copies());
+            if let Some(send) = args.send {
+                args.recv.copy_from_slice(send);
+            }
+            Ok(())
+        }
+        fn barrier(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn gather(&mut self, d: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+            Ok(Some(vec![d.to_vec()]))
+        }
+        fn broadcast(&mut self, d: &[u8]) -> Result<Vec<u8>> {
+            Ok(d.to_vec())
+        }
+    }
+
+    #[test]
+    fn each_piece_runs_while_later_inputs_and_earlier_outputs_are_still_being_copied() {
+        // 4 pieces of 256 floats. Were the staging not overlapped (every input copied before the first piece,
+        // or each output copied back before the next piece), the queue would be empty whenever a piece runs.
+        let dev = Emulated::default();
+        let device = dev.observer();
+        let plan = Plan {
+            pieces: 4,
+            min_piece_bytes: 16,
+        };
+        let mut m = Staged::new(dev, 0, 4096, 4096, plan).unwrap();
+        let call = Call {
+            coll: Collective::AllReduce,
+            dtype: Dtype::Float,
+            op: Op::Sum,
+            root: 0,
+            count: 1024,
+            in_place: false,
+            send_len: 4096,
+            recv_len: 4096,
+            input_at: 0,
+        };
+        let input: Vec<u8> = (0..4096).map(|i| (i * 7 % 251) as u8).collect();
+        m.host().send.copy_from_slice(&input);
+        m.host().recv.fill(0xee);
+        m.load(&call).unwrap();
+        let mut e = Probe {
+            device,
+            seen: Vec::new(),
+        };
+        m.run(&mut e, Algo::Ring, &call).unwrap();
+        // (inputs still to come, outputs still to go back) as pieces 0..3 run.
+        assert_eq!(e.seen, vec![(3, 0), (2, 1), (1, 2), (0, 3)]);
+        m.unload(&call).unwrap();
+        assert_eq!(&m.host().recv[..], &input[..]);
+        let t = m.take_staging().expect("device memory reports staging");
+        assert!(t.copy_s >= 0.0 && t.wait_s >= 0.0);
+    }
 
     #[test]
     fn chunks_cover_the_length_exactly() {

@@ -18,8 +18,34 @@ use crate::reduce::{kernel, Dtype, Op};
 pub struct Emulated {
     corrupt_to_device: bool,
     corrupt_to_host: bool,
-    /// Work queued and not yet done, in stream order.
-    queue: RefCell<VecDeque<Queued>>,
+    /// Work queued and not yet done, in stream order (shared with [`Observer`]s).
+    queue: Rc<RefCell<VecDeque<Queued>>>,
+}
+
+/// Which way a queued copy goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    ToHost,
+    ToDevice,
+    OnDevice,
+}
+
+/// A view of an emulated device's queue, for tests that check what the device still has to do while the
+/// host works (that copies overlap the host's work, not only that they happen).
+#[derive(Clone, Debug)]
+pub struct Observer(Rc<RefCell<VecDeque<Queued>>>);
+
+impl Observer {
+    /// Copies queued and not yet done: `(to the host, to the device)`.
+    pub fn pending_copies(&self) -> (usize, usize) {
+        let q = self.0.borrow();
+        let count = |w: Way| {
+            q.iter()
+                .filter(|e| matches!(e, Queued::Copy { way, .. } if *way == w))
+                .count()
+        };
+        (count(Way::ToHost), count(Way::ToDevice))
+    }
 }
 
 /// One entry on the emulated stream.
@@ -32,6 +58,7 @@ enum Queued {
         dst: *mut u8,
         len: usize,
         flip: bool,
+        way: Way,
     },
     /// `base[dst..] = base[a..] op base[b..]` over `len` bytes, as the reduction kernel does.
     Reduce {
@@ -79,7 +106,9 @@ impl Emulated {
         let mut queue = self.queue.borrow_mut();
         while let Some(q) = queue.pop_front() {
             match &q {
-                &Queued::Copy { src, dst, len, flip } => {
+                &Queued::Copy {
+                    src, dst, len, flip, ..
+                } => {
                     // SAFETY: the Device contract keeps both buffers alive and untouched by the host until a
                     // wait past this copy or a sync, which is now; the ranges were checked when queued.
                     unsafe {
@@ -125,10 +154,21 @@ impl Emulated {
         }
     }
 
-    fn push_copy(&self, src: *const u8, dst: *mut u8, len: usize, flip: bool) {
+    fn push_copy(&self, (src, dst): (*const u8, *mut u8), len: usize, flip: bool, way: Way) {
         if len > 0 {
-            self.queue.borrow_mut().push_back(Queued::Copy { src, dst, len, flip });
+            self.queue.borrow_mut().push_back(Queued::Copy {
+                src,
+                dst,
+                len,
+                flip,
+                way,
+            });
         }
+    }
+
+    /// A view of this device's queue.
+    pub fn observer(&self) -> Observer {
+        Observer(Rc::clone(&self.queue))
     }
 }
 
@@ -180,7 +220,7 @@ impl Device for Emulated {
         check_range("copy to the host (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
         let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
-        self.push_copy(s, d, len, self.corrupt_to_host);
+        self.push_copy((s, d), len, self.corrupt_to_host, Way::ToHost);
         Ok(())
     }
 
@@ -196,7 +236,7 @@ impl Device for Emulated {
         check_range("copy to the device (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
         let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
-        self.push_copy(s, d, len, self.corrupt_to_device);
+        self.push_copy((s, d), len, self.corrupt_to_device, Way::ToDevice);
         Ok(())
     }
 
@@ -205,7 +245,7 @@ impl Device for Emulated {
         check_range("device copy (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
         let (s, d) = unsafe { (src.base().add(src_at), dst.base().add(dst_at)) };
-        self.push_copy(s, d, len, false);
+        self.push_copy((s, d), len, false, Way::OnDevice);
         Ok(())
     }
 
