@@ -88,47 +88,25 @@ mod tests {
     use super::*;
     use crate::algorithm::Args;
     use crate::collective::Collective;
+    use crate::engine::one_rank::OneRank;
     use crate::memory::emulated::Emulated;
     use crate::reduce::{Dtype, Op};
 
     /// Copies the call's input to the start of its output through the addresses it is given, as a one-rank
     /// all_reduce on a device would.
-    struct CopyEngine;
-
-    impl Engine for CopyEngine {
-        fn path(&self) -> String {
-            "copy".into()
-        }
-        fn rank(&self) -> usize {
-            0
-        }
-        fn size(&self) -> usize {
-            1
-        }
-        fn algo(&self, _c: Collective, _s: u64) -> Algo {
-            Algo::Library
-        }
-        fn run(&mut self, _algo: Algo, _args: Args<'_>) -> Result<()> {
-            panic!("a direct engine is handed device addresses, not host slices")
-        }
-        fn run_device(&mut self, call: &Call, send: u64, recv: u64) -> Result<()> {
-            let from = if call.in_place {
-                recv + call.input_at as u64
-            } else {
-                send
-            };
-            // SAFETY: the emulated device's addresses are host buffers at least this long.
-            unsafe { std::ptr::copy(from as *const u8, recv as *mut u8, call.send_len) };
-            Ok(())
-        }
-        fn barrier(&mut self) -> Result<()> {
-            Ok(())
-        }
-        fn gather(&mut self, d: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-            Ok(Some(vec![d.to_vec()]))
-        }
-        fn broadcast(&mut self, d: &[u8]) -> Result<Vec<u8>> {
-            Ok(d.to_vec())
+    fn copy_engine() -> impl Engine {
+        OneRank {
+            run: |_: Args<'_>| -> Result<()> { panic!("a direct engine is handed device addresses, not host slices") },
+            run_device: |call: &Call, send: u64, recv: u64| {
+                let from = if call.in_place {
+                    recv + call.input_at as u64
+                } else {
+                    send
+                };
+                // SAFETY: the emulated device's addresses are host buffers at least this long.
+                unsafe { std::ptr::copy(from as *const u8, recv as *mut u8, call.send_len) };
+                Ok(())
+            },
         }
     }
 
@@ -153,7 +131,7 @@ mod tests {
         m.load(&call).unwrap();
         // The host copy is not what the engine reads: spoil it after the upload.
         m.host().send.fill(0);
-        m.run(&mut CopyEngine, Algo::Library, &call).unwrap();
+        m.run(&mut copy_engine(), Algo::Library, &call).unwrap();
         m.unload(&call).unwrap();
         let want: Vec<u8> = (0..64).collect();
         assert_eq!(&m.host().recv[..], &want[..]);

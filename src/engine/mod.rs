@@ -10,6 +10,8 @@ use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
 pub mod direct;
+#[cfg(test)]
+mod one_rank;
 pub mod pieces;
 pub mod staged;
 

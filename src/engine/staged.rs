@@ -228,46 +228,9 @@ impl<D: Device> Memory for Staged<D> {
 mod tests {
     use super::*;
     use crate::algorithm::Args;
-    use crate::memory::emulated::{Emulated, Observer};
+    use crate::engine::one_rank::OneRank;
+    use crate::memory::emulated::Emulated;
     use crate::reduce::{Dtype, Op};
-
-    /// One rank's all_reduce (its input is its output) that notes, as each piece runs, the copies the
-    /// device still has queued.
-    struct Probe {
-        device: Observer,
-        seen: Vec<(usize, usize)>,
-    }
-
-    impl Engine for Probe {
-        fn path(&self) -> String {
-            "probe".into()
-        }
-        fn rank(&self) -> usize {
-            0
-        }
-        fn size(&self) -> usize {
-            1
-        }
-        fn algo(&self, _c: Collective, _s: u64) -> Algo {
-            Algo::Ring
-        }
-        fn run(&mut self, _algo: Algo, args: Args<'_>) -> Result<()> {
-            self.seen.push(self.device.pending_copies());
-            if let Some(send) = args.send {
-                args.recv.copy_from_slice(send);
-            }
-            Ok(())
-        }
-        fn barrier(&mut self) -> Result<()> {
-            Ok(())
-        }
-        fn gather(&mut self, d: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-            Ok(Some(vec![d.to_vec()]))
-        }
-        fn broadcast(&mut self, d: &[u8]) -> Result<Vec<u8>> {
-            Ok(d.to_vec())
-        }
-    }
 
     #[test]
     fn each_piece_runs_while_later_inputs_and_earlier_outputs_are_still_being_copied() {
@@ -295,13 +258,21 @@ mod tests {
         m.host().send.copy_from_slice(&input);
         m.host().recv.fill(0xee);
         m.load(&call).unwrap();
-        let mut e = Probe {
-            device,
-            seen: Vec::new(),
+        // One rank's all_reduce (its input is its output), noting the copies still queued as each piece runs.
+        let mut seen = Vec::new();
+        let mut e = OneRank {
+            run: |args: Args<'_>| {
+                seen.push(device.pending_copies());
+                if let Some(send) = args.send {
+                    args.recv.copy_from_slice(send);
+                }
+                Ok(())
+            },
+            run_device: |_: &Call, _: u64, _: u64| unreachable!("staged memory hands over host slices"),
         };
         m.run(&mut e, Algo::Ring, &call).unwrap();
         // (inputs still to come, outputs still to go back) as pieces 0..3 run.
-        assert_eq!(e.seen, vec![(3, 0), (2, 1), (1, 2), (0, 3)]);
+        assert_eq!(seen, vec![(3, 0), (2, 1), (1, 2), (0, 3)]);
         m.unload(&call).unwrap();
         assert_eq!(&m.host().recv[..], &input[..]);
         let t = m.take_staging().expect("device memory reports staging");
