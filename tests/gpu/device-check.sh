@@ -14,7 +14,7 @@
 #     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
 #                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
 #     reduce-on-device-np2.json, -np4.json (and .txt)  --reduce-on device: all_reduce and reduce_scatter, every
-#                    dtype and op, 16 B to 16 MiB, reduced by the GPU kernels; #wrong 0 asserted
+#                    dtype and op, 16 B to 4 MiB (4 MiB in pieces), reduced by the GPU kernels; #wrong 0 asserted
 #     staging-pieces1.json, staging-pieces4.json (and .txt)  2 ranks, all_reduce and all_gather 16-64 MiB with
 #                    the staging in one piece and in four: copy time against time waited for copies
 # Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
@@ -161,7 +161,7 @@ done
 # dtype and op, 2 and 4 ranks; exit 0 and #wrong 0 required, the algo column device_reduce.
 for np in 2 4; do
     step_run 120 "$bin" run --np "$np" --memory cuda --transport tcp --reduce-on device \
-        --collective all_reduce,reduce_scatter -d all -o all -b 16 -e 16M -f 16 -w 1 -n 3 -c 1 \
+        --collective all_reduce,reduce_scatter -d all -o all -b 16 -e 8M -f 8 -w 1 -n 3 -c 1 \
         -J "$out/reduce-on-device-np$np.json" --force 2>&1 | tee "$out/reduce-on-device-np$np.txt"
     step=${PIPESTATUS[0]}
     echo "device-check: run --reduce-on device --np $np exited $step"
