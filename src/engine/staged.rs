@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+mod marks;
 mod on_device;
 
 use super::direct::{device_error, Direct};
@@ -35,9 +36,8 @@ pub struct Staged<D: Device> {
     /// The pieces of `planned`, the call last loaded.
     pieces: Vec<Piece>,
     planned: Option<Call>,
-    /// Each piece's mark after its input copy, and around its output copy (kept to reuse their space).
-    in_marks: Vec<D::Mark>,
-    out_marks: Vec<(D::Mark, D::Mark)>,
+    /// The call's marks: after each piece's input copy, and around each later batch of device work.
+    marks: marks::Marks<D::Mark>,
     /// Staging time accumulated since the runner last took it.
     staging: Staging,
     /// `--reduce-on device`: the job's rank count, and the scratch the device reductions use.
@@ -59,8 +59,7 @@ impl<D: Device> Staged<D> {
             plan,
             pieces: Vec::new(),
             planned: None,
-            in_marks: Vec::new(),
-            out_marks: Vec::new(),
+            marks: marks::Marks::new(),
             staging: Staging::default(),
             on_device: None,
             scratch: None,
@@ -103,27 +102,18 @@ fn queue_copies(
     Ok(())
 }
 
-/// Waits for the rest of a call's device work and adds its times to `staging`: the input copies ran back to
-/// back from `start` to the last of `in_marks`; every later batch of device work between its own two marks.
+/// Waits for the rest of a call's device work and adds its times to `staging`: the device time its `marks`
+/// span, and the host's time waiting for the device.
 fn finish<D: Device>(
     dev: &D,
-    start: &D::Mark,
-    in_marks: &[D::Mark],
-    out_marks: &[(D::Mark, D::Mark)],
+    marks: &marks::Marks<D::Mark>,
     mut waited: Duration,
     staging: &mut Staging,
 ) -> Result<(), String> {
     let t = Instant::now();
     dev.sync()?;
     waited += t.elapsed();
-    let mut device_s = match in_marks.last() {
-        Some(last) => dev.elapsed(start, last)?,
-        None => 0.0,
-    };
-    for (before, after) in out_marks {
-        device_s += dev.elapsed(before, after)?;
-    }
-    staging.copy_s += device_s;
+    staging.copy_s += marks.device_s(dev)?;
     staging.wait_s += waited.as_secs_f64();
     Ok(())
 }
@@ -168,8 +158,7 @@ impl<D: Device> Memory for Staged<D> {
             stage_send,
             stage_recv,
             pieces,
-            in_marks,
-            out_marks,
+            marks,
             staging,
             ..
         } = self;
@@ -178,9 +167,7 @@ impl<D: Device> Memory for Staged<D> {
         } = bufs;
         let dev = &*dev;
         let fail = |m: String| device_error(*rank, dev, m);
-        in_marks.clear();
-        out_marks.clear();
-        let start = dev.mark().map_err(fail)?;
+        marks.begin(dev).map_err(fail)?;
         for p in pieces.iter() {
             let r = if call.in_place {
                 queue_copies(&p.input, |d, h, len| dev.to_host(recv, d, stage_recv, h, len))
@@ -188,12 +175,12 @@ impl<D: Device> Memory for Staged<D> {
                 queue_copies(&p.input, |d, h, len| dev.to_host(send, d, stage_send, h, len))
             };
             r.map_err(fail)?;
-            in_marks.push(dev.mark().map_err(fail)?);
+            marks.input(dev).map_err(fail)?;
         }
         let mut waited = Duration::ZERO;
-        for (p, arrived) in pieces.iter().zip(in_marks.iter()) {
+        for (k, p) in pieces.iter().enumerate() {
             let t = Instant::now();
-            dev.wait(arrived).map_err(fail)?;
+            dev.wait(marks.input_done(k)).map_err(fail)?;
             waited += t.elapsed();
             let (s, r) = (p.send_at, p.recv_at);
             let args = p.call.args(
@@ -201,11 +188,11 @@ impl<D: Device> Memory for Staged<D> {
                 &mut stage_recv[r..r + p.call.recv_len],
             );
             e.run(algo, args)?;
-            let before = dev.mark().map_err(fail)?;
+            marks.batch_begin(dev).map_err(fail)?;
             queue_copies(&p.output, |d, h, len| dev.to_device(stage_recv, h, recv, d, len)).map_err(fail)?;
-            out_marks.push((before, dev.mark().map_err(fail)?));
+            marks.batch_end(dev).map_err(fail)?;
         }
-        finish(dev, &start, in_marks, out_marks, waited, staging).map_err(fail)
+        finish(dev, marks, waited, staging).map_err(fail)
     }
 
     fn unload(&mut self, call: &Call) -> Result<()> {

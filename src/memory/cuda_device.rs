@@ -267,6 +267,10 @@ impl Device for CudaDevice {
         self.gpu.mark()
     }
 
+    fn remark(&self, mark: &mut CudaEvent) -> Result<(), String> {
+        mark.record(self.gpu.stream()).map_err(driver_err("recording an event"))
+    }
+
     fn wait(&self, mark: &CudaEvent) -> Result<(), String> {
         mark.synchronize().map_err(driver_err("waiting for an event"))
     }

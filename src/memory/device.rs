@@ -87,6 +87,11 @@ pub trait Device {
     ) -> Result<(), String>;
     /// Records a mark on the stream now.
     fn mark(&self) -> Result<Self::Mark, String>;
+    /// Records `mark`, already passed, again on the stream now (reusing it, where making one costs).
+    fn remark(&self, mark: &mut Self::Mark) -> Result<(), String> {
+        *mark = self.mark()?;
+        Ok(())
+    }
     /// Waits until the stream has passed `mark` (work queued after it may still be running).
     fn wait(&self, mark: &Self::Mark) -> Result<(), String>;
     /// Waits for everything queued so far.

@@ -162,8 +162,7 @@ impl<D: Device> Staged<D> {
         let Staged {
             bufs,
             pieces,
-            in_marks,
-            out_marks,
+            marks,
             staging,
             scratch,
             ..
@@ -174,12 +173,10 @@ impl<D: Device> Staged<D> {
         let (dev, r) = (&*dev, *rank);
         let fail = |m: String| device_error(r, dev, m);
         let Scratch { a, b, c, s, parts, .. } = scratch.as_mut().expect("scratch exists when reducing on the device");
-        in_marks.clear();
-        out_marks.clear();
         let kind = (call.dtype, call.op);
 
         // 1. Every piece's input to A, each followed by a mark.
-        let start = dev.mark().map_err(fail)?;
+        marks.begin(dev).map_err(fail)?;
         for (p, part) in pieces.iter().zip(parts.iter()) {
             let base = input_base(p);
             let to_a = |d: usize, h: usize, len: usize, src: &D::Mem, a: &mut D::Pinned| {
@@ -191,14 +188,14 @@ impl<D: Device> Staged<D> {
                 queue_copies(&p.input, |d, h, len| to_a(d, h, len, send, a))
             };
             res.map_err(fail)?;
-            in_marks.push(dev.mark().map_err(fail)?);
+            marks.input(dev).map_err(fail)?;
         }
 
         // 2-3. Per piece: the alltoall on the host, then the copy to S and the reduction queued on the device.
         let mut waited = Duration::ZERO;
-        for ((p, part), arrived) in pieces.iter().zip(parts.iter()).zip(in_marks.iter()) {
+        for (k, (p, part)) in pieces.iter().zip(parts.iter()).enumerate() {
             let t = Instant::now();
-            dev.wait(arrived).map_err(fail)?;
+            dev.wait(marks.input_done(k)).map_err(fail)?;
             waited += t.elapsed();
             let (h, len) = (part.host_at, n * part.blk);
             let exchange = Call {
@@ -212,7 +209,7 @@ impl<D: Device> Staged<D> {
             };
             let algo = e.algo(Collective::AllToAll, len as u64);
             e.run(algo, exchange.args(&a[h..h + len], &mut b[h..h + len]))?;
-            let before = dev.mark().map_err(fail)?;
+            marks.batch_begin(dev).map_err(fail)?;
             for j in 0..n {
                 let at = j * part.blk;
                 dev.to_device(b, h + at, s, part.dev_at + at, part.real).map_err(fail)?;
@@ -231,14 +228,14 @@ impl<D: Device> Staged<D> {
                 dev.copy(&*s, result, recv, block + p.output[0].dev_at, part.real)
                     .map_err(fail)?;
             }
-            out_marks.push((before, dev.mark().map_err(fail)?));
+            marks.batch_end(dev).map_err(fail)?;
         }
 
         // 4. all_reduce: per piece, once its shard is back, the all_gather on the host and the copy out.
         if call.coll == Collective::AllReduce {
             for (k, (p, part)) in pieces.iter().zip(parts.iter()).enumerate() {
                 let t = Instant::now();
-                dev.wait(&out_marks[k].1).map_err(fail)?;
+                dev.wait(marks.batch_done(k)).map_err(fail)?;
                 waited += t.elapsed();
                 let (h, len) = (part.host_at, n * part.blk);
                 let gather = Call {
@@ -252,13 +249,13 @@ impl<D: Device> Staged<D> {
                 };
                 let algo = e.algo(Collective::AllGather, len as u64);
                 e.run(algo, gather.args(&[], &mut c[h..h + len]))?;
-                let before = dev.mark().map_err(fail)?;
+                marks.batch_begin(dev).map_err(fail)?;
                 let res = queue_copies(&p.output, |d, hh, l| dev.to_device(c, h + hh - p.recv_at, recv, d, l));
                 res.map_err(fail)?;
-                out_marks.push((before, dev.mark().map_err(fail)?));
+                marks.batch_end(dev).map_err(fail)?;
             }
         }
-        finish(dev, &start, in_marks, out_marks, waited, staging).map_err(fail)
+        finish(dev, marks, waited, staging).map_err(fail)
     }
 }
 
