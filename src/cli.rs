@@ -394,6 +394,12 @@ pub struct LinkArgs {
         default_value_t = Options::default().sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
     pub sndbuf: String,
 
+    /// TCP congestion control of every data socket (TCP_CONGESTION, as iperf3's -C), e.g. cubic, reno, bbr;
+    /// it must be in net.ipv4.tcp_available_congestion_control, and for users without CAP_NET_ADMIN in
+    /// tcp_allowed_congestion_control [default: the host's, net.ipv4.tcp_congestion_control]
+    #[arg(long = "tcp-congestion", value_name = "NAME", help_heading = TUNING)]
+    pub tcp_congestion: Option<String>,
+
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
         default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]

@@ -383,6 +383,8 @@ pub struct Options {
     pub chunk_bytes: usize,
     /// SO_SNDBUF of every TCP data socket (`--sndbuf`); `None` leaves the kernel's send buffer autotuning.
     pub sndbuf: Option<usize>,
+    /// Congestion control of every TCP data socket (`--tcp-congestion`); `None` keeps the host's default.
+    pub tcp_congestion: Option<String>,
     pub progress: Progress,
     /// Testing aid (`--corrupt-rank`, hidden): this rank corrupts one output element in every data check.
     pub corrupt_rank: Option<usize>,
@@ -448,6 +450,7 @@ impl Default for Options {
             // cut all_gather 4-8 MiB times by 30-50% and all_reduce by 25-35% against autotuning, which lets
             // megabytes queue per socket and copies run out of cache; 128 KiB and 1 MiB were slower.
             sndbuf: Some(512 << 10),
+            tcp_congestion: None,
             progress: Progress::Auto,
             corrupt_rank: None,
             fault: None,
@@ -588,6 +591,13 @@ impl Options {
             ));
         }
         let sndbuf = sndbuf_flag(&args.link.sndbuf)?;
+        let tcp_congestion = match &args.link.tcp_congestion {
+            Some(name) => {
+                crate::transport::tcp::congestion::probe(name).map_err(|why| Error::usage("--tcp-congestion", why))?;
+                Some(name.clone())
+            }
+            None => None,
+        };
         let target_ranks = target_ranks(args)?;
         let memory = memory_kind(&args.memory, &transports)?;
         if args.emulate_device && (memory != crate::memory::MemoryKind::Cuda || transports.contains(&PathKind::Nccl)) {
@@ -657,6 +667,7 @@ impl Options {
             // Bounded by MAX_CHUNK above, so it fits any usize.
             chunk_bytes: chunk as usize,
             sndbuf,
+            tcp_congestion,
             progress: if args.no_progress {
                 Progress::Never
             } else {
@@ -1110,6 +1121,30 @@ mod tests {
         );
         usage(&["--sndbuf", "1G"], "--sndbuf", "got 1 GiB");
         usage(&["--sndbuf", "lots"], "--sndbuf", "");
+    }
+
+    #[test]
+    fn tcp_congestion_is_tried_on_this_host_before_anything_connects() {
+        assert_eq!(opts(&[]).tcp_congestion, None, "the host's default unless asked");
+        assert_eq!(
+            opts(&["--tcp-congestion", "reno"]).tcp_congestion.as_deref(),
+            Some("reno")
+        );
+        usage(
+            &["--tcp-congestion", "nosuchcc"],
+            "--tcp-congestion",
+            "this host has no congestion control",
+        );
+        usage(
+            &["--tcp-congestion", "Re No"],
+            "--tcp-congestion",
+            "not a congestion control name",
+        );
+        // Every rank must use the same: it is one of the options the ranks compare.
+        assert_eq!(
+            opts(&["--tcp-congestion", "reno"]).consensus_fields()["tcp_congestion"],
+            serde_json::json!("reno")
+        );
     }
 
     #[test]

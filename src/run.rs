@@ -272,11 +272,10 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             bootstrap_s: sess.world.bootstrap_s,
             connect_s: sess.connect_s,
             auth: sess.world.token_from.clone(),
-            connections: Some(report::Connections::of(
-                &sess.links,
-                opts.streams,
-                sess.transports.len(),
-            )),
+            connections: Some(report::Connections {
+                congestion: sess.transports.first().and_then(|t| t.congestion()),
+                ..report::Connections::of(&sess.links, opts.streams, sess.transports.len())
+            }),
             ranks: sess.world.ranks.clone(),
             options: serde_json::to_value(opts).expect("options serialise"),
             rdma_route: rdma_route(opts),

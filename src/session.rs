@@ -34,6 +34,7 @@ pub fn tcp_config(opts: &Options) -> TcpConfig {
         connect_timeout: opts.connect_timeout,
         spin: opts.spin,
         sndbuf: opts.sndbuf,
+        congestion: opts.tcp_congestion.clone(),
     }
 }
 

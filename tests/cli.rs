@@ -420,3 +420,51 @@ fn info_without_a_launcher_describes_this_host() {
         .iter()
         .any(|i| i["name"] == "lo"));
 }
+
+/// `--tcp-congestion` reaches the data sockets: the JSON and the table report what the kernel says they use,
+/// and a name the host lacks is refused before anything starts.
+#[test]
+fn tcp_congestion_is_applied_to_the_data_sockets_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cc.json");
+    let out = collbench()
+        .args([
+            "run",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--np",
+            "2",
+            "--tcp-congestion",
+            "reno",
+            "-J",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("TCP connections, congestion control reno"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_against_schema(&v);
+    let record = &v["collbench"]["run"];
+    assert_eq!(record["connections"]["congestion"], "reno");
+    assert_eq!(record["options"]["tcp_congestion"], "reno");
+    for row in rows(&stdout) {
+        assert_eq!(row[8], "0", "out-of-place #wrong: {row:?}");
+    }
+
+    let out = run(&["--np", "2", "--tcp-congestion", "nosuchcc"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--tcp-congestion") && err.contains("no congestion control 'nosuchcc'"),
+        "{err}"
+    );
+    assert!(rows(&text(&out.stdout)).is_empty(), "nothing may run: {err}");
+}

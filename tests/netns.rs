@@ -621,7 +621,8 @@ fn ranks_started_in_each_host_with_rank_and_world_size() {
     let Some(_one) = namespace_test() else {
         return;
     };
-    let cluster = up("e", &[]);
+    // Hosts whose default congestion control is reno: the report reads back what the sockets use.
+    let cluster = up("e", &["--cc", "reno"]);
     let dir = tempfile::tempdir().unwrap();
     let before = cluster.counters("eth0");
     // No --iface: the data path is the interface that reaches MASTER_ADDR, eth0 in every host.
@@ -629,6 +630,11 @@ fn ranks_started_in_each_host_with_rank_and_world_size() {
     let after = cluster.counters("eth0");
     let d = &done[0];
     assert!(d.stdout.contains("# Launcher: RANK/WORLD_SIZE"), "{}", d.stdout);
+    assert!(
+        d.stdout.contains("TCP connections, congestion control reno"),
+        "{}",
+        d.stdout
+    );
     let b = check_sweep(d, &cluster, "eth0", &["tcp@eth0"]);
     assert!(
         d.stderr
@@ -675,8 +681,21 @@ fn the_harness_removes_everything_it_builds() {
         return;
     };
     let name = {
-        let c = Cluster::up(PREFIX, "d", 2, &[]);
+        let c = Cluster::up(PREFIX, "d", 2, &["--cc", "reno"]);
         let netns = text(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout);
+        for h in 0..2 {
+            let cc = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &c.host(h),
+                    "cat",
+                    "/proc/sys/net/ipv4/tcp_congestion_control",
+                ])
+                .output()
+                .unwrap();
+            assert_eq!(text(&cc.stdout).trim(), "reno", "host {h}: --cc reno");
+        }
         for ns in [format!("{}-sw", c.name), c.host(0), c.host(1)] {
             assert!(
                 netns.lines().any(|l| l.split_whitespace().next() == Some(&ns)),

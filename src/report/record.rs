@@ -81,6 +81,10 @@ pub struct Connections {
     pub sockets: usize,
     /// What the pairs serve, e.g. `control tree, ring`.
     pub why: String,
+    /// TCP congestion control of rank 0's data sockets, read back from the kernel (`--tcp-congestion`, else
+    /// the host's default); `None` where unknown (no TCP path, or a record from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
 }
 
 impl Connections {
@@ -95,6 +99,7 @@ impl Connections {
             paths,
             sockets: links.pairs() * streams * paths,
             why: links.why.clone(),
+            congestion: None,
         }
     }
 }

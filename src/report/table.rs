@@ -304,8 +304,18 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     if let Some(c) = &run.connections {
         lines.push(format!(
             "# Connections: {} of {} rank pairs ({}), at most {} peers per rank, x {} stream(s) x {} path(s) = {} \
-             TCP connections",
-            c.pairs, c.all_pairs, c.why, c.max_peers, c.streams, c.paths, c.sockets
+             TCP connections{}",
+            c.pairs,
+            c.all_pairs,
+            c.why,
+            c.max_peers,
+            c.streams,
+            c.paths,
+            c.sockets,
+            // Shaped and lossy links reach different shares of their rate under different algorithms.
+            c.congestion
+                .as_ref()
+                .map_or(String::new(), |cc| format!(", congestion control {cc}"))
         ));
     }
     lines.extend(["#".to_string(), "# Using ranks".to_string()]);
@@ -468,7 +478,7 @@ mod tests {
 # Timeouts: bootstrap 120 s connect 60 s collective wait 60 s
 # Launcher: local bootstrap: 0.012 s connect: 0.046 s start: 2025-03-04T05:06:07Z
 # Job token: COLLBENCH_JOB_TOKEN
-# Connections: 1 of 1 rank pairs (control tree, rec_doubling, bruck), at most 1 peers per rank, x 1 stream(s) x 1 path(s) = 1 TCP connections
+# Connections: 1 of 1 rank pairs (control tree, rec_doubling, bruck), at most 1 peers per rank, x 1 stream(s) x 1 path(s) = 1 TCP connections, congestion control cubic
 #
 # Using ranks
 #  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000

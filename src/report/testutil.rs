@@ -65,6 +65,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
             paths: 1,
             sockets: 1,
             why: "control tree, rec_doubling, bruck".into(),
+            congestion: Some("cubic".into()),
         }),
         ranks: vec![
             RankInfo {

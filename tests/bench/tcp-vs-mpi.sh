@@ -24,6 +24,10 @@
 #   COLLBENCH_SHAPED_ARGS the sweep of the shaped case (default below: fewer iterations, as a 64 MiB
 #                         all_reduce takes 0.9 s there and OpenMPI's 1.6 s)
 #   COLLBENCH_LAT_ARGS    the 8 B latency job (default below)
+#   COLLBENCH_HOSTS_CC    the namespace hosts' default TCP congestion control, for both paths (default reno,
+#                         which every Linux kernel has: new namespaces otherwise inherit the machine's choice,
+#                         and with bbr the shaped ring lost 2-5% of the line rate in some iterations where
+#                         reno held 95%; `host` keeps the inherited one). Loopback keeps the machine's.
 cd "$(dirname "$0")/../.." || exit
 name=cbm$$
 # shellcheck source=tests/bench/lib.sh
@@ -37,6 +41,9 @@ default_shaped="--collective all_reduce,all_gather -b 8 -e 64M -n 10 -w 2 --repe
 read -r -a shapedsweep <<<"${COLLBENCH_SHAPED_ARGS:-$default_shaped}"
 default_lat="--collective all_reduce -b 8 -e 8 -n 500 -w 50 --repeat 3 -T 60"
 read -r -a latsweep <<<"${COLLBENCH_LAT_ARGS:-$default_lat}"
+hosts_cc=${COLLBENCH_HOSTS_CC:-reno}
+ccflag=()
+[[ $hosts_cc == host ]] || ccflag=(--cc "$hosts_cc")
 
 # The summary: issue 6's targets 1-3 from the comparison each results.json carries (collbench combines the
 # --repeat sweeps of a path into one time per point, with a 95% interval).
@@ -266,7 +273,12 @@ mkdir -p "$out"
 {
   echo "$(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1))"
   awk '/MemTotal/ {printf "%.0f GiB memory\n", $2 / 1048576}' /proc/meminfo
-  echo "Linux $(uname -r), TCP congestion control $(sysctl -n net.ipv4.tcp_congestion_control)"
+  echo "Linux $(uname -r), TCP congestion control $(sysctl -n net.ipv4.tcp_congestion_control) (loopback)"
+  if [[ $hosts_cc == host ]]; then
+    echo "namespace hosts' TCP congestion control: the machine's (inherited)"
+  else
+    echo "namespace hosts' TCP congestion control: $hosts_cc (cluster.sh up --cc)"
+  fi
   mpirun --version 2>&1 | head -1
 } >"$out/machine.txt"
 
@@ -304,12 +316,12 @@ hosts_case() {
 }
 
 log "hosts: $hosts namespace hosts, unshaped eth0 (MTU 1500)"
-cluster_up "$hosts"
+cluster_up "$hosts" "${ccflag[@]}"
 hosts_case "$out/hosts" "${sweep[*]}"
 cluster_down
 
 log "shaped: every host's eth0 egress at 1 Gbit/s (tbf)"
-cluster_up "$hosts" --rate 1gbit
+cluster_up "$hosts" --rate 1gbit "${ccflag[@]}"
 hosts_case "$out/shaped" "${shapedsweep[*]}" --line-rate 1
 cluster_down
 

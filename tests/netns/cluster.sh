@@ -3,9 +3,11 @@
 # overlay on top (the shape of Flannel's VXLAN backend). collbench's multi-host tests run on it.
 #
 #   cluster.sh check                         can this machine build clusters? (root, tools, kernel)
-#   cluster.sh up NAME HOSTS [--rate RATE] [--id N] [--owner PID]
+#   cluster.sh up NAME HOSTS [--rate RATE] [--cc ALGO] [--id N] [--owner PID]
 #                                            build cluster NAME with HOSTS hosts NAME-h0..NAME-h{HOSTS-1};
 #                                            --rate shapes every host's eth0 egress (tc tbf, e.g. 1gbit);
+#                                            --cc sets every host's default TCP congestion control (its
+#                                            net.ipv4.tcp_congestion_control; new namespaces inherit the machine's);
 #                                            --owner: the process the cluster belongs to (see gc)
 #   cluster.sh down NAME                     remove everything of NAME (idempotent; kills what runs in it)
 #   cluster.sh gc                            down every cluster whose --owner process is gone (a test
@@ -112,8 +114,8 @@ cmd_check() {
 # ---- up -------------------------------------------------------------------------------------------
 
 cmd_up() {
-  local name=${1:-} n=${2:-} rate="" want_id="" owner=""
-  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--id N] [--owner PID]"
+  local name=${1:-} n=${2:-} rate="" cc="" want_id="" owner=""
+  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--cc ALGO] [--id N] [--owner PID]"
   valid_name "$name"
   int_in 1 200 "$n" || die "HOSTS must be 1..200, not '$n'"
   n=$((10#$n))
@@ -121,6 +123,8 @@ cmd_up() {
   while (($#)); do
     case $1 in
       --rate) rate=${2:?--rate needs a value such as 1gbit}; shift 2 ;;
+      --cc) cc=${2:?--cc needs a congestion control such as reno}; [[ $cc =~ ^[a-z0-9_]{1,15}$ ]] ||
+        die "--cc '$cc' is not a congestion control name such as reno"; shift 2 ;;
       --id) want_id=${2:?--id needs 1..254}; int_in 1 254 "$want_id" || die "--id must be 1..254"
         want_id=$((10#$want_id)); shift 2 ;;
       --owner) owner=${2:?--owner needs a pid}; [[ $owner =~ ^[0-9]+$ ]] || die "--owner must be a pid"; shift 2 ;;
@@ -170,6 +174,10 @@ cmd_up() {
       tc -n "$ns" qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
       echo "$rate" >"$st/rate"
     fi
+    if [[ -n $cc ]]; then
+      ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$cc" ||
+        die "host $ns cannot take congestion control '$cc' (in a namespace only those in net.ipv4.tcp_allowed_congestion_control: $(ip netns exec "$ns" cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))"
+    fi
   done
 
   # Flannel-style static overlay: per peer, where its VXLAN MAC lives (FDB) and which MAC its overlay
@@ -196,7 +204,7 @@ EOF
 
   wait_links "$name" "$n"
   trap - EXIT INT TERM
-  echo "cluster $name: $n hosts, id $id, underlay 10.213.$id.0/24 (eth0), overlay 10.214.$id.0/24 (vxlan0)${rate:+, egress $rate}"
+  echo "cluster $name: $n hosts, id $id, underlay 10.213.$id.0/24 (eth0), overlay 10.214.$id.0/24 (vxlan0)${rate:+, egress $rate}${cc:+, congestion control $cc}"
 }
 
 # IPv6 off in namespace $1 (interfaces created later inherit "default"); /proc/sys/net is per namespace.

@@ -224,8 +224,8 @@ pub fn connect_all(
         let mut v = Vec::with_capacity(ns);
         for sock in streams {
             let sock = sock.expect("every stream is connected by now");
-            configure_data_socket(&sock, cfg.sndbuf)
-                .map_err(|e| Error::io(format!("{me}: configuring data socket (--sndbuf)"), e))?;
+            configure_data_socket(&sock, cfg.sndbuf, cfg.congestion.as_deref())
+                .map_err(|e| Error::io(format!("{me}: configuring data socket (--sndbuf, --tcp-congestion)"), e))?;
             v.push(sock);
         }
         conns.push(Some((peers[r].clone(), v)));
@@ -287,9 +287,15 @@ fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<
     )))
 }
 
-fn configure_data_socket(sock: &TcpStream, sndbuf: Option<usize>) -> std::io::Result<()> {
+/// Readies a connected data socket: blocking reads off, Nagle off, the send buffer and congestion control asked
+/// for, then non-blocking.
+fn configure_data_socket(sock: &TcpStream, sndbuf: Option<usize>, congestion: Option<&str>) -> std::io::Result<()> {
     sock.set_read_timeout(None)?;
     sock.set_nodelay(true)?;
+    if let Some(name) = congestion {
+        // Probed when the options were read, so a refusal here is unexpected; the error still names the flag.
+        super::congestion::set(sock, name)?;
+    }
     if let Some(bytes) = sndbuf {
         // A fixed send buffer turns off the kernel's autotuning, which grows it to megabytes; see
         // `Options::sndbuf` for what was measured.
@@ -402,6 +408,7 @@ mod tests {
             connect_timeout: Duration::from_secs(120),
             spin: Duration::ZERO,
             sndbuf: None,
+            congestion: None,
         };
         let links = Links::full(3, "test");
         let e = connect_all(bound, 0, "h0", &peers, &links, token, cfg)
@@ -418,14 +425,17 @@ mod tests {
     }
 
     #[test]
-    fn a_data_socket_gets_the_requested_send_buffer_or_keeps_autotuning() {
+    fn a_data_socket_gets_the_requested_send_buffer_and_congestion_control_or_keeps_the_defaults() {
         let (a, b) = pair();
         let before = socket2::SockRef::from(&b).send_buffer_size().unwrap();
-        configure_data_socket(&b, None).unwrap();
+        let cc_before = super::super::congestion::get(&b).unwrap();
+        configure_data_socket(&b, None, None).unwrap();
         assert_eq!(socket2::SockRef::from(&b).send_buffer_size().unwrap(), before);
+        assert_eq!(super::super::congestion::get(&b).unwrap(), cc_before);
         // Linux doubles the value for its bookkeeping; a request below wmem_max is honoured.
         let want = 96 << 10;
-        configure_data_socket(&a, Some(want)).unwrap();
+        configure_data_socket(&a, Some(want), Some("reno")).unwrap();
+        assert_eq!(super::super::congestion::get(&a).unwrap(), "reno");
         let got = socket2::SockRef::from(&a).send_buffer_size().unwrap();
         assert!((want..=4 * want).contains(&got), "asked {want}, got {got}");
         assert!(a.nodelay().unwrap());

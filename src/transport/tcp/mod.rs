@@ -16,6 +16,7 @@
 //! rank then names one culprit: starting from its own note (or the first it heard), it follows the notes of
 //! the ranks blamed, so a rank that was only waiting on a stuck rank is not blamed for it.
 
+pub mod congestion;
 pub mod connect;
 pub mod gate;
 pub mod handshake;
@@ -48,6 +49,8 @@ pub struct TcpConfig {
     pub spin: Duration,
     /// SO_SNDBUF of every data socket; `None` keeps the kernel's autotuning.
     pub sndbuf: Option<usize>,
+    /// TCP congestion control of every data socket; `None` keeps the host's default.
+    pub congestion: Option<String>,
 }
 
 /// The polling phase of a wait: a peer's next bytes often arrive within microseconds, sooner than a sleeping
@@ -197,6 +200,13 @@ impl TcpTransport {
             pollfds: Vec::new(),
             pollmap: Vec::new(),
         }
+    }
+
+    /// The congestion control of this rank's first data socket, as the kernel reports it; `None` without
+    /// peers or where it cannot be read.
+    pub fn congestion(&self) -> Option<String> {
+        let s = self.peers.iter().flatten().flat_map(|p| p.streams.first()).next()?;
+        congestion::get(&s.sock).ok()
     }
 
     /// The interface this rank's listener is bound to (it may differ between hosts; the path name does not).
@@ -876,6 +886,7 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             spin: Duration::ZERO,
             sndbuf: None,
+            congestion: None,
         };
         TcpTransport::new(r, format!("h{r}"), "lo".into(), "tcp".into(), links, cfg)
     }
