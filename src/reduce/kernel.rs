@@ -478,6 +478,7 @@ mod x86 {
     unsafe fn bf16_loop<F: Fn(__m256, __m256) -> __m256>(dst: *mut u16, x: *const u16, y: *const u16, n: usize, f: F) {
         let mut i = 0;
         while i + 16 <= n {
+            prefetch_ahead(x, y, i);
             bf16_step(dst.add(i), x.add(i), y.add(i), &f);
             i += 16;
         }
@@ -489,6 +490,18 @@ mod x86 {
             bf16_step(r.as_mut_ptr(), a.as_ptr(), b.as_ptr(), &f);
             std::ptr::copy_nonoverlapping(r.as_ptr(), dst.add(i), rest);
         }
+    }
+
+    /// Elements of 16 bits read ahead of a half or bfloat16 loop (2 KiB): the conversions keep these loops
+    /// busy enough that the hardware prefetcher alone left them waiting on memory (bfloat16 sum at 64 MiB
+    /// on a Zen 3 core: 0.60 of the copy rate without, 0.84-1.19 with).
+    const AHEAD: usize = 1024;
+
+    /// Asks for the cache lines [`AHEAD`] elements past `i` of both inputs; a hint, harmless past the end.
+    #[inline(always)]
+    unsafe fn prefetch_ahead(x: *const u16, y: *const u16, i: usize) {
+        _mm_prefetch::<_MM_HINT_T0>(x.wrapping_add(i + AHEAD) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(y.wrapping_add(i + AHEAD) as *const i8);
     }
 
     // Helpers are functions marked inline(always), not closures: closures were left as calls, which
@@ -584,6 +597,7 @@ mod x86 {
         };
         let mut i = 0;
         while i + 8 <= n {
+            prefetch_ahead(x, y, i);
             step(dst.add(i), x.add(i), y.add(i));
             i += 8;
         }

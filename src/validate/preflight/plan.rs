@@ -278,12 +278,15 @@ mod tests {
             "bruck",
             "--sndbuf",
             "auto",
+            "--tcp-congestion",
+            "reno",
         ]));
         let plan = Plan::new(4 << 20, 2);
         let o = phase_options(&base, &plan.phases[2]).unwrap();
         assert_eq!((o.np, o.streams, o.line_rate_gbit, o.rdma_qps), (3, 2, Some(25.0), 3));
         assert_eq!((o.timeout.as_secs(), o.connect_timeout.as_secs()), (7, 9));
         assert_eq!((o.algo, o.sndbuf), (crate::options::AlgoChoice::Bruck, None));
+        assert_eq!(o.tcp_congestion.as_deref(), Some("reno"));
         assert_eq!(
             (o.sizes.min, o.sizes.max, o.iters, o.warmup, o.check_iters),
             (1 << 20, 4 << 20, 5, 1, 1)
