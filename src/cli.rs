@@ -169,9 +169,14 @@ pub struct SelftestArgs {
     #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 20)]
     pub iters: usize,
 
-    /// Write the measurements as JSON to this file [default: none]
+    /// Write the measurements as JSON to this file [default: none]; an existing file is refused before
+    /// anything is measured, unless --force
     #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+
+    /// Overwrite an existing -J file.
+    #[arg(long = "force")]
+    pub force: bool,
 
     /// Check the GPU kernels instead (needs --features cuda and an NVIDIA GPU): every dtype/op reduction
     /// against the CPU kernels on random data, the verification kernel, and float sum at 256 MiB vs a

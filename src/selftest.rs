@@ -171,6 +171,11 @@ const ACCOUNTING: &str =
 
 /// Runs the subcommand: measure, print the table, write JSON if asked. Exits 0 whatever the ratios.
 pub fn selftest(args: &SelftestArgs) -> Result<i32> {
+    // Checked before measuring, as `run` does: a result file from an earlier run is never replaced unasked,
+    // and a path that cannot be written fails now rather than after the measurement.
+    if let Some(p) = &args.output_file {
+        crate::report::file::check_writable(p, args.force, "-J")?;
+    }
     if args.gpu {
         #[cfg(feature = "cuda")]
         return gpu::selftest_gpu(args);
@@ -352,6 +357,7 @@ mod tests {
             bytes: bytes.into(),
             iters,
             output_file: None,
+            force: false,
             gpu: false,
             device: None,
         }

@@ -125,3 +125,29 @@ fn zero_iters_exit_2_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--iters"), "{stderr}");
 }
+
+/// A JSON file from an earlier run is kept unless --force; the refusal comes before anything is measured.
+#[test]
+fn an_existing_json_file_is_kept_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("selftest.json");
+    std::fs::write(&json, "earlier results").unwrap();
+    let out = selftest(&["--bytes", "1M", "--iters", "1", "-J", json.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("-J") && stderr.contains("exists; use --force"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing measured: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "earlier results");
+
+    let out = selftest(&["--bytes", "1M", "--iters", "1", "-J", json.to_str().unwrap(), "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v.is_object(), "replaced by this run's JSON: {v}");
+}
