@@ -4,9 +4,9 @@
 //! where reno held 95% (README, "The MPI baseline").
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
-/// Longest name the kernel takes (TCP_CA_NAME_MAX, with its terminating zero).
+/// Longest name the kernel takes (TCP_CA_NAME_MAX less its terminating zero).
 const NAME_MAX: usize = 15;
 
 /// Where the kernel lists the algorithms it has, and those any user may pick.
@@ -31,42 +31,13 @@ pub fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// Sets the congestion control of `sock` to `name`.
-pub fn set(sock: &impl AsRawFd, name: &str) -> io::Result<()> {
-    // SAFETY: setsockopt reads name.len() bytes from the string's buffer, which outlives the call.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+pub fn set(sock: &impl AsFd, name: &str) -> io::Result<()> {
+    socket2::SockRef::from(sock).set_tcp_congestion(name.as_bytes())
 }
 
-/// The congestion control `sock` uses.
-pub fn get(sock: &impl AsRawFd) -> io::Result<String> {
-    let mut buf = [0u8; NAME_MAX + 1];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `buf` and stores the length written in `len`.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let name = &buf[..(len as usize).min(buf.len())];
+/// The congestion control `sock` uses (the kernel pads the name with zeros).
+pub fn get(sock: &impl AsFd) -> io::Result<String> {
+    let name = socket2::SockRef::from(sock).tcp_congestion()?;
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     Ok(String::from_utf8_lossy(&name[..end]).into_owned())
 }

@@ -224,8 +224,15 @@ pub fn connect_all(
         let mut v = Vec::with_capacity(ns);
         for sock in streams {
             let sock = sock.expect("every stream is connected by now");
-            configure_data_socket(&sock, cfg.sndbuf, cfg.congestion.as_deref())
-                .map_err(|e| Error::io(format!("{me}: configuring data socket (--sndbuf, --tcp-congestion)"), e))?;
+            configure_data_socket(&sock, cfg.sndbuf, cfg.congestion.as_deref()).map_err(|e| {
+                Error::io(
+                    format!(
+                        "{me}: configuring the data socket to {} (--sndbuf, --tcp-congestion)",
+                        peers[r]
+                    ),
+                    e,
+                )
+            })?;
             v.push(sock);
         }
         conns.push(Some((peers[r].clone(), v)));
