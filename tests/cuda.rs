@@ -78,8 +78,12 @@ fn selftest_gpu_without_a_gpu_says_what_is_missing() {
     if !no_driver_here("") {
         return;
     }
-    let err = refused(&["selftest", "--gpu", "-J", "/nonexistent/never-written.json"]);
+    // A writable -J path: the refusal must come from the missing GPU, not from the path, and write nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("never-written.json");
+    let err = refused(&["selftest", "--gpu", "-J", json.to_str().unwrap()]);
     assert_missing_cuda(&err, "--gpu");
+    assert!(!json.exists(), "a refused selftest wrote {}", json.display());
 }
 
 #[test]
