@@ -165,7 +165,8 @@ pub struct SelftestArgs {
     #[arg(long = "bytes", value_name = "SIZE", default_value = "64M")]
     pub bytes: String,
 
-    /// Timed repetitions per kernel; the fastest is reported.
+    /// Rounds, each timing every kernel once (interleaved, so all see the same memory bandwidth); each
+    /// kernel's fastest round is reported.
     #[arg(long = "iters", short = 'n', value_name = "N", default_value_t = 20)]
     pub iters: usize,
 

@@ -37,7 +37,8 @@ pub const CONTEXT: [Dtype; 2] = [Dtype::Double, Dtype::Int32];
 /// Largest buffer accepted: two of them are allocated, and a typo should not exhaust memory.
 const MAX_BYTES: u64 = 16 << 30;
 
-/// Untimed repetitions before the timed ones (faults pages in, warms the branch predictors).
+/// Untimed runs of a kernel before each timed one (faults pages in, warms the branch predictors, and leaves
+/// the caches as the kernel itself leaves them).
 const WARMUP: usize = 1;
 
 /// Checked options of the subcommand.
@@ -45,7 +46,7 @@ const WARMUP: usize = 1;
 pub struct SelftestOptions {
     /// Bytes in each buffer.
     pub bytes: usize,
-    /// Timed repetitions per kernel; the best one is reported.
+    /// Rounds, each timing every kernel once; each kernel's fastest is reported.
     pub iters: usize,
 }
 
@@ -147,9 +148,9 @@ pub struct ReduceResult {
 pub struct SelftestReport {
     /// Bytes in each buffer.
     pub bytes: usize,
-    /// Timed repetitions per kernel.
+    /// Interleaved rounds, each timing every kernel once.
     pub iters: usize,
-    /// Untimed repetitions before them.
+    /// Untimed runs of a kernel before each timed one.
     pub warmup: usize,
     /// Threads used (the ring all-reduce reduces on one thread per rank).
     pub threads: usize,
@@ -192,7 +193,11 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// Measures the copy and every reduction on the same two buffers.
+/// Measures the copy and every reduction on the same two buffers, in interleaved rounds: each round runs
+/// every kernel once (after [`WARMUP`] untimed runs), and each kernel's fastest round is kept. On a shared
+/// machine the memory bandwidth a process gets moves by a third within seconds; kernels timed one after
+/// the other each saw a different spell of it, so a ratio could swing from 0.7 to 1.0 between runs. Rounds
+/// give every kernel the same spells.
 pub fn measure(opts: SelftestOptions) -> SelftestReport {
     let mut dst = HostBuf::new(opts.bytes);
     let mut src = HostBuf::new(opts.bytes);
@@ -200,10 +205,31 @@ pub fn measure(opts: SelftestOptions) -> SelftestReport {
     // write every byte first.
     src.fill(0x5a);
     dst.fill(0xa5);
-    let copies: Vec<CopyResult> = CopyMethod::available()
+    let methods = CopyMethod::available();
+    let dtypes: Vec<(Dtype, bool)> = TARGETED
+        .iter()
+        .map(|&d| (d, true))
+        .chain(CONTEXT.iter().map(|&d| (d, false)))
+        .collect();
+    let mut copy_best = vec![Duration::MAX; methods.len()];
+    let mut reduce_best = vec![Duration::MAX; dtypes.len()];
+    for _ in 0..opts.iters {
+        for (best, method) in copy_best.iter_mut().zip(&methods) {
+            *best = (*best).min(timed(|| method.run(&mut dst, &src)));
+        }
+        for (best, &(dtype, _)) in reduce_best.iter_mut().zip(&dtypes) {
+            // Ones stay finite and normal through any number of sums (floats saturate at exact
+            // integers, integers wrap), so no pass hits slow denormal or NaN paths. Refilled every round:
+            // the copies and the other dtypes' sums leave other bytes behind.
+            fill_ones(dtype, &mut src);
+            fill_ones(dtype, &mut dst);
+            *best = (*best).min(timed(|| reduce_inplace(dtype, Op::Sum, &mut dst, &src)));
+        }
+    }
+    let copies: Vec<CopyResult> = methods
         .into_iter()
-        .map(|method| {
-            let t = best_of(opts.iters, || method.run(&mut dst, &src));
+        .zip(copy_best)
+        .map(|(method, t)| {
             let moved = Kernel::Copy.bytes_moved(opts.bytes);
             CopyResult {
                 method,
@@ -218,16 +244,10 @@ pub fn measure(opts: SelftestOptions) -> SelftestReport {
         .max_by(|a, b| a.gbps.total_cmp(&b.gbps))
         .expect("memcpy is always available")
         .clone();
-    let reductions = TARGETED
-        .iter()
-        .map(|&d| (d, true))
-        .chain(CONTEXT.iter().map(|&d| (d, false)))
-        .map(|(dtype, targeted)| {
-            // Ones stay finite and normal through any number of sums (floats saturate at exact
-            // integers, integers wrap), so no pass hits slow denormal or NaN paths.
-            fill_ones(dtype, &mut src);
-            fill_ones(dtype, &mut dst);
-            let t = best_of(opts.iters, || reduce_inplace(dtype, Op::Sum, &mut dst, &src));
+    let reductions = dtypes
+        .into_iter()
+        .zip(reduce_best)
+        .map(|((dtype, targeted), t)| {
             let moved = Kernel::ReduceInplace.bytes_moved(opts.bytes);
             let g = gbps(moved, t);
             let ratio = g / copy.gbps;
@@ -256,21 +276,15 @@ pub fn measure(opts: SelftestOptions) -> SelftestReport {
     }
 }
 
-/// The shortest of `iters` timed runs of `f`, after [`WARMUP`] untimed ones.
-fn best_of(iters: usize, mut f: impl FnMut()) -> Duration {
+/// One timed run of `f`, after [`WARMUP`] untimed ones.
+fn timed(mut f: impl FnMut()) -> Duration {
     for _ in 0..WARMUP {
         f();
     }
-    (0..iters)
-        .map(|_| {
-            let t0 = Instant::now();
-            f();
-            t0.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-        // A zero duration (a coarse clock on a tiny buffer) would make GB/s infinite.
-        .max(Duration::from_nanos(1))
+    let t0 = Instant::now();
+    f();
+    // A zero duration (a coarse clock on a tiny buffer) would make GB/s infinite.
+    t0.elapsed().max(Duration::from_nanos(1))
 }
 
 /// Fills `buf` with the value one in `dtype`'s encoding.
@@ -284,8 +298,18 @@ fn fill_ones(dtype: Dtype, buf: &mut [u8]) {
         Dtype::Float => &[0x00, 0x00, 0x80, 0x3f],
         Dtype::Double => &[0, 0, 0, 0, 0, 0, 0xf0, 0x3f],
     };
-    for chunk in buf.chunks_exact_mut(one.len()) {
+    // Whole elements only, as before any sum; the pattern is written once into a small head and the rest
+    // copied from it in doubling spans, at memcpy speed (every round refills 128 MiB per dtype).
+    let n = buf.len() / one.len() * one.len();
+    let head = n.min(4096);
+    for chunk in buf[..head].chunks_exact_mut(one.len()) {
         chunk.copy_from_slice(one);
+    }
+    let mut done = head;
+    while done < n {
+        let k = done.min(n - done);
+        buf.copy_within(0..k, done);
+        done += k;
     }
 }
 
@@ -293,7 +317,7 @@ fn fill_ones(dtype: Dtype, buf: &mut [u8]) {
 pub fn render(r: &SelftestReport) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "# collbench selftest: CPU reduction vs memory copy, {} buffers, {} thread, best of {} after {} warm-up\n",
+        "# collbench selftest: CPU reduction vs memory copy, {} buffers, {} thread, best of {} interleaved rounds ({} warm-up per kernel and round)\n",
         format_size(r.bytes as u64),
         r.threads,
         r.iters,
@@ -393,6 +417,23 @@ mod tests {
         assert_eq!(bytemuck::cast_slice::<u8, half::bf16>(&b), &[half::bf16::ONE; 4]);
         fill_ones(Dtype::Int32, &mut b);
         assert_eq!(bytemuck::cast_slice::<u8, i32>(&b), &[1, 1]);
+    }
+
+    #[test]
+    fn ones_fill_every_whole_element_of_a_large_buffer_and_nothing_after() {
+        // Past the 4 KiB head the fill copies doubling spans; an odd tail must stay as it was.
+        let len = 3 * 4096 + 4 * 1000 + 6;
+        for dtype in [Dtype::Float, Dtype::Double, Dtype::Half, Dtype::Bfloat16, Dtype::Int32] {
+            let mut small = vec![0u8; dtype.size()];
+            fill_ones(dtype, &mut small);
+            let mut b = vec![0xeeu8; len];
+            fill_ones(dtype, &mut b);
+            let whole = len / dtype.size() * dtype.size();
+            for (i, e) in b[..whole].chunks_exact(dtype.size()).enumerate() {
+                assert_eq!(e, &small[..], "{dtype} element {i}");
+            }
+            assert!(b[whole..].iter().all(|&x| x == 0xee), "{dtype}: tail written");
+        }
     }
 
     #[test]
