@@ -194,7 +194,7 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
 }
 
 /// Measures the copy and every reduction on the same two buffers, in interleaved rounds: each round runs
-/// every kernel once (after [`WARMUP`] untimed runs), and each kernel's fastest round is kept. On a shared
+/// every kernel once (after an untimed run), and each kernel's fastest round is kept. On a shared
 /// machine the memory bandwidth a process gets moves by a third within seconds; kernels timed one after
 /// the other each saw a different spell of it, so a ratio could swing from 0.7 to 1.0 between runs. Rounds
 /// give every kernel the same spells.
