@@ -1095,7 +1095,7 @@ mod tests {
         for op in [Op::Sum, Op::Prod, Op::Avg] {
             for (k, &o) in others.iter().enumerate() {
                 let other = vec![bf16::from_f32(o); nans.len()];
-                // Shifted by k so each NaN meets every lane position and the tail over the runs.
+                // Rotated by k, so each NaN pattern meets eight lane positions and the odd-length tail.
                 let nan: Vec<bf16> = nans.iter().cycle().skip(k).take(nans.len()).copied().collect();
                 for (a, b) in [(&nan, &other), (&other, &nan)] {
                     let mut out = vec![bf16::ZERO; a.len()];

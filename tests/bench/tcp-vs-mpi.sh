@@ -59,23 +59,25 @@ cases = [("loopback", "4 ranks on this host, loopback"),
          ("shaped", "4 namespace hosts, eth0 shaped to 1 Gbit/s")]
 
 
-def load(case, name="results.json"):
+def read(case, name="results.json"):
+    """A case's whole JSON record, or None where that job did not run."""
     path = os.path.join(out, case, name)
     if not os.path.exists(path):
         return None
     with open(path) as f:
-        return json.load(f)["collbench"]
+        return json.load(f)
+
+
+def load(case, name="results.json"):
+    doc = read(case, name)
+    return None if doc is None else doc["collbench"]
 
 
 def sweep_times(case):
     """{(collective, size, path): {sweep: out-of-place time in us}} from a case's results.json records."""
-    path = os.path.join(out, case, "results.json")
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        recs = json.load(f)["results"]
+    doc = read(case)
     times = {}
-    for r in recs:
+    for r in [] if doc is None else doc["results"]:
         key = (r["collective"], r["size"], r["path"])
         times.setdefault(key, {})[r.get("repeat", 0)] = r["out_of_place"]["time"]
     return times
