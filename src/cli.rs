@@ -480,6 +480,12 @@ pub struct RunArgs {
     #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = Options::default().repeat)]
     pub repeat: u32,
 
+    /// How several paths take turns: `sweep` (each sweeps every point, then the next) or `point` (every
+    /// path measures a point before any moves on, so a slow spell of a shared machine meets all paths at
+    /// the same points; the table then has one table per collective and sweep, its rows' path last).
+    #[arg(long = "interleave", value_name = "HOW", help_heading = TIMING, default_value = "sweep")]
+    pub interleave: String,
+
     /// Data-check iterations per point; 0 turns the check off.
     #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
         default_value_t = Options::default().check_iters)]

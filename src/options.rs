@@ -305,6 +305,28 @@ impl FromStr for RankStat {
     }
 }
 
+/// How the paths (and `--repeat` sweeps) take turns (`--interleave`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interleave {
+    /// Each path sweeps every point, then the next path does.
+    Sweep,
+    /// Every path measures a point before any path moves on to the next point.
+    Point,
+}
+
+impl std::str::FromStr for Interleave {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "sweep" => Ok(Interleave::Sweep),
+            "point" => Ok(Interleave::Point),
+            _ => Err(format!("unknown interleaving '{s}' (expected sweep or point)")),
+        }
+    }
+}
+
 /// Whether to draw a progress bar on stderr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -327,6 +349,8 @@ pub struct Options {
     /// Whole sweeps of every path (`--repeat`), interleaved path by path, so the comparison's intervals
     /// also cover drift between sweeps, not only the noise within one point.
     pub repeat: u32,
+    /// How the paths take turns within each `--repeat` sweep.
+    pub interleave: Interleave,
     /// Data-check iterations per point (`-c`); 0 turns the check off.
     pub check_iters: u32,
     pub collectives: Vec<Collective>,
@@ -416,6 +440,7 @@ impl Default for Options {
             iters: 20,
             warmup: 5,
             repeat: 1,
+            interleave: Interleave::Sweep,
             check_iters: 1,
             collectives: vec![Collective::AllReduce, Collective::AllGather],
             dtypes: vec![Dtype::Float],
@@ -629,6 +654,7 @@ impl Options {
             iters: args.iters,
             warmup: args.warmup_iters,
             repeat: args.repeat,
+            interleave: args.interleave.parse().map_err(|e| Error::usage("--interleave", e))?,
             check_iters: args.check,
             collectives,
             dtypes,
@@ -1202,6 +1228,16 @@ mod tests {
     }
 
     #[test]
+    fn interleave_defaults_to_whole_sweeps_and_takes_point() {
+        assert_eq!(opts(&[]).interleave, Interleave::Sweep);
+        assert_eq!(opts(&["--interleave", "point"]).interleave, Interleave::Point);
+        assert_eq!(opts(&["--interleave", "sweep"]).interleave, Interleave::Sweep);
+        // Every rank must take the same turns: the choice is part of what ranks agree on.
+        let c = opts(&["--interleave", "point"]).consensus_fields();
+        assert_eq!(c["interleave"], "point");
+    }
+
+    #[test]
     fn bad_counts_and_names_name_their_flag() {
         usage(&["--np", "0"], "--np", "between 1 and 512");
         usage(&["--np", "513"], "--np", "launcher");
@@ -1230,6 +1266,7 @@ mod tests {
         usage(&["--bootstrap-timeout", "0"], "--bootstrap-timeout", "more than 0");
         usage(&["--connect-timeout", "inf"], "--connect-timeout", "at most");
         usage(&["--fault", "1:lunch:kill"], "--fault", "phase");
+        usage(&["--interleave", "zigzag"], "--interleave", "sweep or point");
         usage(&["-J", "x", "--csv", "x"], "--csv", "-J");
     }
 

@@ -10,7 +10,7 @@ use crate::bench::{self, Sweep};
 use crate::cli::RunArgs;
 use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::options::{Options, PathKind, Progress};
+use crate::options::{Interleave, Options, PathKind, Progress};
 use crate::report::{self, PathCost, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
@@ -332,53 +332,67 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let mut costs: Vec<PathCost> = Vec::new();
     // Each rank's peak resident memory, the latest (and so largest) sample of every sweep; rank 0 only.
     let mut peak_rss: Vec<Option<u64>> = Vec::new();
-    // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike.
+    let mut said = Vec::new();
+    // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike; with
+    // --interleave point they take turns at every point, so a slow spell shorter than a sweep does too.
+    let npoints = bench::plan::points(opts, sess.world.size).len();
+    let turns: Vec<Option<usize>> = match opts.interleave {
+        Interleave::Sweep => vec![None],
+        Interleave::Point => (0..npoints).map(Some).collect(),
+    };
+    if let (Some(pb), Interleave::Point) = (&progress, opts.interleave) {
+        bench::show_progress(pb, npoints * opts.transports.len() * opts.repeat as usize);
+    }
     for repeat in 0..opts.repeat {
-        // TCP paths map, in order, onto the session's transports.
-        let mut tcp_index = 0;
-        for path in &opts.transports {
-            let outcome = sweep_path(
-                &mut sess,
-                path,
-                &mut tcp_index,
-                Sweep {
-                    opts,
-                    repeat,
-                    ranks: &ranks,
-                    reporters: &mut reporters,
-                    progress: progress.as_ref(),
-                },
-                #[cfg(feature = "mpi")]
-                mpi.as_ref(),
-            );
-            let outcome = match outcome {
-                Ok(o) => o,
-                Err(e) => {
-                    if let Some(pb) = &progress {
-                        pb.finish_and_clear();
+        for &only in &turns {
+            // TCP paths map, in order, onto the session's transports.
+            let mut tcp_index = 0;
+            for path in &opts.transports {
+                let outcome = sweep_path(
+                    &mut sess,
+                    path,
+                    &mut tcp_index,
+                    Sweep {
+                        opts,
+                        repeat,
+                        ranks: &ranks,
+                        reporters: &mut reporters,
+                        progress: progress.as_ref(),
+                        only,
+                    },
+                    #[cfg(feature = "mpi")]
+                    mpi.as_ref(),
+                );
+                let outcome = match outcome {
+                    Ok(o) => o,
+                    Err(e) => {
+                        if let Some(pb) = &progress {
+                            pb.finish_and_clear();
+                        }
+                        // Every peer learns that this rank gave up, and all name the same culprit. The TCP path
+                        // that failed carries the news; other paths' failures go over the first (control) one.
+                        let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
+                        return Err(match sess.transports.get_mut(t) {
+                            Some(t) => t.abort(e),
+                            None => e,
+                        });
                     }
-                    // Every peer learns that this rank gave up, and all name the same culprit. The TCP path
-                    // that failed carries the news; other paths' failures go over the first (control) one.
-                    let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
-                    return Err(match sess.transports.get_mut(t) {
-                        Some(t) => t.abort(e),
-                        None => e,
-                    });
+                };
+                bench::note_skipped(&mut said, outcome.skipped);
+                records.extend(outcome.records);
+                peak_rss.resize(outcome.peak_rss.len().max(peak_rss.len()), None);
+                for (acc, p) in peak_rss.iter_mut().zip(outcome.peak_rss) {
+                    *acc = (*acc).max(p);
                 }
-            };
-            records.extend(outcome.records);
-            peak_rss.resize(outcome.peak_rss.len().max(peak_rss.len()), None);
-            for (acc, p) in peak_rss.iter_mut().zip(outcome.peak_rss) {
-                *acc = (*acc).max(p);
-            }
-            wrong += outcome.wrong;
-            if let Some(mut c) = outcome.cost {
-                match costs.iter_mut().find(|t| t.path == c.path) {
-                    Some(total) => bench::cost::add(total, &c),
-                    None => {
-                        c.connect_s = path.is_tcp().then(|| sess.path_connect_s[tcp_index - 1]);
-                        c.line_rate_gbs = line_rates.iter().find(|(p, r)| *p == c.path && *r > 0.0).map(|l| l.1);
-                        costs.push(c);
+                wrong += outcome.wrong;
+                if let Some(mut c) = outcome.cost {
+                    match costs.iter_mut().find(|t| t.path == c.path) {
+                        Some(total) => bench::cost::add(total, &c),
+                        None => {
+                            c.connect_s = path.is_tcp().then(|| sess.path_connect_s[tcp_index - 1]);
+                            c.line_rate_gbs = line_rates.iter().find(|(p, r)| *p == c.path && *r > 0.0).map(|l| l.1);
+                            costs.push(c);
+                        }
                     }
                 }
             }

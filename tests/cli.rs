@@ -468,3 +468,52 @@ fn tcp_congestion_is_applied_to_the_data_sockets_and_reported() {
     );
     assert!(rows(&text(&out.stdout)).is_empty(), "nothing may run: {err}");
 }
+
+#[test]
+fn interleave_point_measures_every_point_once_per_sweep_with_data_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let md = dir.path().join("out.md");
+    let out = run(&[
+        "--np",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-d",
+        "float,bfloat16",
+        "--interleave",
+        "point",
+        "--repeat",
+        "2",
+        "-J",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate_against_schema(&v);
+    let results = v["results"].as_array().unwrap();
+    // 2 sweeps x 2 collectives x 2 types x 7 sizes, each point once, in plan order within a sweep.
+    assert_eq!(results.len(), 2 * 2 * 2 * 7, "{stdout}");
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["repeat"].as_u64().unwrap(), (i / 28) as u64, "{r}");
+        assert_eq!(r["size"].as_u64().unwrap(), 1024 << (i % 7), "{r}");
+        assert_eq!(r["out_of_place"]["nwrong"], 0.0, "{r}");
+        assert_eq!(r["in_place"]["nwrong"], 0.0, "{r}");
+    }
+    assert_eq!(
+        stdout.matches("paths taking turns at every point").count(),
+        4,
+        "a table per collective and sweep: {stdout}"
+    );
+    let doc = std::fs::read_to_string(&md).unwrap();
+    assert_eq!(doc.matches("\n## all_reduce on tcp@lo").count(), 2, "{doc}");
+}

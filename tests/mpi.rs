@@ -146,3 +146,95 @@ fn the_local_launcher_refuses_the_mpi_path() {
     let err = text(&out.stderr);
     assert!(err.contains("--transport") && err.contains("mpirun"), "{err}");
 }
+
+#[test]
+fn with_interleave_point_the_paths_take_turns_at_every_point() {
+    if !mpirun_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("turns.json");
+    let out = mpirun(
+        3,
+        &[],
+        &[
+            "--transport",
+            "tcp,mpi",
+            "--reference",
+            "mpi",
+            "--interleave",
+            "point",
+            "--repeat",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--collective",
+            "all_reduce,all_gather",
+            "-d",
+            "float,half",
+            "-J",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let order: Vec<(u64, String, String, String, u64)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["out_of_place"]["nwrong"], 0.0, "{r}");
+            assert_eq!(r["in_place"]["nwrong"], 0.0, "{r}");
+            let s = |k: &str| r[k].as_str().unwrap().to_string();
+            (
+                r["repeat"].as_u64().unwrap(),
+                s("collective"),
+                s("type"),
+                s("path"),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Sweep by sweep, point by point, tcp then mpi; MPI has no half type, so half points are tcp's alone.
+    let mut want = Vec::new();
+    for repeat in 0..2 {
+        for coll in ["all_reduce", "all_gather"] {
+            for dtype in ["float", "half"] {
+                for size in [1024u64, 2048, 4096] {
+                    // all_gather over 3 ranks rounds to whole 16-byte blocks per rank, as nccl-tests does.
+                    let size = if coll == "all_gather" { size / 48 * 48 } else { size };
+                    let paths: &[&str] = if dtype == "half" {
+                        &["tcp@lo"]
+                    } else {
+                        &["tcp@lo", "mpi"]
+                    };
+                    for p in paths {
+                        want.push((repeat, coll.to_string(), dtype.to_string(), p.to_string(), size));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(order, want);
+    // The skip is said once for the run, not once per point.
+    assert_eq!(stderr.matches("skipping half points on mpi").count(), 1, "{stderr}");
+    // Both paths share each collective's table, the path in the last column.
+    assert_eq!(
+        stdout.matches("paths taking turns at every point").count(),
+        4,
+        "{stdout}"
+    );
+    for c in v["collbench"]["summary"]["comparison"].as_array().unwrap() {
+        for p in c["paths"].as_array().unwrap() {
+            assert_eq!(p["repeats"], 2, "both sweeps combined: {p}");
+        }
+    }
+}

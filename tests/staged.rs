@@ -42,6 +42,7 @@ fn sweep<'a>(opts: &'a Options, ranks: &'a [RankInfo]) -> Sweep<'a> {
         ranks,
         reporters: &mut [],
         progress: None,
+        only: None,
     }
 }
 

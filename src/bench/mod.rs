@@ -28,6 +28,9 @@ pub struct Outcome {
     pub cost: Option<PathCost>,
     /// Every rank's peak resident memory (VmHWM) at the end of the sweep, in rank order, on rank 0 only.
     pub peak_rss: Vec<Option<u64>>,
+    /// Points the engine could not run, one line per reason (`skipping half points on mpi: ...`), on rank 0
+    /// only: the caller says each once per run, however many sweeps meet it.
+    pub skipped: Vec<String>,
 }
 
 /// One sweep's settings and outputs, besides its engine and memory.
@@ -40,6 +43,28 @@ pub struct Sweep<'a> {
     /// Where records go: rank 0's reporters; none on the other ranks.
     pub reporters: &'a mut [Box<dyn Reporter>],
     pub progress: Option<&'a ProgressBar>,
+    /// The one point to measure, by its index in [`plan::points`]' order (`--interleave point`); `None`:
+    /// every point. The caller then owns the progress bar's length ([`show_progress`]).
+    pub only: Option<usize>,
+}
+
+/// Prints each of a sweep's skip notes that `said` does not hold yet, and remembers it: once per run.
+pub fn note_skipped(said: &mut Vec<String>, skipped: Vec<String>) {
+    for s in skipped {
+        if !said.contains(&s) {
+            eprintln!("collbench: note: {s}");
+            said.push(s);
+        }
+    }
+}
+
+/// Sets the progress bar up for `len` steps.
+pub fn show_progress(pb: &ProgressBar, len: usize) {
+    pb.set_length(len as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
 }
 
 /// Runs every point of `s.opts` on engine `e` in host memory. Every rank returns the same `wrong` total.
@@ -64,6 +89,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
         ranks,
         reporters,
         progress,
+        only,
     } = s;
     let n = e.size();
     if opts.root >= n {
@@ -72,15 +98,15 @@ pub fn sweep_on<E: Engine, M: Memory>(
             format!("root rank {} does not exist in a job of {n} ranks", opts.root),
         ));
     }
-    let points = plan::points(opts, n);
+    let mut points = plan::points(opts, n);
+    if let Some(i) = only {
+        // Every rank plans the same points (the options are agreed), so index i is the same point on all.
+        points = points.get(i).copied().into_iter().collect();
+    }
     let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
     let mut bufs = alloc(send_bytes, recv_bytes)?;
-    if let Some(pb) = progress {
-        pb.set_length(points.len() as u64);
-        pb.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+    if let (Some(pb), None) = (progress, only) {
+        show_progress(pb, points.len());
     }
     let path = e.path();
     let ctx = stats::Context {
@@ -100,13 +126,12 @@ pub fn sweep_on<E: Engine, M: Memory>(
     let calls = f64::from(opts.warmup) + f64::from(opts.iters) + f64::from(opts.check_iters);
     let mut bytes = 0.0;
     let mut first_us = None;
-    let mut skipped: Vec<String> = Vec::new();
     for p in &points {
         if let Some(why) = e.unsupported(p.dtype, p.op) {
-            // Every rank skips the same points; rank 0 says so once per reason.
-            if e.rank() == 0 && !skipped.contains(&why) {
-                eprintln!("collbench: note: skipping {} points on {path}: {why}", p.dtype);
-                skipped.push(why);
+            // Every rank skips the same points; rank 0 reports each reason once.
+            let note = format!("skipping {} points on {path}: {why}", p.dtype);
+            if e.rank() == 0 && !out.skipped.contains(&note) {
+                out.skipped.push(note);
             }
             if let Some(pb) = progress {
                 pb.inc(1);

@@ -36,13 +36,27 @@ fn cell(t: &Timing) -> String {
     format!("{:.2} | {:.3} | {:.3} | {wrong}", t.time_us, t.algbw, t.busbw)
 }
 
+/// The table a record belongs in: its path, collective and sweep.
+fn key(r: &Record) -> (&str, &'static str, u32) {
+    (r.path.as_str(), r.collective.name(), r.repeat)
+}
+
 /// The whole document for `records` so far (and the summary once the run is over).
 pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> String {
     let mut s = head.to_string();
     let mut current: Option<(&str, &str, u32)> = None;
     let repeated = records.iter().any(|r| r.repeat > 0);
+    // One table per (path, collective, sweep) in the order they first appear, whether the paths took turns
+    // by sweep or, with --interleave point, at every point.
+    let mut order: Vec<(&str, &str, u32)> = Vec::new();
     for r in records {
-        let key = (r.path.as_str(), r.collective.name(), r.repeat);
+        if !order.contains(&key(r)) {
+            order.push(key(r));
+        }
+    }
+    let grouped = order.iter().flat_map(|k| records.iter().filter(move |r| key(r) == *k));
+    for r in grouped {
+        let key = key(r);
         if current != Some(key) {
             current = Some(key);
             let sweep = if repeated {
@@ -161,6 +175,30 @@ mod tests {
     use crate::collective::Collective;
     use crate::report::summary::summarize;
     use crate::report::testutil::{record, run_info};
+
+    #[test]
+    fn paths_taking_turns_at_every_point_still_get_a_table_each() {
+        // --interleave point: records arrive a, b, a, b; each path's rows stay together, in size order.
+        let mut recs = Vec::new();
+        for size in [1u64 << 20, 2 << 20] {
+            let a = record(Collective::AllReduce, size, 100.0, 2.0, Some(0));
+            let mut b = a.clone();
+            b.path = "mpi".into();
+            recs.extend([a, b]);
+        }
+        let doc = render("", &recs, None);
+        let titles: Vec<&str> = doc.lines().filter(|l| l.starts_with("## ")).collect();
+        assert_eq!(
+            titles,
+            ["## all_reduce on tcp@lo (4 ranks)", "## all_reduce on mpi (4 ranks)"]
+        );
+        let sizes: Vec<&str> = doc
+            .lines()
+            .filter(|l| l.starts_with("| 1048576 |") || l.starts_with("| 2097152 |"))
+            .map(|l| l.split(" | ").next().unwrap())
+            .collect();
+        assert_eq!(sizes, ["| 1048576", "| 2097152", "| 1048576", "| 2097152"], "{doc}");
+    }
 
     #[test]
     fn tables_per_path_and_the_comparison_are_written_as_the_run_goes() {

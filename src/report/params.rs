@@ -37,6 +37,8 @@ pub struct Params {
     pub percentiles: bool,
     /// Memory kind (`host`, `cuda`) once options carry one.
     pub memory: Option<String>,
+    /// `--interleave`: `sweep` or `point`; `None` for records older than the option (they are `sweep`).
+    pub interleave: Option<String>,
 }
 
 impl Params {
@@ -81,6 +83,7 @@ impl Params {
             connect_timeout_s: secs("connect_timeout"),
             percentiles: o.get("percentiles").and_then(Value::as_bool).unwrap_or(false),
             memory: s("/memory"),
+            interleave: s("/interleave"),
         }
     }
 }
@@ -104,6 +107,7 @@ mod tests {
         assert!(p.iters.is_some() && p.warmup.is_some() && p.check_iters.is_some());
         assert!(p.rank_stat.is_some() && p.algo.is_some() && p.streams.is_some());
         assert!(p.chunk_bytes.is_some() && p.timeout_s.is_some());
+        assert_eq!(p.interleave.as_deref(), Some("sweep"));
         assert_eq!(p.sndbuf.as_deref(), Some("524288"));
         let auto = crate::options::Options {
             sndbuf: None,

@@ -21,6 +21,9 @@ pub struct TableReporter<W: Write> {
     repeats: u64,
     /// Rows of the table being printed, for its footer.
     table: Vec<Record>,
+    /// `--interleave point`: the paths take turns at every point, so a table holds every path's rows of one
+    /// collective and sweep, each row naming its path in a last column.
+    by_point: bool,
 }
 
 impl<W: Write> TableReporter<W> {
@@ -31,6 +34,7 @@ impl<W: Write> TableReporter<W> {
             percentiles: false,
             repeats: 1,
             table: Vec::new(),
+            by_point: false,
         }
     }
 
@@ -52,7 +56,24 @@ impl<W: Write> TableReporter<W> {
         if self.table.is_empty() {
             return Ok(());
         }
-        let lines = footer(&self.table);
+        let lines = if self.by_point {
+            // A footer per path: an average over two paths' rows would describe neither.
+            let mut paths: Vec<&str> = Vec::new();
+            for r in &self.table {
+                if !paths.contains(&r.path.as_str()) {
+                    paths.push(&r.path);
+                }
+            }
+            let mut lines = Vec::new();
+            for path in paths {
+                let rows: Vec<Record> = self.table.iter().filter(|r| r.path == path).cloned().collect();
+                lines.push(format!("# {path}:"));
+                lines.extend(footer(&rows));
+            }
+            lines
+        } else {
+            footer(&self.table)
+        };
         self.table.clear();
         self.lines(lines)
     }
@@ -63,12 +84,13 @@ impl<W: Write> Reporter for TableReporter<W> {
         let p = Params::from_options(&run.options);
         self.percentiles = p.percentiles;
         self.repeats = p.repeat.unwrap_or(1);
+        self.by_point = p.interleave.as_deref() == Some("point");
         self.lines(run_header(run))
     }
 
     fn record(&mut self, rec: &Record) -> Result<()> {
         let new_table = self.table.last().map_or(true, |p| {
-            p.path != rec.path || p.collective != rec.collective || p.repeat != rec.repeat
+            (p.path != rec.path && !self.by_point) || p.collective != rec.collective || p.repeat != rec.repeat
         });
         let mut lines = Vec::new();
         if new_table {
@@ -79,15 +101,34 @@ impl<W: Write> Reporter for TableReporter<W> {
             } else {
                 String::new()
             };
-            lines.push(format!(
-                "# {} on {}, {} ranks{sweep}",
-                rec.collective.name(),
-                rec.path,
-                rec.nranks
-            ));
-            lines.extend(column_headers(self.percentiles));
+            if self.by_point {
+                lines.push(format!(
+                    "# {}, {} ranks{sweep}, paths taking turns at every point (path in the last column)",
+                    rec.collective.name(),
+                    rec.nranks
+                ));
+                lines.extend(column_headers(self.percentiles).map(|mut l| {
+                    // Headers name the path column; the units line only pads, and is trimmed anyway.
+                    if l.contains("algo") {
+                        l.push_str(&format!("  {:>12}", "path"));
+                    }
+                    l
+                }));
+            } else {
+                lines.push(format!(
+                    "# {} on {}, {} ranks{sweep}",
+                    rec.collective.name(),
+                    rec.path,
+                    rec.nranks
+                ));
+                lines.extend(column_headers(self.percentiles));
+            }
         }
-        lines.push(row(rec, self.percentiles));
+        let mut line = row(rec, self.percentiles);
+        if self.by_point {
+            line.push_str(&format!("  {:>12}", rec.path));
+        }
+        lines.push(line);
         if let Some(w) = &rec.first_wrong {
             // Say where the first wrong element is; a `#` line keeps column parsers undisturbed.
             lines.push(format!(
@@ -613,6 +654,66 @@ mod tests {
         assert!(out.contains("#   (float sum: mean of"));
         assert!(out.contains("#   (double sum: mean of"));
         assert!(out.lines().all(|l| l == l.trim_end()));
+    }
+
+    #[test]
+    fn paths_taking_turns_share_a_table_with_the_path_last_and_a_footer_each() {
+        let mut t = TableReporter::new(Vec::new());
+        let mut run = run_info(false);
+        run.options["interleave"] = serde_json::json!("point");
+        t.begin(&run).unwrap();
+        let mut recs = Vec::new();
+        for coll in [Collective::AllReduce, Collective::AllGather] {
+            for size in [1u64 << 20, 2 << 20] {
+                let a = record(coll, size, 100.0, 2.0, Some(0));
+                let mut b = record(coll, size, 150.0, 1.0, Some(0));
+                b.path = "mpi".into();
+                b.algo = "library".into();
+                recs.extend([a, b]);
+            }
+        }
+        for r in &recs {
+            t.record(r).unwrap();
+        }
+        t.finish(&summarize(&recs, "2025-03-04T05:07:00Z".into(), None, &[], Vec::new()))
+            .unwrap();
+        let out = String::from_utf8(t.into_inner()).unwrap();
+        let titles: Vec<&str> = out.lines().filter(|l| l.contains("taking turns")).collect();
+        assert_eq!(
+            titles,
+            [
+                "# all_reduce, 4 ranks, paths taking turns at every point (path in the last column)",
+                "# all_gather, 4 ranks, paths taking turns at every point (path in the last column)"
+            ]
+        );
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 8);
+        for (r, want) in rows.iter().zip(["tcp@lo", "mpi"].iter().cycle()) {
+            // nccl-tests' 13 columns, the algorithm, then the path.
+            assert_eq!(r.len(), 15, "{r:?}");
+            assert_eq!(r[14], *want, "{r:?}");
+        }
+        let header = out
+            .lines()
+            .find(|l| l.contains("#wrong") && l.contains("algo"))
+            .unwrap();
+        assert!(header.ends_with("algo          path"), "{header}");
+        // Each path's average over its own rows: tcp@lo (2 + 3) / 2, mpi (1 + 2) / 2, per table.
+        let avgs: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("# Avg bus bandwidth") || l == &"# tcp@lo:" || l == &"# mpi:")
+            .collect();
+        let one = [
+            "# tcp@lo:",
+            "# Avg bus bandwidth    : 2.5",
+            "# mpi:",
+            "# Avg bus bandwidth    : 1.5",
+        ];
+        assert_eq!(avgs, [one, one].concat());
     }
 
     #[test]

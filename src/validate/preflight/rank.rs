@@ -86,6 +86,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     let ranks = sess.world.ranks.clone();
     let mut connectivity: Vec<Record> = Vec::new();
     let mut records: Vec<Record> = Vec::new();
+    let mut said = Vec::new();
     for repeat in 0..setup.plan.repeat {
         for (k, phase_opts) in phases.iter().enumerate() {
             // Connectivity is asked once; later sweeps measure.
@@ -104,6 +105,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                         ranks: &ranks,
                         reporters: &mut [],
                         progress: progress.as_ref(),
+                        only: None,
                     },
                     #[cfg(feature = "mpi")]
                     mpi.as_ref(),
@@ -144,6 +146,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                         return Err(e);
                     }
                 };
+                crate::bench::note_skipped(&mut said, outcome.skipped);
                 if k == 0 {
                     connectivity.extend(outcome.records);
                 } else {
