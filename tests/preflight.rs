@@ -127,7 +127,9 @@ fn default_preflight_on_four_local_ranks_passes_with_every_output() {
             .iter()
             .any(|e| e["repeat"] == r && e["collective"] == "all_gather"));
     }
-    assert_eq!(junit_counts(&xml), (checks.len(), 0, 0));
+    // A check may warn on a busy machine (the rows above allow it); JUnit shows each warning as skipped.
+    let warned = checks.iter().filter(|c| c["verdict"] == "warn").count();
+    assert_eq!(junit_counts(&xml), (checks.len(), 0, warned), "{so}");
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(md.starts_with("## collbench preflight: "), "{md}");
     assert!(md.contains("| tcp@lo connectivity |"), "{md}");
