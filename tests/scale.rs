@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use assert_cmd::Command;
-use collbench::algorithm::{Algo, Args};
+use collbench::algorithm::{control, Algo, Args};
 use collbench::bench::memory;
 use collbench::collective::Collective;
 use collbench::engine::{Engine, Native};
@@ -107,22 +107,32 @@ fn a_send_to_an_unconnected_peer_is_an_error_naming_both_ranks() {
         ..Options::default()
     };
     let out = session::run_threads_with(8, &opts, Pairs::Needed, |s| {
-        let me = s.world.rank;
-        if me != 0 {
+        // No rank leaves (closing its sockets) before every rank has finished connecting: rank 0 would
+        // otherwise see a finished peer's hang-up while it still waits for a slower one, and rightly give up.
+        if let Err(e) = control::barrier(&mut s.transports[0]) {
+            return Some(Err(e));
+        }
+        if s.world.rank != 0 {
             return None;
         }
         // Rank 0 of 8 on a ring and the control tree talks to 1, 2, 4 and 7: never to 3, 5 or 6.
         let stranger = (1..8)
             .find(|&p| !s.links.connected(0, p))
             .expect("a rank that is not a peer");
-        Some((stranger, transport::send(&mut s.transports[0], stranger, b"x")))
+        Some(Ok((stranger, transport::send(&mut s.transports[0], stranger, b"x"))))
     });
-    let (stranger, res) = out[0].as_ref().expect("rank 0 connected").as_ref().unwrap();
+    let (stranger, res) = match &out[0] {
+        Ok(Some(Ok(x))) => x,
+        other => panic!("rank 0 connected and passed the barrier: {other:?}"),
+    };
     assert_eq!(*stranger, 3);
     let e = res.as_ref().expect_err("not connected").to_string();
     assert!(e.contains("rank 0 (host") && e.contains("rank 3"), "{e}");
     for r in &out[1..] {
-        assert!(matches!(r, Ok(None)), "the other ranks connected and returned");
+        assert!(
+            matches!(r, Ok(None)),
+            "the other ranks connected, passed the barrier and returned: {r:?}"
+        );
     }
 }
 
