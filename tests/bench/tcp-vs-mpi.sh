@@ -243,8 +243,7 @@ w("## Target 5: peak memory per rank <= 3 x the largest message + 64 MiB")
 w("")
 w("| case | peak (MiB) | rank | host | bound (MiB) |")
 w("|---|---|---|---|---|")
-peaks = [(case, docs[case]["summary"].get("peak_memory")) for case, _ in cases if docs[case]]
-peaks = [(case, pm) for case, pm in peaks if pm]
+peaks = [(case, d["summary"]["peak_memory"]) for case, d in docs.items() if d and d["summary"].get("peak_memory")]
 for case, pm in peaks:
     w(f"| {case} | {pm['max_bytes'] / MIB:.1f} | {pm['rank']} | {pm['host']} | {pm['bound_bytes'] / MIB:.1f} |")
 w("")
@@ -273,7 +272,7 @@ for case, _ in cases:
         busy = c.get("host_busy_pct")
         w(f"| {case} | {c['path']} | {c['sweep_s']:.1f} | {c['cpu_s']:.1f} | {c['gb_moved']:.1f} | "
           f"{'-' if per is None else f'{per:.3f}'} | {vs} | {'-' if busy is None else f'{busy:.0f}%'} | "
-          f"{'CPU' if c.get('cpu_limited') else 'network'} |")
+          f"{'cpu' if c.get('cpu_limited') else '-'} |")
 w("")
 
 w("## Verdict")
