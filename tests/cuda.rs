@@ -234,3 +234,109 @@ fn the_emulated_device_is_refused_where_it_would_mean_nothing() {
     let err = refused(&["run", "--np", "2", "-e", "8", "--reduce-on", "gpu"]);
     assert!(err.contains("--reduce-on:") && err.contains("host or device"), "{err}");
 }
+
+#[test]
+fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
+    // tests/gpu/device-check.sh is what a GPU machine runs, once and briefly: its run steps, their JSON
+    // checks and summaries and the packed archive must work before it gets there. DEVICE_CHECK_EMULATE=1
+    // runs those steps on the emulated device; the steps that need a real GPU fail with their message.
+    if !no_driver_here(" (device-check rehearsal)") {
+        return;
+    }
+    let python = std::process::Command::new("python3").arg("--version").output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install python3");
+        eprintln!("skipped (device-check rehearsal): no python3 here; the script's checks are Python");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (out, pack) = (dir.path().join("dc"), dir.path().join("dc.tar.gz"));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu/device-check.sh");
+    let run = Command::new("bash")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_collbench"))
+        .arg(&out)
+        .env("DEVICE_CHECK_EMULATE", "1")
+        .env("DEVICE_CHECK_PACK", &pack)
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("OUT")
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .expect("bash runs");
+    let log = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // 2: the first failing step is selftest --gpu, which has no GPU here.
+    assert_eq!(run.status.code(), Some(2), "{log}");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).expect("summary.txt written");
+    for step in [
+        "info exited 0",
+        "selftest exited 2",
+        "run --transport nccl exited 2",
+        "gpu-matrix exited 2",
+        "run --np 2 --memory cuda exited 0",
+        "run --np 4 --memory cuda exited 0",
+        "run --reduce-on device --np 2 exited 0",
+        "run --reduce-on device --np 4 exited 0",
+        "run --staging-pieces 1 exited 0",
+        "run --staging-pieces 4 exited 0",
+    ] {
+        assert!(summary.contains(&format!("device-check: {step}")), "{step}:\n{summary}");
+    }
+    // Each run step's own check ran and found every collective and no wrong point.
+    for json in ["run-np2", "run-np4"] {
+        let line = summary
+            .lines()
+            .find(|l| l.contains(&format!("{json}.json:")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("memory cuda")
+                && line.contains("all_gather,all_reduce,alltoall,broadcast,reduce,reduce_scatter,sendrecv")
+                && line.ends_with("wrong points 0"),
+            "{json}: {line}\n{summary}"
+        );
+    }
+    for np in [2, 4] {
+        let line = summary
+            .lines()
+            .find(|l| l.contains(&format!("reduce-on-device-np{np}.json:")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("algos device_reduce") && line.ends_with("wrong points 0"),
+            "{line}\n{summary}"
+        );
+    }
+    let staged: Vec<&str> = summary.lines().filter(|l| l.starts_with("summary: pieces ")).collect();
+    assert_eq!(
+        staged.len(),
+        2 * 2 * 2,
+        "2 piece counts x 2 collectives x 2 sizes:\n{summary}"
+    );
+    assert!(staged.iter().all(|l| l.ends_with("#wrong 0")), "{summary}");
+    for (file, says) in [
+        ("selftest.txt", "libcuda.so"),
+        ("run-nccl.txt", "libcuda.so"),
+        ("machine.txt", "DEVICE_CHECK_EMULATE=1"),
+    ] {
+        let text = std::fs::read_to_string(out.join(file)).unwrap_or_default();
+        let ok = if cfg!(feature = "cuda") || file == "machine.txt" {
+            text.contains(says)
+        } else {
+            text.contains("--features cuda")
+        };
+        assert!(ok && !text.contains("panicked"), "{file}:\n{text}");
+    }
+    // The archive holds the whole folder, the JSON of every step included.
+    let listing = Command::new("tar").arg("-tzf").arg(&pack).output().expect("tar runs");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for f in [
+        "dc/summary.txt",
+        "dc/machine.txt",
+        "dc/run-np4.json",
+        "dc/staging-pieces4.json",
+    ] {
+        assert!(listing.lines().any(|l| l == f), "{f} not in the archive:\n{listing}");
+    }
+}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The GPU device checks, on a machine with an NVIDIA GPU, from a collbench binary built elsewhere with
-# `cargo build --release --features cuda` (no Rust needed here). Bounded: every step runs under `timeout`.
+# `cargo build --release --features cuda` (no Rust needed here; tests/gpu/prepare.sh builds a stripped copy).
+# Bounded: every step runs under `timeout`.
 #
 # Usage: bash tests/gpu/device-check.sh BINARY [OUTDIR]
 #   OUTDIR (default $OUT, else results/gpu/<date>-<host>) receives:
-#     machine.txt    nvidia-smi -L and the driver/CUDA versions, hostname, kernel
+#     machine.txt    nvidia-smi -L and the driver/CUDA versions, hostname, kernel, the libraries used
+#     summary.txt    every step's exit status and its summary lines (what the console shows, less the tables)
 #     selftest.json  collbench selftest --gpu -J (seed, device, every dtype/op check, verify counts, bandwidth)
 #     selftest.txt   its text output
 #     info.txt, info.json        collbench info: GPUs with NVML topology (PCIe, NVLink, pairs)
@@ -20,6 +22,12 @@
 # Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
 # step timed out. Each step is bounded by its own timeout and all of them together by DEVICE_CHECK_BUDGET
 # seconds (default 480): a step starts with at most what is left, and is skipped (exit 124) under 20 s.
+#
+# DEVICE_CHECK_PACK=FILE.tar.gz: on exit, however it ends, OUTDIR is also packed into that one archive
+#   (for machines from which only a few files can be copied back).
+# DEVICE_CHECK_EMULATE=1: a rehearsal of this script without a GPU (tests/cuda.rs runs it): the `run
+#   --memory cuda` steps use `--emulate-device` (host memory posing as the device) at sizes cut to 1 MiB,
+#   so their checks and summaries run; the steps that need a real GPU fail with their no-GPU message.
 set -uo pipefail
 
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
@@ -27,14 +35,66 @@ out=${2:-${OUT:-results/gpu/$(date -u +%Y%m%d)-$(hostname -s)}}
 mkdir -p "$out"
 [ -x "$bin" ] || { echo "device-check: $bin is not an executable collbench binary" >&2; exit 2; }
 
-# libnvrtc of the installed toolkit: collbench compiles its kernels at start-up with it. Prefer the
-# toolkit's own (same CUDA version as the driver, so its PTX loads) over whatever else is on the path.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then
-        export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-        break
+# Puts the first of DIRS holding a file matching PATTERN on LD_LIBRARY_PATH, unless the loader already
+# knows SONAME; says which was taken. Containers often mount the driver under /usr/local/nvidia without
+# telling the loader's cache.
+libdirs=""
+find_lib() {
+    local soname=$1 pattern=$2 d
+    shift 2
+    if [ -n "$soname" ] && ldconfig -p 2>/dev/null | grep -q " $soname "; then
+        libdirs+="# $soname: from the loader's cache"$'\n'
+        return
     fi
-done
+    for d in "$@"; do
+        if compgen -G "$d/$pattern" >/dev/null; then
+            export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            libdirs+="# $pattern: $d"$'\n'
+            return
+        fi
+    done
+    local cache=""
+    [ -n "$soname" ] && cache="the loader's cache and "
+    libdirs+="# $pattern: not found (looked in $cache$*)"$'\n'
+}
+# Python's wheels (PyTorch installs the CUDA libraries as nvidia-* packages): their lib folders.
+wheel_dirs() {
+    command -v python3 >/dev/null || return 0
+    timeout 30 python3 -c 'import site, glob, sys
+for s in site.getsitepackages() + [site.getusersitepackages()]:
+    for d in sorted(glob.glob(s + "/nvidia/" + sys.argv[1] + "/lib")):
+        print(d)' "$1" 2>/dev/null
+}
+find_lib libcuda.so.1 'libcuda.so.1' /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64
+find_lib libnvidia-ml.so.1 'libnvidia-ml.so.1' /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64
+# libnvrtc: collbench compiles its kernels at start-up with it. The toolkit's own first (its CUDA version
+# matches the driver's, so its PTX loads), then a wheel's.
+mapfile -t nvrtc_wheels < <(wheel_dirs cu13; wheel_dirs cuda_nvrtc)
+find_lib "" 'libnvrtc.so*' /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "${nvrtc_wheels[@]}"
+
+emulate=${DEVICE_CHECK_EMULATE:-0}
+if [ "$emulate" = 1 ]; then
+    # Rehearsal sizes: the same steps and checks, on host memory posing as the device.
+    emu=(--emulate-device) big=1M rod_e=64K stage_b=256K stage_e=1M
+else
+    emu=() big=64M rod_e=8M stage_b=16M stage_e=64M
+fi
+
+: >"$out/summary.txt"
+# Echoes a line to the console and to summary.txt.
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+# Runs the Python read from stdin on ARGS; its lines go to the console and summary.txt; its exit status.
+summarize() {
+    local lines st
+    lines=$(timeout 30 python3 - "$@" 2>&1)
+    st=$?
+    [ -n "$lines" ] && say "$lines"
+    return "$st"
+}
+if [ -n "${DEVICE_CHECK_PACK:-}" ]; then
+    pack=$(realpath -m "$DEVICE_CHECK_PACK")
+    trap 'tar -czf "$pack" -C "$(dirname "$out")" "$(basename "$out")" && echo "device-check: packed $out into $pack"' EXIT
+fi
 
 {
     echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -47,8 +107,9 @@ done
     timeout 30 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p'
     echo "# nvcc: $(timeout 30 nvcc --version 2>/dev/null | tail -n2 | head -n1)"
     echo "# LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-}"
+    printf '%s' "$libdirs"
+    [ "$emulate" = 1 ] && echo "# DEVICE_CHECK_EMULATE=1: a rehearsal, the run steps on an emulated device"
 } >"$out/machine.txt" 2>&1
-cat "$out/machine.txt"
 
 budget=${DEVICE_CHECK_BUDGET:-480}
 # Seconds a step may take: its own bound, or what is left of the budget if less; 0 when under 20 s are left.
@@ -62,25 +123,30 @@ step_run() {
     limit=$(cap "$1")
     shift
     if [ "$limit" -eq 0 ]; then
-        echo "device-check: skipped (budget of ${budget}s spent): $*"
+        say "device-check: skipped (budget of ${budget}s spent): $*"
         return 124
     fi
     timeout "$limit" "$@"
 }
 first_fail() { [ "$rc" -eq 0 ] && rc=$1; }
 
-# libnccl.so.2 for --transport nccl: the loader's, else a pip wheel's (PyTorch installs nvidia-nccl-cu*).
-if [ -z "${COLLBENCH_NCCL_LIB:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
-    lib=$(timeout 30 python3 -c 'import nvidia.nccl as n, os, glob; print(next(iter(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2*"))), ""))' 2>/dev/null)
-    [ -n "$lib" ] && export COLLBENCH_NCCL_LIB=$lib
+# libnccl.so.2 for --transport nccl: the loader's, else a wheel's (PyTorch installs nvidia-nccl-cu*).
+if [ -z "${COLLBENCH_NCCL_LIB:-}" ] && ! ldconfig -p 2>/dev/null | grep -q ' libnccl.so.2 '; then
+    while read -r d; do
+        if [ -e "$d/libnccl.so.2" ]; then
+            export COLLBENCH_NCCL_LIB=$d/libnccl.so.2
+            break
+        fi
+    done < <(wheel_dirs nccl)
 fi
-echo "# COLLBENCH_NCCL_LIB: ${COLLBENCH_NCCL_LIB:-libnccl.so.2 from the loader path}" | tee -a "$out/machine.txt"
+echo "# COLLBENCH_NCCL_LIB: ${COLLBENCH_NCCL_LIB:-libnccl.so.2 from the loader path}" >>"$out/machine.txt"
+cat "$out/machine.txt"
 rc=0
 
 # Topology through NVML: GPUs, bus ids, NUMA nodes, NVLinks.
 step_run 60 "$bin" info -J "$out/info.json" 2>&1 | tee "$out/info.txt"
 step=${PIPESTATUS[0]}
-echo "device-check: info exited $step"
+say "device-check: info exited $step"
 first_fail "$step"
 
 # Reductions, verification and bandwidth: about a minute on an H200; 300 s bounds a hang.
@@ -88,9 +154,9 @@ step_run 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$ou
 step=${PIPESTATUS[0]}
 first_fail "$step"
 
-echo "device-check: selftest exited $step; results in $out"
+say "device-check: selftest exited $step; results in $out"
 if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
-    timeout 30 python3 - "$out/selftest.json" <<'PY'
+    summarize "$out/selftest.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 bad = [f"{c['dtype']}/{c['op']}" for c in r["reductions"] if c["diff"]["wrong"]]
@@ -107,9 +173,9 @@ fi
 step_run 150 "$bin" run --np 1 --memory cuda --transport nccl --collective all -d float,half -o sum \
     -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-nccl.json" --force 2>&1 | tee "$out/run-nccl.txt"
 step=${PIPESTATUS[0]}
-echo "device-check: run --transport nccl exited $step"
+say "device-check: run --transport nccl exited $step"
 if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-    timeout 30 python3 - "$out/run-nccl.json" <<'PY' || step=1
+    summarize "$out/run-nccl.json" <<'PY' || step=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["results"]
@@ -127,18 +193,18 @@ first_fail "$step"
 # Copy bandwidth per GPU pair (exit 1 = a pair flagged; with one GPU there are none).
 step_run 120 "$bin" gpu-matrix -J "$out/gpu-matrix.json" --force 2>&1 | tee "$out/gpu-matrix.txt"
 step=${PIPESTATUS[0]}
-echo "device-check: gpu-matrix exited $step"
+say "device-check: gpu-matrix exited $step"
 first_fail "$step"
 
 # Collectives on device buffers: 2 and 4 local ranks share the one GPU (device = local rank modulo the
 # device count), over collbench's TCP path on loopback. Exit 0 and #wrong 0 on every point are required.
 for np in 2 4; do
     step_run 240 "$bin" run --np "$np" --memory cuda --transport tcp --collective all -d float,half,int32 \
-        -o sum -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-np$np.json" --force 2>&1 | tee "$out/run-np$np.txt"
+        -o sum -b 16 -e "$big" -f 4 -w 2 -n 5 -c 1 "${emu[@]}" -J "$out/run-np$np.json" --force 2>&1 | tee "$out/run-np$np.txt"
     step=${PIPESTATUS[0]}
-    echo "device-check: run --np $np --memory cuda exited $step"
+    say "device-check: run --np $np --memory cuda exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        timeout 30 python3 - "$out/run-np$np.json" <<'PY' || step=1
+        summarize "$out/run-np$np.json" <<'PY' || step=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 m = d["collbench"]["memory"]
@@ -161,12 +227,12 @@ done
 # dtype and op, 2 and 4 ranks; exit 0 and #wrong 0 required, the algo column device_reduce.
 for np in 2 4; do
     step_run 120 "$bin" run --np "$np" --memory cuda --transport tcp --reduce-on device \
-        --collective all_reduce,reduce_scatter -d all -o all -b 16 -e 8M -f 8 -w 1 -n 3 -c 1 \
+        --collective all_reduce,reduce_scatter -d all -o all -b 16 -e "$rod_e" -f 8 -w 1 -n 3 -c 1 "${emu[@]}" \
         -J "$out/reduce-on-device-np$np.json" --force 2>&1 | tee "$out/reduce-on-device-np$np.txt"
     step=${PIPESTATUS[0]}
-    echo "device-check: run --reduce-on device --np $np exited $step"
+    say "device-check: run --reduce-on device --np $np exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        timeout 30 python3 - "$out/reduce-on-device-np$np.json" <<'PY' || step=1
+        summarize "$out/reduce-on-device-np$np.json" <<'PY' || step=1
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
 wrong = [(r["collective"], r["type"], r["redop"], r["size"]) for r in rows
@@ -184,12 +250,12 @@ done
 # Recorded, not judged: staging_wait_us against staging_us says how much of the copies the network hid.
 for pieces in 1 4; do
     step_run 90 "$bin" run --np 2 --memory cuda --transport tcp --collective all_reduce,all_gather -d float \
-        -b 16M -e 64M -f 4 -w 2 -n 10 -c 1 --staging-pieces "$pieces" -J "$out/staging-pieces$pieces.json" \
+        -b "$stage_b" -e "$stage_e" -f 4 -w 2 -n 10 -c 1 "${emu[@]}" --staging-pieces "$pieces" -J "$out/staging-pieces$pieces.json" \
         --force 2>&1 | tee "$out/staging-pieces$pieces.txt"
     step=${PIPESTATUS[0]}
-    echo "device-check: run --staging-pieces $pieces exited $step"
+    say "device-check: run --staging-pieces $pieces exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        timeout 30 python3 - "$out/staging-pieces$pieces.json" "$pieces" <<'PY' || step=1
+        summarize "$out/staging-pieces$pieces.json" "$pieces" <<'PY' || step=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 num = lambda v: v if isinstance(v, (int, float)) else 0.0
@@ -197,7 +263,7 @@ for r in d["results"]:
     t = r["out_of_place"]
     print(f"summary: pieces {sys.argv[2]}: {r['collective']} {r['size']} B: time {num(t['time']):.0f} us, "
           f"copies {num(t.get('staging_us')):.0f} us, waited for copies {num(t.get('staging_wait_us')):.0f} us, "
-          f"#wrong {t['nwrong']}")
+          f"#wrong {num(t['nwrong']):g}")
 sys.exit(1 if any(r[p]["nwrong"] != 0 for r in d["results"] for p in ("out_of_place", "in_place")) else 0)
 PY
     fi
