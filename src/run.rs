@@ -11,7 +11,7 @@ use crate::cli::RunArgs;
 use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, PathKind, Progress};
-use crate::report::{self, PathCost, Reporter, RunInfo};
+use crate::report::{self, PathCost, RankInfo, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
 use crate::world::{env, local, Identity};
@@ -206,6 +206,50 @@ fn hear_abort<T: Transport + ?Sized>(ctrl: &mut T, origin: usize, stopped: Error
     }
 }
 
+/// With device memory, each rank's GPU as it names it ([`Gpu::label`]), gathered on rank 0 over the
+/// control path before the first sweep, for the rank list; `None` on other ranks and for host memory (no
+/// exchange then, so host runs are as before).
+///
+/// [`Gpu::label`]: crate::memory::cuda::Gpu::label
+fn rank_devices(sess: &mut session::Session, opts: &Options) -> Result<Option<Vec<String>>> {
+    if opts.memory != crate::memory::MemoryKind::Cuda {
+        return Ok(None);
+    }
+    let me = if opts.emulate_device {
+        "emulated (host memory posing as a device)".to_string()
+    } else {
+        device_label(opts)
+    };
+    let Some(t) = sess.transports.first_mut() else {
+        return Ok(None);
+    };
+    let all = crate::algorithm::control::gather(t, me.as_bytes())?;
+    Ok(all.map(|v| {
+        v.into_iter()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .collect()
+    }))
+}
+
+#[cfg(feature = "cuda")]
+fn device_label(opts: &Options) -> String {
+    crate::memory::cuda::Gpu::label(opts.device.as_deref())
+}
+
+/// Without the `cuda` feature `--memory cuda` never gets this far (refused before any rank starts).
+#[cfg(not(feature = "cuda"))]
+fn device_label(_opts: &Options) -> String {
+    "cuda:? (built without the cuda feature)".to_string()
+}
+
+/// `ranks` with each one's device, where they were gathered.
+fn with_devices(mut ranks: Vec<RankInfo>, devices: Option<Vec<String>>) -> Vec<RankInfo> {
+    for (r, d) in ranks.iter_mut().zip(devices.into_iter().flatten()) {
+        r.device = Some(d);
+    }
+    ranks
+}
+
 /// With device memory and an rdma path: how rdma paths move device buffers (staged) and whether this host could
 /// carry GPUDirect RDMA; `None` otherwise, so host-memory and tcp-only runs report nothing new.
 fn rdma_route(opts: &Options) -> Option<String> {
@@ -259,6 +303,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     )?;
     let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
     distinct_paths(&sess, opts)?;
+    let devices = rank_devices(&mut sess, opts)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     let mut run_info = None;
     if id.rank == 0 {
@@ -276,7 +321,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 congestion: sess.transports.first().and_then(|t| t.congestion()),
                 ..report::Connections::of(&sess.links, opts.streams, sess.transports.len())
             }),
-            ranks: sess.world.ranks.clone(),
+            ranks: with_devices(sess.world.ranks.clone(), devices),
             options: serde_json::to_value(opts).expect("options serialise"),
             rdma_route: rdma_route(opts),
         };

@@ -506,6 +506,7 @@ mod tests {
                     reason: Some(why.to_string()),
                 })
                 .collect(),
+            device: None,
         }
     }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{result, CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 
 use super::cuda_probe::{local_rank_from, no_driver_message, pick_device, DEVICE_ENV};
 
@@ -41,12 +41,46 @@ impl Gpu {
         Ok(count.max(0) as usize)
     }
 
-    /// Opens the device `device` names (an ordinal), else [`DEVICE_ENV`], else the local rank's.
-    pub fn open(device: Option<&str>) -> Result<Gpu, String> {
+    /// The ordinal [`Gpu::open`] opens for `device`: it, else [`DEVICE_ENV`], else the local rank's.
+    fn choose(device: Option<&str>) -> Result<usize, String> {
         let count = Gpu::check_driver()?;
         let env_choice = std::env::var(DEVICE_ENV).ok();
         let local = local_rank_from(|k| std::env::var(k).ok());
-        let ordinal = pick_device(device.or(env_choice.as_deref()), local.as_deref(), count)?;
+        pick_device(device.or(env_choice.as_deref()), local.as_deref(), count)
+    }
+
+    /// The device [`Gpu::open`] would open, without creating a context, as the rank list shows it:
+    /// `cuda:0 [0000:19:00.0] NVIDIA H200`; or `cuda:? (why)` where the driver cannot say.
+    pub fn label(device: Option<&str>) -> String {
+        let probe = || -> Result<String, String> {
+            let ordinal = Gpu::choose(device)?;
+            let dev = result::device::get(ordinal as i32).map_err(driver_err("cuDeviceGet"))?;
+            let mut name = [0 as std::ffi::c_char; 128];
+            // SAFETY: a buffer of the length passed, for a device the driver returned.
+            unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, dev) }
+                .result()
+                .map_err(driver_err("cuDeviceGetName"))?;
+            // SAFETY: the name is NUL-terminated within the buffer (the driver truncates).
+            let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            let attr = |a| {
+                // SAFETY: an attribute query on a valid device.
+                unsafe { result::device::get_attribute(dev, a) }.map_err(driver_err("cuDeviceGetAttribute"))
+            };
+            let (dom, bus, slot) = (
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+            );
+            Ok(format!("cuda:{ordinal} [{dom:04x}:{bus:02x}:{slot:02x}.0] {name}"))
+        };
+        probe().unwrap_or_else(|m| format!("cuda:? ({m})"))
+    }
+
+    /// Opens the device `device` names (an ordinal), else [`DEVICE_ENV`], else the local rank's.
+    pub fn open(device: Option<&str>) -> Result<Gpu, String> {
+        let ordinal = Gpu::choose(device)?;
         let ctx = CudaContext::new(ordinal)
             .map_err(|e| format!("CUDA: creating a context on device {ordinal} failed: {e}"))?;
         // One stream carries every operation in order, so cudarc's per-buffer event tracking (for

@@ -4,8 +4,11 @@
 /// Environment variable that picks the CUDA device by ordinal, over the local-rank default.
 pub const DEVICE_ENV: &str = "COLLBENCH_CUDA_DEVICE";
 
-/// Local-rank variables of the launchers collbench runs under, first found wins.
-pub const LOCAL_RANK_ENV: [&str; 4] = [
+/// Local-rank variables of the launchers collbench runs under, first found wins: collbench's own
+/// launcher's (`COLLBENCH_LOCAL_RANK`, see `world::env::LOCAL_RANK`), then OpenMPI's, Slurm's, MPICH's and
+/// torchrun's.
+pub const LOCAL_RANK_ENV: [&str; 5] = [
+    "COLLBENCH_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_RANK",
     "SLURM_LOCALID",
     "MPI_LOCALRANKID",
@@ -106,5 +109,13 @@ mod tests {
         let env = |k: &str| (k == "SLURM_LOCALID").then(|| "2".to_string());
         assert_eq!(local_rank_from(env).as_deref(), Some("2"));
         assert_eq!(local_rank_from(|_| None), None);
+        // The embedded launcher's own variable is read first (it sets no launcher's).
+        let env = |k: &str| match k {
+            "COLLBENCH_LOCAL_RANK" => Some("3".to_string()),
+            "LOCAL_RANK" => Some("0".to_string()),
+            _ => None,
+        };
+        assert_eq!(local_rank_from(env).as_deref(), Some("3"));
+        assert_eq!(LOCAL_RANK_ENV[0], crate::world::env::LOCAL_RANK);
     }
 }

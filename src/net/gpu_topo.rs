@@ -30,8 +30,11 @@ pub struct GpuInfo {
     /// Maximum PCIe generation and width of the link (the current ones drop when the GPU idles).
     pub pcie_gen: Option<u32>,
     pub pcie_width: Option<u32>,
-    /// NVLink version of the first active link.
+    /// NVLink version of the first active link, as NVML's `nvmlNvlinkVersion_t` numbers it (6 is NVLink 4.0).
     pub nvlink_version: Option<u32>,
+    /// CUDA compute capability's major number, where NVML gave it (9: Hopper).
+    #[serde(default)]
+    pub compute_major: Option<i32>,
     /// Every NVLink the device has, active or not.
     pub links: Vec<NvLink>,
 }
@@ -178,13 +181,30 @@ pub fn sysfs_bus_id(nvml: &str) -> String {
     }
 }
 
-/// One NVLink lane's bandwidth in one direction, GB/s, by NVLink version (1: P100, 2: V100, 3: A100,
-/// 4: H100/H200, 5: B200).
-pub fn nvlink_gbs_per_link(version: u32) -> Option<f64> {
-    match version {
+/// The NVLink generation an `nvmlNvlinkVersion_t` value names: 1 = 1.0 (P100), 2 = 2.0 (V100), 3 = 2.2,
+/// 4 = 3.0 (A100), 5 = 3.1, 6 = 4.0 (H100/H200), 7 = 5.0 (B200). NVML returns this enumeration, not the
+/// generation's number.
+pub fn nvlink_generation(nvml_version: u32) -> Option<&'static str> {
+    Some(match nvml_version {
+        1 => "1.0",
+        2 => "2.0",
+        3 => "2.2",
+        4 => "3.0",
+        5 => "3.1",
+        6 => "4.0",
+        7 => "5.0",
+        _ => return None,
+    })
+}
+
+/// One NVLink lane's bandwidth in one direction, GB/s, by NVML's `nvmlNvlinkVersion_t` value. Some
+/// drivers report 7 (5.0) for Hopper GPUs, whose links are 4.0: with compute capability 9.x, 4.0's rate.
+pub fn nvlink_gbs_per_link(nvml_version: u32, compute_major: Option<i32>) -> Option<f64> {
+    match nvml_version {
         1 => Some(20.0),
-        2..=4 => Some(25.0),
-        5 => Some(50.0),
+        2..=6 => Some(25.0),
+        7 if compute_major == Some(9) => Some(25.0),
+        7 => Some(50.0),
         _ => None,
     }
 }
@@ -207,11 +227,14 @@ pub fn pcie_gbs(gen: u32, width: u32) -> Option<f64> {
 /// `PCIe gen5 x16`): NVLinks where there are any, else the slower of the two GPUs' PCIe links.
 pub fn expected_gbs(a: &GpuInfo, b: &GpuInfo, pair: Option<&Pair>) -> Option<(f64, String)> {
     if let Some(p) = pair.filter(|p| p.nvlinks > 0) {
-        let v = a.nvlink_version.or(b.nvlink_version)?;
-        let per = nvlink_gbs_per_link(v)?;
+        let (v, major) = [a, b]
+            .iter()
+            .find_map(|g| g.nvlink_version.map(|v| (v, g.compute_major)))?;
+        let per = nvlink_gbs_per_link(v, major)?;
+        let generation = nvlink_generation(v).unwrap_or("?");
         return Some((
             per * f64::from(p.nvlinks),
-            format!("NV{} (NVLink {v}, {per} GB/s per link)", p.nvlinks),
+            format!("NV{} (NVLink {generation}, {per} GB/s per link)", p.nvlinks),
         ));
     }
     let one = |g: &GpuInfo| Some((pcie_gbs(g.pcie_gen?, g.pcie_width?)?, g.pcie_gen?, g.pcie_width?));
@@ -257,7 +280,9 @@ pub fn render(t: &Topology, host: &str) -> String {
             if g.links.is_empty() {
                 "-".into()
             } else {
-                let v = g.nvlink_version.map_or(String::new(), |v| format!(" (v{v})"));
+                let v = g.nvlink_version.map_or(String::new(), |v| {
+                    format!(" (NVLink {})", nvlink_generation(v).unwrap_or("?"))
+                });
                 format!("{active}/{} active{v}", g.links.len())
             },
         ]);
@@ -304,7 +329,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Four GPUs: 0 and 1 joined by 4 direct NVLinks (v3), 2 and 3 on PCIe only, across NUMA nodes.
+    /// Four GPUs: 0 and 1 joined by 4 direct NVLinks (3.0, NVML's 4), 2 and 3 on PCIe only, across NUMA nodes.
     pub(crate) fn four() -> Vec<GpuInfo> {
         let g = |i: usize, bus: &str, numa: u32, links: Vec<NvLink>| GpuInfo {
             index: i,
@@ -313,7 +338,8 @@ pub(crate) mod tests {
             numa_node: Some(numa),
             pcie_gen: Some(4),
             pcie_width: Some(16),
-            nvlink_version: (!links.is_empty()).then_some(3),
+            nvlink_version: (!links.is_empty()).then_some(4),
+            compute_major: Some(8),
             links,
         };
         let to1: Vec<NvLink> = (0..4).map(|l| link(l, Remote::Gpu, "0000:1a:00.0")).collect();
@@ -369,6 +395,55 @@ pub(crate) mod tests {
         assert_eq!(Level::from_nvml(7), None);
     }
 
+    fn why_nv(gpus: &[GpuInfo]) -> String {
+        let p = pairs(gpus, level);
+        expected_gbs(&gpus[0], &gpus[1], pair_of(&p, 0, 1)).unwrap().1
+    }
+
+    #[test]
+    fn nvlink_rates_follow_nvmls_version_numbers() {
+        // NVML's enumeration, not the generation: 6 is NVLink 4.0 (H100/H200, 25 GB/s per link per
+        // direction, 18 links = 450 GB/s), 7 is 5.0 (B200, 50 GB/s).
+        assert_eq!(
+            (nvlink_generation(6), nvlink_gbs_per_link(6, Some(9))),
+            (Some("4.0"), Some(25.0))
+        );
+        assert_eq!(
+            (nvlink_generation(4), nvlink_gbs_per_link(4, Some(8))),
+            (Some("3.0"), Some(25.0))
+        );
+        assert_eq!(nvlink_gbs_per_link(5, None), Some(25.0), "3.1 is not 5.0");
+        assert_eq!(
+            (nvlink_generation(7), nvlink_gbs_per_link(7, Some(10))),
+            (Some("5.0"), Some(50.0))
+        );
+        assert_eq!(
+            nvlink_gbs_per_link(7, Some(9)),
+            Some(25.0),
+            "a Hopper GPU reported as 5.0"
+        );
+        assert_eq!(
+            (nvlink_generation(1), nvlink_gbs_per_link(1, None)),
+            (Some("1.0"), Some(20.0))
+        );
+        assert_eq!((nvlink_generation(0), nvlink_gbs_per_link(0, None)), (None, None));
+        assert_eq!(
+            nvlink_gbs_per_link(9, None),
+            None,
+            "a generation not known here: no expectation"
+        );
+        let mut h200 = four();
+        for g in &mut h200[..2] {
+            g.nvlink_version = Some(6);
+            g.compute_major = Some(9);
+        }
+        assert!(
+            why_nv(&h200).starts_with("NV4 (NVLink 4.0, 25 GB/s"),
+            "{}",
+            why_nv(&h200)
+        );
+    }
+
     #[test]
     fn expectations_follow_the_link() {
         let gpus = four();
@@ -380,6 +455,11 @@ pub(crate) mod tests {
         let mut slow = gpus[3].clone();
         slow.pcie_width = Some(8);
         assert_eq!(expected_gbs(&gpus[2], &slow, None).unwrap().1, "PCIe gen4 x8");
+        assert!(
+            why_nv(&gpus).contains("NVLink 3.0, 25 GB/s per link"),
+            "{}",
+            why_nv(&gpus)
+        );
         slow.pcie_gen = None;
         assert_eq!(
             expected_gbs(&gpus[2], &slow, None),
@@ -401,8 +481,8 @@ pub(crate) mod tests {
         let want = "\
 h0: GPU topology (NVML 12.580.65)
 gpu  name         bus           numa  pcie      nvlinks
-0    NVIDIA A100  0000:19:00.0  0     gen4 x16  4/4 active (v3)
-1    NVIDIA A100  0000:1a:00.0  0     gen4 x16  4/5 active (v3)
+0    NVIDIA A100  0000:19:00.0  0     gen4 x16  4/4 active (NVLink 3.0)
+1    NVIDIA A100  0000:1a:00.0  0     gen4 x16  4/5 active (NVLink 3.0)
 2    NVIDIA A100  0000:5e:00.0  1     gen4 x16  -
 3    NVIDIA A100  0000:5f:00.0  1     gen4 x16  -
       gpu0  gpu1  gpu2  gpu3

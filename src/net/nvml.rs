@@ -42,6 +42,8 @@ struct Nvml {
     remote_type: Option<unsafe extern "C" fn(Device, c_uint, *mut c_int) -> c_int>,
     max_gen: unsafe extern "C" fn(Device, *mut c_uint) -> c_int,
     max_width: unsafe extern "C" fn(Device, *mut c_uint) -> c_int,
+    /// nvmlDeviceGetCudaComputeCapability (NVML 10 and later).
+    capability: Option<unsafe extern "C" fn(Device, *mut c_int, *mut c_int) -> c_int>,
     version: unsafe extern "C" fn(*mut c_char, c_uint) -> c_int,
     _lib: Library,
 }
@@ -98,6 +100,7 @@ impl Nvml {
                 remote_type: lib.get(b"nvmlDeviceGetNvLinkRemoteDeviceType\0").ok().map(|s| *s),
                 max_gen: sym!("nvmlDeviceGetMaxPcieLinkGeneration"),
                 max_width: sym!("nvmlDeviceGetMaxPcieLinkWidth"),
+                capability: lib.get(b"nvmlDeviceGetCudaComputeCapability\0").ok().map(|s| *s),
                 version: sym!("nvmlSystemGetNVMLVersion"),
                 _lib: lib,
             })
@@ -108,6 +111,13 @@ impl Nvml {
         let mut v: c_uint = 0;
         // SAFETY: writes one unsigned int for a valid handle.
         (unsafe { f(d, &mut v) } == 0).then_some(v)
+    }
+
+    fn compute_major(&self, d: Device) -> Option<i32> {
+        let f = self.capability?;
+        let (mut major, mut minor): (c_int, c_int) = (0, 0);
+        // SAFETY: writes two ints for a valid handle.
+        (unsafe { f(d, &mut major, &mut minor) } == 0).then_some(major)
     }
 
     fn links(&self, d: Device) -> (Vec<NvLink>, Option<u32>) {
@@ -199,6 +209,7 @@ impl Nvml {
                 pcie_gen: self.uint(self.max_gen, d),
                 pcie_width: self.uint(self.max_width, d),
                 nvlink_version,
+                compute_major: self.compute_major(d),
                 links,
             });
             handles.push(d);

@@ -338,17 +338,33 @@ fn config(run: &RunInfo) -> Config {
         devices: run
             .ranks
             .iter()
-            .map(|r| Device {
-                rank: r.rank,
-                group: 0,
-                pid: r.pid,
-                hostname: r.host.clone(),
-                device: -1,
-                device_hex: String::new(),
-                device_info: format!("iface {} addr {}", r.iface, r.addr),
+            .map(|r| {
+                let net = format!("iface {} addr {}", r.iface, r.addr);
+                // nccl-tests' device fields are the rank's GPU: where it has one, they are too.
+                let (device, device_hex, device_info) = match r.device.as_deref().and_then(gpu_parts) {
+                    Some((ordinal, bus, name)) => (ordinal, bus, format!("{name}, {net}")),
+                    None => (-1, String::new(), net),
+                };
+                Device {
+                    rank: r.rank,
+                    group: 0,
+                    pid: r.pid,
+                    hostname: r.host.clone(),
+                    device,
+                    device_hex,
+                    device_info,
+                }
             })
             .collect(),
     }
+}
+
+/// A rank's GPU label (`cuda:0 [0000:19:00.0] NVIDIA H200`) as (ordinal, bus id, name).
+fn gpu_parts(label: &str) -> Option<(i32, String, String)> {
+    let rest = label.strip_prefix("cuda:")?;
+    let (ordinal, rest) = rest.split_once(" [")?;
+    let (bus, name) = rest.split_once("] ")?;
+    Some((ordinal.parse().ok()?, bus.to_string(), name.to_string()))
 }
 
 /// `records` as the `results` array of this file, for documents that carry measurements in the same form.
@@ -584,7 +600,26 @@ mod tests {
         assert_eq!(c["step_factor"], 2);
         assert_eq!(c["blocking_collectives"], "false");
         assert_eq!(c["devices"][1]["hostname"], "node1");
-        assert_eq!(c["devices"][1]["device_info"], "iface lo addr 127.0.0.1:40001");
+        // Rank 1 has a GPU (testutil): nccl-tests' device fields carry it; rank 0 has none.
+        assert_eq!(
+            (
+                &c["devices"][1]["device"],
+                &c["devices"][1]["device_hex"],
+                &c["devices"][1]["device_info"]
+            ),
+            (
+                &serde_json::json!(1),
+                &serde_json::json!("0000:1a:00.0"),
+                &serde_json::json!("NVIDIA H200, iface lo addr 127.0.0.1:40001")
+            )
+        );
+        assert_eq!(
+            (&c["devices"][0]["device"], &c["devices"][0]["device_info"]),
+            (
+                &serde_json::json!(-1),
+                &serde_json::json!("iface lo addr 127.0.0.1:40000")
+            )
+        );
 
         let r = &v["results"];
         assert_eq!(r.as_array().unwrap().len(), 3);

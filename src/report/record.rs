@@ -32,6 +32,10 @@ pub struct RankInfo {
     /// Every TCP path's endpoint, in `--transport` order (the first is `iface`/`addr`).
     #[serde(default)]
     pub endpoints: Vec<Endpoint>,
+    /// With device memory: the GPU the rank uses (`cuda:0 [0000:19:00.0] NVIDIA H200`), as it reported it
+    /// before the first sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// Metadata of one run, known before the first point.

@@ -370,6 +370,10 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         for e in r.endpoints.iter().skip(1) {
             line.push_str(&format!(" + iface {} addr {}", e.iface, e.addr));
         }
+        // nccl-tests names each rank's GPU here; so does collbench where the buffers live on one.
+        if let Some(d) = &r.device {
+            line.push_str(&format!(" device {d}"));
+        }
         line
     }));
     lines
@@ -523,7 +527,7 @@ mod tests {
 #
 # Using ranks
 #  Rank  0 Pid   1234 on      node1 iface lo addr 127.0.0.1:40000
-#  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001 + iface eth1 addr 10.0.0.2:40002
+#  Rank  1 Pid   1235 on      node1 iface lo addr 127.0.0.1:40001 + iface eth1 addr 10.0.0.2:40002 device cuda:1 [0000:1a:00.0] NVIDIA H200
 ";
         assert_eq!(out, want);
     }
@@ -738,6 +742,7 @@ mod tests {
             iface: "x".into(),
             addr: "a".into(),
             endpoints: Vec::new(),
+            device: None,
         });
         t.begin(&run).unwrap();
         t.record(&record(Collective::AllReduce, 8, 5.0, 1.0, Some(0))).unwrap();

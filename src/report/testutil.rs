@@ -75,6 +75,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                 iface: "lo".into(),
                 addr: "127.0.0.1:40000".into(),
                 endpoints: Vec::new(),
+                device: None,
             },
             RankInfo {
                 rank: 1,
@@ -94,6 +95,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                         reason: None,
                     },
                 ],
+                device: Some("cuda:1 [0000:1a:00.0] NVIDIA H200".into()),
             },
         ],
         options: json!({

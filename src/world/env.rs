@@ -17,6 +17,9 @@ pub const ROOT: &str = "COLLBENCH_ROOT";
 pub const JOB_TOKEN: &str = "COLLBENCH_JOB_TOKEN";
 /// A file holding the token (a mounted Kubernetes Secret, say).
 pub const JOB_TOKEN_FILE: &str = "COLLBENCH_JOB_TOKEN_FILE";
+/// This rank's index among the ranks on its host (set by collbench's own launcher, whose ranks all share
+/// one host): it picks the rank's GPU, as the launchers' own local-rank variables do.
+pub const LOCAL_RANK: &str = "COLLBENCH_LOCAL_RANK";
 /// Name of the launcher, for the header (set by collbench's own launcher).
 pub const LAUNCHER: &str = "COLLBENCH_LAUNCHER";
 /// The rendezvous port when only MASTER_ADDR is given (torchrun's default).

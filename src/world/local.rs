@@ -39,6 +39,8 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
         let child = Command::new(&exe)
             .args(args)
             .env(env::RANK, rank.to_string())
+            // Every embedded rank is on this host, so its local rank is its rank (one GPU each, in turn).
+            .env(env::LOCAL_RANK, rank.to_string())
             .env(env::WORLD_SIZE, np.to_string())
             .env(env::ROOT, root.to_string())
             // The rendezvous is served here; a rank's own COLLBENCH_* or launcher variables must not leak in.

@@ -53,6 +53,7 @@ impl Join {
             iface: first.iface,
             addr: first.addr,
             endpoints: self.endpoints.clone(),
+            device: None,
         }
     }
 }

@@ -25,9 +25,12 @@
 #
 # DEVICE_CHECK_PACK=FILE.tar.gz: on exit, however it ends, OUTDIR is also packed into that one archive
 #   (for machines from which only a few files can be copied back).
-# DEVICE_CHECK_EMULATE=1: a rehearsal of this script without a GPU (tests/cuda.rs runs it): the `run
-#   --memory cuda` steps use `--emulate-device` (host memory posing as the device) at sizes cut to 1 MiB,
-#   so their checks and summaries run; the steps that need a real GPU fail with their no-GPU message.
+# DEVICE_CHECK_SMALL=1: every step at small sizes (up to 1 MiB, selftest 2 iterations), for rehearsals:
+#   tests/fake_gpu.rs runs the whole script so against the fake NVIDIA libraries of tests/gpu/fake/, and
+#   every step must pass.
+# DEVICE_CHECK_EMULATE=1: a rehearsal with no GPU libraries at all (tests/cuda.rs runs it): small sizes, the
+#   `run --memory cuda` steps on `--emulate-device` (host memory posing as the device); the steps that need
+#   a GPU fail with their no-GPU message.
 set -uo pipefail
 
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
@@ -73,11 +76,14 @@ mapfile -t nvrtc_wheels < <(wheel_dirs cu13; wheel_dirs cuda_nvrtc)
 find_lib "" 'libnvrtc.so*' /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib "${nvrtc_wheels[@]}"
 
 emulate=${DEVICE_CHECK_EMULATE:-0}
-if [ "$emulate" = 1 ]; then
-    # Rehearsal sizes: the same steps and checks, on host memory posing as the device.
-    emu=(--emulate-device) big=1M rod_e=64K stage_b=256K stage_e=1M
+small=${DEVICE_CHECK_SMALL:-$emulate}
+emu=()
+[ "$emulate" = 1 ] && emu=(--emulate-device)
+if [ "$small" = 1 ]; then
+    # Rehearsal sizes: the same steps and checks in seconds.
+    big=1M rod_e=64K stage_b=256K stage_e=1M self_n=2
 else
-    emu=() big=64M rod_e=8M stage_b=16M stage_e=64M
+    big=64M rod_e=8M stage_b=16M stage_e=64M self_n=20
 fi
 
 : >"$out/summary.txt"
@@ -108,6 +114,7 @@ fi
     echo "# nvcc: $(timeout 30 nvcc --version 2>/dev/null | tail -n2 | head -n1)"
     echo "# LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-}"
     printf '%s' "$libdirs"
+    [ "$small" = 1 ] && echo "# DEVICE_CHECK_SMALL=1: a rehearsal at small sizes"
     [ "$emulate" = 1 ] && echo "# DEVICE_CHECK_EMULATE=1: a rehearsal, the run steps on an emulated device"
 } >"$out/machine.txt" 2>&1
 
@@ -150,7 +157,7 @@ say "device-check: info exited $step"
 first_fail "$step"
 
 # Reductions, verification and bandwidth: about a minute on an H200; 300 s bounds a hang.
-step_run 300 "$bin" selftest --gpu -n 20 -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
+step_run 300 "$bin" selftest --gpu -n "$self_n" -J "$out/selftest.json" 2>&1 | tee "$out/selftest.txt"
 step=${PIPESTATUS[0]}
 first_fail "$step"
 
@@ -171,7 +178,7 @@ fi
 
 # NCCL with one rank on the device buffers: every collective, #wrong 0 required, the path named nccl.
 step_run 150 "$bin" run --np 1 --memory cuda --transport nccl --collective all -d float,half -o sum \
-    -b 16 -e 64M -f 4 -w 2 -n 5 -c 1 -J "$out/run-nccl.json" --force 2>&1 | tee "$out/run-nccl.txt"
+    -b 16 -e "$big" -f 4 -w 2 -n 5 -c 1 -J "$out/run-nccl.json" --force 2>&1 | tee "$out/run-nccl.txt"
 step=${PIPESTATUS[0]}
 say "device-check: run --transport nccl exited $step"
 if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then

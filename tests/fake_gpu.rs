@@ -1,0 +1,348 @@
+//! The GPU path's real code (cudarc's driver calls in src/memory/cuda*.rs, the kernel launches of
+//! src/reduce/cuda.rs, the NCCL binding and engine, NVML and gpu-matrix) run end to end against fake
+//! libraries built from tests/gpu/fake/: a CUDA driver on host memory that runs kernels/reduce.cu compiled as
+//! host C++ and refuses any device range outside a live allocation, an NVRTC that checks its options, a
+//! one-rank NCCL and an NVML with NVLinks. What they cannot show is how real hardware behaves (PTX, timing,
+//! GPUDirect); tests/gpu/device-check.sh is for that. Needs the `cuda` feature and g++ (failed, not
+//! skipped, without g++ when CI=true).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The folder holding the four fake libraries, built once per test binary; None (and why, printed) where
+/// they cannot be built or used.
+fn fakes() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if !cfg!(feature = "cuda") {
+            eprintln!("skipped: built without the cuda feature (cargo test --features cuda)");
+            return None;
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu/fake");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-gpu-libs");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (src, lib) in [
+            ("cuda.cpp", "libcuda.so.1"),
+            ("nvrtc.cpp", "libnvrtc.so"),
+            ("nccl.cpp", "libnccl.so.2"),
+            ("nvml.cpp", "libnvidia-ml.so.1"),
+        ] {
+            let out = Command::new("g++")
+                .args([
+                    "-std=c++17",
+                    "-O2",
+                    "-Wall",
+                    "-Wno-unknown-pragmas",
+                    "-shared",
+                    "-fPIC",
+                    "-o",
+                ])
+                .arg(dir.join(lib))
+                .arg(root.join(src))
+                .arg("-ldl")
+                .output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => panic!("g++ could not build {src}:\n{}", String::from_utf8_lossy(&o.stderr)),
+                Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
+                    eprintln!("skipped: g++ not runnable ({e}); apt-get install g++");
+                    return None;
+                }
+                Err(e) => panic!("g++ not runnable ({e}); CI needs it (apt-get install g++)"),
+            }
+        }
+        // cudarc looks for libcuda.so before libcuda.so.1.
+        let link = dir.join("libcuda.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libcuda.so.1", &link).unwrap();
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// collbench `line` (split at spaces) with `-J json`, the fakes first on the loader's path and `env` set;
+/// (exit code, stdout, stderr).
+fn collbench(dir: &Path, env: &[(&str, &str)], line: &str, json: &Path) -> (Option<i32>, String, String) {
+    let mut args: Vec<&str> = line.split_whitespace().collect();
+    args.extend(["-J", json.to_str().expect("a UTF-8 path")]);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_collbench"));
+    c.env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("COLLBENCH_CUDA_DEVICE")
+        .args(&args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("collbench runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("fake-cuda:") && !err.contains("fake-nccl:"),
+        "{args:?}: a panic or a call the fakes refused:\n{err}"
+    );
+    (o.status.code(), out, err)
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("JSON written")).expect("valid JSON")
+}
+
+/// Every row's wrong-element counts, in place and out of place.
+fn wrong_counts(v: &serde_json::Value) -> Vec<f64> {
+    let rows = v["results"].as_array().expect("results");
+    rows.iter()
+        .flat_map(|r| ["out_of_place", "in_place"].map(|p| r[p]["nwrong"].as_f64().expect("nwrong a number")))
+        .collect()
+}
+
+#[test]
+fn selftest_gpu_runs_every_kernel_through_the_driver_api() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("selftest.json");
+    let (code, out, err) = collbench(dir, &[("FAKE_CUDA_COPY_GBPS", "100")], "selftest --gpu -n 1", &j);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let v = json(&j);
+    assert!(
+        v["device"]["name"].as_str().unwrap().contains("fake"),
+        "{}",
+        v["device"]
+    );
+    let reductions = v["reductions"].as_array().unwrap();
+    assert_eq!(reductions.len(), 10 * 5, "every dtype x op");
+    for c in reductions {
+        assert_eq!(c["diff"]["wrong"], 0, "{c}");
+    }
+    let verify = v["verify"].as_array().unwrap();
+    assert_eq!(verify.len(), 10);
+    for c in verify {
+        assert_eq!(
+            (c["counted_clean"].as_u64(), c["counted_corrupted"].as_u64()),
+            (Some(0), c["corrupted"].as_u64()),
+            "{c}"
+        );
+    }
+    // The copy is timed by events on the fake's clock: 100 GB/s exactly, counted read + written.
+    let copy = v["bandwidth"]["copy_gbps"].as_f64().unwrap();
+    assert!((copy - 200.0).abs() < 0.5, "{copy}");
+}
+
+#[test]
+fn memory_cuda_runs_every_collective_on_device_buffers_with_ranges_enforced() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("run.json");
+    let (code, out, err) = collbench(
+        dir,
+        &[],
+        "run --np 3 --memory cuda --collective all -d float,half,int32 -b 16 -e 192K -f 8 -w 1 -n 2 --staging-pieces 3",
+        &j,
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let v = json(&j);
+    let m = &v["collbench"]["memory"];
+    // A real device as far as collbench can tell: the JSON says emulated only of `--emulate-device`.
+    assert_eq!(
+        (m["kind"].as_str(), m["emulated"].as_bool().unwrap_or(false)),
+        (Some("cuda"), false),
+        "{m}"
+    );
+    let collectives: std::collections::BTreeSet<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["collective"].as_str().unwrap())
+        .collect();
+    assert_eq!(collectives.len(), 7, "{collectives:?}");
+    let wrong = wrong_counts(&v);
+    assert!(!wrong.is_empty() && wrong.iter().all(|w| *w == 0.0), "{wrong:?}");
+    assert!(
+        out.contains("device cuda:0 [0000:10:00.0] collbench fake CUDA driver"),
+        "the device is named in the rank list:\n{out}"
+    );
+}
+
+/// The devices the run's JSON lists for its ranks, in rank order.
+fn rank_devices(v: &serde_json::Value) -> Vec<String> {
+    let ranks = v["collbench"]["run"]["ranks"].as_array().expect("ranks listed");
+    ranks
+        .iter()
+        .map(|r| r["device"].as_str().unwrap_or("-").to_string())
+        .collect()
+}
+
+#[test]
+fn each_local_rank_gets_its_own_gpu_in_turn_unless_one_is_named() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let gpu = |i: usize| format!("cuda:{i} [0000:1{i}:00.0] collbench fake CUDA driver (host memory)");
+    for (named, want) in [
+        (None, vec![gpu(0), gpu(1), gpu(0)]),
+        (Some("1"), vec![gpu(1), gpu(1), gpu(1)]),
+    ] {
+        let j = tmp.path().join(format!("ranks-{}.json", named.unwrap_or("auto")));
+        let mut env = vec![("FAKE_CUDA_DEVICES", "2")];
+        env.extend(named.map(|d| ("COLLBENCH_CUDA_DEVICE", d)));
+        let (code, out, err) = collbench(
+            dir,
+            &env,
+            "run --np 3 --memory cuda --collective all_reduce -b 1K -e 4K",
+            &j,
+        );
+        assert_eq!(code, Some(0), "{out}\n{err}");
+        assert_eq!(rank_devices(&json(&j)), want, "{named:?}");
+        for (r, d) in want.iter().enumerate() {
+            assert!(
+                out.lines()
+                    .any(|l| l.starts_with(&format!("#  Rank  {r} ")) && l.ends_with(&format!("device {d}"))),
+                "{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn reductions_on_the_device_launch_every_dtype_and_op() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("rod.json");
+    let (code, out, err) = collbench(
+        dir,
+        &[],
+        "run --np 2 --memory cuda --reduce-on device --collective all_reduce,reduce_scatter -d all -o all
+            -b 16 -e 64K -f 16 -w 1 -n 1 --staging-pieces 3",
+        &j,
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let v = json(&j);
+    let rows = v["results"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["algo"] == "device_reduce"), "{rows:?}");
+    let ops: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["redop"].as_str().unwrap()).collect();
+    let types: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!((ops.len(), types.len()), (5, 10), "{ops:?} {types:?}");
+    assert!(wrong_counts(&v).iter().all(|w| *w == 0.0));
+}
+
+#[test]
+fn a_corrupted_copy_from_the_device_is_counted_and_fails_the_run() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("bad.json");
+    let (code, out, err) = collbench(
+        dir,
+        &[("FAKE_CUDA_CORRUPT_DTOH", "1")],
+        "run --np 2 --memory cuda --collective all_reduce,all_gather -d int32 -b 1K -e 64K -f 8 -w 1 -n 1",
+        &j,
+    );
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let wrong = wrong_counts(&json(&j));
+    assert!(!wrong.is_empty() && wrong.iter().all(|w| *w > 0.0), "{wrong:?}");
+}
+
+#[test]
+fn nccl_runs_every_collective_on_the_device_buffers() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("nccl.json");
+    let (code, out, err) = collbench(
+        dir,
+        &[],
+        "run --np 1 --memory cuda --transport nccl --collective all -d float,half -b 16 -e 1M -f 8 -w 1 -n 2",
+        &j,
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let v = json(&j);
+    let rows = v["results"].as_array().unwrap();
+    let collectives: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["collective"].as_str().unwrap()).collect();
+    assert_eq!(collectives.len(), 7, "{collectives:?}");
+    assert!(rows.iter().all(|r| r["path"] == "nccl"), "{rows:?}");
+    assert!(wrong_counts(&v).iter().all(|w| *w == 0.0));
+}
+
+#[test]
+fn gpu_matrix_flags_an_nvlink_pair_below_its_links_rate_and_passes_one_at_it() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // Two GPUs joined by 2 NVLinks 4.0: 50 GB/s expected per direction, flagged under half of it.
+    for (gbps, code_wanted, flagged) in [("10", 1, true), ("40", 0, false)] {
+        let j = tmp.path().join(format!("gm{gbps}.json"));
+        let env = [
+            ("FAKE_CUDA_DEVICES", "2"),
+            ("FAKE_NVML_NVLINKS", "2"),
+            ("FAKE_CUDA_COPY_GBPS", gbps),
+        ];
+        let (code, out, err) = collbench(dir, &env, "gpu-matrix --bytes 4M -n 2", &j);
+        assert_eq!(code, Some(code_wanted), "{gbps} GB/s:\n{out}\n{err}");
+        assert!(out.contains("NV2 (NVLink 4.0, 25 GB/s per link)"), "{out}");
+        let text = serde_json::to_string(&json(&j)).unwrap();
+        assert_eq!(text.contains("\"flagged\":true"), flagged, "{text}");
+        let warned = format!("{out}{err}").contains("gpu 0 -> gpu 1 reached 20% of its NVLink expectation");
+        assert_eq!(warned, flagged, "{out}\n{err}");
+    }
+}
+
+#[test]
+fn info_reads_the_gpus_and_their_nvlinks_from_nvml() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("info.json");
+    let env = [("FAKE_CUDA_DEVICES", "2"), ("FAKE_NVML_NVLINKS", "4")];
+    let (code, out, err) = collbench(dir, &env, "info", &j);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("4/4 active (NVLink 4.0)") && out.contains("NV4"), "{out}");
+    let v = json(&j);
+    let gpus = v["hosts"][0]["gpu_topology"]["gpus"].as_array().expect("gpus listed");
+    assert_eq!(gpus.len(), 2);
+    for g in gpus {
+        assert_eq!(
+            (g["nvlink_version"].as_u64(), g["compute_major"].as_i64()),
+            (Some(6), Some(9)),
+            "{g}"
+        );
+    }
+}
+
+#[test]
+fn the_device_check_script_passes_every_step_on_the_fake_libraries() {
+    // The script a GPU machine runs, whole, at rehearsal sizes: every step, its checks and its summary
+    // must pass here first (tests/cuda.rs rehearses it with no GPU libraries at all).
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dc");
+    let o = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu/device-check.sh"))
+        .arg(env!("CARGO_BIN_EXE_collbench"))
+        .arg(&out)
+        .env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("DEVICE_CHECK_SMALL", "1")
+        .env("FAKE_CUDA_COPY_GBPS", "100")
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("OUT")
+        .output()
+        .expect("bash runs");
+    let log = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default();
+    assert_eq!(o.status.code(), Some(0), "{summary}\n{log}");
+    let exits: Vec<&str> = summary.lines().filter(|l| l.contains(" exited ")).collect();
+    assert_eq!(exits.len(), 10, "{summary}");
+    assert!(exits.iter().all(|l| l.contains(" exited 0")), "{summary}");
+    for want in [
+        "reductions 50/50 match the CPU",
+        "verify kernel 10/10 dtypes count right",
+        "summary: nccl: ",
+        "run-np4.json: memory cuda",
+    ] {
+        assert!(summary.contains(want), "{want}:\n{summary}");
+    }
+    assert!(!log.contains("fake-cuda:") && !log.contains("panicked"), "{log}");
+}
