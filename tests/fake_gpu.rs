@@ -164,6 +164,7 @@ fn memory_cuda_runs_every_collective_on_device_buffers_with_ranges_enforced() {
         out.contains("device cuda:0 [0000:10:00.0] collbench fake CUDA driver"),
         "the device is named in the rank list:\n{out}"
     );
+    assert!(out.contains("copies its input to pinned host memory"), "{out}");
 }
 
 /// The devices the run's JSON lists for its ranks, in rank order.
@@ -261,6 +262,11 @@ fn nccl_runs_every_collective_on_the_device_buffers() {
         rows.iter().map(|r| r["collective"].as_str().unwrap()).collect();
     assert_eq!(collectives.len(), 7, "{collectives:?}");
     assert!(rows.iter().all(|r| r["path"] == "nccl"), "{rows:?}");
+    // A run of nccl alone stages nothing, and its header says only that.
+    assert!(
+        out.contains("# Memory: cuda (device buffers, one GPU per rank)\n") && !out.contains("pinned host memory"),
+        "{out}"
+    );
     assert!(wrong_counts(&v).iter().all(|w| *w == 0.0));
 }
 

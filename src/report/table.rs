@@ -301,14 +301,28 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     ];
     // Host memory says nothing, as before; device memory says what its times cover.
     if p.memory.as_deref() == Some("cuda") {
+        let paths: Vec<&str> = run
+            .options
+            .get("transports")
+            .and_then(|t| t.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str())
+            .collect();
+        // The staging lines describe the tcp and rdma paths; a run of nccl alone has none of them.
+        let staged = paths.is_empty() || paths.iter().any(|p| *p != "nccl");
         let pieces = run.options.get("staging_pieces").and_then(|v| v.as_u64()).unwrap_or(1);
-        lines.push(format!(
-            "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
-             runs collbench's algorithm (tcp or rdma path) and reductions on the host, and copies the output \
-             back, in up to {pieces} pieces (--staging-pieces) whose copies overlap the network; times include \
-             the copies the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
-        ));
-        if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+        if staged {
+            lines.push(format!(
+                "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
+                 runs collbench's algorithm (tcp or rdma path) and reductions on the host, and copies the output \
+                 back, in up to {pieces} pieces (--staging-pieces) whose copies overlap the network; times include \
+                 the copies the network did not hide (staging_wait_us in the JSON; staging_us the copies' device time)"
+            ));
+        } else {
+            lines.push("# Memory: cuda (device buffers, one GPU per rank)".to_string());
+        }
+        if staged && run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
             lines.push(
                 "# Memory: --reduce-on device: all_reduce and reduce_scatter are reduced by the GPU kernels after an \
                  alltoall on the host (all_reduce then all-gathers on the host); algo device_reduce"
@@ -322,12 +336,7 @@ fn run_header(run: &RunInfo) -> Vec<String> {
                     .to_string(),
             );
         }
-        let nccl = run
-            .options
-            .get("transports")
-            .and_then(|t| t.as_array())
-            .is_some_and(|t| t.iter().any(|p| p == "nccl"));
-        if nccl {
+        if paths.contains(&"nccl") {
             lines.push(
                 "# Memory: the nccl path runs NCCL's collectives on the device buffers directly (no staging, \
                  reductions on the GPU); each call is timed to the end of its stream"
