@@ -3,30 +3,17 @@
 //! device's stream (peer access enabled where the driver allows it), timed by CUDA events; one GPU copies
 //! within its own memory.
 
-use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
+use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{result, CudaSlice, DevicePtr};
 
 use super::judge::Copy;
-use crate::memory::cuda::{driver_err, Gpu};
+use crate::memory::cuda::{driver_err, pci_bus_id, Gpu};
 
 struct Dev {
     gpu: Gpu,
     src: CudaSlice<u8>,
     dst: CudaSlice<u8>,
     bus: String,
-}
-
-/// The PCI bus id of `gpu`, sysfs form.
-fn bus_id(gpu: &Gpu) -> Result<String, String> {
-    let a = |attr| {
-        gpu.context()
-            .attribute(attr)
-            .map_err(driver_err("reading the PCI location"))
-    };
-    let dom = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
-    let bus = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
-    let dev = a(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
-    Ok(format!("{dom:04x}:{bus:02x}:{dev:02x}.0"))
 }
 
 /// Lets `from` reach `to`'s memory directly, where the hardware allows; returns whether it can.
@@ -102,7 +89,7 @@ pub fn measure(bytes: usize, iters: usize) -> Result<Vec<Copy>, String> {
     let mut devs = Vec::with_capacity(count);
     for i in 0..count {
         let gpu = Gpu::open(Some(&i.to_string()))?;
-        let bus = bus_id(&gpu)?;
+        let bus = pci_bus_id(gpu.context().cu_device())?;
         let src = gpu.alloc(bytes)?;
         let dst = gpu.alloc(bytes)?;
         devs.push(Dev { gpu, src, dst, bus });

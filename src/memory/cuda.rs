@@ -23,6 +23,18 @@ pub struct Gpu {
     pub sms: u32,
 }
 
+/// The PCI bus id of device `dev`, sysfs form (`0000:19:00.0`, as NVML's are matched); needs no context.
+pub fn pci_bus_id(dev: sys::CUdevice) -> Result<String, String> {
+    let attr = |a| {
+        // SAFETY: an attribute query on a device handle the driver returned.
+        unsafe { result::device::get_attribute(dev, a) }.map_err(driver_err("reading the PCI location"))
+    };
+    let dom = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+    let bus = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+    let slot = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+    Ok(format!("{dom:04x}:{bus:02x}:{slot:02x}.0"))
+}
+
 /// A driver error with what was being done.
 pub fn driver_err(what: &str) -> impl FnOnce(DriverError) -> String + '_ {
     move |e| format!("CUDA: {what} failed: {e}")
@@ -64,16 +76,7 @@ impl Gpu {
             let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
                 .to_string_lossy()
                 .into_owned();
-            let attr = |a| {
-                // SAFETY: an attribute query on a valid device.
-                unsafe { result::device::get_attribute(dev, a) }.map_err(driver_err("cuDeviceGetAttribute"))
-            };
-            let (dom, bus, slot) = (
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
-                attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
-            );
-            Ok(format!("cuda:{ordinal} [{dom:04x}:{bus:02x}:{slot:02x}.0] {name}"))
+            Ok(format!("cuda:{ordinal} [{}] {name}", pci_bus_id(dev)?))
         };
         probe().unwrap_or_else(|m| format!("cuda:? ({m})"))
     }

@@ -214,9 +214,8 @@ struct MemoryNote {
 
 impl MemoryNote {
     fn of(run: &RunInfo) -> MemoryNote {
-        let kind = Params::from_options(&run.options)
-            .memory
-            .unwrap_or_else(|| "host".into());
+        let p = Params::from_options(&run.options);
+        let kind = p.memory.clone().unwrap_or_else(|| "host".into());
         MemoryNote {
             times_include_staging: kind == "cuda",
             reductions: if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
@@ -224,7 +223,7 @@ impl MemoryNote {
             } else {
                 "host"
             },
-            direct_paths: direct_paths(&run.options),
+            direct_paths: direct_paths(&p),
             rdma_route: run.rdma_route.clone(),
             emulated: run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true),
             kind,
@@ -232,17 +231,9 @@ impl MemoryNote {
     }
 }
 
-/// The paths in the options' `transports` that take device memory directly (nccl).
-fn direct_paths(options: &serde_json::Value) -> Vec<String> {
-    options
-        .get("transports")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_str)
-        .filter(|p| *p == "nccl")
-        .map(str::to_string)
-        .collect()
+/// The paths of the run that take device memory directly (nccl).
+fn direct_paths(p: &Params) -> Vec<String> {
+    p.transports.iter().filter(|t| *t == "nccl").cloned().collect()
 }
 
 /// A number as nccl-tests writes it: `"nan"` when it is not finite.
@@ -434,9 +425,10 @@ mod tests {
     #[test]
     fn nccl_is_listed_as_a_direct_path() {
         let o = serde_json::json!({"transports": ["tcp@lo", "nccl"], "memory": "cuda"});
-        assert_eq!(direct_paths(&o), vec!["nccl".to_string()]);
-        assert!(direct_paths(&serde_json::json!({"transports": ["tcp"]})).is_empty());
-        assert!(direct_paths(&serde_json::json!({})).is_empty());
+        let direct = |o: &Value| direct_paths(&Params::from_options(o));
+        assert_eq!(direct(&o), vec!["nccl".to_string()]);
+        assert!(direct(&serde_json::json!({"transports": ["tcp"]})).is_empty());
+        assert!(direct(&serde_json::json!({})).is_empty());
     }
 
     const SCHEMA: &str = include_str!("../../schema/collbench-results.schema.json");

@@ -39,6 +39,8 @@ pub struct Params {
     pub memory: Option<String>,
     /// `--interleave`: `sweep` or `point`; `None` for records older than the option (they are `sweep`).
     pub interleave: Option<String>,
+    /// `--transport` paths as the options name them (`tcp@lo`, `nccl`, ...); empty where they are absent.
+    pub transports: Vec<String>,
 }
 
 impl Params {
@@ -84,6 +86,14 @@ impl Params {
             percentiles: o.get("percentiles").and_then(Value::as_bool).unwrap_or(false),
             memory: s("/memory"),
             interleave: s("/interleave"),
+            transports: o
+                .get("transports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
         }
     }
 }

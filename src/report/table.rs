@@ -301,16 +301,8 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     ];
     // Host memory says nothing, as before; device memory says what its times cover.
     if p.memory.as_deref() == Some("cuda") {
-        let paths: Vec<&str> = run
-            .options
-            .get("transports")
-            .and_then(|t| t.as_array())
-            .into_iter()
-            .flatten()
-            .filter_map(|p| p.as_str())
-            .collect();
         // The staging lines describe the tcp and rdma paths; a run of nccl alone has none of them.
-        let staged = paths.is_empty() || paths.iter().any(|p| *p != "nccl");
+        let staged = p.transports.is_empty() || p.transports.iter().any(|t| t != "nccl");
         let pieces = run.options.get("staging_pieces").and_then(|v| v.as_u64()).unwrap_or(1);
         if staged {
             lines.push(format!(
@@ -336,7 +328,7 @@ fn run_header(run: &RunInfo) -> Vec<String> {
                     .to_string(),
             );
         }
-        if paths.contains(&"nccl") {
+        if p.transports.iter().any(|t| t == "nccl") {
             lines.push(
                 "# Memory: the nccl path runs NCCL's collectives on the device buffers directly (no staging, \
                  reductions on the GPU); each call is timed to the end of its stream"
