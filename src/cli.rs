@@ -114,6 +114,11 @@ pub struct PairwiseArgs {
     #[arg(long = "per-rank", alias = "per_rank")]
     pub per_rank: bool,
 
+    /// Report the first pass's findings as they are, without measuring the slow links again to tell a
+    /// transient from a fault.
+    #[arg(long = "no-confirm", alias = "no_confirm")]
+    pub no_confirm: bool,
+
     #[command(flatten)]
     pub deadlines: DeadlineArgs,
 

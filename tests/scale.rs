@@ -170,26 +170,29 @@ fn ten_thousand_small_collectives_keep_descriptors_and_memory_flat() {
         for _ in 0..200 {
             call(&mut e)?;
         }
+        // All ranks share this process, so only rank 0 samples: a sample reads /proc/self, and a
+        // second rank reading it at the same moment would hold one more descriptor open.
+        let sample = |rank: usize| (rank == 0).then(|| (memory::open_fds(), memory::rss()));
         e.barrier()?;
-        let before = (memory::open_fds(), memory::rss());
+        let before = sample(s.world.rank);
         for _ in 0..CALLS {
             call(&mut e)?;
         }
         // Every rank is done before rank 0 samples again.
         e.barrier()?;
-        let after = (memory::open_fds(), memory::rss());
-        Ok::<_, collbench::error::Error>(Flat {
+        let after = sample(s.world.rank);
+        Ok::<_, collbench::error::Error>(before.zip(after).map(|(before, after)| Flat {
             fds: (before.0.expect("/proc/self/fd"), after.0.expect("/proc/self/fd")),
             rss: (before.1.expect("VmRSS"), after.1.expect("VmRSS")),
-        })
+        }))
     });
-    let flat: Vec<Flat> = out
+    let mut flat: Vec<Option<Flat>> = out
         .into_iter()
         .map(|r| r.expect("connected").expect("10,000 all-reduces"))
         .collect();
-    // All ranks share this process: rank 0's samples are taken after every rank's warm-up and after
-    // every rank's last call, so they cover the whole steady state.
-    let f = &flat[0];
+    // Rank 0's samples are taken after every rank's warm-up and after every rank's last call, so
+    // they cover the whole steady state.
+    let f = flat[0].take().expect("rank 0 sampled");
     eprintln!(
         "rank 0 around {CALLS} all-reduces: descriptors {:?}, resident bytes {:?}",
         f.fds, f.rss

@@ -129,6 +129,18 @@ fn named(o: &Outcome) -> (Vec<String>, Vec<(String, String)>) {
     (hosts, links)
 }
 
+/// Checks that every link `blamed(a, b)` (host indices) was measured a second time before it was blamed.
+fn check_remeasured(o: &Outcome, blamed: impl Fn(usize, usize) -> bool) {
+    assert_eq!(o.json["config"]["confirm"], true, "{}", o.stdout);
+    for l in o.json["links"].as_array().unwrap() {
+        let (a, b) = (l["a"].as_u64().unwrap() as usize, l["b"].as_u64().unwrap() as usize);
+        if blamed(a, b) {
+            assert_eq!(l["remeasured"], true, "a blamed link measured once: {l}\n{}", o.stdout);
+        }
+    }
+    assert!(o.stdout.contains("re-measuring"), "{}", o.stdout);
+}
+
 /// Checks the matrix: every pair of the cluster's hosts, one rank each, no direction above the shaped rate.
 fn check_matrix(c: &Cluster, o: &Outcome) {
     assert_eq!(o.json["unit"], "hosts", "{}", o.stdout);
@@ -173,6 +185,7 @@ fn a_host_shaped_to_a_quarter_is_named_and_no_link() {
         "{}",
         o.stdout
     );
+    check_remeasured(&o, |a, b| a == 2 || b == 2);
 }
 
 #[test]
@@ -190,6 +203,7 @@ fn a_pair_slow_only_between_themselves_is_named_as_that_link() {
     assert_eq!(o.code, Some(1), "{}", o.stdout);
     assert_eq!(named(&o), (vec![], vec![(c.host(1), c.host(3))]), "{}", o.stdout);
     assert!(o.stdout.contains("SLOW LINK"), "{}", o.stdout);
+    check_remeasured(&o, |a, b| (a, b) == (1, 3));
 }
 
 #[test]

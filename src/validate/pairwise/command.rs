@@ -85,6 +85,7 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
         iters: args.iters,
         lat_iters: args.lat_iters,
         per_host: !args.per_rank,
+        confirm: !args.no_confirm,
     };
     Ok((opts, cfg))
 }

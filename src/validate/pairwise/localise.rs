@@ -183,32 +183,56 @@ fn judge(
     out
 }
 
-/// Every finding of a test: slow hosts and slow links by bandwidth, then by latency, then by stalled round
-/// trips (each leaving out what the hosts named before explain).
-pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<Finding> {
+/// One metric's verdict on every link: the metric, each link's goodness (higher is better), and which links
+/// are slow with the reference they were judged against.
+type Verdict = (Metric, Vec<f64>, (Vec<bool>, f64));
+
+/// Per metric, which links are slow: bandwidth, latency (as round trips per microsecond), stalls.
+fn slow_by_metric(links: &[Link], th: &Thresholds) -> [Verdict; 3] {
     let bw: Vec<f64> = links.iter().map(|l| l.bw_gbs).collect();
     // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
     let lat: Vec<f64> = links.iter().map(|l| 1.0 / l.latency_us).collect();
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
-    let n = hosts.len();
-    let mut named = vec![false; n];
+    let n = links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0);
     let bw_slow = slow_links(&bw, &ends, n, th.bw_floor, th.k);
-    let mut out = judge(hosts, links, Metric::Bandwidth, &bw, bw_slow, th, &mut named);
-    // A host already named by bandwidth explains its slow latencies too.
     let lat_floor = 1.0 - 1.0 / th.lat_factor;
     let lat_slow = {
         let (_, reference) = slow_links(&lat, &ends, n, lat_floor, th.k);
         let min_us = 1.0 / reference + th.lat_excess_us;
         slow_links_with(&lat, &ends, n, lat_floor, th.k, |v| 1.0 / v >= min_us)
     };
-    out.extend(judge(hosts, links, Metric::Latency, &lat, lat_slow, th, &mut named));
     // Stalls have no scatter to judge against: a clean path has none, so a count is its own verdict.
     let stalls: Vec<f64> = links.iter().map(|l| -(l.stalls as f64)).collect();
     let stalled = (
         links.iter().map(|l| l.stalls >= th.min_stalls).collect(),
         median(&mut stalls.clone()),
     );
-    out.extend(judge(hosts, links, Metric::Stalls, &stalls, stalled, th, &mut named));
+    [
+        (Metric::Bandwidth, bw, bw_slow),
+        (Metric::Latency, lat, lat_slow),
+        (Metric::Stalls, stalls, stalled),
+    ]
+}
+
+/// The links (indices into `links`) slow by any metric: what the findings rest on, and what confirming
+/// them re-measures.
+pub fn suspects(links: &[Link], th: &Thresholds) -> Vec<usize> {
+    let slow = slow_by_metric(links, th);
+    (0..links.len())
+        .filter(|&i| slow.iter().any(|(_, _, (s, _))| s[i]))
+        .collect()
+}
+
+/// Every finding of a test: slow hosts and slow links by bandwidth, then by latency, then by stalled round
+/// trips (each leaving out what the hosts named before explain: a host already named by bandwidth explains
+/// its slow latencies too).
+pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<Finding> {
+    let n = hosts.len();
+    let mut named = vec![false; n];
+    let mut out = Vec::new();
+    for (metric, good, slow) in slow_by_metric(links, th) {
+        out.extend(judge(hosts, links, metric, &good, slow, th, &mut named));
+    }
     // A host a later metric named explains the slow links an earlier one left at it.
     let blamed: Vec<String> = (0..n).filter(|&h| named[h]).map(|h| hosts[h].name.clone()).collect();
     out.retain(|f| match f {
@@ -261,6 +285,7 @@ pub(crate) mod tests {
                     bidir_gbs: 2.0 * v,
                     latency_us: lat(a, b, i),
                     stalls: 0,
+                    remeasured: false,
                 });
             }
         }

@@ -230,6 +230,14 @@ pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Opti
 /// Every pair of `parts` as a link, from the samples of each rank (`all[rank]`); a pair one side did not
 /// report is a protocol error.
 pub fn links(parts: &[Participant], all: &[Vec<Sample>]) -> Result<Vec<Link>> {
+    let pairs: Vec<(usize, usize)> = (0..parts.len())
+        .flat_map(|i| (i + 1..parts.len()).map(move |j| (i, j)))
+        .collect();
+    links_of(parts, all, &pairs)
+}
+
+/// The links of `pairs` (indices into `parts`, a < b), from the samples of each rank (`all[rank]`).
+pub fn links_of(parts: &[Participant], all: &[Vec<Sample>], pairs: &[(usize, usize)]) -> Result<Vec<Link>> {
     let find = |from: usize, peer: usize| {
         all.get(from)
             .and_then(|v| v.iter().find(|s| s.peer == peer))
@@ -241,22 +249,22 @@ pub fn links(parts: &[Participant], all: &[Vec<Sample>]) -> Result<Vec<Link>> {
             })
     };
     let mut out = Vec::new();
-    for (i, a) in parts.iter().enumerate() {
-        for (j, b) in parts.iter().enumerate().skip(i + 1) {
-            let (at_a, at_b) = (find(a.rank, b.rank)?, find(b.rank, a.rank)?);
-            out.push(Link {
-                a: i,
-                b: j,
-                a_name: a.name.clone(),
-                b_name: b.name.clone(),
-                bw_ab_gbs: at_b.rx_gbs,
-                bw_ba_gbs: at_a.rx_gbs,
-                bw_gbs: at_a.rx_gbs.min(at_b.rx_gbs),
-                bidir_gbs: at_a.bidir_gbs.min(at_b.bidir_gbs),
-                latency_us: at_a.latency_us.or(at_b.latency_us).unwrap_or(f64::NAN),
-                stalls: at_a.stalls.or(at_b.stalls).unwrap_or(0),
-            });
-        }
+    for &(i, j) in pairs {
+        let (a, b) = (&parts[i], &parts[j]);
+        let (at_a, at_b) = (find(a.rank, b.rank)?, find(b.rank, a.rank)?);
+        out.push(Link {
+            a: i,
+            b: j,
+            a_name: a.name.clone(),
+            b_name: b.name.clone(),
+            bw_ab_gbs: at_b.rx_gbs,
+            bw_ba_gbs: at_a.rx_gbs,
+            bw_gbs: at_a.rx_gbs.min(at_b.rx_gbs),
+            bidir_gbs: at_a.bidir_gbs.min(at_b.bidir_gbs),
+            latency_us: at_a.latency_us.or(at_b.latency_us).unwrap_or(f64::NAN),
+            stalls: at_a.stalls.or(at_b.stalls).unwrap_or(0),
+            remeasured: false,
+        });
     }
     Ok(out)
 }
@@ -289,6 +297,7 @@ mod tests {
             iters: 2,
             lat_iters: 5,
             per_host: true,
+            confirm: true,
         };
         // Five ranks: an odd count, so each round one sits out and still joins the barrier.
         let out = run_threads(5, &Options::default(), |sess| {
@@ -299,6 +308,13 @@ mod tests {
         assert!(reports[1..].iter().all(Option::is_none));
         let rep = reports.remove(0).expect("rank 0 has the report");
         assert_eq!((rep.unit.as_str(), rep.hosts.len(), rep.rounds), ("ranks", 5, 5));
+        // Loopback between threads: nothing slow, nothing re-measured.
+        assert!(
+            rep.findings.is_empty() && rep.dismissed.is_empty(),
+            "{:?}",
+            rep.findings
+        );
+        assert_eq!(rep.remeasure_rounds, 0);
         let pairs: Vec<(usize, usize)> = rep.links.iter().map(|l| (l.a, l.b)).collect();
         let want: Vec<(usize, usize)> = (0..5).flat_map(|a| (a + 1..5).map(move |b| (a, b))).collect();
         assert_eq!(pairs, want);
@@ -307,6 +323,7 @@ mod tests {
             assert_eq!(l.bw_gbs, l.bw_ab_gbs.min(l.bw_ba_gbs));
             assert!(l.latency_us > 0.0 && l.latency_us.is_finite(), "{l:?}");
             assert_eq!(l.a_name, format!("rank{}", l.a));
+            assert!(!l.remeasured, "{l:?}");
         }
     }
 }

@@ -4,10 +4,12 @@
 //! - [`schedule`]: which pairs meet in which round (circle method).
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
+//! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
 pub mod command;
+pub mod confirm;
 pub mod localise;
 pub mod measure;
 pub mod render;
@@ -37,6 +39,15 @@ pub struct PairwiseConfig {
     pub lat_iters: usize,
     /// One rank per host (the lowest on each) takes part; false: every rank does.
     pub per_host: bool,
+    /// The links the first pass finds slow are measured again and only findings that hold are reported
+    /// (see [`confirm`]); false: the first pass decides.
+    #[serde(default = "confirm_by_default")]
+    pub confirm: bool,
+}
+
+/// [`PairwiseConfig::confirm`] when a JSON file predates it.
+fn confirm_by_default() -> bool {
+    true
 }
 
 impl Default for PairwiseConfig {
@@ -48,6 +59,7 @@ impl Default for PairwiseConfig {
             iters: 5,
             lat_iters: 200,
             per_host: true,
+            confirm: true,
         }
     }
 }
@@ -85,6 +97,10 @@ pub struct Link {
     /// retransmission timeout (TCP recovers bulk transfers from loss quickly on a short path; a lone small
     /// message waits out the timer, which is what loss costs a collective).
     pub stalls: u64,
+    /// Measured twice, because the first pass found it slow: the values are both measurements merged
+    /// ([`confirm::merge`]).
+    #[serde(default)]
+    pub remeasured: bool,
 }
 
 /// Which measurement a finding is about.
@@ -169,10 +185,19 @@ pub struct PairwiseReport {
     pub hosts: Vec<Participant>,
     /// Every pair, in (a, b) order.
     pub links: Vec<Link>,
+    /// What the test blames, each finding holding after its links were measured again.
     pub findings: Vec<Finding>,
+    /// First-pass findings that re-measuring did not confirm: transients (a busy CPU, a burst of other
+    /// traffic), worth a look only when they recur.
+    #[serde(default)]
+    pub dismissed: Vec<Finding>,
     /// The thresholds the findings were decided with.
     pub thresholds: Thresholds,
+    /// Rounds of the first pass, every pair once.
     pub rounds: usize,
+    /// Rounds that measured the suspect links again.
+    #[serde(default)]
+    pub remeasure_rounds: usize,
     /// Seconds from the first round to the last.
     pub elapsed_s: f64,
 }
@@ -207,10 +232,7 @@ pub fn measure_on<T: Transport + ?Sized>(
     let started = Instant::now();
     let rounds = schedule::rounds(parts.len());
     let mine = measure::run_rounds(t, &parts, &rounds, cfg)?;
-    let Some(all) = measure::collect(t, &mine)? else {
-        return Ok(None);
-    };
-    let elapsed_s = started.elapsed().as_secs_f64();
+    let first = measure::collect(t, &mine)?;
     let participants: Vec<Participant> = parts
         .iter()
         .map(|&r| Participant {
@@ -222,7 +244,33 @@ pub fn measure_on<T: Transport + ?Sized>(
             host: hosts[r].clone(),
         })
         .collect();
-    let links = measure::links(&participants, &all)?;
+    let mut links = first.map(|all| measure::links(&participants, &all)).transpose()?;
+    let (mut remeasure_rounds, mut dismissed) = (0, Vec::new());
+    if cfg.confirm {
+        // Rank 0 names the suspects; every rank learns them, so all run the same rounds.
+        let suspects = links.as_ref().map(|l| confirm::suspect_pairs(l, th));
+        let suspects = confirm::share(t, suspects, parts.len())?;
+        let again = confirm::rounds(&suspects);
+        remeasure_rounds = again.len();
+        if !again.is_empty() {
+            let mine = measure::run_rounds(t, &parts, &again, cfg)?;
+            if let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links.as_mut()) {
+                let first_findings = localise::findings(&participants, links, th);
+                for fresh in measure::links_of(&participants, &all, &suspects)? {
+                    let old = links
+                        .iter_mut()
+                        .find(|l| (l.a, l.b) == (fresh.a, fresh.b))
+                        .expect("a suspect is one of the links");
+                    *old = confirm::merge(old, &fresh);
+                }
+                dismissed = confirm::dismissed(&first_findings, &localise::findings(&participants, links, th));
+            }
+        }
+    }
+    let Some(links) = links else {
+        return Ok(None);
+    };
+    let elapsed_s = started.elapsed().as_secs_f64();
     let findings = localise::findings(&participants, &links, th);
     Ok(Some(PairwiseReport {
         schema: SCHEMA.into(),
@@ -232,8 +280,10 @@ pub fn measure_on<T: Transport + ?Sized>(
         hosts: participants,
         links,
         findings,
+        dismissed,
         thresholds: th.clone(),
         rounds: rounds.len(),
+        remeasure_rounds,
         elapsed_s,
     }))
 }

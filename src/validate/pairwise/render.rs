@@ -78,8 +78,17 @@ fn num(v: f64) -> String {
 pub fn text(rep: &PairwiseReport) -> String {
     let names: Vec<String> = rep.hosts.iter().map(|h| h.name.clone()).collect();
     let n = names.len();
+    let again = rep.links.iter().filter(|l| l.remeasured).count();
+    let remeasured = match again {
+        0 => String::new(),
+        _ => format!(
+            " (+{} re-measuring {again} suspect link{})",
+            rep.remeasure_rounds,
+            if again == 1 { "" } else { "s" }
+        ),
+    };
     let mut s = format!(
-        "# collbench pairwise: {n} {} over {}, {} rounds in {:.1} s\n",
+        "# collbench pairwise: {n} {} over {}, {} rounds{remeasured} in {:.1} s\n",
         rep.unit, rep.path, rep.rounds, rep.elapsed_s
     );
     if rep.unit == "ranks" {
@@ -136,10 +145,20 @@ pub fn text(rep: &PairwiseReport) -> String {
             th.min_stalls
         );
     } else {
-        s.push_str("# Findings\n");
+        s.push_str(if rep.config.confirm {
+            "# Findings (each holds with its links measured twice)\n"
+        } else {
+            "# Findings (first pass only: --no-confirm)\n"
+        });
         for f in &rep.findings {
             s += &finding_line(f);
             s.push('\n');
+        }
+    }
+    if !rep.dismissed.is_empty() {
+        s.push_str("# Not confirmed when measured again (a transient: look only if it recurs)\n");
+        for f in &rep.dismissed {
+            let _ = writeln!(s, "  first pass: {}", finding_line(f));
         }
     }
     s
@@ -168,8 +187,10 @@ mod tests {
             hosts,
             links,
             findings,
+            dismissed: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
+            remeasure_rounds: 0,
             elapsed_s: 1.25,
         }
     }
@@ -203,10 +224,44 @@ mod tests {
     }
 
     #[test]
+    fn re_measured_links_and_dismissed_findings_are_shown() {
+        let mut rep = report(Some(2));
+        for l in rep.links.iter_mut().filter(|l| l.a == 2 || l.b == 2) {
+            l.remeasured = true;
+        }
+        rep.remeasure_rounds = 2;
+        rep.dismissed = vec![Finding::SlowLink {
+            a: "h0".into(),
+            b: "h1".into(),
+            metric: Metric::Latency,
+            value: 310.0,
+            reference: 30.0,
+        }];
+        let t = text(&rep);
+        assert!(
+            t.starts_with("# collbench pairwise: 3 hosts over tcp@eth0, 3 rounds (+2 re-measuring 2 suspect links) in"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with(
+                "# Not confirmed when measured again (a transient: look only if it recurs)\n  first pass: SLOW LINK \
+                 h0 <-> h1: latency 310 us vs 30.0 typical; both hosts are fine with their other partners\n"
+            ),
+            "{t}"
+        );
+        rep.config.confirm = false;
+        assert!(text(&rep).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
+    }
+
+    #[test]
     fn findings_are_listed_by_name() {
         let t = text(&report(Some(2)));
-        assert!(t.contains("# Findings\nSLOW HOST h2: bandwidth 0.250 GB/s"), "{t}");
+        assert!(
+            t.contains("# Findings (each holds with its links measured twice)\nSLOW HOST h2: bandwidth 0.250 GB/s"),
+            "{t}"
+        );
         assert!(!t.contains("SLOW LINK") && !t.contains("No finding"), "{t}");
+        assert!(!t.contains("Not confirmed") && !t.contains("re-measuring"), "{t}");
         let line = finding_line(&Finding::SlowLink {
             a: "x".into(),
             b: "y".into(),

@@ -343,8 +343,10 @@ mod tests {
             hosts: parts,
             links,
             findings,
+            dismissed: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
+            remeasure_rounds: 0,
             elapsed_s: 1.0,
         }
     }

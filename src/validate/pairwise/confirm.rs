@@ -1,0 +1,226 @@
+//! Confirming the findings: the links the first pass found slow are measured again, and a finding stands
+//! only if it holds with both measurements merged. A transient (a process woken late on a busy core, a
+//! burst of someone else's traffic) lowers one measurement; a fault lowers both. Without this, one slow
+//! round on a shared machine names a healthy link.
+//!
+//! Suspects are re-measured in rounds of disjoint pairs, like the first pass, so a slow host's links are
+//! measured one after another and never share the host with each other.
+
+use super::{localise, Finding, Link, Thresholds};
+use crate::algorithm::control;
+use crate::error::{Error, Result};
+use crate::transport::Transport;
+
+/// The pairs (a, b) of the links the first pass found slow by any metric.
+pub fn suspect_pairs(links: &[Link], th: &Thresholds) -> Vec<(usize, usize)> {
+    localise::suspects(links, th)
+        .into_iter()
+        .map(|i| (links[i].a, links[i].b))
+        .collect()
+}
+
+/// Rank 0's `pairs` on every rank (`pairs` is `Some` on rank 0, ignored elsewhere). A list that is not pairs
+/// of the `n` participants (a < b < n) is a protocol error: the ranks run different versions.
+pub fn share<T: Transport + ?Sized>(
+    t: &mut T,
+    pairs: Option<Vec<(usize, usize)>>,
+    n: usize,
+) -> Result<Vec<(usize, usize)>> {
+    let bytes = serde_json::to_vec(&pairs.unwrap_or_default()).expect("pairs serialise");
+    let got = control::broadcast(t, &bytes)?;
+    let pairs: Vec<(usize, usize)> = serde_json::from_slice(&got).map_err(|e| {
+        Error::Peer(format!(
+            "rank {}: rank 0 sent an unreadable list of links to re-measure ({e}); were all ranks started with \
+             the same collbench version?",
+            t.rank()
+        ))
+    })?;
+    check(&pairs, n, t.rank())?;
+    Ok(pairs)
+}
+
+/// Checks that `pairs` are distinct pairs (a, b) of participants with a < b < `n`.
+pub fn check(pairs: &[(usize, usize)], n: usize, rank: usize) -> Result<()> {
+    for (k, &(a, b)) in pairs.iter().enumerate() {
+        if a >= b || b >= n || pairs[..k].contains(&(a, b)) {
+            return Err(Error::Peer(format!(
+                "rank {rank}: rank 0 asked to re-measure the pair ({a}, {b}), which is not a new pair of the {n} \
+                 participants; were all ranks started with the same collbench version?"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Rounds of disjoint pairs covering `pairs`, each once, in order: a pair joins the first round in which
+/// neither end is busy.
+pub fn rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+    let mut out: Vec<Vec<(usize, usize)>> = Vec::new();
+    for &(a, b) in pairs {
+        let free = |r: &Vec<(usize, usize)>| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b);
+        match out.iter_mut().find(|r| free(r)) {
+            Some(r) => r.push((a, b)),
+            None => out.push(vec![(a, b)]),
+        }
+    }
+    out
+}
+
+/// A link from its first measurement and its re-measurement. A transient only lowers a measurement, so the
+/// better bandwidth (both directions from the same measurement) and the lower latency count. Stalled round
+/// trips add up: a stall is a lost packet's retransmission timer, not scatter, and a second look only adds
+/// evidence.
+pub fn merge(first: &Link, again: &Link) -> Link {
+    let bw = if again.bw_gbs > first.bw_gbs { again } else { first };
+    Link {
+        bw_ab_gbs: bw.bw_ab_gbs,
+        bw_ba_gbs: bw.bw_ba_gbs,
+        bw_gbs: bw.bw_gbs,
+        bidir_gbs: bw.bidir_gbs,
+        // f64::min keeps the measured one when the other is NaN (a side that reported none).
+        latency_us: first.latency_us.min(again.latency_us),
+        stalls: first.stalls + again.stalls,
+        remeasured: true,
+        ..first.clone()
+    }
+}
+
+/// What a finding blames: a host, or a pair of hosts.
+fn subject(f: &Finding) -> (&str, Option<&str>) {
+    match f {
+        Finding::SlowHost { host, .. } => (host, None),
+        Finding::SlowLink { a, b, .. } => (a, Some(b)),
+    }
+}
+
+/// The findings of `first` whose subject (host or link) `confirmed` does not blame.
+pub fn dismissed(first: &[Finding], confirmed: &[Finding]) -> Vec<Finding> {
+    first
+        .iter()
+        .filter(|f| confirmed.iter().all(|c| subject(c) != subject(f)))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::localise::tests::matrix;
+    use super::super::{measure_on, Metric, PairwiseConfig};
+    use super::*;
+    use crate::options::Options;
+    use crate::session::run_threads;
+
+    /// Four ranks over loopback where every link counts as stalled (`min_stalls` 0), so every link is a
+    /// suspect; with `confirm`, the report from rank 0.
+    fn all_suspect(confirm: bool) -> super::super::PairwiseReport {
+        let cfg = PairwiseConfig {
+            bytes: 16 << 10,
+            iters: 1,
+            lat_iters: 3,
+            per_host: true,
+            confirm,
+        };
+        let th = Thresholds {
+            min_stalls: 0,
+            ..Thresholds::default()
+        };
+        let out = run_threads(4, &Options::default(), |sess| {
+            let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+            measure_on(&mut sess.transports[0], &hosts, &cfg, &th)
+        });
+        let mut reports: Vec<_> = out.into_iter().map(|r| r.unwrap().unwrap()).collect();
+        assert!(reports[1..].iter().all(Option::is_none));
+        reports.remove(0).expect("rank 0 has the report")
+    }
+
+    #[test]
+    fn every_rank_re_measures_the_suspects_rank_0_names() {
+        let rep = all_suspect(true);
+        let pairs: Vec<(usize, usize)> = rep.links.iter().map(|l| (l.a, l.b)).collect();
+        // All six links again, in the rounds the packing makes (every rank ran the same ones, or the
+        // exchanges would have failed or hung rather than returned).
+        assert_eq!((rep.rounds, rep.remeasure_rounds), (3, rounds(&pairs).len()));
+        assert!(rep.links.iter().all(|l| l.remeasured), "{:?}", rep.links);
+        // Every link "stalls", so every host is blamed, and what was blamed first still is.
+        assert_eq!(rep.findings.len(), 4, "{:?}", rep.findings);
+        assert!(rep.dismissed.is_empty(), "{:?}", rep.dismissed);
+    }
+
+    #[test]
+    fn without_confirming_nothing_is_measured_twice() {
+        let rep = all_suspect(false);
+        assert_eq!(rep.remeasure_rounds, 0);
+        assert!(rep.links.iter().all(|l| !l.remeasured), "{:?}", rep.links);
+        assert_eq!(rep.findings.len(), 4, "{:?}", rep.findings);
+    }
+
+    #[test]
+    fn rounds_are_disjoint_and_cover_every_pair_once() {
+        let pairs = [(0, 1), (0, 2), (2, 3), (1, 3), (0, 3), (4, 5)];
+        let rs = rounds(&pairs);
+        assert_eq!(
+            rs,
+            vec![vec![(0, 1), (2, 3), (4, 5)], vec![(0, 2), (1, 3)], vec![(0, 3)]]
+        );
+        assert!(rounds(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_bad_list_from_rank_0_is_refused() {
+        assert!(check(&[(0, 1), (1, 3)], 4, 2).is_ok());
+        for bad in [vec![(1, 1)], vec![(2, 1)], vec![(0, 4)], vec![(0, 1), (0, 1)]] {
+            let e = check(&bad, 4, 2).unwrap_err().to_string();
+            assert!(
+                e.contains("rank 2: rank 0 asked to re-measure") && e.contains("same collbench version"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn merging_keeps_the_better_bandwidth_and_latency_and_adds_stalls() {
+        let (_, links) = matrix(2, |_, _, _| 1.0, |_, _, _| 30.0);
+        let mut first = links[0].clone();
+        (first.bw_ab_gbs, first.bw_ba_gbs, first.bw_gbs, first.bidir_gbs) = (0.2, 0.9, 0.2, 1.1);
+        (first.latency_us, first.stalls) = (300.0, 1);
+        let mut again = links[0].clone();
+        (again.bw_ab_gbs, again.bw_ba_gbs, again.bw_gbs, again.bidir_gbs) = (0.8, 0.7, 0.7, 1.5);
+        (again.latency_us, again.stalls) = (31.0, 2);
+        let m = merge(&first, &again);
+        assert_eq!((m.bw_ab_gbs, m.bw_ba_gbs, m.bw_gbs, m.bidir_gbs), (0.8, 0.7, 0.7, 1.5));
+        assert_eq!((m.latency_us, m.stalls, m.remeasured), (31.0, 3, true));
+        // The first measurement's bandwidth stays when it was the better one; a missing latency is no value.
+        again.latency_us = f64::NAN;
+        let m = merge(&again, &first);
+        assert_eq!((m.bw_gbs, m.latency_us), (0.7, 300.0));
+        assert_eq!((m.a, m.b, m.a_name.as_str()), (0, 1, "h0"));
+    }
+
+    #[test]
+    fn a_transient_is_dismissed_and_a_fault_confirmed() {
+        // Four hosts; in the first pass link (1, 3) and every link of h2 are slow.
+        let slow = |a: usize, b: usize| (a, b) == (1, 3) || a == 2 || b == 2;
+        let (hosts, first) = matrix(4, |a, b, _| if slow(a, b) { 0.25 } else { 1.0 }, |_, _, _| 30.0);
+        let th = Thresholds::default();
+        let pairs = suspect_pairs(&first, &th);
+        assert_eq!(pairs, vec![(0, 2), (1, 2), (1, 3), (2, 3)]);
+        let before = localise::findings(&hosts, &first, &th);
+        // Measured again, h2 is as slow and link (1, 3) is healthy: it was a transient.
+        let (_, again) = matrix(4, |a, b, _| if a == 2 || b == 2 { 0.25 } else { 1.0 }, |_, _, _| 30.0);
+        let mut merged = first.clone();
+        for l in merged.iter_mut().filter(|l| pairs.contains(&(l.a, l.b))) {
+            let fresh = again.iter().find(|f| (f.a, f.b) == (l.a, l.b)).unwrap();
+            *l = merge(l, fresh);
+        }
+        let after = localise::findings(&hosts, &merged, &th);
+        assert!(
+            matches!(&after[..], [Finding::SlowHost { host, metric: Metric::Bandwidth, .. }] if host == "h2"),
+            "{after:?}"
+        );
+        let gone = dismissed(&before, &after);
+        assert!(
+            matches!(&gone[..], [Finding::SlowLink { a, b, .. }] if (a.as_str(), b.as_str()) == ("h1", "h3")),
+            "{before:?} -> {gone:?}"
+        );
+    }
+}
