@@ -145,6 +145,21 @@ fn one_rank_has_no_pair_and_no_finding() {
 }
 
 #[test]
+fn no_confirm_is_recorded_in_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flags, confirm) in [(&[][..], true), (&["--no-confirm"][..], false)] {
+        let json = dir.path().join("pw.json");
+        let mut args = vec!["--np", "2", "--bytes", "4K", "-J", json.to_str().unwrap()];
+        args.extend_from_slice(flags);
+        let out = pairwise(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        validate(&v);
+        assert_eq!(v["config"]["confirm"], confirm, "{flags:?}: {v:#}");
+    }
+}
+
+#[test]
 fn bad_flags_exit_2_naming_the_flag() {
     for (args, flag) in [
         (&["--bytes", "0"][..], "--bytes"),
