@@ -3,8 +3,10 @@
 //! burst of someone else's traffic) lowers one measurement; a fault lowers both. Without this, one slow
 //! round on a shared machine names a healthy link.
 //!
-//! Suspects are re-measured in rounds of disjoint pairs, like the first pass, so a slow host's links are
-//! measured one after another and never share the host with each other.
+//! The first pass's rounds that hold a suspect run again whole, so each suspect is measured under the same
+//! load as before (the same pairs at once): a fault that shows only under load, such as an oversubscribed
+//! uplink, shows again, and only a transient goes away. The other pairs' second measurements are load, not
+//! evidence, and are left out.
 
 use super::{localise, Finding, Link, Thresholds};
 use crate::algorithm::control;
@@ -52,18 +54,13 @@ pub fn check(pairs: &[(usize, usize)], n: usize, rank: usize) -> Result<()> {
     Ok(())
 }
 
-/// Rounds of disjoint pairs covering `pairs`, each once, in order: a pair joins the first round in which
-/// neither end is busy.
-pub fn rounds(pairs: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
-    let mut out: Vec<Vec<(usize, usize)>> = Vec::new();
-    for &(a, b) in pairs {
-        let free = |r: &Vec<(usize, usize)>| r.iter().all(|&(x, y)| x != a && x != b && y != a && y != b);
-        match out.iter_mut().find(|r| free(r)) {
-            Some(r) => r.push((a, b)),
-            None => out.push(vec![(a, b)]),
-        }
-    }
-    out
+/// The rounds of `first` (the first pass's) that hold one of `suspects`, in order, whole.
+pub fn rounds(first: &[Vec<(usize, usize)>], suspects: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
+    first
+        .iter()
+        .filter(|r| r.iter().any(|p| suspects.contains(p)))
+        .cloned()
+        .collect()
 }
 
 /// A link from its first measurement and its re-measurement. A transient only lowers a measurement, so the
@@ -105,7 +102,7 @@ pub fn dismissed(first: &[Finding], confirmed: &[Finding]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::super::localise::tests::matrix;
-    use super::super::{measure_on, Metric, PairwiseConfig};
+    use super::super::{measure_on, schedule, Metric, PairwiseConfig};
     use super::*;
     use crate::options::Options;
     use crate::session::run_threads;
@@ -136,10 +133,9 @@ mod tests {
     #[test]
     fn every_rank_re_measures_the_suspects_rank_0_names() {
         let rep = all_suspect(true);
-        let pairs: Vec<(usize, usize)> = rep.links.iter().map(|l| (l.a, l.b)).collect();
-        // All six links again, in the rounds the packing makes (every rank ran the same ones, or the
-        // exchanges would have failed or hung rather than returned).
-        assert_eq!((rep.rounds, rep.remeasure_rounds), (3, rounds(&pairs).len()));
+        // All six links again: all three rounds (every rank ran the same ones, or the exchanges would have
+        // failed or hung rather than returned).
+        assert_eq!((rep.rounds, rep.remeasure_rounds), (3, 3));
         assert!(rep.links.iter().all(|l| l.remeasured), "{:?}", rep.links);
         // Every link "stalls", so every host is blamed, and what was blamed first still is.
         assert_eq!(rep.findings.len(), 4, "{:?}", rep.findings);
@@ -155,14 +151,17 @@ mod tests {
     }
 
     #[test]
-    fn rounds_are_disjoint_and_cover_every_pair_once() {
-        let pairs = [(0, 1), (0, 2), (2, 3), (1, 3), (0, 3), (4, 5)];
-        let rs = rounds(&pairs);
-        assert_eq!(
-            rs,
-            vec![vec![(0, 1), (2, 3), (4, 5)], vec![(0, 2), (1, 3)], vec![(0, 3)]]
-        );
-        assert!(rounds(&[]).is_empty());
+    fn the_rounds_holding_a_suspect_run_again_whole() {
+        let first = schedule::rounds(4);
+        assert_eq!(first.len(), 3);
+        // One suspect: its round, with the other pair of that round as load.
+        let one = rounds(&first, &[(1, 3)]);
+        assert_eq!(one.len(), 1);
+        assert!(one[0].contains(&(1, 3)) && one[0].len() == 2, "{one:?}");
+        assert_eq!(Some(&one[0]), first.iter().find(|r| r.contains(&(1, 3))));
+        // A slow host's three links lie in all three rounds, each once.
+        assert_eq!(rounds(&first, &[(0, 2), (1, 2), (2, 3)]), first);
+        assert!(rounds(&first, &[]).is_empty());
     }
 
     #[test]

