@@ -8,10 +8,45 @@
 //! uplink, shows again, and only a transient goes away. The other pairs' second measurements are load, not
 //! evidence, and are left out.
 
-use super::{localise, Finding, Link, Thresholds};
+use super::{localise, measure, Finding, Link, PairwiseConfig, Participant, Thresholds};
 use crate::algorithm::control;
 use crate::error::{Error, Result};
 use crate::transport::Transport;
+
+/// Confirms the first pass, on every rank: rank 0 names the suspects in `links` (its first-pass links; `None`
+/// elsewhere), every rank learns them and re-runs the rounds of `first_rounds` that hold one, and rank 0
+/// merges the suspects' second measurements into `links`. `parts` are the participating ranks,
+/// `participants` their report entries. Returns the rounds run again and, on rank 0 when any ran, the
+/// first pass's findings (for [`dismissed`]).
+pub fn remeasure<T: Transport + ?Sized>(
+    t: &mut T,
+    parts: &[usize],
+    participants: &[Participant],
+    first_rounds: &[Vec<(usize, usize)>],
+    links: Option<&mut [Link]>,
+    cfg: &PairwiseConfig,
+    th: &Thresholds,
+) -> Result<(usize, Option<Vec<Finding>>)> {
+    let suspects = links.as_deref().map(|l| suspect_pairs(l, th));
+    let suspects = share(t, suspects, parts.len())?;
+    let again = rounds(first_rounds, &suspects);
+    if again.is_empty() {
+        return Ok((0, None));
+    }
+    let mine = measure::run_rounds(t, parts, &again, cfg)?;
+    let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
+        return Ok((again.len(), None));
+    };
+    let first = localise::findings(participants, links, th);
+    for fresh in measure::links_of(participants, &all, &suspects)? {
+        let old = links
+            .iter_mut()
+            .find(|l| (l.a, l.b) == (fresh.a, fresh.b))
+            .expect("a suspect is one of the links");
+        *old = merge(old, &fresh);
+    }
+    Ok((again.len(), Some(first)))
+}
 
 /// The pairs (a, b) of the links the first pass found slow by any metric.
 pub fn suspect_pairs(links: &[Link], th: &Thresholds) -> Vec<(usize, usize)> {

@@ -245,33 +245,19 @@ pub fn measure_on<T: Transport + ?Sized>(
         })
         .collect();
     let mut links = first.map(|all| measure::links(&participants, &all)).transpose()?;
-    let (mut remeasure_rounds, mut dismissed) = (0, Vec::new());
-    if cfg.confirm {
-        // Rank 0 names the suspects; every rank learns them, so all run the same rounds.
-        let suspects = links.as_ref().map(|l| confirm::suspect_pairs(l, th));
-        let suspects = confirm::share(t, suspects, parts.len())?;
-        let again = confirm::rounds(&rounds, &suspects);
-        remeasure_rounds = again.len();
-        if !again.is_empty() {
-            let mine = measure::run_rounds(t, &parts, &again, cfg)?;
-            if let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links.as_mut()) {
-                let first_findings = localise::findings(&participants, links, th);
-                for fresh in measure::links_of(&participants, &all, &suspects)? {
-                    let old = links
-                        .iter_mut()
-                        .find(|l| (l.a, l.b) == (fresh.a, fresh.b))
-                        .expect("a suspect is one of the links");
-                    *old = confirm::merge(old, &fresh);
-                }
-                dismissed = confirm::dismissed(&first_findings, &localise::findings(&participants, links, th));
-            }
-        }
-    }
+    let (remeasure_rounds, first_findings) = if cfg.confirm {
+        confirm::remeasure(t, &parts, &participants, &rounds, links.as_deref_mut(), cfg, th)?
+    } else {
+        (0, None)
+    };
     let Some(links) = links else {
         return Ok(None);
     };
     let elapsed_s = started.elapsed().as_secs_f64();
     let findings = localise::findings(&participants, &links, th);
+    let dismissed = first_findings
+        .map(|first| confirm::dismissed(&first, &findings))
+        .unwrap_or_default();
     Ok(Some(PairwiseReport {
         schema: SCHEMA.into(),
         path: t.path(),
