@@ -44,6 +44,7 @@ pub mod mpi;
 pub mod nccl;
 pub mod net;
 pub mod options;
+pub mod paths;
 pub mod plot;
 pub mod reduce;
 pub mod report;

@@ -6,11 +6,12 @@ use std::time::SystemTime;
 
 use indicatif::ProgressBar;
 
+use crate::bench::tally::Tally;
 use crate::bench::{self, Sweep};
 use crate::cli::RunArgs;
-use crate::engine::Native;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, PathKind, Progress};
+use crate::paths::{self, Paths};
 use crate::report::{self, PathCost, RankInfo, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
@@ -54,7 +55,7 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     #[cfg(feature = "rdma")]
     for p in &opts.transports {
         if let PathKind::Rdma { device, port } = p {
-            crate::transport::rdma::connect::check_target(&rdma_target(device, *port, opts.gid_index))?;
+            crate::transport::rdma::connect::check_target(&crate::paths::rdma_target(device, *port, opts.gid_index))?;
         }
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -66,144 +67,6 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
         );
     }
     local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout)
-}
-
-/// Sweeps one path once (repeat `s.repeat`): TCP paths take the session's transports in order (`tcp_index`
-/// walks them), MPI runs the library's collectives, RDMA sets its queue pairs up over the first TCP path (kept
-/// for control traffic). `run` and `preflight` both sweep through here.
-pub(crate) fn sweep_path(
-    sess: &mut session::Session,
-    path: &PathKind,
-    tcp_index: &mut usize,
-    s: Sweep<'_>,
-    #[cfg(feature = "mpi")] mpi: Option<&crate::mpi::Mpi>,
-) -> Result<bench::Outcome> {
-    let opts = s.opts;
-    match path {
-        PathKind::Tcp(_) => {
-            let mut engine = Native::new(&mut sess.transports[*tcp_index], opts);
-            *tcp_index += 1;
-            match opts.memory {
-                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, s),
-                crate::memory::MemoryKind::Cuda => sweep_staged(&mut engine, s),
-            }
-        }
-        #[cfg(feature = "mpi")]
-        PathKind::Mpi => {
-            let m = mpi.expect("MPI is initialised when --transport has mpi");
-            let mut engine = crate::mpi::engine::MpiEngine::new(m);
-            bench::sweep(&mut engine, s)
-        }
-        #[cfg(not(feature = "mpi"))]
-        PathKind::Mpi => unreachable!("options refuse mpi in a build without it"),
-        PathKind::Nccl => sweep_nccl(sess, s),
-        #[cfg(feature = "rdma")]
-        PathKind::Rdma { device, port } => {
-            let t = crate::transport::rdma::connect::connect(
-                &mut sess.transports[0],
-                &sess.world.host,
-                &rdma_target(device, *port, opts.gid_index),
-                crate::transport::rdma::connect::default_config(opts.timeout, opts.rdma_qps),
-            )?;
-            let mut engine = Native::new(t, opts);
-            // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
-            let swept = match opts.memory {
-                crate::memory::MemoryKind::Host => bench::sweep(&mut engine, s),
-                crate::memory::MemoryKind::Cuda => sweep_staged(&mut engine, s),
-            };
-            match swept {
-                Err(e) => Err(match engine.transport.aborted_by() {
-                    Some(origin) => hear_abort(&mut sess.transports[0], origin, e),
-                    None => e,
-                }),
-                ok => ok,
-            }
-        }
-        #[cfg(not(feature = "rdma"))]
-        PathKind::Rdma { .. } => unreachable!("options refuse rdma in a build without it"),
-    }
-}
-
-/// This rank's GPU (`--device`, else by local rank); a failure names the rank and says what to check.
-#[cfg(feature = "cuda")]
-fn open_gpu(opts: &Options, rank: usize) -> Result<crate::memory::cuda_device::CudaDevice> {
-    crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
-        .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))
-}
-
-/// [`bench::sweep`] on device buffers staged through pinned host memory: this rank's GPU, or with
-/// `--emulate-device` host memory posing as one.
-fn sweep_staged<E: crate::engine::Engine>(engine: &mut E, s: Sweep<'_>) -> Result<bench::Outcome> {
-    if s.opts.emulate_device {
-        return sweep_on_device(engine, crate::memory::emulated::Emulated::default(), s);
-    }
-    sweep_cuda(engine, s)
-}
-
-/// [`bench::sweep`] on buffers of `dev`, calls split by `--staging-pieces`.
-fn sweep_on_device<E: crate::engine::Engine, D: crate::memory::device::Device>(
-    engine: &mut E,
-    dev: D,
-    s: Sweep<'_>,
-) -> Result<bench::Outcome> {
-    let rank = engine.rank();
-    let plan = crate::engine::pieces::Plan {
-        pieces: s.opts.staging_pieces,
-        ..Default::default()
-    };
-    let (nranks, on_device) = (engine.size(), s.opts.reduce_on_device);
-    bench::sweep_on(engine, s, |send, recv| {
-        let staged = crate::engine::staged::Staged::new(dev, rank, send, recv, plan)?;
-        if on_device {
-            staged.reducing_on_device(nranks)
-        } else {
-            Ok(staged)
-        }
-    })
-}
-
-/// [`sweep_on_device`] on this rank's GPU.
-#[cfg(feature = "cuda")]
-fn sweep_cuda<E: crate::engine::Engine>(engine: &mut E, s: Sweep<'_>) -> Result<bench::Outcome> {
-    let dev = open_gpu(s.opts, engine.rank())?;
-    sweep_on_device(engine, dev, s)
-}
-
-/// NCCL's collectives on device buffers of this rank's GPU, with the first TCP path carrying the control
-/// exchanges (the communicator's unique id among them).
-#[cfg(feature = "cuda")]
-fn sweep_nccl(sess: &mut session::Session, s: Sweep<'_>) -> Result<bench::Outcome> {
-    let mut engine = crate::nccl::engine::NcclEngine::new(&mut sess.transports[0], s.opts.device.as_deref())?;
-    let rank = crate::engine::Engine::rank(&engine);
-    let dev = open_gpu(s.opts, rank)?;
-    bench::sweep_on(&mut engine, s, |send, recv| {
-        crate::engine::direct::Direct::new(dev, rank, send, recv)
-    })
-}
-
-/// Without the `cuda` feature, `--transport nccl` is refused before any rank starts; this says so again.
-#[cfg(not(feature = "cuda"))]
-fn sweep_nccl(_sess: &mut session::Session, _s: Sweep<'_>) -> Result<bench::Outcome> {
-    Err(Error::usage("--transport", crate::nccl::not_built_message()))
-}
-
-/// Without the `cuda` feature, `--memory cuda` is refused before any rank starts; this says so again.
-#[cfg(not(feature = "cuda"))]
-fn sweep_cuda<E: crate::engine::Engine>(_engine: &mut E, _s: Sweep<'_>) -> Result<bench::Outcome> {
-    Err(Error::usage("--memory", crate::memory::cuda_probe::not_built_message()))
-}
-
-/// A peer's abort immediate stopped an RDMA path; the peer sends its reason over the control path (`ctrl`)
-/// as it gives up. Waiting there for a message it will never send lets the control transport take its note
-/// in, so this rank reports that peer's reason and culprit rather than blaming itself for stopping. Returns
-/// what the wait ended with (the note, or the control path's own deadline naming the peer), or `stopped`.
-#[cfg(any(feature = "rdma", test))]
-fn hear_abort<T: Transport + ?Sized>(ctrl: &mut T, origin: usize, stopped: Error) -> Error {
-    let mut byte = [0u8; 1];
-    match crate::transport::recv(ctrl, origin, &mut byte) {
-        Err(e) => e,
-        Ok(()) => stopped,
-    }
 }
 
 /// With device memory, each rank's GPU as it names it ([`Gpu::label`]), gathered on rank 0 over the
@@ -280,7 +143,8 @@ fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// One rank of a job: bootstrap, connect, sweep, report (rank 0), and agree on the exit status.
+/// One rank of a job: bootstrap, connect, open every path, sweep, report (rank 0), and agree on the exit
+/// status.
 fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let start_time = now_rfc3339();
     // The embedded launcher checked the files and the memory already; under any other launcher each rank
@@ -341,43 +205,16 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             );
         }
     }
+    // Every path is opened once, here, and borrowed by every sweep below.
+    let mut paths = match Paths::open(&mut sess, opts) {
+        Ok(p) => p,
+        Err(e) => return Err(paths::abort_on(&mut sess, 0, e)),
+    };
     let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
-    // Each TCP path's line rate in GB/s: --line-rate, else the speed rank 0's interface reports.
-    let mut line_rates: Vec<(String, f64)> = sess
-        .transports
-        .iter()
-        .map(|t| {
-            let path = t.path();
-            // The interface rank 0 bound (a SPEC label such as tcp@ib0|eth0 names no single one).
-            let rate = opts
-                .line_rate_gbit
-                .map(|g| g / 8.0)
-                .or_else(|| crate::net::iface::line_rate_gbs(t.iface()));
-            (path, rate.unwrap_or(0.0))
-        })
-        .collect();
-    // RDMA paths: --line-rate, else the port's rate as the kernel reports it.
-    for p in &opts.transports {
-        if let PathKind::Rdma { device, port } = p {
-            let sys = std::path::Path::new(crate::transport::rdma::sysfs::SYSFS_IB);
-            let rate = opts
-                .line_rate_gbit
-                .or_else(|| crate::transport::rdma::sysfs::port_info(sys, device, *port).and_then(|i| i.rate_gbit()));
-            line_rates.push((p.to_string(), rate.map_or(0.0, |g| g / 8.0)));
-        }
-    }
-    if let Some(g) = opts.line_rate_gbit {
-        // A given rate is the network's, whichever path crosses it.
-        line_rates.push(("mpi".into(), g / 8.0));
-    }
-    let mut records = Vec::new();
-    let mut wrong = 0;
-    let mut costs: Vec<PathCost> = Vec::new();
-    // Each rank's peak resident memory, the latest (and so largest) sample of every sweep; rank 0 only.
-    let mut peak_rss: Vec<Option<u64>> = Vec::new();
-    let mut said = Vec::new();
+    let line_rates = paths.line_rates(&sess, opts.line_rate_gbit);
+    let mut tally = Tally::default();
     // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike; with
     // --interleave point they take turns at every point, so a slow spell shorter than a sweep does too.
     let npoints = bench::plan::points(opts, sess.world.size).len();
@@ -386,17 +223,14 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         Interleave::Point => (0..npoints).map(Some).collect(),
     };
     if let (Some(pb), Interleave::Point) = (&progress, opts.interleave) {
-        bench::show_progress(pb, npoints * opts.transports.len() * opts.repeat as usize);
+        bench::show_progress(pb, npoints * paths.len() * opts.repeat as usize);
     }
     for repeat in 0..opts.repeat {
         for &only in &turns {
-            // TCP paths map, in order, onto the session's transports.
-            let mut tcp_index = 0;
-            for path in &opts.transports {
-                let outcome = sweep_path(
+            for i in 0..paths.len() {
+                let swept = paths.sweep(
+                    i,
                     &mut sess,
-                    path,
-                    &mut tcp_index,
                     Sweep {
                         opts,
                         repeat,
@@ -408,79 +242,81 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                     #[cfg(feature = "mpi")]
                     mpi.as_ref(),
                 );
-                let outcome = match outcome {
-                    Ok(o) => o,
+                match swept {
+                    Ok(outcome) => {
+                        let connect_s = paths.iter().nth(i).and_then(|p| p.connect_s(&sess));
+                        tally.add(outcome, connect_s, &line_rates);
+                    }
                     Err(e) => {
                         if let Some(pb) = &progress {
                             pb.finish_and_clear();
                         }
-                        // Every peer learns that this rank gave up, and all name the same culprit. The TCP path
-                        // that failed carries the news; other paths' failures go over the first (control) one.
-                        let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
-                        return Err(match sess.transports.get_mut(t) {
-                            Some(t) => t.abort(e),
-                            None => e,
-                        });
-                    }
-                };
-                bench::note_skipped(&mut said, outcome.skipped);
-                records.extend(outcome.records);
-                peak_rss.resize(outcome.peak_rss.len().max(peak_rss.len()), None);
-                for (acc, p) in peak_rss.iter_mut().zip(outcome.peak_rss) {
-                    *acc = (*acc).max(p);
-                }
-                wrong += outcome.wrong;
-                if let Some(mut c) = outcome.cost {
-                    match costs.iter_mut().find(|t| t.path == c.path) {
-                        Some(total) => bench::cost::add(total, &c),
-                        None => {
-                            c.connect_s = path.is_tcp().then(|| sess.path_connect_s[tcp_index - 1]);
-                            c.line_rate_gbs = line_rates.iter().find(|(p, r)| *p == c.path && *r > 0.0).map(|l| l.1);
-                            costs.push(c);
-                        }
+                        // Every peer learns that this rank gave up, and all name the same culprit.
+                        return Err(paths.abort(i, &mut sess, e));
                     }
                 }
             }
         }
     }
-    for c in &costs {
-        if let Some(w) = bench::cost::warning(c) {
-            eprintln!("collbench: warning: {w}");
-        }
-    }
+    tally.warn_cpu_limited();
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
-    if id.rank == 0 {
-        let mut summary =
-            report::summary::summarize(&records, now_rfc3339(), opts.reference.as_deref(), &line_rates, costs);
-        let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
-        let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
-        summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
-        let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
-        let model = opts
-            .target_ranks
-            .and_then(|n| crate::model::for_run(&records, distinct.len(), n, opts.ranks_per_node));
+    if let (0, Some(info)) = (id.rank, &run_info) {
+        finish(
+            opts,
+            info,
+            &ranks,
+            &line_rates,
+            tally.records.as_slice(),
+            tally.costs,
+            tally.peak_rss,
+            &mut reporters,
+        )?;
+    }
+    Ok(if tally.wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+}
+
+/// Rank 0's last step: the summary to every reporter, then the model at the target scale and the charts,
+/// where asked for.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    opts: &Options,
+    info: &RunInfo,
+    ranks: &[RankInfo],
+    line_rates: &[(String, f64)],
+    records: &[report::Record],
+    costs: Vec<PathCost>,
+    peak_rss: Vec<Option<u64>>,
+    reporters: &mut [Box<dyn Reporter>],
+) -> Result<()> {
+    let mut summary = report::summary::summarize(records, now_rfc3339(), opts.reference.as_deref(), line_rates, costs);
+    let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+    let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
+    summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
+    let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
+    let model = opts
+        .target_ranks
+        .and_then(|n| crate::model::for_run(records, distinct.len(), n, opts.ranks_per_node));
+    if let Some(m) = &model {
+        crate::model::attach_to_summary(&mut summary, m);
+    }
+    for r in reporters.iter_mut() {
+        r.finish(&summary)?;
+    }
+    if let Some(m) = &model {
+        print!("\n{}", crate::model::render::text(m));
+    }
+    if let Some(dir) = &opts.plot {
+        let mut data = crate::plot::PlotData::from_records(records, line_rates, &crate::plot::run_note(info));
         if let Some(m) = &model {
-            crate::model::attach_to_summary(&mut summary, m);
+            data.add_predictions(&crate::plot::data::predicted_samples(m));
         }
-        for r in &mut reporters {
-            r.finish(&summary)?;
-        }
-        if let Some(m) = &model {
-            print!("\n{}", crate::model::render::text(m));
-        }
-        if let (Some(dir), Some(info)) = (&opts.plot, &run_info) {
-            let mut data = crate::plot::PlotData::from_records(&records, &line_rates, &crate::plot::run_note(info));
-            if let Some(m) = &model {
-                data.add_predictions(&crate::plot::data::predicted_samples(m));
-            }
-            for p in crate::plot::write_plots(&data, dir, &crate::plot::Format::ALL)? {
-                eprintln!("collbench: chart {}", p.display());
-            }
+        for p in crate::plot::write_plots(&data, dir, &crate::plot::Format::ALL)? {
+            eprintln!("collbench: chart {}", p.display());
         }
     }
-    Ok(if wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+    Ok(())
 }
 
 /// Results are keyed by path name, so two `--transport` entries that land on one interface (`tcp` and
@@ -505,16 +341,6 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The device and port of an `rdma@DEVICE:PORT` path, with `--gid-index` (or the GID chosen per link layer).
-#[cfg(feature = "rdma")]
-pub fn rdma_target(device: &str, port: u8, gid_index: Option<u8>) -> crate::transport::rdma::connect::Target {
-    crate::transport::rdma::connect::Target {
-        device: device.to_string(),
-        port,
-        gid_index,
-    }
 }
 
 /// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.
@@ -558,41 +384,4 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
 pub fn report_error(e: &Error) -> i32 {
     eprintln!("collbench: error: {e}");
     e.exit_code()
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn a_rank_stopped_by_a_peers_abort_reports_that_peers_reason_and_blames_it() {
-        // Rank 0 gives up on the control path as `run` does; ranks 1 and 2 were stopped by its abort on
-        // another path. Without hearing its note first, their own abort would name themselves.
-        let opts = Options {
-            timeout: Duration::from_secs(60),
-            ..Options::default()
-        };
-        let out = session::run_threads(3, &opts, |sess| {
-            let t = &mut sess.transports[0];
-            if t.rank() == 0 {
-                return t
-                    .abort(Error::Peer("the window overflowed".into()).during("all_reduce of 4 MiB"))
-                    .to_string();
-            }
-            let stopped = Error::Peer(format!("rank {}: rank 0 gave up", t.rank()));
-            let e = hear_abort(&mut *t, 0, stopped);
-            t.abort(e).to_string()
-        });
-        for (r, e) in out.into_iter().enumerate().skip(1) {
-            let e = e.unwrap();
-            assert!(
-                e.contains("the window overflowed")
-                    && e.contains("Culprit: rank 0")
-                    && !e.contains(&format!("Culprit: rank {r}")),
-                "rank {r}: {e}"
-            );
-        }
-    }
 }

@@ -352,3 +352,36 @@ fn the_device_check_script_passes_every_step_on_the_fake_libraries() {
     }
     assert!(!log.contains("fake-cuda:") && !log.contains("panicked"), "{log}");
 }
+
+/// How many times the fakes logged `call` (FAKE_CALL_LOG) during one run.
+fn calls(log: &Path, call: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == call)
+        .count()
+}
+
+#[test]
+fn the_gpu_and_the_nccl_communicator_are_opened_once_per_run_however_many_sweeps() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let line = "run --np 1 --memory cuda --transport tcp,nccl --collective all_reduce,all_gather -w 1 -n 2";
+    let opened = |sweeps: &str, name: &str| {
+        let log = tmp.path().join(format!("{name}.log"));
+        let (code, out, err) = collbench(
+            dir,
+            &[("FAKE_CALL_LOG", log.to_str().unwrap())],
+            &format!("{line} {sweeps}"),
+            &tmp.path().join(format!("{name}.json")),
+        );
+        assert_eq!(code, Some(0), "{out}\n{err}");
+        (calls(&log, "ncclCommInitRank"), calls(&log, "cuDevicePrimaryCtxRetain"))
+    };
+    // Three repeats, every point its own turn: 3 x 4 points x 2 collectives sweeps per path.
+    let (comms, contexts) = opened("-b 8 -e 4K -f 8 --repeat 3 --interleave point", "many");
+    let (_, contexts_once) = opened("-b 8 -e 8", "one");
+    assert_eq!(comms, 1, "one NCCL communicator per run");
+    assert!(contexts > 0, "the fake driver logs the contexts retained");
+    assert_eq!(contexts, contexts_once, "GPU opens must not grow with sweeps");
+}

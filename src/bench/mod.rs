@@ -6,6 +6,7 @@ pub mod memory;
 pub mod plan;
 pub mod point;
 pub mod stats;
+pub mod tally;
 pub mod usage;
 
 use indicatif::{ProgressBar, ProgressStyle};

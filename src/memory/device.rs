@@ -146,3 +146,97 @@ pub fn check_range(what: &str, at: usize, len: usize, size: usize) -> Result<(),
         )),
     }
 }
+
+/// A borrowed device is a device: the run opens its GPU once and every sweep's buffers borrow it.
+impl<D: Device + ?Sized> Device for &D {
+    type Mem = D::Mem;
+    type Pinned = D::Pinned;
+    type Mark = D::Mark;
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn address(&self, mem: &Self::Mem) -> u64 {
+        (**self).address(mem)
+    }
+    fn alloc(&self, bytes: usize) -> Result<Self::Mem, String> {
+        (**self).alloc(bytes)
+    }
+    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, String> {
+        (**self).alloc_pinned(bytes)
+    }
+    fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), String> {
+        (**self).upload(src, dst, at)
+    }
+    fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), String> {
+        (**self).download(src, at, dst)
+    }
+    fn to_host(
+        &self,
+        src: &Self::Mem,
+        src_at: usize,
+        dst: &mut Self::Pinned,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        (**self).to_host(src, src_at, dst, dst_at, len)
+    }
+    fn to_device(
+        &self,
+        src: &Self::Pinned,
+        src_at: usize,
+        dst: &mut Self::Mem,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        (**self).to_device(src, src_at, dst, dst_at, len)
+    }
+    fn copy(
+        &self,
+        src: &Self::Mem,
+        src_at: usize,
+        dst: &mut Self::Mem,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), String> {
+        (**self).copy(src, src_at, dst, dst_at, len)
+    }
+    fn prepare_reductions(&self) -> Result<(), String> {
+        (**self).prepare_reductions()
+    }
+    fn reduce(
+        &self,
+        mem: &mut Self::Mem,
+        kind: (Dtype, Op),
+        dst_at: usize,
+        from: (usize, usize),
+        len: usize,
+    ) -> Result<(), String> {
+        (**self).reduce(mem, kind, dst_at, from, len)
+    }
+    fn finalize(
+        &self,
+        mem: &mut Self::Mem,
+        kind: (Dtype, Op),
+        at: usize,
+        len: usize,
+        nranks: usize,
+    ) -> Result<(), String> {
+        (**self).finalize(mem, kind, at, len, nranks)
+    }
+    fn mark(&self) -> Result<Self::Mark, String> {
+        (**self).mark()
+    }
+    fn remark(&self, mark: &mut Self::Mark) -> Result<(), String> {
+        (**self).remark(mark)
+    }
+    fn wait(&self, mark: &Self::Mark) -> Result<(), String> {
+        (**self).wait(mark)
+    }
+    fn sync(&self) -> Result<(), String> {
+        (**self).sync()
+    }
+    fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, String> {
+        (**self).elapsed(from, to)
+    }
+}

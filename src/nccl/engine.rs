@@ -1,7 +1,8 @@
 //! The NCCL baseline: NCCL's collectives on the sweep's device buffers (no staging), through the same
 //! runner, check and reporters as collbench's own paths. The communicator is set up over collbench's control
-//! path: rank 0 makes the unique id, [`control::broadcast`] carries it, every rank joins. Each call is queued
-//! on this rank's stream and waited for, so the runner's clock times it to completion.
+//! path: rank 0 makes the unique id, [`control::broadcast`] carries it, every rank joins. The communicator
+//! ([`NcclComm`]) is made once per run; each sweep borrows it in an [`NcclEngine`]. Each call is queued on
+//! this rank's stream and waited for, so the runner's clock times it to completion.
 
 use std::ffi::c_void;
 
@@ -17,9 +18,8 @@ use crate::error::{Error, Result};
 use crate::memory::cuda::{driver_err, Gpu};
 use crate::transport::Transport;
 
-/// Runs collectives through NCCL on this rank's GPU; `T` carries the control exchanges.
-pub struct NcclEngine<T: Transport> {
-    ctrl: T,
+/// This rank's NCCL communicator on its GPU, made once per run.
+pub struct NcclComm {
     nccl: Nccl,
     gpu: Gpu,
     comm: Comm,
@@ -27,10 +27,16 @@ pub struct NcclEngine<T: Transport> {
     scratch: Option<CudaSlice<u8>>,
 }
 
-impl<T: Transport> NcclEngine<T> {
+/// Runs collectives through NCCL's communicator; `T` carries the control exchanges.
+pub struct NcclEngine<'a, T: Transport> {
+    ctrl: T,
+    comm: &'a mut NcclComm,
+}
+
+impl NcclComm {
     /// Loads NCCL, opens the GPU `device` names (else the local rank's) and joins every rank of `ctrl`
     /// into one communicator.
-    pub fn new(mut ctrl: T, device: Option<&str>) -> Result<Self> {
+    pub fn open<T: Transport + ?Sized>(ctrl: &mut T, device: Option<&str>) -> Result<Self> {
         let (rank, n) = (ctrl.rank(), ctrl.size());
         let host = crate::world::hostname();
         let fail = move |m: String| Error::Peer(format!("rank {rank} (host {host}): nccl: {m}"));
@@ -43,7 +49,7 @@ impl<T: Transport> NcclEngine<T> {
                 .map_err(&fail)?;
         }
         let bytes: Vec<u8> = id.internal.iter().map(|&c| c as u8).collect();
-        let got = control::broadcast(&mut ctrl, &bytes)?;
+        let got = control::broadcast(ctrl, &bytes)?;
         if got.len() != 128 {
             return Err(fail(format!(
                 "the unique id from rank 0 has {} bytes, not 128",
@@ -61,13 +67,19 @@ impl<T: Transport> NcclEngine<T> {
         // SAFETY: every rank passes the same id, its own rank and the job's size; the context is current.
         let rc = unsafe { (nccl.comm_init_rank)(&mut comm, n as i32, id, rank as i32) };
         nccl.check("ncclCommInitRank", rc).map_err(&fail)?;
-        Ok(NcclEngine {
-            ctrl,
+        Ok(NcclComm {
             nccl,
             gpu,
             comm,
             scratch: None,
         })
+    }
+}
+
+impl<'a, T: Transport> NcclEngine<'a, T> {
+    /// An engine over `comm`, with `ctrl` (a path of the same ranks) for the runner's control exchanges.
+    pub fn new(ctrl: T, comm: &'a mut NcclComm) -> Self {
+        NcclEngine { ctrl, comm }
     }
 
     fn fail(&self, m: String) -> Error {
@@ -75,27 +87,28 @@ impl<T: Transport> NcclEngine<T> {
             "rank {} (host {}, cuda:{} {}): nccl: {m}",
             self.rank(),
             crate::world::hostname(),
-            self.gpu.ordinal,
-            self.gpu.name
+            self.comm.gpu.ordinal,
+            self.comm.gpu.name
         ))
     }
 
     /// A scratch device buffer of at least `len` bytes.
     fn scratch(&mut self, len: usize) -> Result<u64> {
-        if self.scratch.as_ref().map_or(true, |s| s.len() < len) {
-            self.scratch = None;
-            self.scratch = Some(self.gpu.alloc(len.max(1)).map_err(|m| self.fail(m))?);
+        if self.comm.scratch.as_ref().map_or(true, |s| s.len() < len) {
+            self.comm.scratch = None;
+            let fresh = self.comm.gpu.alloc(len.max(1)).map_err(|m| self.fail(m))?;
+            self.comm.scratch = Some(fresh);
         }
-        let s = self.scratch.as_ref().expect("allocated above");
-        Ok(s.device_ptr(self.gpu.stream()).0)
+        let s = self.comm.scratch.as_ref().expect("allocated above");
+        Ok(s.device_ptr(self.comm.gpu.stream()).0)
     }
 
     /// Queues one step on the stream.
     fn queue(&self, call: &Call, step: &Step, scratch: u64) -> std::result::Result<(), String> {
-        let (dt, op, comm) = (datatype(call.dtype), red_op(call.op), self.comm);
-        let stream = self.gpu.stream().cu_stream() as *mut c_void;
+        let (dt, op, comm) = (datatype(call.dtype), red_op(call.op), self.comm.comm);
+        let stream = self.comm.gpu.stream().cu_stream() as *mut c_void;
         let p = |a: u64| a as *mut c_void;
-        let n = &self.nccl;
+        let n = &self.comm.nccl;
         // SAFETY: the addresses lie in the sweep's device buffers (or scratch), sized by the runner from the
         // collective's layout; NCCL reads and writes them on `stream`, which is waited for before they are
         // touched again.
@@ -132,7 +145,7 @@ impl<T: Transport> NcclEngine<T> {
                     (n.reduce)(p(send), p(recv), count, dt, op, root as i32, comm, stream),
                 ),
                 Step::ToScratch { src, len } => {
-                    result::memcpy_dtod_async(scratch, src, len, self.gpu.stream().cu_stream())
+                    result::memcpy_dtod_async(scratch, src, len, self.comm.gpu.stream().cu_stream())
                         .map_err(driver_err("copying the in-place input aside"))
                 }
                 Step::Group(ref ops) => {
@@ -159,14 +172,14 @@ impl<T: Transport> NcclEngine<T> {
     }
 }
 
-impl<T: Transport> Drop for NcclEngine<T> {
+impl Drop for NcclComm {
     fn drop(&mut self) {
         // SAFETY: the communicator was made by ncclCommInitRank and is not used after this.
         unsafe { (self.nccl.comm_destroy)(self.comm) };
     }
 }
 
-impl<T: Transport> Engine for NcclEngine<T> {
+impl<T: Transport> Engine for NcclEngine<'_, T> {
     fn path(&self) -> String {
         "nccl".into()
     }
@@ -196,7 +209,8 @@ impl<T: Transport> Engine for NcclEngine<T> {
         } else {
             0
         };
-        self.gpu
+        self.comm
+            .gpu
             .context()
             .bind_to_thread()
             .map_err(driver_err("binding the context"))
@@ -204,7 +218,7 @@ impl<T: Transport> Engine for NcclEngine<T> {
         for step in plan(call, self.rank(), self.size(), send, recv, scratch) {
             self.queue(call, &step, scratch).map_err(|m| self.fail(m))?;
         }
-        self.gpu.sync().map_err(|m| self.fail(m))
+        self.comm.gpu.sync().map_err(|m| self.fail(m))
     }
 
     fn barrier(&mut self) -> Result<()> {
@@ -220,6 +234,6 @@ impl<T: Transport> Engine for NcclEngine<T> {
     }
 
     fn forget_memory(&mut self) {
-        self.scratch = None;
+        self.comm.scratch = None;
     }
 }

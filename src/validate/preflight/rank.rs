@@ -10,6 +10,7 @@ use super::verdict::{Check, Verdict};
 use super::Setup;
 use crate::error::{Error, Result};
 use crate::options::{Options, PathKind, Progress};
+use crate::paths::Paths;
 use crate::report::Record;
 use crate::session::{self, Session};
 use crate::transport::Transport;
@@ -51,7 +52,12 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         .iter()
         .map(|ph| super::plan::phase_options(&setup.base, ph))
         .collect::<Result<_>>()?;
-    let paths = path_infos(&sess, opts);
+    // Every path is opened once, here, and borrowed by every phase's sweeps.
+    let mut open = match Paths::open(&mut sess, opts) {
+        Ok(p) => p,
+        Err(e) => return Err(crate::paths::abort_on(&mut sess, 0, e)),
+    };
+    let paths = path_infos(&sess, &open, opts);
     let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
     let plan_lines = setup.plan.describe(
         sess.world.size,
@@ -93,12 +99,10 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             if k == 0 && repeat > 0 {
                 continue;
             }
-            let mut tcp_index = 0;
-            for (pi, path) in opts.transports.iter().enumerate() {
-                let swept = crate::run::sweep_path(
+            for pi in 0..open.len() {
+                let swept = open.sweep(
+                    pi,
                     &mut sess,
-                    path,
-                    &mut tcp_index,
                     crate::bench::Sweep {
                         opts: phase_opts,
                         repeat,
@@ -117,11 +121,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                             pb.finish_and_clear();
                         }
                         // Every peer learns that this rank gave up, as in `run`.
-                        let t = if path.is_tcp() { tcp_index - 1 } else { 0 };
-                        let e = match sess.transports.get_mut(t) {
-                            Some(t) => t.abort(e),
-                            None => e,
-                        };
+                        let e = open.abort(pi, &mut sess, e);
                         if id.rank == 0 {
                             // What was measured before the failure is judged and kept, the failure as a check.
                             let failed = Check {
@@ -273,16 +273,14 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
-fn path_infos(sess: &Session, opts: &Options) -> Vec<PathInfo> {
+fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
     let given_rate = opts.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
-    let mut tcp_index = 0;
-    opts.transports
-        .iter()
-        .map(|p| {
-            let (name, rate) = match p {
-                PathKind::Tcp(_) => {
-                    let t = &sess.transports[tcp_index];
-                    tcp_index += 1;
+    open.iter()
+        .map(|o| {
+            let p = &o.kind;
+            let (name, rate) = match (p, o.tcp_index()) {
+                (PathKind::Tcp(_), Some(k)) => {
+                    let t = &sess.transports[k];
                     // The interface rank 0 bound.
                     let iface = t.iface().to_string();
                     let rate = given_rate.clone().or_else(|| {
@@ -291,7 +289,7 @@ fn path_infos(sess: &Session, opts: &Options) -> Vec<PathInfo> {
                     (t.path(), rate.ok_or(format!("link speed of {iface} unknown")))
                 }
                 #[cfg(feature = "rdma")]
-                PathKind::Rdma { device, port } => {
+                (PathKind::Rdma { device, port }, _) => {
                     let sys = std::path::Path::new(crate::transport::rdma::sysfs::SYSFS_IB);
                     let rate = given_rate.clone().or_else(|| {
                         crate::transport::rdma::sysfs::port_info(sys, device, *port)

@@ -13,7 +13,8 @@
 // Environment: FAKE_CUDA_DEVICES (default 1) devices; FAKE_CUDA_CORRUPT_DTOH=1 flips the last byte of
 // every device-to-host copy (to see the data check catch it); FAKE_CUDA_COPY_GBPS=R times events on a
 // virtual clock on which every copy moves R GB/s (bytes per ns) and other work takes no time, so measured
-// bandwidths are exact and tests need no timing thresholds (unset: events read the host's clock). A violation prints "fake-cuda:" and what it
+// bandwidths are exact and tests need no timing thresholds (unset: events read the host's clock);
+// FAKE_CALL_LOG=FILE appends a line per context retained (cuDevicePrimaryCtxRetain), to count GPU opens. A violation prints "fake-cuda:" and what it
 // was to stderr and returns an error code, as the driver would, so the caller's message names the call.
 #include "../emulate/table.h"
 
@@ -225,6 +226,12 @@ CUresult cuDeviceGetUuid_v2(void* uuid, CUdevice d) { return cuDeviceGetUuid(uui
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
     if (d < 0 || d >= state().devices()) return INVALID_DEVICE;
+    if (const char* path = std::getenv("FAKE_CALL_LOG")) {
+        if (FILE* f = std::fopen(path, "a")) {
+            std::fprintf(f, "cuDevicePrimaryCtxRetain\n");
+            std::fclose(f);
+        }
+    }
     state().contexts[d].device = d;
     *ctx = &state().contexts[d];
     return OK;

@@ -3,6 +3,7 @@
 // through the fake libcuda's queue, which checks both device ranges, so src/nccl/ (the binding, the plan of
 // offsets, the engine) runs against buffers whose bounds are enforced.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <vector>
@@ -91,7 +92,17 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     std::snprintf(id->internal, sizeof id->internal, "fake-nccl");
     return OK;
 }
+// FAKE_CALL_LOG=FILE: each communicator made appends a line to FILE, so tests can count set-ups per run.
+static void log_call(const char* name) {
+    if (const char* path = std::getenv("FAKE_CALL_LOG")) {
+        if (FILE* f = std::fopen(path, "a")) {
+            std::fprintf(f, "%s\n", name);
+            std::fclose(f);
+        }
+    }
+}
 ncclResult_t ncclCommInitRank(void** comm, int nranks, ncclUniqueId id, int rank) {
+    log_call("ncclCommInitRank");
     if (std::strcmp(id.internal, "fake-nccl") != 0) return fail(INVALID_ARGUMENT, "a unique id not from ncclGetUniqueId");
     if (nranks != 1 || rank != 0) return fail(INVALID_USAGE, "one rank only");
     *comm = new Comm{nranks};
