@@ -46,4 +46,4 @@ done
 
 # The same source through NVRTC, as the binary compiles it (the test fails when libnvrtc is missing).
 LD_LIBRARY_PATH="$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" COLLBENCH_REQUIRE_NVRTC=1 \
-    timeout 1200 cargo test --features "${COLLBENCH_FEATURES:-cuda}" --lib reduce::cuda::tests::the_kernels_compile_with_nvrtc
+    timeout 1200 cargo test --features "${COLLBENCH_FEATURES:-cuda}" --lib memory::cuda_launch::tests::the_kernels_compile_with_nvrtc

@@ -332,7 +332,7 @@ fn via_rendezvous(
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
-    let who = format!("rank {} (host {})", id.rank, world::hostname());
+    let who = format!("rank {} (host {})", id.rank, crate::net::hostname());
     let sock = rendezvous::connect(root, deadline, &who)?;
     let local = sock
         .local_addr()
@@ -365,7 +365,7 @@ fn via_mpi(
             ),
         ));
     }
-    let host = world::hostname();
+    let host = crate::net::hostname();
     let hosts = m.allgather_bytes(host.as_bytes());
     let single_host = hosts.iter().all(|h| h == host.as_bytes());
     let bound = bind_paths(plan_paths(opts, single_host, None)?)?;

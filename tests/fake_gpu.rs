@@ -1,5 +1,5 @@
 //! The GPU path's real code (cudarc's driver calls in src/memory/cuda*.rs, the kernel launches of
-//! src/reduce/cuda.rs, the NCCL binding and engine, NVML and gpu-matrix) run end to end against fake
+//! src/memory/cuda_launch.rs, the NCCL binding and engine, NVML and gpu-matrix) run end to end against fake
 //! libraries built from tests/gpu/fake/: a CUDA driver on host memory that runs kernels/reduce.cu compiled as
 //! host C++ and refuses any device range outside a live allocation, an NVRTC that checks its options, a
 //! one-rank NCCL and an NVML with NVLinks. What they cannot show is how real hardware behaves (PTX, timing,

@@ -9,7 +9,7 @@ use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, LaunchConfig, Push
 
 use super::cuda::{driver_err, Gpu};
 use super::device::{check_finalize, check_range, check_reduce, Device};
-use crate::reduce::cuda::Kernels;
+use crate::memory::cuda_launch::Kernels;
 use crate::reduce::cuda_kernels::{finalize_name, geometry, reduce_name};
 use crate::reduce::{Dtype, Op};
 

@@ -6,6 +6,8 @@
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_device;
+#[cfg(feature = "cuda")]
+pub mod cuda_launch;
 pub mod cuda_probe;
 pub mod device;
 pub mod emulated;

@@ -76,7 +76,7 @@ fn check(call: &str, rc: i32, rank: usize) -> Result<()> {
     } else {
         Err(Error::Peer(format!(
             "rank {rank} (host {}): {call} failed with MPI error {rc}",
-            crate::world::hostname()
+            crate::net::hostname()
         )))
     }
 }

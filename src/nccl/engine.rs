@@ -38,7 +38,7 @@ impl NcclComm {
     /// into one communicator.
     pub fn open<T: Transport + ?Sized>(ctrl: &mut T, device: Option<&str>) -> Result<Self> {
         let (rank, n) = (ctrl.rank(), ctrl.size());
-        let host = crate::world::hostname();
+        let host = crate::net::hostname();
         let fail = move |m: String| Error::Peer(format!("rank {rank} (host {host}): nccl: {m}"));
         let nccl = Nccl::load().map_err(|m| Error::usage("--transport", m))?;
         let gpu = Gpu::open(device).map_err(&fail)?;
@@ -86,7 +86,7 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
         Error::Peer(format!(
             "rank {} (host {}, cuda:{} {}): nccl: {m}",
             self.rank(),
-            crate::world::hostname(),
+            crate::net::hostname(),
             self.comm.gpu.ordinal,
             self.comm.gpu.name
         ))

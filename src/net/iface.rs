@@ -33,7 +33,7 @@ pub fn resolve(spec: &str, flag: &str) -> Result<(String, IpAddr)> {
             flag,
             format!(
                 "{what} on host {}; interfaces with addresses there: {}",
-                crate::world::hostname(),
+                crate::net::hostname(),
                 names.join(", ")
             ),
         )
@@ -107,7 +107,7 @@ pub fn default_choice(single_host: bool, reaches_rendezvous: Option<IpAddr>) -> 
             format!(
                 "ranks run on several hosts, but on host {}: {e}; name the interface that connects the hosts with \
                  --transport tcp@IFACE or --iface IFACE (`collbench info` lists them)",
-                crate::world::hostname()
+                crate::net::hostname()
             ),
         )
     })

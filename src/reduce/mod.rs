@@ -1,7 +1,5 @@
 //! Element types, reduction ops, the CPU reduction kernels and the data-check patterns.
 
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod cuda_kernels;
 pub mod dtype;
 pub mod kernel;

@@ -146,7 +146,7 @@ fn gpus(hosts: &[HostInventory]) -> String {
     for h in hosts {
         match &h.gpu_topology {
             Some(t) if t.unavailable.is_none() || !h.gpus.is_empty() => {
-                out.push_str(&crate::net::gpu_topo::render(t, &h.host));
+                out.push_str(&super::gpu_topo::render(t, &h.host));
             }
             _ => {}
         }

@@ -6,6 +6,7 @@ pub mod cost;
 pub mod csv;
 pub mod file;
 mod format;
+mod gpu_topo;
 pub mod info;
 pub mod json;
 pub mod markdown;

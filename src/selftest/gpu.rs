@@ -14,7 +14,7 @@ use super::gpu_data::{compare, corrupt_positions, fresh_seed, random_elements, D
 use crate::cli::SelftestArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::memory::cuda::Gpu;
-use crate::reduce::cuda::Kernels;
+use crate::memory::cuda_launch::Kernels;
 use crate::reduce::cuda_kernels::VERIFY_PERIOD;
 use crate::reduce::kernel::{finalize, reduce_into};
 use crate::reduce::pattern::{Pattern, Source};

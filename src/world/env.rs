@@ -323,6 +323,8 @@ mod tests {
 
     #[test]
     fn local_rank_counts_come_from_the_launcher() {
+        // The GPU choice reads the embedded launcher's variable first.
+        assert_eq!(crate::memory::cuda_probe::LOCAL_RANK_ENV[0], LOCAL_RANK);
         assert_eq!(local_size_from(env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "8")])), Some(8));
         assert_eq!(local_size_from(env(&[("SLURM_NTASKS_PER_NODE", "2(x3)")])), Some(2));
         assert_eq!(local_size_from(env(&[])), None);

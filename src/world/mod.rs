@@ -44,17 +44,7 @@ pub struct World {
     pub bootstrap_s: f64,
 }
 
-/// This machine's host name, or "unknown-host".
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length; gethostname NUL-terminates within it on success.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
+pub use crate::net::hostname;
 
 /// A fresh random job token.
 pub fn new_token() -> Token {
@@ -90,7 +80,7 @@ pub fn bootstrap(
     fault: Option<&crate::fault::Fault>,
 ) -> crate::error::Result<World> {
     let started = std::time::Instant::now();
-    let host = hostname();
+    let host = crate::net::hostname();
     let me = rendezvous::Join {
         rank: id.rank,
         size: id.size,

@@ -448,7 +448,7 @@ pub fn bind_root(root: &str) -> Result<TcpListener> {
         format!(
             "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of \
              rank 0's own host and a free port",
-            super::hostname(),
+            crate::net::hostname(),
             last.unwrap_or_else(|| "no address".into())
         ),
     ))

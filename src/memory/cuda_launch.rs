@@ -6,12 +6,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
-use super::cuda_kernels::{
+use super::cuda::{driver_err, Gpu};
+use super::cuda_probe::no_nvrtc_message;
+use crate::reduce::cuda_kernels::{
     arch_option, finalize_name, geometry, reduce_name, verify_name, COMPILE_OPTIONS, SOURCE, SOURCE_NAME, VERIFY_PERIOD,
 };
-use super::{Dtype, Op};
-use crate::memory::cuda::{driver_err, Gpu};
-use crate::memory::cuda_probe::no_nvrtc_message;
+use crate::reduce::{Dtype, Op};
 
 /// Compiles the kernel source to PTX for the virtual architecture `arch` (an [`arch_option`]). Needs
 /// libnvrtc, not a GPU.
