@@ -103,8 +103,9 @@ fn host_cpu_ticks() -> Option<(u64, u64)> {
 
 /// CPU seconds (user + system) this process has used so far.
 pub fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }

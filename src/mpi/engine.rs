@@ -33,9 +33,9 @@ pub struct MpiEngine<'a> {
 impl<'a> MpiEngine<'a> {
     /// An engine on MPI_COMM_WORLD.
     pub fn new(mpi: &'a Mpi) -> Self {
-        // SAFETY: returns a constant of the MPI library.
         MpiEngine {
             mpi,
+            // SAFETY: returns a constant of the MPI library.
             in_place: unsafe { collbench_mpi_in_place() },
         }
     }
