@@ -52,6 +52,16 @@ pub enum Command {
     /// Measure device-to-device copy bandwidth between every ordered GPU pair on this node (needs --features
     /// cuda) against each pair's link (NVLink or PCIe, from NVML); flag pairs far below it; exit 1 when one is.
     GpuMatrix(GpuMatrixArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) to stdout.
+    Completions(CompletionsArgs),
+}
+
+/// Flags of `collbench completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// Flags of `collbench gpu-matrix`.

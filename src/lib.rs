@@ -25,6 +25,7 @@
 //! - [`gpumatrix`]: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
+//! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 
 pub mod algorithm;
@@ -32,6 +33,7 @@ pub mod bench;
 pub mod cli;
 pub mod collective;
 pub mod compare;
+pub mod docgen;
 pub mod engine;
 pub mod error;
 pub mod fault;

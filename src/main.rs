@@ -28,6 +28,9 @@ fn main() {
         Command::GpuMatrix(args) => {
             collbench::gpumatrix::gpu_matrix(args).unwrap_or_else(|e| collbench::run::report_error(&e))
         }
+        Command::Completions(args) => {
+            collbench::docgen::completions(args).unwrap_or_else(|e| collbench::run::report_error(&e))
+        }
     };
     std::process::exit(code);
 }
