@@ -3,11 +3,20 @@
 //! A fenced block whose info string is `sh runnable` is run with `bash -eu -o pipefail`, from the repository
 //! root, with the built `collbench` first on PATH; it must exit 0, or with one of the codes listed as
 //! `status=0,1` in the info string (for commands whose verdict is the machine's, such as `pairwise`). Blocks
-//! of one file run in order, so a later block may read what an earlier one wrote. Blocks that need several
-//! hosts are plain `sh` blocks and are not run here.
+//! of one file run in order, so a later block may read what an earlier one wrote.
+//!
+//! A block marked `sh runnable hosts` needs several hosts: it runs on a namespace cluster
+//! (`tests/netns/cluster.sh`). Each line ending in `# on hostN` runs in host N, all at once; `host0` in the
+//! text is host 0's address and `TOKEN` one job token; other lines run here first. Every line must exit 0.
+//! It needs root; where it cannot run it says why and passes, except under `CI=true`, where that fails.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use common::netns::{namespace_test, spawn, wait_all, Cluster};
 
 /// One runnable block: where it is, its text, the exit codes it may end with.
 struct Block {
@@ -15,6 +24,8 @@ struct Block {
     line: usize,
     script: String,
     statuses: Vec<i32>,
+    /// Runs on a namespace cluster, line by line (`sh runnable hosts`).
+    hosts: bool,
 }
 
 /// The runnable blocks of one Markdown file, in order.
@@ -52,6 +63,7 @@ fn blocks(file: &Path) -> Vec<Block> {
                 line: i + 1,
                 script: String::new(),
                 statuses,
+                hosts: words.contains(&"hosts"),
             });
         }
     }
@@ -73,19 +85,28 @@ fn documents(root: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn runnable_blocks_run_as_written() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+/// PATH with the built collbench first.
+fn path_with_collbench() -> std::ffi::OsString {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_collbench"))
         .parent()
         .unwrap()
         .to_path_buf();
-    let path = std::env::join_paths(
+    std::env::join_paths(
         std::iter::once(bin_dir).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
-    .unwrap();
+    .unwrap()
+}
 
-    let all: Vec<Block> = documents(root).iter().flat_map(|f| blocks(f)).collect();
+#[test]
+fn runnable_blocks_run_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = path_with_collbench();
+
+    let all: Vec<Block> = documents(root)
+        .iter()
+        .flat_map(|f| blocks(f))
+        .filter(|b| !b.hosts)
+        .collect();
     // The README alone shows one per local subcommand; fewer means the marker was lost in an edit.
     assert!(all.len() >= 8, "only {} runnable blocks found", all.len());
 
@@ -118,4 +139,75 @@ fn runnable_blocks_run_as_written() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The host a line runs in (`# on hostN` at its end), if any.
+fn host_of(line: &str) -> Option<usize> {
+    let (_, tail) = line.rsplit_once("# on host")?;
+    tail.trim().parse().ok()
+}
+
+#[test]
+fn multi_host_blocks_run_on_a_namespace_cluster() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let all: Vec<Block> = documents(root)
+        .iter()
+        .flat_map(|f| blocks(f))
+        .filter(|b| b.hosts)
+        .collect();
+    assert!(
+        !all.is_empty(),
+        "no `sh runnable hosts` block found (README's two hosts by hand has one)"
+    );
+    let Some(_one) = namespace_test() else { return };
+    let path = path_with_collbench();
+    // Any 32 hex digits serve; the processes of one block share it.
+    let token = format!("{:032x}", u128::from(std::process::id()) * 0x9e37_79b9_7f4a_7c15);
+    for (i, block) in all.iter().enumerate() {
+        let where_ = format!("{}:{}", block.file.display(), block.line);
+        let lines: Vec<&str> = block.script.lines().filter(|l| !l.trim().is_empty()).collect();
+        let hosts = lines.iter().filter_map(|l| host_of(l)).max().map_or(0, |h| h + 1);
+        assert!(
+            hosts >= 2,
+            "{where_}: a hosts block needs lines ending in `# on hostN` for two hosts or more"
+        );
+        let cluster = Cluster::up("cbd", &format!("b{i}"), hosts, &[]);
+        let host0 = cluster.addr(0, "eth0");
+        let fill = |l: &str| l.replace("host0", &host0).replace("TOKEN", &token);
+        for line in lines.iter().filter(|l| host_of(l).is_none()) {
+            let out = Command::new("bash")
+                .args(["-eu", "-c", line])
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{where_}: `{line}` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let procs = lines
+            .iter()
+            .filter_map(|l| host_of(l).map(|h| (h, fill(l))))
+            .map(|(h, l)| {
+                let mut c = cluster.exec(h, Path::new("bash"), &["-eu", "-c", &l]);
+                c.env("PATH", &path);
+                spawn(c, &format!("host{h}"), dir.path())
+            })
+            .collect();
+        for (n, done) in wait_all(procs, Duration::from_secs(240)).iter().enumerate() {
+            assert!(
+                done.status.success(),
+                "{where_}: process {n} ended with {}:\n{}\n{}",
+                done.status,
+                done.stdout,
+                done.stderr
+            );
+            assert!(
+                done.stdout.contains("Out of bounds values : 0 OK") || n > 0,
+                "{where_}: rank 0 printed no table"
+            );
+        }
+    }
 }
