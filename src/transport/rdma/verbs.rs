@@ -9,7 +9,19 @@ use rdma_sys as sys;
 
 use super::advice::verb_error;
 use super::qp::{QpOps, RtrParams, RtsParams};
-use super::sysfs::{self, LinkLayer};
+use super::sysfs::{self, GidEntry, GidKind, LinkLayer};
+
+extern "C" {
+    // rdma-core's exported form of the inline `ibv_query_gid_ex` (IBVERBS_1.11); rdma-sys does not bind it.
+    fn _ibv_query_gid_ex(
+        context: *mut sys::ibv_context,
+        port_num: u32,
+        gid_index: u32,
+        entry: *mut sys::ibv_gid_entry,
+        flags: u32,
+        entry_size: usize,
+    ) -> libc::c_int;
+}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
@@ -59,6 +71,8 @@ pub struct PortAttr {
     /// Active MTU in bytes.
     pub mtu: u32,
     pub link_layer: LinkLayer,
+    /// Entries in the port's GID table.
+    pub gid_tbl_len: u32,
 }
 
 /// An open device.
@@ -131,7 +145,45 @@ impl Context {
                 2 => LinkLayer::Ethernet,
                 _ => LinkLayer::Unknown,
             },
+            gid_tbl_len: a.gid_tbl_len.max(0) as u32,
         })
+    }
+
+    /// The port's non-empty GID table entries with their kinds, read through verbs as `ibv_devinfo -v`
+    /// does (`ibv_query_gid_ex`); unused entries are left out.
+    pub fn gid_table(&self, port: u8, len: u32) -> Vec<GidEntry> {
+        (0..len.min(256))
+            .filter_map(|index| {
+                // SAFETY: zeroed is a valid entry; the context is open; the size is the struct's.
+                let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+                let rc = unsafe {
+                    _ibv_query_gid_ex(
+                        self.ctx.as_ptr(),
+                        port as u32,
+                        index,
+                        &mut e,
+                        0,
+                        std::mem::size_of::<sys::ibv_gid_entry>(),
+                    )
+                };
+                // SAFETY: raw is the union's byte view.
+                let gid = unsafe { e.gid.raw };
+                // Nonzero: an unused entry (ENODATA) or one the device cannot read; zeros: unused.
+                if rc != 0 || gid == [0; 16] {
+                    return None;
+                }
+                let kind = match e.gid_type {
+                    sys::IBV_GID_TYPE_ROCE_V2 => GidKind::RoceV2,
+                    sys::IBV_GID_TYPE_IB | sys::IBV_GID_TYPE_ROCE_V1 => GidKind::IbOrRoceV1,
+                    _ => GidKind::Unknown,
+                };
+                Some(GidEntry {
+                    index: index as u8,
+                    gid,
+                    kind,
+                })
+            })
+            .collect()
     }
 
     /// `ibv_query_gid`.
