@@ -54,6 +54,25 @@ static void diag(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* ---- faults for tests: FAKEVERBS_FAULT=RANK:KIND:N, applied in the process whose COLLBENCH_RANK (or RANK) is RANK ----
+ * bad_rkey: the Nth RDMA write with data this process posts carries a wrong rkey (as a broken application
+ * would); qp_error: after N accepted writes, the QP that took the Nth moves to the error state (as
+ * ibv_modify_qp(IBV_QPS_ERR) would). */
+
+enum fault_kind { FAULT_NONE, FAULT_BAD_RKEY, FAULT_QP_ERROR };
+
+static enum fault_kind fault(long *n)
+{
+	const char *f = getenv("FAKEVERBS_FAULT"), *r = getenv("COLLBENCH_RANK");
+	if (!r)
+		r = getenv("RANK");
+	char kind[32];
+	long rank;
+	if (!f || !r || sscanf(f, "%ld:%31[a-z_]:%ld", &rank, kind, n) != 3 || rank != atol(r))
+		return FAULT_NONE;
+	return !strcmp(kind, "bad_rkey") ? FAULT_BAD_RKEY : !strcmp(kind, "qp_error") ? FAULT_QP_ERROR : FAULT_NONE;
+}
+
 /* ---- the interface the device sits on ---- */
 
 static const char *netdev(void)
@@ -178,6 +197,8 @@ struct fctx {
 	struct fmr *mrs;
 	uint32_t next_key;
 	pthread_t acceptor;
+	enum fault_kind fault;
+	long fault_n; /* counts down to the fault */
 };
 
 static struct ibv_device the_device;
@@ -648,6 +669,10 @@ static void *responder_thread(void *arg)
 			cq_push(qp->rcq, &wc);
 		}
 		qp->expected_psn++;
+		if (c->fault == FAULT_QP_ERROR && --c->fault_n == 0) {
+			diag("FAKEVERBS_FAULT: QP %#x moved to the error state", qp->ibv.qp_num);
+			enter_error(qp);
+		}
 		pthread_mutex_unlock(&c->mu);
 		send_ack(r->fd, A_ACK, f.psn);
 	}
@@ -775,6 +800,10 @@ static int f_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_s
 		w.rkey = wr->wr.rdma.rkey;
 		w.len = (uint32_t)total;
 		w.signaled = !!(wr->send_flags & IBV_SEND_SIGNALED);
+		if (total && c->fault == FAULT_BAD_RKEY && --c->fault_n == 0) {
+			diag("FAKEVERBS_FAULT: QP %#x posts an RDMA write with a wrong rkey", qp->ibv.qp_num);
+			w.rkey ^= 0x7700;
+		}
 		if (wr->num_sge == 1) {
 			const struct ibv_sge *s = &wr->sg_list[0];
 			w.laddr = s->addr;
@@ -900,6 +929,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->mtu = mtu;
 	c->next_qp = 1;
 	c->next_key = 0x1000 + ((uint32_t)getpid() & 0xfff) * 0x100;
+	c->fault = fault(&c->fault_n);
 	c->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = ip };
 	socklen_t al = sizeof(a);

@@ -73,6 +73,33 @@ pub struct PortAttr {
     pub link_layer: LinkLayer,
     /// Entries in the port's GID table.
     pub gid_tbl_len: u32,
+    /// Signalling rate in Gbit/s from the active width and speed, as `ibv_devinfo` shows them; `None` for
+    /// codes this table does not know.
+    pub rate_gbit: Option<f64>,
+}
+
+/// Gbit/s of an `ibv_port_attr` active width x active speed (IB spec: width 1x/4x/8x/12x/2x; speed SDR to
+/// NDR per lane).
+fn port_rate_gbit(width: u8, speed: u8) -> Option<f64> {
+    let lanes = match width {
+        1 => 1.0,
+        2 => 4.0,
+        4 => 8.0,
+        8 => 12.0,
+        16 => 2.0,
+        _ => return None,
+    };
+    let per_lane = match speed {
+        1 => 2.5,
+        2 => 5.0,
+        4 | 8 => 10.0,
+        16 => 14.0,
+        32 => 25.0,
+        64 => 50.0,
+        128 => 100.0,
+        _ => return None,
+    };
+    Some(lanes * per_lane)
 }
 
 /// An open device.
@@ -146,6 +173,7 @@ impl Context {
                 _ => LinkLayer::Unknown,
             },
             gid_tbl_len: a.gid_tbl_len.max(0) as u32,
+            rate_gbit: port_rate_gbit(a.active_width, a.active_speed),
         })
     }
 
