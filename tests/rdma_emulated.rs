@@ -429,3 +429,148 @@ fn every_collective_on_four_namespace_hosts_over_the_emulated_nic() {
     assert!(out.contains("# Total wrong elements : 0 "), "{out}");
     assert!(out.contains("tcp@eth0") && out.contains("rdma@emu_roce0:1"), "{out}");
 }
+
+/// The provider's enforcement seen through collbench's own verbs wrappers, in a child process of this test
+/// binary started with the provider on the loader's path (this process has already loaded rdma-core).
+#[cfg(feature = "rdma")]
+mod enforcement {
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use collbench::transport::rdma::qp::{QpOps, RtrParams, RtsParams};
+    use collbench::transport::rdma::sysfs::{select_gid, LinkLayer};
+    use collbench::transport::rdma::verbs::{Context, Cq, Mr, Pd, QpCaps, RcQp};
+    use rdma_sys::ibv_wc_status as st;
+
+    /// Set in the child, which runs [`in_child`]'s body.
+    const CHILD: &str = "FAKEVERBS_CHILD";
+
+    #[test]
+    fn the_provider_refuses_what_hardware_refuses() {
+        let Some(dir) = super::provider() else { return };
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["enforcement::in_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env("LD_LIBRARY_PATH", dir)
+            .env("FAKEVERBS_NETDEV", "lo")
+            .env(CHILD, "1")
+            .output()
+            .expect("the test binary runs");
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success() && out.contains("1 passed"), "{out}\n{err}");
+        for why in [
+            "ibv_post_send on QP",
+            "the QP is not in RTS",
+            "ibv_post_recv on QP",
+            "the QP is in RESET",
+            "the receive queue is full",
+            "receiver not ready after 1 RNR retries",
+            "local protection error: no MR has this lkey",
+        ] {
+            assert!(err.contains(why), "the provider did not say '{why}':\n{err}");
+        }
+    }
+
+    /// Polls `cq` until `n` completions arrived: (wr_id, status, imm) each.
+    fn completions(cq: &Cq, n: usize) -> Vec<(u64, u32, u32)> {
+        // SAFETY: zeroed is a valid ibv_wc (plain data).
+        let mut wc: Vec<rdma_sys::ibv_wc> = (0..8).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut got = Vec::new();
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while got.len() < n {
+            assert!(Instant::now() < give_up, "only {got:?} of {n} completions");
+            let k = cq.poll(&mut wc).unwrap();
+            for w in &wc[..k] {
+                // SAFETY: the union's immediate view; zero where none came.
+                let imm = u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data });
+                got.push((w.wr_id, w.status, imm));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn in_child() {
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        let ctx = Context::open("emu_roce0").unwrap();
+        let port = ctx.query_port(1).unwrap();
+        assert!(port.active && port.link_layer == LinkLayer::Ethernet, "{port:?}");
+        assert!(ctx.query_port(2).is_err(), "the device has one port");
+        let g = select_gid(&ctx.gid_table(1, port.gid_tbl_len), port.link_layer, None).unwrap();
+        assert_eq!(
+            (g.index, &g.gid[10..]),
+            (3, &[0xff, 0xff, 127, 0, 0, 1][..]),
+            "lo's IPv4 as RoCE v2"
+        );
+        let pd = Pd::new(&ctx).unwrap();
+        let cq = Cq::new(&ctx, 16).unwrap();
+        let caps = QpCaps {
+            send_wr: 2,
+            recv_wr: 1,
+            inline: 64,
+        };
+        let (mut a, mut b) = (RcQp::new(&pd, &cq, caps).unwrap(), RcQp::new(&pd, &cq, caps).unwrap());
+        // SAFETY: a zero-length write reads no memory.
+        let e = unsafe { a.post_write_imm(1, std::ptr::null(), 0, Some(0), (8, 0), 0) }.unwrap_err();
+        assert!(e.contains("ibv_post_send"), "{e}");
+        assert!(b.post_recv(1).is_err(), "a QP in RESET takes no receive");
+        let rtr = |dest_qpn| RtrParams {
+            dest_qpn,
+            rq_psn: 0,
+            path_mtu: 1024,
+            dlid: 0,
+            grh: Some((g.gid, g.index)),
+            port: 1,
+            min_rnr_timer: 1,
+            max_dest_rd_atomic: 1,
+        };
+        let rts = RtsParams {
+            sq_psn: 0,
+            timeout: 10,
+            retry_cnt: 2,
+            rnr_retry: 1,
+            max_rd_atomic: 1,
+        };
+        let (qa, qb) = (a.qpn(), b.qpn());
+        for (qp, peer) in [(&mut a, qb), (&mut b, qa)] {
+            qp.modify_to_init(1).unwrap();
+            qp.modify_to_rtr(&rtr(peer)).unwrap();
+            qp.modify_to_rts(&rts).unwrap();
+        }
+        b.post_recv(7).unwrap();
+        assert!(b.post_recv(8).is_err(), "max_recv_wr 1 as created");
+        let mut win = vec![0u8; 64];
+        // SAFETY: win outlives its registration (dropped after it, at the end).
+        let wmr = unsafe { Mr::register(&pd, win.as_mut_ptr(), win.len()) }.unwrap();
+        let remote = (win.as_ptr() as u64, wmr.rkey());
+        let src = [5u8; 16];
+        // SAFETY: inline: copied during the call.
+        unsafe { a.post_write_imm(10, src.as_ptr(), 16, None, remote, 42) }.unwrap();
+        let mut got = completions(&cq, 2);
+        got.sort_unstable();
+        assert_eq!(got, [(7, st::IBV_WC_SUCCESS, 42), (10, st::IBV_WC_SUCCESS, 0)]);
+        assert_eq!(win[..16], [5; 16]);
+        // No receive posted: RNR NAKs, one retry, then the error and the next request flushed.
+        // SAFETY: inline, as above.
+        unsafe { a.post_write_imm(11, src.as_ptr(), 16, None, remote, 1) }.unwrap();
+        unsafe { a.post_write_imm(12, src.as_ptr(), 16, None, remote, 2) }.unwrap();
+        let got = completions(&cq, 2);
+        assert_eq!(
+            got,
+            [(11, st::IBV_WC_RNR_RETRY_EXC_ERR, 0), (12, st::IBV_WC_WR_FLUSH_ERR, 0)]
+        );
+        // A fresh pair: an lkey no MR has fails the write with a local protection error.
+        let (mut c, mut d) = (RcQp::new(&pd, &cq, caps).unwrap(), RcQp::new(&pd, &cq, caps).unwrap());
+        let (qc, qd) = (c.qpn(), d.qpn());
+        for (qp, peer) in [(&mut c, qd), (&mut d, qc)] {
+            qp.modify_to_init(1).unwrap();
+            qp.modify_to_rtr(&rtr(peer)).unwrap();
+            qp.modify_to_rts(&rts).unwrap();
+        }
+        d.post_recv(9).unwrap();
+        // SAFETY: the provider checks the lkey before reading anything.
+        unsafe { c.post_write_imm(13, src.as_ptr(), 16, Some(0xdead), remote, 3) }.unwrap();
+        assert_eq!(completions(&cq, 1), [(13, st::IBV_WC_LOC_PROT_ERR, 0)]);
+    }
+}
