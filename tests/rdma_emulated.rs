@@ -216,6 +216,40 @@ fn tcp_and_rdma_in_one_run_are_compared() {
     );
 }
 
+#[test]
+fn info_lists_the_emulated_device_through_verbs() {
+    let Some(dir) = provider() else { return };
+    if Path::new("/sys/class/infiniband")
+        .read_dir()
+        .is_ok_and(|mut d| d.next().is_some())
+    {
+        eprintln!("skipped: this host has RDMA devices in sysfs, which info lists first");
+        return;
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_collbench"))
+        .env("LD_LIBRARY_PATH", dir)
+        .env("FAKEVERBS_NETDEV", "lo")
+        .env_remove("COLLBENCH_RANK")
+        .arg("info")
+        .output()
+        .expect("collbench runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = out
+        .lines()
+        .find(|l| l.contains(DEV))
+        .unwrap_or_else(|| panic!("no {DEV} row:\n{out}"));
+    assert!(
+        row.contains("ACTIVE") && row.contains("Ethernet") && row.contains("100 Gb/sec"),
+        "{row}"
+    );
+}
+
 /// The last `collbench: error:` lines.
 fn errors(r: &Run) -> String {
     r.stderr

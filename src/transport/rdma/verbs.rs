@@ -63,6 +63,48 @@ pub fn device_names() -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// The devices the verbs library sees with their ports, for `collbench info` on a host whose sysfs has no
+/// RDMA tree (a container without /sys/class/infiniband, or a software provider): what `ibv_devinfo` shows.
+pub fn inventory() -> Vec<crate::net::rdma::RdmaDevice> {
+    let names = device_names().unwrap_or_default();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let ctx = Context::open(&name).ok()?;
+            // Ports count from 1; the first that does not answer is past the last.
+            let ports = (1..=8u8)
+                .map_while(|p| ctx.query_port(p).ok().map(|a| (p, a)))
+                .map(|(p, a)| crate::net::rdma::RdmaPort {
+                    port: p as u32,
+                    state: Some(if a.active { "ACTIVE" } else { "DOWN" }.to_string()),
+                    phys_state: None,
+                    rate: a.rate_gbit.map(|g| format!("{g} Gb/sec")),
+                    link_layer: Some(
+                        match a.link_layer {
+                            LinkLayer::InfiniBand => "InfiniBand",
+                            LinkLayer::Ethernet => "Ethernet",
+                            LinkLayer::Unknown => "Unknown",
+                        }
+                        .to_string(),
+                    ),
+                    gid0: ctx.query_gid(p, 0).ok().map(|g| {
+                        g.chunks(2)
+                            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+                            .collect::<Vec<_>>()
+                            .join(":")
+                    }),
+                    netdevs: Vec::new(),
+                })
+                .collect();
+            Some(crate::net::rdma::RdmaDevice {
+                name,
+                node_guid: None,
+                ports,
+            })
+        })
+        .collect()
+}
+
 /// What a port reports through `ibv_query_port`.
 #[derive(Clone, Debug)]
 pub struct PortAttr {
