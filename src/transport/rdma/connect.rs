@@ -6,7 +6,6 @@
 //! the peer's lane i), receives are posted, and a barrier makes sure no rank writes before its peer is ready.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
 
 use super::advice::completion_error;
 use super::endpoint::{QpEndpoint, QpNumbers, RemoteWindow, ENDPOINT_VERSION};
@@ -252,7 +251,7 @@ pub fn connect<C: Transport + ?Sized>(
     let (gid_index, gid) = match (port.link_layer, target.gid_index) {
         (LinkLayer::InfiniBand, None) => (0, ctx.query_gid(target.port, 0).unwrap_or([0; 16])),
         (link, wanted) => {
-            let entries = sysfs::gids(Path::new(sysfs::SYSFS_IB), &target.device, target.port);
+            let entries = ctx.gid_table(target.port, port.gid_tbl_len);
             let g = sysfs::select_gid(&entries, link, wanted).map_err(env_err)?;
             (g.index, g.gid)
         }

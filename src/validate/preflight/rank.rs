@@ -294,6 +294,11 @@ fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
                     let rate = given_rate.clone().or_else(|| {
                         crate::transport::rdma::sysfs::port_info(sys, device, *port)
                             .and_then(|i| i.rate_gbit())
+                            .or_else(|| {
+                                // No sysfs tree (a container without /sys/class/infiniband): ask the device.
+                                let ctx = crate::transport::rdma::verbs::Context::open(device).ok()?;
+                                ctx.query_port(*port).ok()?.rate_gbit
+                            })
                             .map(|g| (g / 8.0, format!("rate of {device} port {port}")))
                     });
                     (
