@@ -217,6 +217,32 @@ fn tcp_and_rdma_in_one_run_are_compared() {
 }
 
 #[test]
+fn queue_pairs_are_set_up_once_per_run_however_many_sweeps() {
+    let Some(dir) = provider() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let created = |sweeps: &[&str], name: &str| {
+        let log = tmp.path().join(name);
+        let mut args = vec!["--np", "2", "--collective", "all_reduce,all_gather", "-n", "2", "-w", "1"];
+        args.extend_from_slice(sweeps);
+        let paths = format!("tcp@lo,{}", transport());
+        args.extend(["--transport", &paths]);
+        let r = run(dir, &[("FAKE_CALL_LOG", log.to_str().unwrap())], &args);
+        assert_clean(&r, 1);
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == "ibv_create_qp")
+            .count()
+    };
+    // Three repeats with every point its own turn: 3 x 4 points x 2 collectives sweeps of the rdma path.
+    let many = created(&["-b", "8", "-e", "4K", "-f", "8", "--repeat", "3", "--interleave", "point"], "many");
+    let once = created(&["-b", "8", "-e", "8"], "once");
+    // Two ranks, one queue pair each way per rank.
+    assert_eq!(once, 2, "one queue pair per rank and peer");
+    assert_eq!(many, once, "queue pairs must not be made again per sweep");
+}
+
+#[test]
 fn info_lists_the_emulated_device_through_verbs() {
     let Some(dir) = provider() else { return };
     if Path::new("/sys/class/infiniband")

@@ -54,6 +54,17 @@ static void diag(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* FAKE_CALL_LOG=FILE: each queue pair created appends a line to FILE, so tests can count set-ups per run. */
+static void log_call(const char *name)
+{
+	const char *path = getenv("FAKE_CALL_LOG");
+	FILE *f = path ? fopen(path, "a") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", name);
+		fclose(f);
+	}
+}
+
 /* ---- faults for tests: FAKEVERBS_FAULT=RANK:KIND:N, applied in the process whose COLLBENCH_RANK (or RANK) is RANK ----
  * bad_rkey: the Nth RDMA write with data this process posts carries a wrong rkey (as a broken application
  * would); qp_error: after N accepted writes, the QP that took the Nth moves to the error state (as
@@ -1164,6 +1175,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 		errno = ENOMEM;
 		return NULL;
 	}
+	log_call("ibv_create_qp");
 	struct fqp *qp = calloc(1, sizeof(*qp));
 	int idx = c->next_qp++;
 	c->qps[idx] = qp;
