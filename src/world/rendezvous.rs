@@ -449,8 +449,8 @@ pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
                 super::env::ROOT,
                 format!(
                     "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' after trying for {:.1} s \
-                     ({err}); it must name an address of rank 0's own host and a free port (raise -T/--timeout if \
-                     its DNS record appears late)",
+                     ({err}); it must name an address of rank 0's own host and a free port (raise --bootstrap-timeout \
+                     if its DNS record appears later)",
                     super::hostname(),
                     started.elapsed().as_secs_f64()
                 ),
@@ -675,7 +675,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(root) && e.contains("after trying for") && e.contains("-T"),
+            e.contains(root) && e.contains("after trying for") && e.contains("--bootstrap-timeout"),
             "{e}"
         );
         // An address that resolves but is not this host's fails without waiting for the deadline.
