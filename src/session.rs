@@ -230,6 +230,7 @@ pub fn connect_with(
     exchange: Exchange<'_>,
     pairs: Pairs,
 ) -> Result<Session> {
+    world::launcher_abort::outlive_launcher_abort(|k| std::env::var(k).ok());
     let started = Instant::now();
     let deadline = started + opts.bootstrap_timeout;
     let (mut world, bound) = match exchange {
@@ -327,7 +328,7 @@ fn via_rendezvous(
     let single_host = single_host_job(id, world::env::local_size_from(|k| std::env::var(k).ok()));
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
-        let listener = rendezvous::bind_root(root)?;
+        let listener = rendezvous::bind_root(root, deadline)?;
         let (size, token, timeout) = (id.size, id.token, opts.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));

@@ -5,6 +5,7 @@
 //! back every rank's endpoint. With no launcher, [`local`] spawns the ranks itself.
 
 pub mod env;
+pub mod launcher_abort;
 pub mod local;
 pub mod rendezvous;
 

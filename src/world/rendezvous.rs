@@ -428,30 +428,57 @@ fn resolve_until(root: &str, deadline: Instant) -> std::io::Result<Vec<SocketAdd
     })
 }
 
-/// Binds the rendezvous service on `root` for rank 0: the address must belong to this host.
-pub fn bind_root(root: &str) -> Result<TcpListener> {
-    let addrs = resolve(root).map_err(|e| {
-        Error::usage(
-            super::env::ROOT,
-            format!("rank 0 cannot resolve the rendezvous address '{root}': {e}"),
-        )
-    })?;
-    let mut last = None;
-    for a in &addrs {
+/// Binds the rendezvous service on `root` for rank 0: the address must belong to this host. A name that
+/// does not resolve yet (a headless Service's DNS record appears after the pod starts) is looked up again
+/// until `deadline`, the bootstrap's, as the other ranks retry their connect; the first miss is said once
+/// on stderr, so a user sees why rank 0 waits. An address that resolves but is not this host's fails at
+/// once.
+pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        let (err, retry) = match resolve_until(root, deadline) {
+            Ok(addrs) => match bind_any(&addrs) {
+                Ok(l) => return Ok(l),
+                Err(e) => (e, false),
+            },
+            Err(e) => (format!("cannot resolve it: {e}"), true),
+        };
+        if !retry || Instant::now() >= deadline {
+            return Err(Error::usage(
+                super::env::ROOT,
+                format!(
+                    "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' after trying for {:.1} s \
+                     ({err}); it must name an address of rank 0's own host and a free port (raise --bootstrap-timeout \
+                     if its DNS record appears later)",
+                    crate::net::hostname(),
+                    started.elapsed().as_secs_f64()
+                ),
+            ));
+        }
+        if !said {
+            said = true;
+            eprintln!(
+                "collbench: rank 0 (host {}): the rendezvous address '{root}' is not usable yet ({err}); retrying \
+                 until the bootstrap deadline",
+                crate::net::hostname()
+            );
+        }
+        // A DNS record or an address still appearing: look again shortly.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Binds the first of `addrs` that this host can listen on; else the last failure.
+fn bind_any(addrs: &[SocketAddr]) -> std::result::Result<TcpListener, String> {
+    let mut last = "it resolves to no address".to_string();
+    for a in addrs {
         match TcpListener::bind(a) {
             Ok(l) => return Ok(l),
-            Err(e) => last = Some(format!("{a}: {e}")),
+            Err(e) => last = format!("{a}: {e}"),
         }
     }
-    Err(Error::usage(
-        super::env::ROOT,
-        format!(
-            "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of \
-             rank 0's own host and a free port",
-            crate::net::hostname(),
-            last.unwrap_or_else(|| "no address".into())
-        ),
-    ))
+    Err(last)
 }
 
 /// Connects to the rendezvous at `root`, retrying (it may not be up yet, or its name not yet resolvable)
@@ -638,6 +665,23 @@ mod tests {
         let e0 = await_welcome(slow, &root, &msg(0), deadline()).unwrap_err().to_string();
         assert!(e0.contains("rank 2 (host h") && e0.contains("dropped"), "{e0}");
         assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn rank_0_retries_a_rendezvous_name_until_the_deadline_and_then_names_it() {
+        // .invalid never resolves (RFC 6761): the lookup is retried, then the error names the address.
+        let root = "collbench-rendezvous.invalid:29500";
+        let e = bind_root(root, Instant::now() + Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(root) && e.contains("after trying for") && e.contains("--bootstrap-timeout"),
+            "{e}"
+        );
+        // An address that resolves but is not this host's fails without waiting for the deadline.
+        let t = Instant::now() + Duration::from_secs(3600);
+        let e = bind_root("192.0.2.1:29500", t).unwrap_err().to_string();
+        assert!(e.contains("192.0.2.1:29500") && e.contains("own host"), "{e}");
     }
 
     #[test]
