@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod cost;
 pub mod csv;
+pub mod document;
 pub mod file;
 mod format;
 pub mod info;

@@ -19,8 +19,9 @@ pub struct Endpoint {
     pub reason: Option<String>,
 }
 
-/// Where one rank ran.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+/// Where one rank ran. Fields a file lacks read as empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct RankInfo {
     pub rank: usize,
     pub pid: u32,
@@ -38,8 +39,9 @@ pub struct RankInfo {
     pub device: Option<String>,
 }
 
-/// Metadata of one run, known before the first point.
-#[derive(Clone, Debug, Serialize)]
+/// Metadata of one run, known before the first point. Fields a file lacks read as empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunInfo {
     /// collbench version.
     pub version: String,
@@ -187,7 +189,7 @@ pub struct Timing {
 }
 
 /// The first wrong element seen at one point, with where it was.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WrongElement {
     pub rank: usize,
     pub host: String,
