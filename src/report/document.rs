@@ -399,6 +399,9 @@ impl Document<SummaryView> {
         rest["results"] = Value::Array(Vec::new());
         let mut read: Document = Document::deserialize(&rest).map_err(|e| format!("{e}; {WHAT_TO_GIVE}"))?;
         read.results = results;
+        if let Some(c) = &mut read.collbench {
+            c.run.upgrade();
+        }
         Ok(read)
     }
 

@@ -8,7 +8,7 @@ use super::document::{
     AverageBusBw, Collbench, Config, Device, Document, Entry, JBool, MemoryNote, OutOfBounds, Placement,
 };
 use super::file::write_atomic;
-use super::params::{Params, StepView};
+use super::params::{RunParams, StepView};
 use super::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
 use super::summary::summarize;
 use super::Reporter;
@@ -68,26 +68,26 @@ impl Reporter for JsonReporter {
 
 impl MemoryNote {
     fn of(run: &RunInfo) -> MemoryNote {
-        let p = Params::from_options(&run.options);
+        let p = &run.params;
         let kind = p.memory.clone().unwrap_or_else(|| "host".into());
         MemoryNote {
             times_include_staging: kind == "cuda",
-            reductions: if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+            reductions: if p.reduce_on_device {
                 "device (all_reduce, reduce_scatter; reduce on the host)"
             } else {
                 "host"
             }
             .into(),
-            direct_paths: direct_paths(&p),
+            direct_paths: direct_paths(p),
             rdma_route: run.rdma_route.clone(),
-            emulated: run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true),
+            emulated: p.emulate_device,
             kind,
         }
     }
 }
 
 /// The paths of the run that take device memory directly (nccl).
-fn direct_paths(p: &Params) -> Vec<String> {
+fn direct_paths(p: &RunParams) -> Vec<String> {
     p.transports.iter().filter(|t| *t == "nccl").cloned().collect()
 }
 
@@ -137,7 +137,7 @@ fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>)
 }
 
 fn config(run: &RunInfo) -> Config {
-    let p = Params::from_options(&run.options);
+    let p = &run.params;
     let (step_factor, step_bytes) = match p.step {
         Some(StepView::Factor(f)) => (Some(f), None),
         Some(StepView::Bytes(b)) => (None, Some(b)),
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn nccl_is_listed_as_a_direct_path() {
         let o = serde_json::json!({"transports": ["tcp@lo", "nccl"], "memory": "cuda"});
-        let direct = |o: &Value| direct_paths(&Params::from_options(o));
+        let direct = |o: &Value| direct_paths(&RunParams::from_legacy(o));
         assert_eq!(direct(&o), vec!["nccl".to_string()]);
         assert!(direct(&serde_json::json!({"transports": ["tcp"]})).is_empty());
         assert!(direct(&serde_json::json!({})).is_empty());
@@ -379,6 +379,13 @@ mod tests {
                 if v.get("collbench").is_some_and(Value::is_object) && v.get("results").is_some() {
                     let doc = crate::report::results_file::parse(&v, &f.display().to_string()).unwrap();
                     assert_eq!(doc.results.len(), v["results"].as_array().unwrap().len());
+                    // Their `options` object reads as the params record.
+                    let run = &doc.collbench.as_ref().unwrap().run;
+                    assert!(
+                        run.params.min_bytes.is_some() && run.params.iters.is_some(),
+                        "{}",
+                        f.display()
+                    );
                     read += 1;
                 }
             }
@@ -391,8 +398,8 @@ mod tests {
         let mut run = run_info(false);
         let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
         assert!(note.get("rdma_route").is_none(), "{note}");
-        run.options["memory"] = "cuda".into();
-        run.options["transports"] = serde_json::json!(["tcp@lo", "rdma@mlx5_0:1"]);
+        run.params.memory = Some("cuda".into());
+        run.params.transports = vec!["tcp@lo".into(), "rdma@mlx5_0:1".into()];
         run.rdma_route = Some("staging through host memory (no GPUDirect RDMA route: ...)".into());
         let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
         assert_eq!(note["rdma_route"], run.rdma_route.clone().unwrap().as_str());

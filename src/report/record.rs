@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::params::RunParams;
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 
@@ -62,12 +63,27 @@ pub struct RunInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<Connections>,
     pub ranks: Vec<RankInfo>,
-    /// Validated options, as the run used them.
-    pub options: serde_json::Value,
+    /// The run's parameters, as the run used them.
+    pub params: RunParams,
+    /// Files written before [`RunParams`] carry the serialised options instead; read only, to fill
+    /// `params` ([`RunInfo::upgrade`]).
+    #[serde(skip_serializing, rename = "options")]
+    pub legacy_options: Option<serde_json::Value>,
     /// rdma paths on device memory only: how they move device buffers, and whether rank 0's host has a
     /// GPUDirect RDMA route ([`crate::memory::gpudirect`]). Written once, in the JSON's `collbench.memory`.
     #[serde(skip)]
     pub rdma_route: Option<String>,
+}
+
+impl RunInfo {
+    /// Fills `params` from the old `options` object of a file written before the params record.
+    pub fn upgrade(&mut self) {
+        if self.params.version == 0 {
+            if let Some(o) = &self.legacy_options {
+                self.params = RunParams::from_legacy(o);
+            }
+        }
+    }
 }
 
 /// The data connections of a run: the rank pairs every TCP path connected, and why.
