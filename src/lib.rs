@@ -14,7 +14,8 @@
 //!   whose copies overlap the network) or passed directly.
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
-//! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
+//! - [`report`]: one record schema; the results document (written by `run -J`, read by `compare`, `model`,
+//!   `plot`, `preflight`) with its params record; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
 //! - [`compare`]: two results files against each other, regressions with significance (`collbench compare`).

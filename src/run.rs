@@ -186,7 +186,8 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                 ..report::Connections::of(&sess.links, opts.streams, sess.transports.len())
             }),
             ranks: with_devices(sess.world.ranks.clone(), devices),
-            options: serde_json::to_value(opts).expect("options serialise"),
+            params: report::RunParams::from_options(opts),
+            legacy_options: None,
             rdma_route: rdma_route(opts),
         };
         for r in &mut reporters {
