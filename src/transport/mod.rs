@@ -14,6 +14,7 @@
 //! - Errors say which rank, which peer (rank, host, address), which operation and what to do.
 
 pub mod rdma;
+mod requests;
 pub mod tcp;
 
 use crate::error::Result;

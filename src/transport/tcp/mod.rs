@@ -32,6 +32,7 @@ pub use connect::{connect_all, TcpListenerBound};
 use progress::{Op, Stream, MAX_ABORT_BODY};
 
 use crate::error::{Error, Result};
+use crate::transport::requests::Requests;
 use crate::transport::{Request, Transport};
 
 /// Tuning of the TCP transport.
@@ -142,9 +143,7 @@ pub struct TcpTransport {
     /// The path's name, as [`Transport::path`] gives it.
     path: String,
     peers: Vec<Option<Peer>>,
-    /// Per request slot: parts still in flight and a generation that invalidates stale handles.
-    slots: Vec<(u32, u32)>,
-    free: Vec<usize>,
+    requests: Requests,
     cfg: TcpConfig,
     poisoned: Option<String>,
     /// The peer this rank's own failure was about (a timeout or a broken connection).
@@ -189,8 +188,7 @@ impl TcpTransport {
             iface,
             path,
             peers,
-            slots: Vec::new(),
-            free: Vec::new(),
+            requests: Requests::default(),
             cfg,
             poisoned: None,
             suspect: None,
@@ -461,7 +459,7 @@ impl TcpTransport {
                 for s in &mut p.streams {
                     drained &= s.push_out();
                     if !s.closed {
-                        let _ = s.drive(&mut []);
+                        let _ = s.drive(&mut Requests::default());
                     }
                 }
             }
@@ -523,23 +521,6 @@ impl TcpTransport {
         }
     }
 
-    fn alloc_slot(&mut self, parts: u32) -> Request {
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slots.push((0, 0));
-                self.slots.len() - 1
-            }
-        };
-        self.slots[slot].0 = parts;
-        Request(slot, self.slots[slot].1)
-    }
-
-    fn release(&mut self, slot: usize) {
-        self.slots[slot].1 = self.slots[slot].1.wrapping_add(1);
-        self.free.push(slot);
-    }
-
     /// Splits a message into (stream, offset, length) parts, identically on sender and receiver.
     fn plan_parts(&self, msg_index: u64, len: usize, nstreams: usize, mut f: impl FnMut(usize, usize, usize)) -> u32 {
         if nstreams > 1 && len >= self.cfg.stripe_min {
@@ -563,7 +544,7 @@ impl TcpTransport {
         let mut failure = None;
         'peers: for p in self.peers.iter_mut().flatten() {
             for (si, s) in p.streams.iter_mut().enumerate() {
-                match s.drive(&mut self.slots) {
+                match s.drive(&mut self.requests) {
                     Ok(true) => {
                         moved = true;
                         p.last_progress = Instant::now();
@@ -746,7 +727,7 @@ impl TcpTransport {
             parts[n] = (s, off, l);
             n += 1;
         });
-        let req = self.alloc_slot(nparts);
+        let req = self.requests.open(nparts);
         let p = self.peers[peer].as_mut().expect("checked");
         if is_send {
             p.sent_msgs += 1;
@@ -798,21 +779,16 @@ impl Transport for TcpTransport {
     }
 
     fn wait(&mut self, req: Request) -> Result<()> {
-        let Request(slot, gen) = req;
         let deadline = Instant::now() + self.cfg.timeout;
         let mut spin = Spin::new(self.cfg.spin);
         loop {
             if let Some(msg) = &self.poisoned {
                 return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
             }
-            if self.slots[slot].1 != gen {
-                return Ok(()); // completed and released by wait_all
-            }
-            if self.slots[slot].0 == 0 {
-                self.release(slot);
+            if self.requests.finish(&req) {
                 return Ok(());
             }
-            if !self.progress()? && self.slots[slot].0 != 0 && !spin.keep_spinning() {
+            if !self.progress()? && !self.requests.done(&req) && !spin.keep_spinning() {
                 self.block(deadline)?;
             }
         }
@@ -828,11 +804,7 @@ impl Transport for TcpTransport {
             let busy = self.peers.iter().flatten().any(|p| p.streams.iter().any(|s| s.busy()));
             if !busy {
                 // Everything has completed: release every slot at once (stale handles see a new generation).
-                for s in &mut self.slots {
-                    s.1 = s.1.wrapping_add(1);
-                }
-                self.free.clear();
-                self.free.extend(0..self.slots.len());
+                self.requests.release_all();
                 return Ok(());
             }
             if !self.progress()? && !spin.keep_spinning() {
@@ -842,7 +814,7 @@ impl Transport for TcpTransport {
     }
 
     fn pending(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.requests.pending()
     }
 }
 
