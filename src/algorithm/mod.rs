@@ -10,7 +10,6 @@
 //! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 
 mod bruck;
-pub mod control;
 mod pairwise;
 pub mod peers;
 mod rd;
@@ -26,6 +25,7 @@ use crate::error::Result;
 use crate::memory::HostBuf;
 use crate::options::AlgoChoice;
 use crate::reduce::{Dtype, Op};
+pub use crate::transport::control;
 use crate::transport::{Request, Transport};
 
 pub(crate) use bufs::Bufs;

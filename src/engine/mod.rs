@@ -13,6 +13,8 @@ pub mod direct;
 #[cfg(test)]
 mod one_rank;
 pub mod pieces;
+#[cfg(test)]
+mod rdma_transport_tests;
 pub mod staged;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.

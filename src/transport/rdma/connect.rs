@@ -14,10 +14,9 @@ use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::qp::{LocalPort, Qp, Rts};
 use super::sysfs::{self, LinkLayer};
 use super::verbs::{Context, Cq, Mr, Pd, QpCaps, RcQp};
-use crate::algorithm::control;
 use crate::error::{Error, Result};
 use crate::memory::HostBuf;
-use crate::transport::{self, Transport};
+use crate::transport::{self, control, Transport};
 
 /// Marks receive work requests (their id is the peer's rank).
 const RECV_TAG: u64 = 1 << 62;

@@ -17,7 +17,7 @@ pub mod connect;
 pub mod credit;
 pub mod endpoint;
 #[cfg(test)]
-mod mem;
+pub(crate) mod mem;
 pub mod mr_cache;
 pub mod proto;
 pub mod qp;
