@@ -4,7 +4,8 @@
 //! takes only some of what is on its way, so fragments of one peer overtake each other as they may on
 //! hardware. Data lands in the window when written (the credits, not the delivery, must keep it from
 //! overwriting a slot not yet copied out). `hold_credits` delays credit returns to force the sender to
-//! stall on a full window.
+//! stall on a full window. [`run_ranks`] and [`run_lanes`] run a closure on n such ranks, each with its
+//! transport; the transport's tests and the engine's tests over it share them.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
