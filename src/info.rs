@@ -36,11 +36,9 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
         let (per_host, paths) = ([(mine.host.clone(), args.np)], [(mine.host.clone(), iface)]);
         return report(std::slice::from_ref(&mine), &per_host, &paths, args);
     };
-    let opts = Options {
-        iface: args.iface.clone(),
-        timeout: Duration::from_secs(args.timeout),
-        ..Options::default()
-    };
+    let mut opts = Options::default();
+    opts.tcp.iface = args.iface.clone();
+    opts.deadlines.timeout = Duration::from_secs(args.timeout);
     #[cfg(feature = "mpi")]
     let mpi = if id.root.is_none() {
         Some(crate::mpi::Mpi::init()?)

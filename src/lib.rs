@@ -1,7 +1,9 @@
 //! collbench: a collective-communication benchmark and network validator.
 //!
 //! # Layout
-//! - [`cli`]: the command line (clap derive only); [`options`] turns it into validated, typed options.
+//! - [`cli`]: the command line (clap derive only); [`options`] is the aggregate of validated, typed parts, each
+//!   owned and validated by the module that uses it (sweep by [`bench`](mod@bench), outputs by [`report`], ...),
+//!   and the [`options::Agreement`] every rank must share; [`flags`]: the small parsers the parts share.
 //! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
 //! - [`transport`]: the one trait algorithms see; [`transport::tcp`] implements it over sockets,
 //!   [`transport::rdma`] over ibverbs (verbs calls behind the `rdma` feature).
@@ -26,7 +28,7 @@
 //! - [`gpumatrix`]: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
-//! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
+//! - [`error`]: errors and exit codes; [`fault`]: the hidden testing aids (`--fault`, `--corrupt-rank`).
 
 pub mod algorithm;
 pub mod bench;
@@ -36,6 +38,7 @@ pub mod compare;
 pub mod engine;
 pub mod error;
 pub mod fault;
+pub mod flags;
 pub mod gpumatrix;
 pub mod info;
 pub mod memory;

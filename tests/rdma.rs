@@ -179,13 +179,11 @@ mod hardware {
         let Some(t) = target(test) else {
             return;
         };
-        let opts = Options {
-            timeout: Duration::from_secs(30),
-            ..Options::default()
-        };
+        let mut opts = Options::default();
+        opts.deadlines.timeout = Duration::from_secs(30);
         let results = session::run_threads(2, &opts, |sess| {
             let host = sess.world.host.clone();
-            let cfg = default_config(opts.timeout, qps);
+            let cfg = default_config(opts.deadlines.timeout, qps);
             let mut rd = connect(&mut sess.transports[0], &host, &t, cfg).unwrap();
             let (n, r) = (rd.size(), rd.rank());
             for count in [0usize, 1, 1000, 3 << 20] {

@@ -222,7 +222,16 @@ fn queue_pairs_are_set_up_once_per_run_however_many_sweeps() {
     let tmp = tempfile::tempdir().unwrap();
     let created = |sweeps: &[&str], name: &str| {
         let log = tmp.path().join(name);
-        let mut args = vec!["--np", "2", "--collective", "all_reduce,all_gather", "-n", "2", "-w", "1"];
+        let mut args = vec![
+            "--np",
+            "2",
+            "--collective",
+            "all_reduce,all_gather",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ];
         args.extend_from_slice(sweeps);
         let paths = format!("tcp@lo,{}", transport());
         args.extend(["--transport", &paths]);
@@ -235,7 +244,21 @@ fn queue_pairs_are_set_up_once_per_run_however_many_sweeps() {
             .count()
     };
     // Three repeats with every point its own turn: 3 x 4 points x 2 collectives sweeps of the rdma path.
-    let many = created(&["-b", "8", "-e", "4K", "-f", "8", "--repeat", "3", "--interleave", "point"], "many");
+    let many = created(
+        &[
+            "-b",
+            "8",
+            "-e",
+            "4K",
+            "-f",
+            "8",
+            "--repeat",
+            "3",
+            "--interleave",
+            "point",
+        ],
+        "many",
+    );
     let once = created(&["-b", "8", "-e", "8"], "once");
     // Two ranks, one queue pair each way per rank.
     assert_eq!(once, 2, "one queue pair per rank and peer");

@@ -10,6 +10,7 @@
 //! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 
 mod bruck;
+pub mod options;
 mod pairwise;
 pub mod peers;
 mod rd;
@@ -20,10 +21,10 @@ mod bufs;
 
 use std::fmt;
 
+use crate::algorithm::options::AlgoChoice;
 use crate::collective::Collective;
 use crate::error::Result;
 use crate::memory::HostBuf;
-use crate::options::AlgoChoice;
 use crate::reduce::{Dtype, Op};
 pub use crate::transport::control;
 use crate::transport::{Request, Transport};

@@ -12,6 +12,7 @@ use crate::transport::Transport;
 pub mod direct;
 #[cfg(test)]
 mod one_rank;
+pub mod options;
 pub mod pieces;
 #[cfg(test)]
 mod rdma_transport_tests;
@@ -72,11 +73,11 @@ impl<T: Transport> Native<T> {
             transport,
             workspace: Workspace::default(),
             tune: Tuning {
-                chunk_bytes: opts.chunk_bytes,
+                chunk_bytes: opts.algorithm.chunk_bytes,
                 ..Tuning::default()
             },
-            choice: opts.algo,
-            threshold: opts.algo_threshold,
+            choice: opts.algorithm.algo,
+            threshold: opts.algorithm.algo_threshold,
         }
     }
 }

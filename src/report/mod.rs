@@ -11,6 +11,7 @@ mod gpu_topo;
 pub mod info;
 pub mod json;
 pub mod markdown;
+pub mod outputs;
 pub mod params;
 pub mod record;
 pub mod results_file;

@@ -100,37 +100,37 @@ impl RunParams {
         let names = |v: Vec<Option<String>>| v.into_iter().flatten().collect();
         RunParams {
             version: RUN_PARAMS_VERSION,
-            min_bytes: Some(o.sizes.min),
-            max_bytes: Some(o.sizes.max),
-            step: Some(match o.sizes.step {
+            min_bytes: Some(o.sweep.sizes.min),
+            max_bytes: Some(o.sweep.sizes.max),
+            step: Some(match o.sweep.sizes.step {
                 Step::Factor(f) => StepView::Factor(f),
                 Step::Bytes(b) => StepView::Bytes(b),
             }),
-            iters: Some(u64::from(o.iters)),
-            warmup: Some(u64::from(o.warmup)),
-            check_iters: Some(u64::from(o.check_iters)),
-            repeat: Some(u64::from(o.repeat)),
-            interleave: name(&o.interleave),
-            collectives: names(o.collectives.iter().map(name).collect()),
-            dtypes: names(o.dtypes.iter().map(name).collect()),
-            ops: names(o.ops.iter().map(name).collect()),
-            root: Some(o.root as u64),
-            algo: name(&o.algo),
-            algo_threshold: o.algo_threshold,
-            rank_stat: name(&o.rank_stat),
-            percentiles: o.percentiles,
-            transports: o.transports.iter().map(ToString::to_string).collect(),
-            streams: Some(o.streams as u64),
-            chunk_bytes: Some(o.chunk_bytes as u64),
-            sndbuf: Some(o.sndbuf.map_or_else(|| "auto".to_string(), |b| b.to_string())),
-            tcp_congestion: o.tcp_congestion.clone(),
-            timeout_s: Some(o.timeout.as_secs_f64()),
-            bootstrap_timeout_s: Some(o.bootstrap_timeout.as_secs_f64()),
-            connect_timeout_s: Some(o.connect_timeout.as_secs_f64()),
-            memory: name(&o.memory),
-            staging_pieces: Some(o.staging_pieces as u64),
-            reduce_on_device: o.reduce_on_device,
-            emulate_device: o.emulate_device,
+            iters: Some(u64::from(o.sweep.iters)),
+            warmup: Some(u64::from(o.sweep.warmup)),
+            check_iters: Some(u64::from(o.sweep.check_iters)),
+            repeat: Some(u64::from(o.sweep.repeat)),
+            interleave: name(&o.sweep.interleave),
+            collectives: names(o.sweep.collectives.iter().map(name).collect()),
+            dtypes: names(o.sweep.dtypes.iter().map(name).collect()),
+            ops: names(o.sweep.ops.iter().map(name).collect()),
+            root: Some(o.sweep.root as u64),
+            algo: name(&o.algorithm.algo),
+            algo_threshold: o.algorithm.algo_threshold,
+            rank_stat: name(&o.sweep.rank_stat),
+            percentiles: o.sweep.percentiles,
+            transports: o.paths.transports.iter().map(ToString::to_string).collect(),
+            streams: Some(o.tcp.streams as u64),
+            chunk_bytes: Some(o.algorithm.chunk_bytes as u64),
+            sndbuf: Some(o.tcp.sndbuf.map_or_else(|| "auto".to_string(), |b| b.to_string())),
+            tcp_congestion: o.tcp.tcp_congestion.clone(),
+            timeout_s: Some(o.deadlines.timeout.as_secs_f64()),
+            bootstrap_timeout_s: Some(o.deadlines.bootstrap_timeout.as_secs_f64()),
+            connect_timeout_s: Some(o.deadlines.connect_timeout.as_secs_f64()),
+            memory: name(&o.buffers.memory),
+            staging_pieces: Some(o.buffers.staging_pieces as u64),
+            reduce_on_device: o.buffers.reduce_on_device,
+            emulate_device: o.buffers.emulate_device,
         }
     }
 
@@ -230,10 +230,8 @@ mod tests {
         assert!(p.chunk_bytes.is_some() && p.timeout_s.is_some());
         assert_eq!(p.interleave.as_deref(), Some("sweep"));
         assert_eq!(p.sndbuf.as_deref(), Some("524288"));
-        let auto = Options {
-            sndbuf: None,
-            ..Default::default()
-        };
+        let mut auto = Options::default();
+        auto.tcp.sndbuf = None;
         let p = RunParams::from_options(&auto);
         assert_eq!(p.sndbuf.as_deref(), Some("auto"));
         assert_eq!(

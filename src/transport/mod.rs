@@ -21,6 +21,7 @@
 
 pub mod control;
 mod links;
+pub mod path;
 pub mod rdma;
 mod requests;
 pub mod tcp;

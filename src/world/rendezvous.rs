@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::report::{Endpoint, RankInfo};
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
+pub(crate) use crate::world::disagreement::disagreement;
 
 const MAGIC: [u8; 4] = *b"CBRV";
 const VERSION: u16 = 1;
@@ -188,49 +189,6 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         }
     }
     Ok(infos)
-}
-
-/// Names every rank whose version or options differ from rank 0's, and the fields that differ.
-pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
-    let base = joins.first()?;
-    let mut lines = Vec::new();
-    for j in &joins[1..] {
-        let mut fields = Vec::new();
-        if j.version != base.version {
-            fields.push(format!("version ({} vs {})", j.version, base.version));
-        }
-        if let (Some(a), Some(b)) = (j.consensus.as_object(), base.consensus.as_object()) {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                if a.get(k) != b.get(k) {
-                    let show =
-                        |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "unset".into());
-                    fields.push(format!("{k} ({} vs {})", show(a.get(k)), show(b.get(k))));
-                }
-            }
-        } else if j.consensus != base.consensus {
-            fields.push("options".into());
-        }
-        if !fields.is_empty() {
-            lines.push(format!(
-                "rank {} (host {}) differs from rank 0 in: {}",
-                j.rank,
-                j.host,
-                fields.join(", ")
-            ));
-        }
-    }
-    if lines.is_empty() {
-        None
-    } else {
-        Some(format!(
-            "ranks were started with different options: {}. Start every rank with the same command line and \
-             the same collbench version",
-            lines.join("; ")
-        ))
-    }
 }
 
 /// Answers `reply` to every rank still `missing` that arrives before `deadline`.
@@ -571,31 +529,6 @@ mod tests {
             version: "0.1.0".into(),
             consensus,
         }
-    }
-
-    #[test]
-    fn disagreement_names_ranks_and_fields() {
-        let a = join_msg(0, json!({"iters": 20, "dtypes": ["float"]}));
-        let b = join_msg(1, json!({"iters": 20, "dtypes": ["half"]}));
-        let msg = disagreement(&[&a, &b]).unwrap();
-        assert!(msg.contains("rank 1"), "{msg}");
-        assert!(msg.contains("dtypes"), "{msg}");
-        assert!(!msg.contains("iters"), "{msg}");
-        assert!(disagreement(&[&a, &a.clone()]).is_none());
-    }
-
-    #[test]
-    fn a_different_version_is_a_disagreement_naming_it() {
-        let a = join_msg(0, json!({"iters": 20}));
-        let b = Join {
-            version: "0.2.0".into(),
-            ..join_msg(1, json!({"iters": 20}))
-        };
-        let msg = disagreement(&[&a, &b]).unwrap();
-        assert!(
-            msg.contains("rank 1") && msg.contains("version (0.2.0 vs 0.1.0)"),
-            "{msg}"
-        );
     }
 
     #[test]

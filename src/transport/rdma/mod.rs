@@ -19,6 +19,7 @@ pub mod endpoint;
 #[cfg(test)]
 pub(crate) mod mem;
 pub mod mr_cache;
+pub mod options;
 pub mod proto;
 pub mod qp;
 pub mod sysfs;

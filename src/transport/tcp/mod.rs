@@ -20,6 +20,7 @@ pub mod connect;
 mod diagnose;
 pub mod gate;
 pub mod handshake;
+pub mod options;
 mod progress;
 
 use std::net::{SocketAddr, TcpStream};
