@@ -637,6 +637,7 @@ mod enforcement {
         // No receive posted: RNR NAKs, one retry, then the error and the next request flushed.
         // SAFETY: inline, as above.
         unsafe { a.post_write_imm(11, src.as_ptr(), 16, None, remote, 1) }.unwrap();
+        // SAFETY: inline, as above.
         unsafe { a.post_write_imm(12, src.as_ptr(), 16, None, remote, 2) }.unwrap();
         let got = completions(&cq, 2);
         assert_eq!(

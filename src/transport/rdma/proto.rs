@@ -454,6 +454,8 @@ impl<F: Fabric> RdmaTransport<F> {
                 slot,
                 imm,
             };
+            // SAFETY: `w` describes a posted message's bytes (valid until its request completes) and a free
+            // slot of the peer's window, as write_data requires.
             unsafe {
                 self.fabric
                     .write_data(&w)

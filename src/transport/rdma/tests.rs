@@ -38,6 +38,7 @@ fn a_sender_stalls_on_a_full_window_until_credits_return() {
             let data = pattern(200, 1);
             // Several messages posted at once: far more fragments than the window holds.
             let reqs: Vec<_> = (0..4)
+                // SAFETY: `data` outlives every request, each waited for below.
                 .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
                 .collect();
             for r in reqs {
@@ -140,6 +141,7 @@ fn a_stalled_window_over_several_queue_pairs_never_overruns_a_slot() {
             if t.rank() == 0 {
                 let data = pattern(400, 3);
                 let reqs: Vec<_> = (0..8)
+                    // SAFETY: `data` outlives every request, each waited for below.
                     .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
                     .collect();
                 for r in reqs {
@@ -151,6 +153,7 @@ fn a_stalled_window_over_several_queue_pairs_never_overruns_a_slot() {
                 // All eight posted before any wait, so fragments of later messages may arrive early.
                 let reqs: Vec<_> = got
                     .chunks_mut(50)
+                    // SAFETY: `got` outlives every request and is not touched until each is waited for.
                     .map(|c| unsafe { t.post_recv(0, c.as_mut_ptr(), c.len()).unwrap() })
                     .collect();
                 for r in reqs.into_iter().rev() {

@@ -195,8 +195,9 @@ impl Context {
 
     /// `ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<PortAttr, String> {
-        // SAFETY: zeroed is a valid ibv_port_attr; the context is open.
+        // SAFETY: zeroed is a valid ibv_port_attr.
         let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open; the call writes only `a`.
         let rc = unsafe { sys::___ibv_query_port(self.ctx.as_ptr(), port, &mut a) };
         if rc != 0 {
             return Err(format!(
@@ -224,8 +225,9 @@ impl Context {
     pub fn gid_table(&self, port: u8, len: u32) -> Vec<GidEntry> {
         (0..len.min(256))
             .filter_map(|index| {
-                // SAFETY: zeroed is a valid entry; the context is open; the size is the struct's.
+                // SAFETY: zeroed is a valid entry.
                 let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+                // SAFETY: the context is open; the size passed is the struct's, which the call writes.
                 let rc = unsafe {
                     _ibv_query_gid_ex(
                         self.ctx.as_ptr(),
@@ -258,8 +260,9 @@ impl Context {
 
     /// `ibv_query_gid`.
     pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], String> {
-        // SAFETY: zeroed is a valid gid; the context is open.
+        // SAFETY: zeroed is a valid gid.
         let mut g: sys::ibv_gid = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open; the call writes only `g`.
         let rc = unsafe { sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut g) };
         if rc != 0 {
             return Err(format!(

@@ -64,8 +64,8 @@ impl Op {
         }
         let pdone = self.done.saturating_sub(HEADER_LEN);
         if pdone < self.len {
-            // SAFETY: pdone < len, inside the posted region.
             v[n] = libc::iovec {
+                // SAFETY: pdone < len, inside the posted region.
                 iov_base: unsafe { self.ptr.add(pdone) }.cast(),
                 iov_len: self.len - pdone,
             };
