@@ -146,7 +146,7 @@ fn ten_thousand_small_collectives_keep_descriptors_and_memory_flat() {
     const CALLS: usize = 10_000;
     let opts = Options::default();
     let out = session::run_threads_with(4, &opts, Pairs::Needed, |s| {
-        let mut e = Native::new(&mut s.transports[0], &opts);
+        let mut e = Native::new(&mut s.transports[0], &opts.algorithm);
         let (dtype, op) = (Dtype::Float, Op::Sum);
         let send = [1u8; 8];
         let mut recv = [0u8; 8];

@@ -72,7 +72,7 @@ fn staged_sweep_on(n: usize, opts: &Options, plan: Plan, dev: impl Fn(usize) -> 
     session::run_threads(n, opts, |sess| {
         let ranks = sess.world.ranks.clone();
         let rank = sess.world.rank;
-        let mut engine = Native::new(&mut sess.transports[0], opts);
+        let mut engine = Native::new(&mut sess.transports[0], &opts.algorithm);
         let dev = dev(rank);
         bench::sweep_on(&mut engine, sweep(opts, &ranks), |send, recv| {
             let staged = Staged::new(dev, rank, send, recv, plan)?;
@@ -177,7 +177,7 @@ fn host_memory_reports_no_staging() {
     let o = opts(64, 64, vec![Collective::AllReduce], vec![Dtype::Float]);
     let outs = session::run_threads(2, &o, |sess| {
         let ranks = sess.world.ranks.clone();
-        let mut engine = Native::new(&mut sess.transports[0], &o);
+        let mut engine = Native::new(&mut sess.transports[0], &o.algorithm);
         bench::sweep(&mut engine, sweep(&o, &ranks)).expect("the sweep runs")
     });
     let recs = &outs[0].as_ref().expect("ranks connect").records;
@@ -387,7 +387,7 @@ fn device_reductions_overlap_the_host_exchanges_of_other_pieces() {
         let dev = Emulated::default();
         let device = dev.observer();
         let mut engine = Watched {
-            inner: Native::new(&mut sess.transports[0], &o),
+            inner: Native::new(&mut sess.transports[0], &o.algorithm),
             device,
             seen: Vec::new(),
         };

@@ -71,7 +71,7 @@ fn the_engine_passes_forget_memory_down_to_the_fabric() {
         slot_bytes: 4096,
     };
     let counts = run_ranks(2, shape, 0, Duration::from_secs(5), |t| {
-        let mut e = Native::new(&mut *t, &crate::options::Options::default());
+        let mut e = Native::new(&mut *t, &crate::algorithm::options::AlgoOptions::default());
         // A sweep ends: its buffers may be freed and the next sweep's may reuse their addresses.
         e.forget_memory();
         e.forget_memory();

@@ -84,7 +84,7 @@ impl std::str::FromStr for PathKind {
                         .into(),
                 ),
                 "nccl" if cfg!(feature = "cuda") => Ok(PathKind::Nccl),
-                "nccl" => Err(crate::nccl::not_built_message()),
+                "nccl" => Err(nccl_not_built_message()),
                 "rdma" => Err(
                     "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
                                `ibv_devices`)"
@@ -170,6 +170,13 @@ impl PathOptions {
             line_rate_gbit,
         })
     }
+}
+
+/// Why `nccl` is refused in a build without the `cuda` feature.
+pub fn nccl_not_built_message() -> String {
+    "nccl: this collbench was built without GPU support; rebuild with `cargo build --release --features cuda` \
+     (NCCL and the CUDA driver are loaded at run time, nothing is needed to build)"
+        .into()
 }
 
 #[cfg(test)]
