@@ -53,7 +53,7 @@ pub fn options_markdown() -> String {
     // The page's title first, then what it answers, as every page under docs/ does.
     let (title, rest) = body.split_once('\n').unwrap_or((&body, ""));
     format!(
-        "<!-- Generated from the clap definitions in src/cli.rs; do not edit. Regenerate: {REGENERATE} -->\n\n\
+        "<!-- Generated from the clap definitions in src/cli/; do not edit. Regenerate: {REGENERATE} -->\n\n\
          {title}\n\nThis page answers: which flags does each collbench subcommand take, what do they mean, and \
          what are their defaults.\n{rest}"
     )

@@ -37,6 +37,27 @@ pub struct Fault {
     pub action: Action,
 }
 
+/// The hidden testing aids of `run` and `preflight` (`--corrupt-rank`, `--fault`). Every rank must agree on them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TestAids {
+    /// `--corrupt-rank`: this rank corrupts one output element in every data check.
+    pub corrupt_rank: Option<usize>,
+    /// `--fault`: one rank kills or stops itself at a named phase.
+    pub fault: Option<Fault>,
+}
+
+impl TestAids {
+    /// Validates `--corrupt-rank` and the `--fault` text, naming `--fault` in its error.
+    pub fn from_cli(corrupt_rank: Option<usize>, fault: Option<&str>) -> crate::error::Result<TestAids> {
+        Ok(TestAids {
+            corrupt_rank,
+            fault: fault
+                .map(|f| f.parse().map_err(|e| crate::error::Error::usage("--fault", e)))
+                .transpose()?,
+        })
+    }
+}
+
 impl Fault {
     /// Fires the fault when `rank` is the faulty rank and `here` is its phase.
     pub fn check(fault: Option<&Fault>, rank: usize, here: &Phase) {

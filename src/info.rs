@@ -22,6 +22,11 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     }
     let mut mine = inventory::local();
     mine.gpu_topology = Some(crate::net::nvml::read());
+    #[cfg(feature = "rdma")]
+    if mine.rdma.is_empty() {
+        // No sysfs RDMA tree: ask the verbs library, as ibv_devinfo does.
+        mine.rdma = crate::transport::rdma::verbs::inventory();
+    }
     let Some(id) = env::identity_from(|k| std::env::var(k).ok())? else {
         // A SPEC (glob or list) names the interface it picks here, which is what the advice looks up.
         let iface = match &args.iface {
@@ -31,11 +36,9 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
         let (per_host, paths) = ([(mine.host.clone(), args.np)], [(mine.host.clone(), iface)]);
         return report(std::slice::from_ref(&mine), &per_host, &paths, args);
     };
-    let opts = Options {
-        iface: args.iface.clone(),
-        timeout: Duration::from_secs(args.timeout),
-        ..Options::default()
-    };
+    let mut opts = Options::default();
+    opts.tcp.iface = args.iface.clone();
+    opts.deadlines.timeout = Duration::from_secs(args.timeout);
     #[cfg(feature = "mpi")]
     let mpi = if id.root.is_none() {
         Some(crate::mpi::Mpi::init()?)

@@ -1,32 +1,66 @@
 //! collbench: a collective-communication benchmark and network validator.
 //!
 //! # Layout
-//! - [`cli`]: the command line (clap derive only); [`options`] turns it into validated, typed options.
+//! - [`cli`]: the command line (clap derive only). [`options`]: the validated run options, made of typed parts
+//!   each owned and validated by the module that uses it (`bench::options`, `algorithm::options`,
+//!   `transport::path`, `transport::tcp::options`, `transport::rdma::options`, `world::deadlines`,
+//!   `engine::options`, `report::outputs`, `fault::TestAids`), and [`options::Agreement`], what every rank
+//!   must agree on. [`flags`]: the flag parsers those parts share.
 //! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
-//! - [`transport`]: the one trait algorithms see; [`transport::tcp`] implements it over sockets,
-//!   [`transport::rdma`] over ibverbs (verbs calls behind the `rdma` feature).
+//! - [`transport`]: the one trait algorithms see, the request table and control exchanges every transport
+//!   shares; [`transport::tcp`] implements it over sockets, [`transport::rdma`] over ibverbs (verbs calls
+//!   behind the `rdma` feature).
 //! - [`collective`]: one small spec per collective: buffer layout, bus-bandwidth factor, expected data.
 //! - [`algorithm`]: ring, recursive doubling, Bruck, trees; written only against the transport trait.
 //! - [`reduce`]: dtypes, ops, CPU reduction kernels, data-check patterns.
-//! - [`memory`]: aligned host buffers, CUDA device buffers, GPUDirect RDMA detection (reported only).
+//! - [`memory`]: aligned host buffers, CUDA device buffers and the reduction kernels' launcher, GPUDirect
+//!   RDMA detection (reported only).
 //! - [`engine`]: what runs one collective on one path: collbench's algorithms over its transport, or a
 //!   library's call (MPI, [`nccl`]); on device buffers staged through pinned host memory (split into pieces
 //!   whose copies overlap the network) or passed directly.
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
-//! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics.
-//! - [`report`]: one record schema; table, JSON, CSV; the `info` inventory.
+//! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics, and the
+//!   tally of a run's sweeps.
+//! - [`report`]: one record schema; the results document (written by `run -J`, read by `compare`, `model`,
+//!   `plot`, `preflight`) with its params record; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
 //! - [`compare`]: two results files against each other, regressions with significance (`collbench compare`).
 //! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
-//! - [`session`]: one rank's bootstrap and connected TCP paths; [`run`] and [`info`]: the subcommands.
+//! - [`session`]: one rank's bootstrap and connected TCP paths. [`paths`]: every path of a run (tcp, rdma,
+//!   mpi, nccl) opened once, and the sweeps that borrow them. [`run`] and [`info`]: the subcommands.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - [`gpumatrix`]: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
+//!
+//! # Layers
+//! Bottom up; a module imports only from modules in lower layers (tests/layers.rs checks every `crate::`
+//! path against this list, and lists the few imports that still go the wrong way):
+//! 1. `error`: errors and exit codes
+//! 2. `sizes`: byte sizes
+//! 3. `flags`: shared flag parsers
+//! 4. `cli`: clap definitions
+//! 5. `reduce`, `net`: element types and kernels; the host's interfaces
+//! 6. `collective`, `memory`: collective specs; buffers and devices
+//! 7. `fault`: testing aids
+//! 8. `transport`: the trait, tcp, rdma
+//! 9. `world`: bootstrap
+//! 10. `algorithm`: collective algorithms over the trait
+//! 11. `report`: records, results document, reporters
+//! 12. `engine`: one collective on one path
+//! 13. `mpi`, `nccl`: library engines
+//! 14. `bench`: the sweep runner
+//! 15. `options`: the run options, assembled from their parts
+//! 16. `session`: one rank connected
+//! 17. `paths`: every path opened once
+//! 18. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
+//! 19. `plot`: charts
+//! 20. `run`, `info`, `docgen`: subcommands; the generated reference
+//! 21. `validate`: pairwise and preflight
 
 pub mod algorithm;
 pub mod bench;
@@ -37,6 +71,7 @@ pub mod docgen;
 pub mod engine;
 pub mod error;
 pub mod fault;
+pub mod flags;
 pub mod gpumatrix;
 pub mod info;
 pub mod memory;

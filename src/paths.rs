@@ -59,9 +59,9 @@ impl Paths {
     /// TCP paths; the first carries RDMA's and NCCL's set-up). Every rank calls this at the same point.
     pub fn open(sess: &mut Session, opts: &Options) -> Result<Paths> {
         let staging = open_staging(opts, sess.world.rank)?;
-        let mut list = Vec::with_capacity(opts.transports.len());
+        let mut list = Vec::with_capacity(opts.paths.transports.len());
         let mut tcp_index = 0;
-        for kind in &opts.transports {
+        for kind in &opts.paths.transports {
             let (name, link) = match kind {
                 PathKind::Tcp(_) => {
                     let t = sess
@@ -113,7 +113,7 @@ impl Paths {
         let opts = s.opts;
         match &mut path.link {
             Link::Tcp(k) => {
-                let mut engine = Native::new(&mut sess.transports[*k], opts);
+                let mut engine = Native::new(&mut sess.transports[*k], &opts.algorithm);
                 sweep_maybe_staged(&mut engine, staging, s)
             }
             #[cfg(feature = "mpi")]
@@ -126,7 +126,7 @@ impl Paths {
             Link::Mpi => unreachable!("options refuse mpi in a build without it"),
             #[cfg(feature = "rdma")]
             Link::Rdma(t) => {
-                let mut engine = Native::new(&mut **t, opts);
+                let mut engine = Native::new(&mut **t, &opts.algorithm);
                 // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
                 let swept = sweep_maybe_staged(&mut engine, staging, s);
                 match swept {
@@ -211,10 +211,10 @@ pub fn abort_on(sess: &mut Session, k: usize, e: Error) -> Error {
 
 /// The staging device `--memory` asks for, opened for `rank`.
 fn open_staging(opts: &Options, rank: usize) -> Result<Staging> {
-    if opts.memory != crate::memory::MemoryKind::Cuda || !opts.transports.iter().any(staged) {
+    if opts.buffers.memory != crate::memory::MemoryKind::Cuda || !opts.paths.transports.iter().any(staged) {
         return Ok(Staging::None);
     }
-    if opts.emulate_device {
+    if opts.buffers.emulate_device {
         return Ok(Staging::Emulated(crate::memory::emulated::Emulated::default()));
     }
     open_gpu(opts, rank).map(staging_gpu)
@@ -239,7 +239,7 @@ fn staging_gpu(never: std::convert::Infallible) -> Staging {
 /// This rank's GPU (`--device`, else by local rank); a failure names the rank and says what to check.
 #[cfg(feature = "cuda")]
 fn open_gpu(opts: &Options, rank: usize) -> Result<crate::memory::cuda_device::CudaDevice> {
-    crate::memory::cuda_device::CudaDevice::open(opts.device.as_deref())
+    crate::memory::cuda_device::CudaDevice::open(opts.buffers.device.as_deref())
         .map_err(|m| Error::usage("--memory", format!("cuda: rank {rank}: {m}")))
 }
 
@@ -270,10 +270,10 @@ fn sweep_on_device<E: crate::engine::Engine, D: crate::memory::device::Device>(
 ) -> Result<bench::Outcome> {
     let rank = engine.rank();
     let plan = crate::engine::pieces::Plan {
-        pieces: s.opts.staging_pieces,
+        pieces: s.opts.buffers.staging_pieces,
         ..Default::default()
     };
-    let (nranks, on_device) = (engine.size(), s.opts.reduce_on_device);
+    let (nranks, on_device) = (engine.size(), s.opts.buffers.reduce_on_device);
     bench::sweep_on(engine, s, |send, recv| {
         let staged = crate::engine::staged::Staged::new(dev, rank, send, recv, plan)?;
         if on_device {
@@ -291,7 +291,7 @@ fn open_nccl(sess: &mut Session, opts: &Options) -> Result<Link> {
         .transports
         .first_mut()
         .ok_or_else(|| Error::usage("--transport", "nccl needs a TCP path for its set-up"))?;
-    let comm = crate::nccl::engine::NcclComm::open(ctrl, opts.device.as_deref())?;
+    let comm = crate::nccl::engine::NcclComm::open(ctrl, opts.buffers.device.as_deref())?;
     let dev = open_gpu(opts, sess.world.rank)?;
     Ok(Link::Nccl(Box::new((comm, dev))))
 }
@@ -313,8 +313,8 @@ fn open_rdma(sess: &mut Session, opts: &Options, device: &str, port: u8) -> Resu
     let t = crate::transport::rdma::connect::connect(
         ctrl,
         &host,
-        &rdma_target(device, port, opts.gid_index),
-        crate::transport::rdma::connect::default_config(opts.timeout, opts.rdma_qps),
+        &rdma_target(device, port, opts.rdma.gid_index),
+        crate::transport::rdma::connect::default_config(opts.deadlines.timeout, opts.rdma.rdma_qps),
     )?;
     Ok((t.path(), Link::Rdma(Box::new(t))))
 }
@@ -367,10 +367,8 @@ mod tests {
     fn a_rank_stopped_by_a_peers_abort_reports_that_peers_reason_and_blames_it() {
         // Rank 0 gives up on the control path as `run` does; ranks 1 and 2 were stopped by its abort on
         // another path. Without hearing its note first, their own abort would name themselves.
-        let opts = Options {
-            timeout: Duration::from_secs(60),
-            ..Options::default()
-        };
+        let mut opts = Options::default();
+        opts.deadlines.timeout = Duration::from_secs(60);
         let out = session::run_threads(3, &opts, |sess| {
             let t = &mut sess.transports[0];
             if t.rank() == 0 {

@@ -20,14 +20,16 @@ use crate::world::{env, local, Identity};
 /// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
 pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     let opts = Options::from_cli(args)?;
+    // The host is asked only now: validating the options touches nothing outside them.
+    opts.tcp.check_host()?;
     // Before any rank starts: a missing driver or an unbuilt feature is a usage error, not a rank failure.
     // The emulated device (a testing aid) needs neither.
-    if !opts.emulate_device {
+    if !opts.buffers.emulate_device {
         crate::memory::kind::check_run_memory(&args.memory)?;
     }
     // NCCL likewise: a missing libnccl stops the run before any rank starts.
-    if opts.transports.contains(&PathKind::Nccl) {
-        crate::nccl::check_run(opts.memory)?;
+    if opts.paths.transports.contains(&PathKind::Nccl) {
+        crate::nccl::check_run(opts.buffers.memory)?;
     }
     match env::identity_from(|k| std::env::var(k).ok())? {
         None => launch_local(&opts, argv),
@@ -37,25 +39,29 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
 
 /// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
 pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
-    if opts.transports.contains(&PathKind::Mpi) {
+    if opts.paths.transports.contains(&PathKind::Mpi) {
         return Err(Error::usage(
             "--transport",
             "mpi needs ranks started by an MPI launcher (mpirun, or srun with PMI/PMIx); collbench's own local \
              launcher cannot start MPI ranks. Try: mpirun -np 4 collbench run --transport tcp,mpi",
         ));
     }
-    if let Some(avail) = Options::mem_available() {
+    if let Some(avail) = crate::memory::available::mem_available() {
         opts.check_memory(opts.np, avail)?;
     }
     check_outputs(opts)?;
-    if let Some(name) = &opts.iface {
+    if let Some(name) = &opts.tcp.iface {
         crate::net::iface::address_of(name)?;
     }
     // RDMA devices are checked before any rank starts (a missing device names what was looked for).
     #[cfg(feature = "rdma")]
-    for p in &opts.transports {
+    for p in &opts.paths.transports {
         if let PathKind::Rdma { device, port } = p {
-            crate::transport::rdma::connect::check_target(&crate::paths::rdma_target(device, *port, opts.gid_index))?;
+            crate::transport::rdma::connect::check_target(&crate::paths::rdma_target(
+                device,
+                *port,
+                opts.rdma.gid_index,
+            ))?;
         }
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -66,7 +72,7 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
             opts.np
         );
     }
-    local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout)
+    local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout)
 }
 
 /// With device memory, each rank's GPU as it names it ([`Gpu::label`]), gathered on rank 0 over the
@@ -75,10 +81,10 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
 ///
 /// [`Gpu::label`]: crate::memory::cuda::Gpu::label
 fn rank_devices(sess: &mut session::Session, opts: &Options) -> Result<Option<Vec<String>>> {
-    if opts.memory != crate::memory::MemoryKind::Cuda {
+    if opts.buffers.memory != crate::memory::MemoryKind::Cuda {
         return Ok(None);
     }
-    let me = if opts.emulate_device {
+    let me = if opts.buffers.emulate_device {
         "emulated (host memory posing as a device)".to_string()
     } else {
         device_label(opts)
@@ -96,7 +102,7 @@ fn rank_devices(sess: &mut session::Session, opts: &Options) -> Result<Option<Ve
 
 #[cfg(feature = "cuda")]
 fn device_label(opts: &Options) -> String {
-    crate::memory::cuda::Gpu::label(opts.device.as_deref())
+    crate::memory::cuda::Gpu::label(opts.buffers.device.as_deref())
 }
 
 /// Without the `cuda` feature `--memory cuda` never gets this far (refused before any rank starts).
@@ -116,22 +122,22 @@ fn with_devices(mut ranks: Vec<RankInfo>, devices: Option<Vec<String>>) -> Vec<R
 /// With device memory and an rdma path: how rdma paths move device buffers (staged) and whether this host could
 /// carry GPUDirect RDMA; `None` otherwise, so host-memory and tcp-only runs report nothing new.
 fn rdma_route(opts: &Options) -> Option<String> {
-    let rdma = opts.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. }));
-    (rdma && opts.memory == crate::memory::MemoryKind::Cuda).then(crate::memory::gpudirect::explain_host)
+    let rdma = opts.paths.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. }));
+    (rdma && opts.buffers.memory == crate::memory::MemoryKind::Cuda).then(crate::memory::gpudirect::explain_host)
 }
 
 /// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
 fn check_outputs(opts: &Options) -> Result<()> {
-    if let Some(p) = &opts.json {
-        report::file::check_writable(p, opts.force, "-J/--output_file")?;
+    if let Some(p) = &opts.outputs.json {
+        report::file::check_writable(p, opts.outputs.force, "-J/--output_file")?;
     }
-    if let Some(p) = &opts.csv {
-        report::file::check_writable(p, opts.force, "--csv")?;
+    if let Some(p) = &opts.outputs.csv {
+        report::file::check_writable(p, opts.outputs.force, "--csv")?;
     }
-    if let Some(p) = &opts.markdown {
-        report::file::check_writable(p, opts.force, "--markdown")?;
+    if let Some(p) = &opts.outputs.markdown {
+        report::file::check_writable(p, opts.outputs.force, "--markdown")?;
     }
-    if let Some(d) = &opts.plot {
+    if let Some(d) = &opts.outputs.plot {
         // Made now, so a directory that cannot exist fails before the sweep rather than after it.
         std::fs::create_dir_all(d)
             .map_err(|e| Error::io(format!("--plot: creating the chart directory {}", d.display()), e))?;
@@ -153,7 +159,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         if id.rank == 0 {
             check_outputs(opts)?;
         }
-        if let Some(avail) = Options::mem_available() {
+        if let Some(avail) = crate::memory::available::mem_available() {
             let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
             opts.check_memory(local, avail)?;
         }
@@ -165,7 +171,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         #[cfg(feature = "mpi")]
         mpi.as_ref(),
     )?;
-    let mut sess = session::connect(id, opts, opts.consensus_fields(), exchange)?;
+    let mut sess = session::connect(id, opts, opts.agreement().to_wire(), exchange)?;
     distinct_paths(&sess, opts)?;
     let devices = rank_devices(&mut sess, opts)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
@@ -183,17 +189,18 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
             auth: sess.world.token_from.clone(),
             connections: Some(report::Connections {
                 congestion: sess.transports.first().and_then(|t| t.congestion()),
-                ..report::Connections::of(&sess.links, opts.streams, sess.transports.len())
+                ..report::Connections::of(&sess.links, opts.tcp.streams, sess.transports.len())
             }),
             ranks: with_devices(sess.world.ranks.clone(), devices),
-            options: serde_json::to_value(opts).expect("options serialise"),
+            params: report::RunParams::from_options(opts),
+            legacy_options: None,
             rdma_route: rdma_route(opts),
         };
         for r in &mut reporters {
             r.begin(&info)?;
         }
         run_info = Some(info);
-        if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algo, &opts.collectives) {
+        if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {
             eprintln!("collbench: note: {note}");
         }
         let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
@@ -210,22 +217,22 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         Ok(p) => p,
         Err(e) => return Err(paths::abort_on(&mut sess, 0, e)),
     };
-    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
+    let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
-    let line_rates = paths.line_rates(&sess, opts.line_rate_gbit);
+    let line_rates = paths.line_rates(&sess, opts.paths.line_rate_gbit);
     let mut tally = Tally::default();
     // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike; with
     // --interleave point they take turns at every point, so a slow spell shorter than a sweep does too.
     let npoints = bench::plan::points(opts, sess.world.size).len();
-    let turns: Vec<Option<usize>> = match opts.interleave {
+    let turns: Vec<Option<usize>> = match opts.sweep.interleave {
         Interleave::Sweep => vec![None],
         Interleave::Point => (0..npoints).map(Some).collect(),
     };
-    if let (Some(pb), Interleave::Point) = (&progress, opts.interleave) {
-        bench::show_progress(pb, npoints * paths.len() * opts.repeat as usize);
+    if let (Some(pb), Interleave::Point) = (&progress, opts.sweep.interleave) {
+        bench::show_progress(pb, npoints * paths.len() * opts.sweep.repeat as usize);
     }
-    for repeat in 0..opts.repeat {
+    for repeat in 0..opts.sweep.repeat {
         for &only in &turns {
             for i in 0..paths.len() {
                 let swept = paths.sweep(
@@ -290,14 +297,21 @@ fn finish(
     peak_rss: Vec<Option<u64>>,
     reporters: &mut [Box<dyn Reporter>],
 ) -> Result<()> {
-    let mut summary = report::summary::summarize(records, now_rfc3339(), opts.reference.as_deref(), line_rates, costs);
+    let mut summary = report::summary::summarize(
+        records,
+        now_rfc3339(),
+        opts.paths.reference.as_deref(),
+        line_rates,
+        costs,
+    );
     let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
     summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
     let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
     let model = opts
+        .outputs
         .target_ranks
-        .and_then(|n| crate::model::for_run(records, distinct.len(), n, opts.ranks_per_node));
+        .and_then(|n| crate::model::for_run(records, distinct.len(), n, opts.outputs.ranks_per_node));
     if let Some(m) = &model {
         crate::model::attach_to_summary(&mut summary, m);
     }
@@ -307,7 +321,7 @@ fn finish(
     if let Some(m) = &model {
         print!("\n{}", crate::model::render::text(m));
     }
-    if let Some(dir) = &opts.plot {
+    if let Some(dir) = &opts.outputs.plot {
         let mut data = crate::plot::PlotData::from_records(records, line_rates, &crate::plot::run_note(info));
         if let Some(m) = &model {
             data.add_predictions(&crate::plot::data::predicted_samples(m));
@@ -326,6 +340,7 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
     for (i, a) in names.iter().enumerate() {
         if let Some(j) = names[..i].iter().position(|b| b == a) {
             let given: Vec<String> = opts
+                .paths
                 .transports
                 .iter()
                 .filter(|p| p.is_tcp())
@@ -346,7 +361,7 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
 /// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.
 #[cfg(feature = "mpi")]
 pub fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>> {
-    if !opts.transports.contains(&PathKind::Mpi) && id.root.is_some() {
+    if !opts.paths.transports.contains(&PathKind::Mpi) && id.root.is_some() {
         return Ok(None);
     }
     let m = crate::mpi::Mpi::init()?;
@@ -368,13 +383,13 @@ pub fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>
 /// Rank 0's reporters: the table on stdout and every file asked for.
 fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
     let mut v: Vec<Box<dyn Reporter>> = vec![Box::new(report::table::TableReporter::new(std::io::stdout()))];
-    if let Some(p) = &opts.json {
+    if let Some(p) = &opts.outputs.json {
         v.push(Box::new(report::json::JsonReporter::new(p.clone())));
     }
-    if let Some(p) = &opts.csv {
+    if let Some(p) = &opts.outputs.csv {
         v.push(Box::new(report::csv::CsvReporter::new(p.clone())));
     }
-    if let Some(p) = &opts.markdown {
+    if let Some(p) = &opts.outputs.markdown {
         v.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
     }
     v

@@ -28,13 +28,13 @@ pub struct Session {
 /// Transport tuning taken from the options.
 pub fn tcp_config(opts: &Options) -> TcpConfig {
     TcpConfig {
-        streams: opts.streams,
+        streams: opts.tcp.streams,
         stripe_min: 64 << 10,
-        timeout: opts.timeout,
-        connect_timeout: opts.connect_timeout,
-        spin: opts.spin,
-        sndbuf: opts.sndbuf,
-        congestion: opts.tcp_congestion.clone(),
+        timeout: opts.deadlines.timeout,
+        connect_timeout: opts.deadlines.connect_timeout,
+        spin: opts.tcp.spin,
+        sndbuf: opts.tcp.sndbuf,
+        congestion: opts.tcp.tcp_congestion.clone(),
     }
 }
 
@@ -80,7 +80,7 @@ impl<'a> Exchange<'a> {
 /// The TCP paths to connect: those `--transport` names, or one default path (kept for control traffic)
 /// when it names none.
 pub fn tcp_paths(opts: &Options) -> Vec<PathKind> {
-    let v: Vec<PathKind> = opts.transports.iter().filter(|p| p.is_tcp()).cloned().collect();
+    let v: Vec<PathKind> = opts.paths.transports.iter().filter(|p| p.is_tcp()).cloned().collect();
     if v.is_empty() {
         vec![PathKind::Tcp(None)]
     } else {
@@ -105,7 +105,7 @@ fn plan_paths(opts: &Options, single_host: bool, reaches_rendezvous: Option<IpAd
             let by_spec = |spec: &str, flag: &str, reason: String| {
                 net::iface::resolve(spec, flag).map(|(name, addr)| Choice { name, addr, reason })
             };
-            Ok(match (p, &opts.iface) {
+            Ok(match (p, &opts.tcp.iface) {
                 (PathKind::Tcp(Some(spec)), _) => PathBind {
                     choice: by_spec(spec, "--transport", format!("chosen by tcp@{spec}"))?,
                     label: Some(p.to_string()),
@@ -230,8 +230,9 @@ pub fn connect_with(
     exchange: Exchange<'_>,
     pairs: Pairs,
 ) -> Result<Session> {
+    world::launcher_abort::outlive_launcher_abort(|k| std::env::var(k).ok());
     let started = Instant::now();
-    let deadline = started + opts.bootstrap_timeout;
+    let deadline = started + opts.deadlines.bootstrap_timeout;
     let (mut world, bound) = match exchange {
         Exchange::Rendezvous(root) => via_rendezvous(id, opts, consensus, root, deadline)?,
         #[cfg(feature = "mpi")]
@@ -248,7 +249,7 @@ pub fn connect_with(
         Pairs::Needed => crate::bench::plan::links(opts, world.size),
         Pairs::All => Links::full(world.size, "all pairs, as asked"),
     };
-    crate::fault::Fault::check(opts.fault.as_ref(), world.rank, &crate::fault::Phase::Connect);
+    crate::fault::Fault::check(opts.aids.fault.as_ref(), world.rank, &crate::fault::Phase::Connect);
     let connect_started = Instant::now();
     let mut transports = Vec::with_capacity(bound.len());
     let mut path_connect_s = Vec::with_capacity(bound.len());
@@ -327,8 +328,8 @@ fn via_rendezvous(
     let single_host = single_host_job(id, world::env::local_size_from(|k| std::env::var(k).ok()));
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
-        let listener = rendezvous::bind_root(root)?;
-        let (size, token, timeout) = (id.size, id.token, opts.bootstrap_timeout);
+        let listener = rendezvous::bind_root(root, deadline)?;
+        let (size, token, timeout) = (id.size, id.token, opts.deadlines.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
     }
@@ -340,7 +341,14 @@ fn via_rendezvous(
         .ip();
     let bound = bind_paths(plan_paths(opts, single_host, Some(local))?)?;
     show_listeners(id.rank, &bound);
-    let world = world::bootstrap(id, sock, endpoints(&bound), consensus, deadline, opts.fault.as_ref())?;
+    let world = world::bootstrap(
+        id,
+        sock,
+        endpoints(&bound),
+        consensus,
+        deadline,
+        opts.aids.fault.as_ref(),
+    )?;
     Ok((world, bound))
 }
 
@@ -425,10 +433,11 @@ pub fn run_threads_with<R: Send>(
     pairs: Pairs,
     f: impl Fn(&mut Session) -> R + Sync,
 ) -> Vec<Result<R>> {
-    let (ids, server) = match world::local::thread_identities(n, opts.bootstrap_timeout.max(Duration::from_secs(1))) {
-        Ok(x) => x,
-        Err(e) => return vec![Err(e)],
-    };
+    let (ids, server) =
+        match world::local::thread_identities(n, opts.deadlines.bootstrap_timeout.max(Duration::from_secs(1))) {
+            Ok(x) => x,
+            Err(e) => return vec![Err(e)],
+        };
     let consensus = serde_json::json!({});
     let out = std::thread::scope(|s| {
         let handles: Vec<_> = ids

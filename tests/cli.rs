@@ -454,7 +454,7 @@ fn tcp_congestion_is_applied_to_the_data_sockets_and_reported() {
     validate_against_schema(&v);
     let record = &v["collbench"]["run"];
     assert_eq!(record["connections"]["congestion"], "reno");
-    assert_eq!(record["options"]["tcp_congestion"], "reno");
+    assert_eq!(record["params"]["tcp_congestion"], "reno");
     for row in rows(&stdout) {
         assert_eq!(row[8], "0", "out-of-place #wrong: {row:?}");
     }

@@ -5,7 +5,7 @@
 use collbench::algorithm::{self, Algo, Args, Tuning, Workspace};
 use collbench::collective::Collective;
 use collbench::memory::HostBuf;
-use collbench::options::Options;
+use collbench::options::{Options, TcpOptions};
 use collbench::reduce::{Dtype, Op};
 use collbench::session;
 
@@ -270,17 +270,18 @@ fn check_collective(coll: Collective) {
             // sleep at once on autotuned buffers with three: both wait paths and both kinds of socket see every
             // collective.
             let (spin, sndbuf) = if streams == 1 {
-                (Options::default().spin, Options::default().sndbuf)
+                (Options::default().tcp.spin, Options::default().tcp.sndbuf)
             } else {
                 (std::time::Duration::ZERO, None)
             };
-            let opts = Options {
+            let mut opts = Options::default();
+            opts.tcp = TcpOptions {
                 streams,
                 spin,
                 sndbuf,
-                timeout: std::time::Duration::from_secs(60),
-                ..Options::default()
+                ..opts.tcp
             };
+            opts.deadlines.timeout = std::time::Duration::from_secs(60);
             let results = session::run_threads(n, &opts, |sess| {
                 let mut bad = Vec::new();
                 let mut ws = Workspace::default();
@@ -394,11 +395,9 @@ fn tuned_paths_match_the_reference_at_their_boundaries() {
     let mut failures = Vec::new();
     for n in [3usize, 4] {
         for streams in [1usize, 2, 4] {
-            let opts = Options {
-                streams,
-                timeout: std::time::Duration::from_secs(60),
-                ..Options::default()
-            };
+            let mut opts = Options::default();
+            opts.tcp.streams = streams;
+            opts.deadlines.timeout = std::time::Duration::from_secs(60);
             let results = session::run_threads(n, &opts, |sess| {
                 let mut bad = Vec::new();
                 let mut ws = Workspace::default();

@@ -226,3 +226,44 @@ fn a_run_whose_fit_fails_warns_and_still_succeeds() {
     assert!(v["collbench"]["summary"].get("model").is_none(), "{v}");
     assert_eq!(v["results"].as_array().unwrap().len(), 1);
 }
+
+/// The committed model results (results/model-prediction, made by tests/bench/model.sh) come out again
+/// byte for byte from the committed runs: the reader, the fit and the three outputs are unchanged.
+#[test]
+fn the_committed_predictions_regenerate_byte_identical() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/model-prediction");
+    let out = tempfile::tempdir().unwrap();
+    for target in ["4", "6"] {
+        let (json, md) = (out.path().join("p.json"), out.path().join("p.md"));
+        let run = collbench()
+            .current_dir(&dir)
+            .args([
+                "model",
+                "run-2-ring.json",
+                "run-2-rd.json",
+                "run-3-ring.json",
+                "run-3-rd.json",
+            ])
+            .args(["--target-ranks", target])
+            .args(["--measured", &format!("run-{target}-ring.json")])
+            .args(["--measured", &format!("run-{target}-rd.json")])
+            .arg("-J")
+            .arg(&json)
+            .arg("--markdown")
+            .arg(&md)
+            .arg("--force")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let committed = |ext: &str| std::fs::read(dir.join(format!("predict-{target}.{ext}"))).unwrap();
+        assert!(run.stdout == committed("txt"), "predict-{target}.txt differs");
+        assert!(
+            std::fs::read(&json).unwrap() == committed("json"),
+            "predict-{target}.json differs"
+        );
+        assert!(
+            std::fs::read(&md).unwrap() == committed("md"),
+            "predict-{target}.md differs"
+        );
+    }
+}

@@ -142,3 +142,41 @@ fn bad_input_names_the_file_and_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--format"), "{}", text(&out.stderr));
 }
+
+/// The committed charts (results/netns-paths and results/tcp-vs-mpi, drawn by tests/bench/*.sh with
+/// `collbench plot results.json --out DIR`) come out again byte for byte from their committed results files.
+#[test]
+fn the_committed_charts_regenerate_byte_identical() {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    let mut compared = 0;
+    for set in [
+        "netns-paths/shaped",
+        "netns-paths/unshaped",
+        "tcp-vs-mpi/loopback",
+        "tcp-vs-mpi/shaped",
+    ] {
+        let dir = results.join(set);
+        if !dir.join("results.json").exists() {
+            continue;
+        }
+        let out = tempfile::tempdir().unwrap();
+        let run = plot(&[
+            dir.join("results.json").to_str().unwrap(),
+            "--out",
+            out.path().to_str().unwrap(),
+        ]);
+        assert!(run.status.success(), "{set}: {}", text(&run.stderr));
+        for chart in std::fs::read_dir(out.path()).unwrap() {
+            let chart = chart.unwrap().path();
+            let name = chart.file_name().unwrap();
+            let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+            assert!(
+                std::fs::read(&chart).unwrap() == committed,
+                "{set}/{} differs",
+                name.to_string_lossy()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 16, "only {compared} charts compared");
+}

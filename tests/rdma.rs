@@ -98,6 +98,7 @@ mod hardware {
         let mut src: Vec<u8> = (0..1000).map(|i| i as u8).collect();
         // SAFETY: both vectors outlive their registrations (dropped at the end of the test, regions first).
         let wmr = unsafe { Mr::register(&pd, window.as_mut_ptr(), window.len()) }.unwrap();
+        // SAFETY: as above.
         let smr = unsafe { Mr::register(&pd, src.as_mut_ptr(), src.len()) }.unwrap();
         let mut qp = Qp::new(RcQp::new(&pd, &cq, caps).unwrap()).init(t.port).unwrap();
         let me = QpEndpoint {
@@ -141,6 +142,7 @@ mod hardware {
                 )
                 .unwrap()
         };
+        // SAFETY: zeroed is a valid work completion (plain integers).
         let mut wc: Vec<rdma_sys::ibv_wc> = (0..4).map(|_| unsafe { std::mem::zeroed() }).collect();
         let (mut sent, mut got) = (false, None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -153,6 +155,7 @@ mod hardware {
                     sent = true;
                 } else {
                     assert_eq!(w.wr_id, 7);
+                    // SAFETY: a receive completion with immediate data carries it in this union member.
                     got = Some(u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data }));
                 }
             }
@@ -179,13 +182,11 @@ mod hardware {
         let Some(t) = target(test) else {
             return;
         };
-        let opts = Options {
-            timeout: Duration::from_secs(30),
-            ..Options::default()
-        };
+        let mut opts = Options::default();
+        opts.deadlines.timeout = Duration::from_secs(30);
         let results = session::run_threads(2, &opts, |sess| {
             let host = sess.world.host.clone();
-            let cfg = default_config(opts.timeout, qps);
+            let cfg = default_config(opts.deadlines.timeout, qps);
             let mut rd = connect(&mut sess.transports[0], &host, &t, cfg).unwrap();
             let (n, r) = (rd.size(), rd.rank());
             for count in [0usize, 1, 1000, 3 << 20] {

@@ -101,11 +101,9 @@ fn sixty_four_local_ranks_sweep_correctly_over_a_ring_and_a_tree_of_connections(
 #[test]
 fn a_send_to_an_unconnected_peer_is_an_error_naming_both_ranks() {
     let _one = serial();
-    let opts = Options {
-        algo: AlgoChoice::Ring,
-        collectives: vec![Collective::AllReduce],
-        ..Options::default()
-    };
+    let mut opts = Options::default();
+    opts.algorithm.algo = AlgoChoice::Ring;
+    opts.sweep.collectives = vec![Collective::AllReduce];
     let out = session::run_threads_with(8, &opts, Pairs::Needed, |s| {
         // No rank leaves (closing its sockets) before every rank has finished connecting: rank 0 would
         // otherwise see a finished peer's hang-up while it still waits for a slower one, and rightly give up.
@@ -148,7 +146,7 @@ fn ten_thousand_small_collectives_keep_descriptors_and_memory_flat() {
     const CALLS: usize = 10_000;
     let opts = Options::default();
     let out = session::run_threads_with(4, &opts, Pairs::Needed, |s| {
-        let mut e = Native::new(&mut s.transports[0], &opts);
+        let mut e = Native::new(&mut s.transports[0], &opts.algorithm);
         let (dtype, op) = (Dtype::Float, Op::Sum);
         let send = [1u8; 8];
         let mut recv = [0u8; 8];

@@ -11,27 +11,31 @@ use collbench::engine::staged::{Staged, STAGING_CHUNK};
 use collbench::engine::Engine;
 use collbench::engine::Native;
 use collbench::memory::emulated::{Emulated, Observer};
-use collbench::options::{Options, Progress, SizeRange, Step};
+use collbench::options::{Options, Progress, SizeRange, Step, SweepOptions};
 use collbench::reduce::{Dtype, Op};
 use collbench::report::RankInfo;
 use collbench::session;
 
 fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) -> Options {
-    Options {
-        sizes: SizeRange {
-            min,
-            max,
-            step: Step::Factor(4),
+    let mut o = Options {
+        sweep: SweepOptions {
+            sizes: SizeRange {
+                min,
+                max,
+                step: Step::Factor(4),
+            },
+            iters: 2,
+            warmup: 1,
+            check_iters: 1,
+            collectives,
+            dtypes,
+            ops: vec![Op::Sum, Op::Max],
+            ..SweepOptions::default()
         },
-        iters: 2,
-        warmup: 1,
-        check_iters: 1,
-        collectives,
-        dtypes,
-        ops: vec![Op::Sum, Op::Max],
-        progress: Progress::Never,
         ..Options::default()
-    }
+    };
+    o.outputs.progress = Progress::Never;
+    o
 }
 
 /// Sweep number 0 of `opts`, reporting nowhere.
@@ -68,11 +72,11 @@ fn staged_sweep_on(n: usize, opts: &Options, plan: Plan, dev: impl Fn(usize) -> 
     session::run_threads(n, opts, |sess| {
         let ranks = sess.world.ranks.clone();
         let rank = sess.world.rank;
-        let mut engine = Native::new(&mut sess.transports[0], opts);
+        let mut engine = Native::new(&mut sess.transports[0], &opts.algorithm);
         let dev = dev(rank);
         bench::sweep_on(&mut engine, sweep(opts, &ranks), |send, recv| {
             let staged = Staged::new(dev, rank, send, recv, plan)?;
-            if opts.reduce_on_device {
+            if opts.buffers.reduce_on_device {
                 staged.reducing_on_device(n)
             } else {
                 Ok(staged)
@@ -173,7 +177,7 @@ fn host_memory_reports_no_staging() {
     let o = opts(64, 64, vec![Collective::AllReduce], vec![Dtype::Float]);
     let outs = session::run_threads(2, &o, |sess| {
         let ranks = sess.world.ranks.clone();
-        let mut engine = Native::new(&mut sess.transports[0], &o);
+        let mut engine = Native::new(&mut sess.transports[0], &o.algorithm);
         bench::sweep(&mut engine, sweep(&o, &ranks)).expect("the sweep runs")
     });
     let recs = &outs[0].as_ref().expect("ranks connect").records;
@@ -274,9 +278,9 @@ fn reductions_on_the_device_are_right_for_every_dtype_op_and_placement() {
         vec![Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather],
         Dtype::ALL.to_vec(),
     );
-    o.sizes.step = Step::Bytes(12 << 10);
-    o.ops = Op::ALL.to_vec();
-    o.reduce_on_device = true;
+    o.sweep.sizes.step = Step::Bytes(12 << 10);
+    o.sweep.ops = Op::ALL.to_vec();
+    o.buffers.reduce_on_device = true;
     let split = Plan {
         pieces: 3,
         min_piece_bytes: 16,
@@ -318,7 +322,7 @@ fn a_device_reduction_that_misses_a_peer_is_counted_wrong() {
         vec![Collective::AllReduce, Collective::ReduceScatter],
         vec![Dtype::Int32],
     );
-    o.reduce_on_device = true;
+    o.buffers.reduce_on_device = true;
     let outs = staged_sweep_on(2, &o, Plan::default(), |rank| {
         corrupting_on(rank, Some(1), Emulated::corrupting_copies_to_device)
     });
@@ -371,8 +375,8 @@ fn device_reductions_overlap_the_host_exchanges_of_other_pieces() {
     //   contributions of each piece ..k-1 (to the device): the device works on earlier pieces meanwhile;
     // - all_gather k: the reduced shards and contributions of pieces k+1.., and the outputs of ..k-1.
     let mut o = opts(4096, 4096, vec![Collective::AllReduce], vec![Dtype::Float]);
-    o.ops = vec![Op::Sum];
-    o.reduce_on_device = true;
+    o.sweep.ops = vec![Op::Sum];
+    o.buffers.reduce_on_device = true;
     let plan = Plan {
         pieces: 4,
         min_piece_bytes: 16,
@@ -383,7 +387,7 @@ fn device_reductions_overlap_the_host_exchanges_of_other_pieces() {
         let dev = Emulated::default();
         let device = dev.observer();
         let mut engine = Watched {
-            inner: Native::new(&mut sess.transports[0], &o),
+            inner: Native::new(&mut sess.transports[0], &o.algorithm),
             device,
             seen: Vec::new(),
         };

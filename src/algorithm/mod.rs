@@ -10,7 +10,7 @@
 //! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 
 mod bruck;
-pub mod control;
+pub mod options;
 mod pairwise;
 pub mod peers;
 mod rd;
@@ -21,11 +21,12 @@ mod bufs;
 
 use std::fmt;
 
+use crate::algorithm::options::AlgoChoice;
 use crate::collective::Collective;
 use crate::error::Result;
 use crate::memory::HostBuf;
-use crate::options::AlgoChoice;
 use crate::reduce::{Dtype, Op};
+pub use crate::transport::control;
 use crate::transport::{Request, Transport};
 
 pub(crate) use bufs::Bufs;

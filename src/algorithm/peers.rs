@@ -7,6 +7,7 @@
 
 use super::Algo;
 use crate::collective::Collective;
+pub use crate::transport::Links;
 
 /// Ring neighbours of `r`: left and right (one peer for two ranks, none alone).
 fn ring(r: usize, n: usize) -> Vec<usize> {
@@ -128,24 +129,8 @@ pub struct Use {
     pub root: usize,
 }
 
-/// Which rank pairs are connected: symmetric, the same on every rank.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Links {
-    /// Per rank, its peers in ascending order.
-    adj: Vec<Vec<usize>>,
-    /// Why these pairs, for the header (e.g. `ring, control tree`).
-    pub why: String,
-}
-
+// The type is the transport's (it opens these pairs); planning them is here, with the peer sets it adds up.
 impl Links {
-    /// Every pair of `n` ranks, for traffic whose pattern collbench does not control (`why` says whose).
-    pub fn full(n: usize, why: &str) -> Links {
-        Links {
-            adj: (0..n).map(|r| (0..n).filter(|&p| p != r).collect()).collect(),
-            why: why.to_string(),
-        }
-    }
-
     /// The pairs the control exchanges and every algorithm in `uses` need on `n` ranks. A pair either end
     /// needs is connected, so the result is symmetric even where one algorithm's sets were not.
     pub fn plan(n: usize, uses: &[Use]) -> Links {
@@ -162,10 +147,6 @@ impl Links {
                 add(r, of(u.coll, u.algo, u.root, r, n));
             }
         }
-        for a in &mut adj {
-            a.sort_unstable();
-            a.dedup();
-        }
         let mut names = vec!["control tree"];
         for u in uses {
             let name = u.algo.name();
@@ -173,35 +154,7 @@ impl Links {
                 names.push(name);
             }
         }
-        Links {
-            adj,
-            why: names.join(", "),
-        }
-    }
-
-    /// Number of ranks.
-    pub fn size(&self) -> usize {
-        self.adj.len()
-    }
-
-    /// The peers of rank `r`, ascending.
-    pub fn peers(&self, r: usize) -> &[usize] {
-        &self.adj[r]
-    }
-
-    /// Whether ranks `a` and `b` are connected.
-    pub fn connected(&self, a: usize, b: usize) -> bool {
-        self.adj.get(a).is_some_and(|v| v.binary_search(&b).is_ok())
-    }
-
-    /// Connected pairs (each counted once).
-    pub fn pairs(&self) -> usize {
-        self.adj.iter().map(Vec::len).sum::<usize>() / 2
-    }
-
-    /// The most peers any one rank has.
-    pub fn max_peers(&self) -> usize {
-        self.adj.iter().map(Vec::len).max().unwrap_or(0)
+        Links::from_adjacency(adj, names.join(", "))
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod cost;
 pub mod memory;
+pub mod options;
 pub mod plan;
 pub mod point;
 pub mod stats;
@@ -93,10 +94,10 @@ pub fn sweep_on<E: Engine, M: Memory>(
         only,
     } = s;
     let n = e.size();
-    if opts.root >= n {
+    if opts.sweep.root >= n {
         return Err(Error::usage(
             "-r/--root",
-            format!("root rank {} does not exist in a job of {n} ranks", opts.root),
+            format!("root rank {} does not exist in a job of {n} ranks", opts.sweep.root),
         ));
     }
     let mut points = plan::points(opts, n);
@@ -112,10 +113,10 @@ pub fn sweep_on<E: Engine, M: Memory>(
     let path = e.path();
     let ctx = stats::Context {
         path: &path,
-        root: opts.root,
+        root: opts.sweep.root,
         ranks,
-        stat: opts.rank_stat,
-        iters: opts.iters,
+        stat: opts.sweep.rank_stat,
+        iters: opts.sweep.iters,
         repeat,
     };
     let mut out = Outcome::default();
@@ -124,7 +125,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
     e.barrier()?;
     let started = usage::Sample::now();
     // Bytes this rank moved, counted as busbw counts them; calls per placement include warm-up and check.
-    let calls = f64::from(opts.warmup) + f64::from(opts.iters) + f64::from(opts.check_iters);
+    let calls = f64::from(opts.sweep.warmup) + f64::from(opts.sweep.iters) + f64::from(opts.sweep.check_iters);
     let mut bytes = 0.0;
     let mut first_us = None;
     for p in &points {

@@ -20,12 +20,12 @@ pub struct Point {
 
 /// Every point for `nranks` ranks, in run order: per collective, per dtype, per op, sizes ascending.
 pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
-    let sizes = opts.sizes.sizes();
+    let sizes = opts.sweep.sizes.sizes();
     let mut out = Vec::new();
-    for &coll in &opts.collectives {
-        for &dtype in &opts.dtypes {
+    for &coll in &opts.sweep.collectives {
+        for &dtype in &opts.sweep.dtypes {
             let ops: Vec<Option<Op>> = if coll.reduces() {
-                opts.ops.iter().copied().map(Some).collect()
+                opts.sweep.ops.iter().copied().map(Some).collect()
             } else {
                 vec![None]
             };
@@ -55,12 +55,12 @@ pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
             coll: p.coll,
             algo: Algo::select(
                 p.coll,
-                opts.algo,
+                opts.algorithm.algo,
                 p.layout.size_bytes as u64,
-                opts.algo_threshold,
+                opts.algorithm.algo_threshold,
                 nranks,
             ),
-            root: opts.root,
+            root: opts.sweep.root,
         };
         if !out.contains(&u) {
             out.push(u);
@@ -73,10 +73,10 @@ pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
 /// control exchanges need, or every pair when an RDMA path will swap queue-pair records with every peer
 /// over the first TCP path.
 pub fn links(opts: &Options, nranks: usize) -> Links {
-    if opts.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })) {
+    if opts.paths.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })) {
         return Links::full(nranks, "all pairs: RDMA set-up talks to every peer");
     }
-    if !opts.transports.iter().any(PathKind::is_tcp) {
+    if !opts.paths.transports.iter().any(PathKind::is_tcp) {
         // The TCP path only carries control traffic (the library paths move the data).
         return Links::plan(nranks, &[]);
     }

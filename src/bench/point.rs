@@ -188,10 +188,10 @@ fn measure_placement<E: Engine, M: Memory>(
 ) -> Result<RankTiming> {
     // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
     let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
-    let call = Call::of(p, opts.root, e.rank(), in_place);
+    let call = Call::of(p, opts.sweep.root, e.rank(), in_place);
     prepare(e.rank(), p, &pattern, bufs.host(), in_place);
     bufs.load(&call)?;
-    for _ in 0..opts.warmup {
+    for _ in 0..opts.sweep.warmup {
         let t0 = Instant::now();
         bufs.run(e, algo, &call)?;
         if let Some(f) = first_us.take() {
@@ -199,13 +199,13 @@ fn measure_placement<E: Engine, M: Memory>(
         }
     }
     e.barrier()?;
-    crate::fault::Fault::check_point(opts.fault.as_ref(), e.rank(), p.coll, p.layout.size_bytes as u64);
+    crate::fault::Fault::check_point(opts.aids.fault.as_ref(), e.rank(), p.coll, p.layout.size_bytes as u64);
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
     // Only the timed calls' staging is reported.
     bufs.take_staging();
-    for _ in 0..opts.iters {
+    for _ in 0..opts.sweep.iters {
         let t0 = Instant::now();
         bufs.run(e, algo, &call)?;
         let ns = t0.elapsed().as_nanos();
@@ -216,7 +216,7 @@ fn measure_placement<E: Engine, M: Memory>(
         hist.saturating_record((ns as u64).max(1));
     }
     let mut timing = RankTiming {
-        avg_us: total_ns as f64 / 1e3 / opts.iters.max(1) as f64,
+        avg_us: total_ns as f64 / 1e3 / opts.sweep.iters.max(1) as f64,
         p50_us: hist.value_at_quantile(0.5) as f64 / 1e3,
         p99_us: hist.value_at_quantile(0.99) as f64 / 1e3,
         std_us: hist.stdev() / 1e3,
@@ -226,19 +226,19 @@ fn measure_placement<E: Engine, M: Memory>(
         staging_wait_us: None,
     };
     if let Some(s) = bufs.take_staging() {
-        let per_call_us = |secs: f64| secs * 1e6 / f64::from(opts.iters.max(1));
+        let per_call_us = |secs: f64| secs * 1e6 / f64::from(opts.sweep.iters.max(1));
         timing.staging_us = Some(per_call_us(s.copy_s));
         timing.staging_wait_us = Some(per_call_us(s.wait_s));
     }
-    if opts.check_iters > 0 {
+    if opts.sweep.check_iters > 0 {
         let mut outcome = CheckOutcome::default();
-        for _ in 0..opts.check_iters {
+        for _ in 0..opts.sweep.check_iters {
             prepare(e.rank(), p, &pattern, bufs.host(), in_place);
             bufs.load(&call)?;
             bufs.run(e, algo, &call)?;
             bufs.unload(&call)?;
-            if opts.corrupt_rank == Some(e.rank()) {
-                corrupt(e.rank(), e.size(), p, bufs.host(), opts.root, in_place);
+            if opts.aids.corrupt_rank == Some(e.rank()) {
+                corrupt(e.rank(), e.size(), p, bufs.host(), opts.sweep.root, in_place);
             }
             outcome.merge(verify(
                 e.rank(),
@@ -246,7 +246,7 @@ fn measure_placement<E: Engine, M: Memory>(
                 p,
                 &pattern,
                 bufs.host(),
-                opts.root,
+                opts.sweep.root,
                 in_place,
             ));
         }

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::report::compare::{combine_sweeps, Estimate, Sweep};
+use crate::report::document::{need, Document};
 use crate::report::results_file;
 
 /// What identifies a point across two runs.
@@ -28,54 +29,37 @@ pub struct Point {
 
 /// Reads and parses one results file; errors (exit 2) name the file and say what to do.
 pub fn read(path: &Path) -> Result<Vec<Point>> {
-    parse(&results_file::read(path)?, &path.display().to_string())
+    points(&results_file::read(path)?, &path.display().to_string())
 }
 
 /// The points of one parsed results document, in first-seen order; `source` names it in errors.
 pub fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
-    let bad = |msg: String| Error::usage(source, msg);
+    points(&results_file::parse(doc, source)?, source)
+}
+
+fn points(doc: &Document, source: &str) -> Result<Vec<Point>> {
     let results = results_file::results(doc, source, "nothing to compare")?;
     // Each point's sweeps, in first-seen order, with the repeats already taken.
     let mut groups: Vec<(Key, u64, Vec<u64>, Vec<Sweep>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {
-        let field = |k: &str| {
-            r.pointer(k).ok_or_else(|| {
-                bad(format!(
-                    "results[{i}] has no `{}` (not a results file of `collbench run -J`?)",
-                    k.trim_start_matches('/').replace('/', ".")
-                ))
-            })
-        };
-        let text = |k: &str| -> Result<String> {
-            field(k)?
-                .as_str()
-                .map(str::to_string)
-                .ok_or_else(|| bad(format!("results[{i}]{} is not a string", k.replace('/', "."))))
-        };
-        let uint = |k: &str| -> Result<u64> {
-            field(k)?
-                .as_u64()
-                .ok_or_else(|| bad(format!("results[{i}]{} is not a whole number", k.replace('/', "."))))
-        };
-        // "nan" (a point without a number) stays NaN: such a point is shown but never called a change.
-        let num = |k: &str| -> Result<f64> { Ok(field(k)?.as_f64().unwrap_or(f64::NAN)) };
+        let bad = |msg: String| Error::usage(source, msg);
+        let oop = r.out_of_place();
         let key = Key {
-            path: text("/path")?,
-            collective: text("/collective")?,
-            dtype: text("/type")?,
-            redop: text("/redop")?,
-            size: uint("/size")?,
+            path: need(r.path.clone(), i, "path").map_err(bad)?,
+            collective: need(r.collective.clone(), i, "collective").map_err(bad)?,
+            dtype: need(r.dtype.clone(), i, "type").map_err(bad)?,
+            redop: need(r.redop.clone(), i, "redop").map_err(bad)?,
+            size: need(r.size, i, "size").map_err(bad)?,
         };
-        let nranks = uint("/nranks")?;
+        let nranks = need(r.nranks, i, "nranks").map_err(bad)? as u64;
         // Files older than `--repeat` hold one sweep.
-        let repeat = r.get("repeat").and_then(Value::as_u64).unwrap_or(0);
+        let repeat = u64::from(r.repeat.unwrap_or(0));
+        // "nan" (a point without a number) stays NaN: such a point is shown but never called a change.
         let sweep = Sweep {
-            time_us: num("/out_of_place/time")?,
+            time_us: need(oop.time, i, "out_of_place.time").map_err(bad)?,
             // Without an interval nothing can be told from the noise.
-            ci95_us: r
-                .pointer("/out_of_place/ci95_us")
-                .map_or(f64::INFINITY, |v| v.as_f64().unwrap_or(f64::INFINITY)),
-            busbw: num("/out_of_place/bus_bw")?,
+            ci95_us: oop.ci95_us.filter(|c| !c.is_nan()).unwrap_or(f64::INFINITY),
+            busbw: need(oop.bus_bw, i, "out_of_place.bus_bw").map_err(bad)?,
         };
         match groups.iter_mut().find(|g| g.0 == key && g.1 == nranks) {
             // Sizes that round to the same bytes repeat a point within one sweep: the first one counts.

@@ -1,18 +1,21 @@
 //! Engines: what runs one collective on one path. Today collbench's own algorithms over its own transport
 //! ([`Native`]); library baselines (MPI, NCCL) implement the same trait.
 
+use crate::algorithm::options::{AlgoChoice, AlgoOptions};
 use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
 use crate::bench::point::Call;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::options::{AlgoChoice, Options};
 use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
 pub mod direct;
 #[cfg(test)]
 mod one_rank;
+pub mod options;
 pub mod pieces;
+#[cfg(test)]
+mod rdma_transport_tests;
 pub mod staged;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.
@@ -64,17 +67,17 @@ pub struct Native<T: Transport> {
 }
 
 impl<T: Transport> Native<T> {
-    /// An engine with the algorithm choice and tuning of `opts`.
-    pub fn new(transport: T, opts: &Options) -> Self {
+    /// An engine with the algorithm choice and tuning of `algo` (`--algo`, `--algo-threshold`, `--chunk`).
+    pub fn new(transport: T, algo: &AlgoOptions) -> Self {
         Native {
             transport,
             workspace: Workspace::default(),
             tune: Tuning {
-                chunk_bytes: opts.chunk_bytes,
+                chunk_bytes: algo.chunk_bytes,
                 ..Tuning::default()
             },
-            choice: opts.algo,
-            threshold: opts.algo_threshold,
+            choice: algo.algo,
+            threshold: algo.algo_threshold,
         }
     }
 }

@@ -56,7 +56,7 @@ impl Kernels {
         Ok(Kernels { module })
     }
 
-    /// The kernel named `name` (one of [`super::cuda_kernels`]' names).
+    /// The kernel named `name` (one of [`crate::reduce::cuda_kernels`]' names).
     pub fn function(&self, name: &str) -> Result<cudarc::driver::CudaFunction, String> {
         self.module
             .load_function(name)

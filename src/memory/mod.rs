@@ -2,6 +2,7 @@
 //! reached through the [`device::Device`] trait (emulated on the host for tests); and [`gpudirect`], whether a host
 //! could carry GPUDirect RDMA (reported, not used).
 
+pub mod available;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]

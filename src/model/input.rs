@@ -1,13 +1,13 @@
 //! The measured points a model is fitted to: read from results files (`collbench run -J`) or taken from the
 //! records of the run in memory.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::collective::Collective;
 use crate::error::{Error, Result};
+use crate::report::document::{need, Document};
 use crate::report::results_file;
 use crate::report::Record;
 
@@ -55,57 +55,32 @@ pub fn from_records(records: &[Record], hosts: usize) -> Vec<Sample> {
 
 /// Reads every result of a results file. Errors (exit 2) name the file and what is missing in it.
 pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
-    parse(&results_file::read(path)?, &path.display().to_string())
+    samples(&results_file::read(path)?, &path.display().to_string())
 }
 
 /// The samples of one parsed results document; `source` names it in errors.
 pub fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
+    samples(&results_file::parse(doc, source)?, source)
+}
+
+fn samples(doc: &Document, source: &str) -> Result<Vec<Sample>> {
     let bad = |msg: String| Error::usage(source.to_string(), msg);
     let results = results_file::results(doc, source, "nothing to fit")?;
-    let hosts: BTreeSet<&str> = doc
-        .pointer("/collbench/run/ranks")
-        .and_then(Value::as_array)
-        .map(|ranks| {
-            ranks
-                .iter()
-                .filter_map(|r| r.get("host").and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
+    let hosts = doc.hosts();
     let mut out = Vec::with_capacity(results.len());
     for (i, r) in results.iter().enumerate() {
-        let field = |k: &str| {
-            r.get(k).ok_or_else(|| {
-                bad(format!(
-                    "results[{i}] has no `{k}` (written by an older collbench, or not by collbench?)"
-                ))
-            })
-        };
-        let text = |k: &str| -> Result<String> {
-            field(k)?
-                .as_str()
-                .map(str::to_string)
-                .ok_or_else(|| bad(format!("results[{i}].{k} is not a string")))
-        };
-        let uint = |k: &str| -> Result<u64> {
-            field(k)?
-                .as_u64()
-                .ok_or_else(|| bad(format!("results[{i}].{k} is not a whole number")))
-        };
-        let collective: Collective = text("collective")?
+        let collective: Collective = need(r.collective.as_deref(), i, "collective")
+            .map_err(bad)?
             .parse()
             .map_err(|e| bad(format!("results[{i}].collective: {e}")))?;
-        let nranks = uint("nranks")? as usize;
+        let nranks = need(r.nranks, i, "nranks").map_err(bad)?;
         // A time of "nan" (written for a point without a number) is kept as NaN and skipped by the fit.
-        let time_us = r
-            .pointer("/out_of_place/time")
-            .map(|t| t.as_f64().unwrap_or(f64::NAN))
-            .ok_or_else(|| bad(format!("results[{i}] has no out_of_place.time")))?;
+        let time_us = need(r.out_of_place().time, i, "out_of_place.time").map_err(bad)?;
         out.push(Sample {
-            path: text("path")?,
+            path: need(r.path.clone(), i, "path").map_err(bad)?,
             collective,
-            algo: text("algo")?,
-            size: uint("size")?,
+            algo: need(r.algo.clone(), i, "algo").map_err(bad)?,
+            size: need(r.size, i, "size").map_err(bad)?,
             nranks,
             // Files without the rank list are taken as one rank per host.
             hosts: if hosts.is_empty() { nranks } else { hosts.len() },

@@ -29,9 +29,5 @@ pub fn check_run(memory: crate::memory::MemoryKind) -> crate::error::Result<Stri
         .map_err(|m| Error::usage("--transport", m))
 }
 
-/// Why `nccl` is refused in a build without the `cuda` feature.
-pub fn not_built_message() -> String {
-    "nccl: this collbench was built without GPU support; rebuild with `cargo build --release --features cuda` \
-     (NCCL and the CUDA driver are loaded at run time, nothing is needed to build)"
-        .into()
-}
+/// Why `nccl` is refused in a build without the `cuda` feature (said where `--transport` is parsed).
+pub use crate::transport::path::nccl_not_built_message as not_built_message;

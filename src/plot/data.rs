@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::report::document::{need, Document, Entry, WHAT_TO_GIVE};
 use crate::report::{Record, RunInfo};
 
 /// Everything the charts of one run show.
@@ -103,8 +104,13 @@ pub fn predicted_samples(report: &crate::model::Report) -> Vec<PredictedSample> 
 
 /// The predictions in a results file (`collbench.summary.model.predictions`); none when the run made no
 /// model. The error names the entry that is not a prediction.
-fn json_predictions(doc: &Value) -> std::result::Result<Vec<PredictedSample>, String> {
-    let Some(list) = doc["collbench"]["summary"]["model"]["predictions"].as_array() else {
+fn json_predictions(doc: &Document) -> std::result::Result<Vec<PredictedSample>, String> {
+    let model = doc
+        .collbench
+        .as_ref()
+        .and_then(|c| c.summary.as_ref())
+        .and_then(|s| s.model.as_ref());
+    let Some(list) = model.and_then(|m| m["predictions"].as_array()) else {
         return Ok(Vec::new());
     };
     list.iter()
@@ -198,31 +204,26 @@ impl PlotData {
     /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
     pub fn from_path(path: &Path) -> Result<PlotData> {
         let doc = crate::report::results_file::read(path)?;
-        PlotData::from_json(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
+        PlotData::from_document(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
     }
 
     /// From a parsed results file. The error says what is wrong with it, for the caller to prefix with
     /// where the document came from.
     pub fn from_json(doc: &Value) -> std::result::Result<PlotData, String> {
-        const WHAT_TO_DO: &str = "give the file `collbench run -J FILE` wrote";
-        if !matches!(doc.get("collbench"), Some(Value::Object(_))) {
+        PlotData::from_document(&Document::from_value(doc)?)
+    }
+
+    fn from_document(doc: &Document) -> std::result::Result<PlotData, String> {
+        if doc.collbench.is_none() {
             return Err(format!(
-                "is not a collbench results file (no `collbench` block); {WHAT_TO_DO}"
+                "is not a collbench results file (no `collbench` block); {WHAT_TO_GIVE}"
             ));
         }
-        let Some(results) = doc.get("results").and_then(Value::as_array) else {
-            return Err(format!(
-                "has no `results` list, so it is not a collbench results file; {WHAT_TO_DO}"
-            ));
-        };
-        let samples = results
+        let samples = doc
+            .results
             .iter()
             .enumerate()
-            .map(|(i, v)| {
-                JsonEntry::deserialize(v)
-                    .map(JsonEntry::into_sample)
-                    .map_err(|e| format!("results[{i}] is not a collbench result entry: {e}"))
-            })
+            .map(|(i, e)| sample_of(e, i))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
         data.add_predictions(&json_predictions(doc)?);
@@ -230,7 +231,7 @@ impl PlotData {
             return Err(format!(
                 "has no results to plot ({} entries, none with a positive size and time): run \
                  `collbench run -J FILE` to the end, with -e above 0",
-                results.len()
+                doc.results.len()
             ));
         }
         Ok(data)
@@ -407,24 +408,30 @@ fn note(version: &str, start_time: &str, hosts: usize, launcher: &str) -> String
 }
 
 /// The note from a results file's `collbench.run` block; empty when the block is missing.
-fn json_note(doc: &Value) -> String {
-    let run = &doc["collbench"]["run"];
-    if !run.is_object() {
+fn json_note(doc: &Document) -> String {
+    let Some(c) = &doc.collbench else {
+        return String::new();
+    };
+    let run = &c.run;
+    if run.version.is_empty() && run.start_time.is_empty() && run.launcher.is_empty() && run.ranks.is_empty() {
         return String::new();
     }
-    let s = |k: &str| run[k].as_str().unwrap_or("?").to_string();
-    let hosts: HashSet<&str> = run["ranks"]
-        .as_array()
-        .map(|rs| rs.iter().filter_map(|r| r["host"].as_str()).collect())
-        .unwrap_or_default();
-    note(&s("version"), &s("start_time"), hosts.len(), &s("launcher"))
+    let s = |v: &str| if v.is_empty() { "?".to_string() } else { v.to_string() };
+    note(
+        &s(&run.version),
+        &s(&run.start_time),
+        doc.hosts().len(),
+        &s(&run.launcher),
+    )
 }
 
 /// Each path's line rate (GB/s) from a results file: `collbench.summary.paths[].line_rate_gbs` where
 /// present, else derived from the comparison (`busbw / line_rate_pct x 100`), first figure per path.
-pub fn json_line_rates(doc: &Value) -> Vec<(String, f64)> {
-    let summary = &doc["collbench"]["summary"];
+pub fn json_line_rates(doc: &Document) -> Vec<(String, f64)> {
     let mut rates: Vec<(String, f64)> = Vec::new();
+    let Some(summary) = doc.collbench.as_ref().and_then(|c| c.summary.as_ref()) else {
+        return rates;
+    };
     let mut add = |path: Option<&str>, rate: Option<f64>| {
         if let (Some(p), Some(r)) = (path, rate) {
             if r.is_finite() && r > 0.0 && !rates.iter().any(|(q, _)| q == p) {
@@ -432,74 +439,39 @@ pub fn json_line_rates(doc: &Value) -> Vec<(String, f64)> {
             }
         }
     };
-    for p in summary["paths"].as_array().into_iter().flatten() {
-        add(p["path"].as_str(), p["line_rate_gbs"].as_f64());
+    for p in &summary.paths {
+        add(p.path.as_deref(), p.line_rate_gbs);
     }
-    for c in summary["comparison"].as_array().into_iter().flatten() {
-        for p in c["paths"].as_array().into_iter().flatten() {
-            let derived = match (p["busbw"].as_f64(), p["line_rate_pct"].as_f64()) {
+    for c in &summary.comparison {
+        for p in &c.paths {
+            let derived = match (p.busbw, p.line_rate_pct) {
                 (Some(bw), Some(pct)) if pct > 0.0 => Some(bw / pct * 100.0),
                 _ => None,
             };
-            add(p["path"].as_str(), derived);
+            add(p.path.as_deref(), derived);
         }
     }
     rates
 }
 
-/// One `results[]` entry, the fields the charts use.
-#[derive(Deserialize)]
-struct JsonEntry {
-    size: u64,
-    #[serde(rename = "type")]
-    dtype: String,
-    redop: String,
-    collective: String,
-    path: String,
-    nranks: usize,
-    out_of_place: JsonPlacement,
-}
-
-#[derive(Deserialize)]
-struct JsonPlacement {
-    #[serde(deserialize_with = "number_or_nan")]
-    time: f64,
-    #[serde(deserialize_with = "number_or_nan")]
-    bus_bw: f64,
-    /// Absent in files written before it existed: no interval, so no band.
-    #[serde(default, deserialize_with = "number_or_nan")]
-    ci95_us: f64,
-}
-
-/// A number, or nccl-tests' `"nan"` string (or null) for one that is not finite.
-fn number_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Number(n) => Ok(n.as_f64().unwrap_or(f64::NAN)),
-        Value::Null => Ok(f64::NAN),
-        Value::String(s) if s.eq_ignore_ascii_case("nan") => Ok(f64::NAN),
-        other => Err(serde::de::Error::custom(format!("expected a number, got {other}"))),
-    }
-}
-
-impl JsonEntry {
-    fn into_sample(self) -> Sample {
-        Sample {
-            path: self.path,
-            collective: self.collective,
-            dtype: self.dtype,
-            // nccl-tests writes "none" for collectives that do not reduce.
-            op: (self.redop != "none").then_some(self.redop),
-            nranks: self.nranks,
-            size: self.size,
-            time_us: self.out_of_place.time,
-            ci95_us: if self.out_of_place.ci95_us.is_finite() {
-                self.out_of_place.ci95_us
-            } else {
-                0.0
-            },
-            busbw: self.out_of_place.bus_bw,
-        }
-    }
+/// The sample of results entry `i`; the error names the field it lacks.
+fn sample_of(e: &Entry, i: usize) -> std::result::Result<Sample, String> {
+    let oop = e.out_of_place();
+    let redop = need(e.redop.clone(), i, "redop")?;
+    let ci95_us = oop.ci95_us.unwrap_or(0.0);
+    Ok(Sample {
+        path: need(e.path.clone(), i, "path")?,
+        collective: need(e.collective.clone(), i, "collective")?,
+        dtype: need(e.dtype.clone(), i, "type")?,
+        // nccl-tests writes "none" for collectives that do not reduce.
+        op: (redop != "none").then_some(redop),
+        nranks: need(e.nranks, i, "nranks")?,
+        size: need(e.size, i, "size")?,
+        time_us: need(oop.time, i, "out_of_place.time")?,
+        // "nan" (unknown) draws no band.
+        ci95_us: if ci95_us.is_finite() { ci95_us } else { 0.0 },
+        busbw: need(oop.bus_bw, i, "out_of_place.bus_bw")?,
+    })
 }
 
 #[cfg(test)]
@@ -776,7 +748,10 @@ mod tests {
             { "path": "tcp@eth0", "line_rate_gbs": 3.0 },
             { "path": "tcp@lo", "line_rate_gbs": null },
         ]);
-        assert_eq!(json_line_rates(&v), [("tcp@eth0".to_string(), 3.0)]);
+        assert_eq!(
+            json_line_rates(&Document::from_value(&v).unwrap()),
+            [("tcp@eth0".to_string(), 3.0)]
+        );
         let none_op = {
             let mut v = doc();
             v["results"][0]["redop"] = json!("none");

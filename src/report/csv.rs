@@ -2,9 +2,7 @@
 //! after every record so an aborted run keeps every row measured. Empty cells mean "not measured"
 //! (`wrong` when the data check was off).
 
-use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::record::{Record, RunInfo, Summary, Timing};
@@ -39,7 +37,7 @@ pub const COLUMNS: [&str; 21] = [
 /// Writes the CSV results file at a path.
 pub struct CsvReporter {
     path: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<csv::Writer<File>>,
 }
 
 impl CsvReporter {
@@ -61,17 +59,18 @@ impl CsvReporter {
     }
 
     /// Writes `rows` and flushes, creating the file with its header row first if needed.
-    fn append(&mut self, rows: &[String]) -> Result<()> {
+    fn append(&mut self, rows: &[[String; 21]]) -> Result<()> {
         if self.out.is_none() {
             let f = File::create(&self.path).map_err(|e| self.io(e))?;
-            let mut w = BufWriter::new(f);
-            writeln!(w, "{}", COLUMNS.join(",")).map_err(|e| self.io(e))?;
+            let mut w = csv::Writer::from_writer(f);
+            w.write_record(COLUMNS).map_err(|e| self.io(e.into()))?;
             self.out = Some(w);
         }
         let written = match self.out.as_mut() {
             Some(w) => rows
                 .iter()
-                .try_for_each(|r| writeln!(w, "{r}"))
+                .try_for_each(|r| w.write_record(r))
+                .map_err(std::io::Error::from)
                 .and_then(|()| w.flush()),
             None => Ok(()),
         };
@@ -95,42 +94,33 @@ impl Reporter for CsvReporter {
     }
 }
 
-/// One placement of one record, in [`COLUMNS`] order; redop `none` and root -1 as in the table.
-fn row(rec: &Record, in_place: bool) -> String {
+/// One placement of one record, in [`COLUMNS`] order; redop `none` and root -1 as in the table. The csv
+/// writer quotes free text (RFC 4180) where it holds a comma, quote or line break.
+fn row(rec: &Record, in_place: bool) -> [String; 21] {
     let t: &Timing = if in_place { &rec.in_place } else { &rec.out_of_place };
-    let cells: [Cow<str>; 21] = [
-        field(&rec.path),
+    [
+        rec.path.clone(),
         rec.collective.name().into(),
-        field(&rec.algo),
-        rec.size.to_string().into(),
-        rec.count.to_string().into(),
+        rec.algo.clone(),
+        rec.size.to_string(),
+        rec.count.to_string(),
         rec.dtype.name().into(),
         rec.op.map_or("none", |o| o.name()).into(),
-        rec.root.map_or(-1, |r| r as i64).to_string().into(),
-        rec.nranks.to_string().into(),
-        in_place.to_string().into(),
-        t.time_us.to_string().into(),
-        t.algbw.to_string().into(),
-        t.busbw.to_string().into(),
-        t.wrong.map_or_else(String::new, |w| w.to_string()).into(),
-        t.rank0_us.to_string().into(),
-        t.avg_us.to_string().into(),
-        t.min_us.to_string().into(),
-        t.max_us.to_string().into(),
-        t.p50_us.to_string().into(),
-        t.p99_us.to_string().into(),
-        t.iters.to_string().into(),
-    ];
-    cells.join(",")
-}
-
-/// RFC 4180 quoting for free-text cells: quoted when they hold a comma, quote or line break.
-fn field(s: &str) -> Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\"")).into()
-    } else {
-        s.into()
-    }
+        rec.root.map_or(-1, |r| r as i64).to_string(),
+        rec.nranks.to_string(),
+        in_place.to_string(),
+        t.time_us.to_string(),
+        t.algbw.to_string(),
+        t.busbw.to_string(),
+        t.wrong.map_or_else(String::new, |w| w.to_string()),
+        t.rank0_us.to_string(),
+        t.avg_us.to_string(),
+        t.min_us.to_string(),
+        t.max_us.to_string(),
+        t.p50_us.to_string(),
+        t.p99_us.to_string(),
+        t.iters.to_string(),
+    ]
 }
 
 #[cfg(test)]
@@ -175,6 +165,14 @@ mod tests {
         );
         assert_eq!(lines.len(), 5);
         assert!(lines.iter().all(|l| l.split(',').count() == COLUMNS.len()));
+    }
+
+    /// One cell as the csv writer writes it.
+    fn field(s: &str) -> String {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([s, "x"]).unwrap();
+        let line = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        line.strip_suffix(",x\n").unwrap().to_string()
     }
 
     #[test]

@@ -1,26 +1,20 @@
-//! The JSON file (`-J`): nccl-tests' `-J` layout for everything both tools measure, so its readers keep
-//! working, with collbench's own fields beside it. The file is rewritten atomically after every record,
-//! so an aborted run still leaves valid JSON with every point measured so far.
-//!
-//! nccl-tests' conventions kept (src/util.cu, JSON_FILE_VERSION 2): top-level `version`, `start_time`
-//! and `end_time` as `YYYY-MM-DD HH:MM:SS`, `args`, `env`, `nccl_version`, `config`, `results`,
-//! `out_of_bounds`, `average_bus_bandwidth`, `errors`; booleans written as the strings `"true"` /
-//! `"false"`; `root` as the `%6i`-formatted string; `nwrong` as a number, `null` when the data check
-//! was off; `"nan"` for a value that is not a number. The schema is schema/collbench-results.schema.json.
+//! The JSON file (`-J`): the [`Document`] filled from the run, rewritten atomically after every record, so
+//! an aborted run still leaves valid JSON with every point measured so far. `start_time` and `end_time`
+//! are written as nccl-tests writes them, `YYYY-MM-DD HH:MM:SS`.
 
 use std::path::{Path, PathBuf};
 
-use serde::{Serialize, Serializer};
-
+use super::document::{
+    AverageBusBw, Collbench, Config, Device, Document, Entry, JBool, MemoryNote, OutOfBounds, Placement,
+};
 use super::file::write_atomic;
-use super::params::{Params, StepView};
-use super::record::{Record, RunInfo, Summary, Timing, WrongElement, SCHEMA_VERSION};
+use super::params::{RunParams, StepView};
+use super::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
 use super::summary::summarize;
 use super::Reporter;
 use crate::error::{Error, Result};
 
-/// The nccl-tests JSON layout version whose keys this file keeps.
-pub const NCCL_TESTS_JSON_VERSION: u32 = 2;
+pub use super::document::NCCL_TESTS_JSON_VERSION;
 
 /// Writes the JSON results file at a path, rewriting it after every record.
 pub struct JsonReporter {
@@ -72,193 +66,32 @@ impl Reporter for JsonReporter {
     }
 }
 
-/// The whole document. Field order is nccl-tests' key order, then collbench's block.
-#[derive(Serialize)]
-struct Document<'a> {
-    version: u32,
-    start_time: String,
-    args: &'a [String],
-    /// nccl-tests dumps the whole environment; collbench does not, as it may hold secrets.
-    env: [&'a str; 0],
-    /// collbench's own transports are not NCCL; `null` rather than a made-up version.
-    nccl_version: Option<u32>,
-    config: Config,
-    results: Vec<Entry<'a>>,
-    out_of_bounds: OutOfBounds,
-    average_bus_bandwidth: AverageBusBw,
-    errors: [&'a str; 0],
-    /// Written once the run is complete, as nccl-tests writes it at finalisation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    end_time: Option<String>,
-    collbench: Collbench<'a>,
-}
-
-#[derive(Serialize)]
-struct Config {
-    nthreads: u32,
-    ngpus: u32,
-    minimum_bytes: Option<u64>,
-    maximum_bytes: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_factor: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    step_bytes: Option<u64>,
-    warmup_iters: Option<u64>,
-    iterations: Option<u64>,
-    aggregated_iterations: u32,
-    validation: Option<u64>,
-    graph: u32,
-    blocking_collectives: JBool,
-    per_iter_timing: JBool,
-    parallel_init: JBool,
-    devices: Vec<Device>,
-}
-
-/// nccl-tests' per-rank device entry; `device` is -1 and `device_info` names the network end instead.
-#[derive(Serialize)]
-struct Device {
-    rank: usize,
-    group: u32,
-    pid: u32,
-    hostname: String,
-    device: i32,
-    device_hex: String,
-    device_info: String,
-}
-
-/// One `results` entry: nccl-tests' keys, then collbench's.
-#[derive(Serialize)]
-struct Entry<'a> {
-    size: u64,
-    count: u64,
-    #[serde(rename = "type")]
-    dtype: &'static str,
-    redop: &'static str,
-    root: String,
-    out_of_place: Placement,
-    in_place: Placement,
-    actual_iterations: u32,
-    experiment_name: &'static str,
-    collective: &'static str,
-    path: &'a str,
-    algo: &'a str,
-    nranks: usize,
-    /// Which whole sweep of the path (`--repeat`), from 0.
-    repeat: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first_wrong: Option<&'a WrongElement>,
-}
-
-#[derive(Serialize)]
-struct Placement {
-    time: JNum,
-    alg_bw: JNum,
-    bus_bw: JNum,
-    nwrong: Option<JNum>,
-    rank0_us: JNum,
-    avg_us: JNum,
-    min_us: JNum,
-    max_us: JNum,
-    p50_us: JNum,
-    p99_us: JNum,
-    ci95_us: JNum,
-    iters: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    staging_us: Option<JNum>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    staging_wait_us: Option<JNum>,
-}
-
-#[derive(Serialize)]
-struct OutOfBounds {
-    count: u64,
-    okay: JBool,
-}
-
-#[derive(Serialize)]
-struct AverageBusBw {
-    bandwidth: JNum,
-    /// nccl-tests writes "unchecked" when no minimum was asked for (NCCL_TESTS_MIN_BW unset).
-    okay: &'static str,
-}
-
-#[derive(Serialize)]
-struct Collbench<'a> {
-    schema_version: u32,
-    /// Where the buffers lived (`host`, `cuda`), and whether the times include copies between device and
-    /// host staging (they do with device memory).
-    memory: MemoryNote,
-    run: &'a RunInfo,
-    summary: Option<&'a Summary>,
-    complete: bool,
-}
-
-/// The run's memory kind and what its times cover.
-#[derive(Serialize)]
-struct MemoryNote {
-    kind: String,
-    times_include_staging: bool,
-    /// Where the reductions ran.
-    reductions: &'static str,
-    /// Paths that run on the device buffers directly (nccl): no staging, reductions on the GPU; the two
-    /// fields above describe the other paths.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    direct_paths: Vec<String>,
-    /// rdma paths on device memory only: they stage too; whether rank 0's host has a GPUDirect RDMA route.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rdma_route: Option<String>,
-    /// The device was host memory posing as one (`--emulate-device`, a testing aid): no GPU was measured.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    emulated: bool,
-}
-
 impl MemoryNote {
     fn of(run: &RunInfo) -> MemoryNote {
-        let p = Params::from_options(&run.options);
+        let p = &run.params;
         let kind = p.memory.clone().unwrap_or_else(|| "host".into());
         MemoryNote {
             times_include_staging: kind == "cuda",
-            reductions: if run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+            reductions: if p.reduce_on_device {
                 "device (all_reduce, reduce_scatter; reduce on the host)"
             } else {
                 "host"
-            },
-            direct_paths: direct_paths(&p),
+            }
+            .into(),
+            direct_paths: direct_paths(p),
             rdma_route: run.rdma_route.clone(),
-            emulated: run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true),
+            emulated: p.emulate_device,
             kind,
         }
     }
 }
 
 /// The paths of the run that take device memory directly (nccl).
-fn direct_paths(p: &Params) -> Vec<String> {
+fn direct_paths(p: &RunParams) -> Vec<String> {
     p.transports.iter().filter(|t| *t == "nccl").cloned().collect()
 }
 
-/// A number as nccl-tests writes it: `"nan"` when it is not finite.
-struct JNum(f64);
-
-impl Serialize for JNum {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        if self.0.is_finite() {
-            s.serialize_f64(self.0)
-        } else {
-            s.serialize_str("nan")
-        }
-    }
-}
-
-/// A boolean as nccl-tests writes it: the string `"true"` or `"false"`.
-struct JBool(bool);
-
-impl Serialize for JBool {
-    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(if self.0 { "true" } else { "false" })
-    }
-}
-
-fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Summary>) -> Document<'a> {
+fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>) -> Document<&'a Summary> {
     // While running, the totals cover the points so far, by the same definition as the final summary.
     let so_far;
     let totals = match summary {
@@ -278,8 +111,8 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
     Document {
         version: NCCL_TESTS_JSON_VERSION,
         start_time: nccl_time(&run.start_time),
-        args: &run.args,
-        env: [],
+        args: run.args.clone(),
+        env: Vec::new(),
         nccl_version: None,
         config: config(run),
         results: records.iter().map(entry).collect(),
@@ -288,23 +121,23 @@ fn document<'a>(run: &'a RunInfo, records: &'a [Record], summary: Option<&'a Sum
             okay: JBool(totals.out_of_bounds == 0),
         },
         average_bus_bandwidth: AverageBusBw {
-            bandwidth: JNum(bandwidth),
-            okay: "unchecked",
+            bandwidth,
+            okay: "unchecked".into(),
         },
-        errors: [],
+        errors: Vec::new(),
         end_time: summary.map(|s| nccl_time(&s.end_time)),
-        collbench: Collbench {
+        collbench: Some(Collbench {
             schema_version: SCHEMA_VERSION,
             memory: MemoryNote::of(run),
-            run,
+            run: run.clone(),
             summary,
             complete: summary.is_some(),
-        },
+        }),
     }
 }
 
 fn config(run: &RunInfo) -> Config {
-    let p = Params::from_options(&run.options);
+    let p = &run.params;
     let (step_factor, step_bytes) = match p.step {
         Some(StepView::Factor(f)) => (Some(f), None),
         Some(StepView::Bytes(b)) => (None, Some(b)),
@@ -363,43 +196,43 @@ pub fn entries(records: &[Record]) -> serde_json::Value {
     serde_json::to_value(records.iter().map(entry).collect::<Vec<_>>()).expect("results entries serialise")
 }
 
-fn entry(rec: &Record) -> Entry<'_> {
+fn entry(rec: &Record) -> Entry {
     Entry {
-        size: rec.size,
-        count: rec.count,
-        dtype: rec.dtype.name(),
-        redop: rec.op.map_or("none", |o| o.name()),
+        size: Some(rec.size),
+        count: Some(rec.count),
+        dtype: Some(rec.dtype.name().into()),
+        redop: Some(rec.op.map_or("none", |o| o.name()).into()),
         // nccl-tests writes the root as its table cell, the string sprintf("%6i", root).
-        root: format!("{:6}", rec.root.map_or(-1, |r| r as i64)),
-        out_of_place: placement(&rec.out_of_place),
-        in_place: placement(&rec.in_place),
-        actual_iterations: rec.out_of_place.iters,
-        experiment_name: "",
-        collective: rec.collective.name(),
-        path: &rec.path,
-        algo: &rec.algo,
-        nranks: rec.nranks,
-        repeat: rec.repeat,
-        first_wrong: rec.first_wrong.as_ref(),
+        root: Some(format!("{:6}", rec.root.map_or(-1, |r| r as i64))),
+        out_of_place: Some(placement(&rec.out_of_place)),
+        in_place: Some(placement(&rec.in_place)),
+        actual_iterations: Some(rec.out_of_place.iters),
+        experiment_name: Some(String::new()),
+        collective: Some(rec.collective.name().into()),
+        path: Some(rec.path.clone()),
+        algo: Some(rec.algo.clone()),
+        nranks: Some(rec.nranks),
+        repeat: Some(rec.repeat),
+        first_wrong: rec.first_wrong.clone(),
     }
 }
 
 fn placement(t: &Timing) -> Placement {
     Placement {
-        time: JNum(t.time_us),
-        alg_bw: JNum(t.algbw),
-        bus_bw: JNum(t.busbw),
-        nwrong: t.wrong.map(|w| JNum(w as f64)),
-        rank0_us: JNum(t.rank0_us),
-        avg_us: JNum(t.avg_us),
-        min_us: JNum(t.min_us),
-        max_us: JNum(t.max_us),
-        p50_us: JNum(t.p50_us),
-        p99_us: JNum(t.p99_us),
-        ci95_us: JNum(t.ci95_us),
-        iters: t.iters,
-        staging_us: t.staging_us.map(JNum),
-        staging_wait_us: t.staging_wait_us.map(JNum),
+        time: Some(t.time_us),
+        alg_bw: Some(t.algbw),
+        bus_bw: Some(t.busbw),
+        nwrong: t.wrong.map(|w| w as f64),
+        rank0_us: Some(t.rank0_us),
+        avg_us: Some(t.avg_us),
+        min_us: Some(t.min_us),
+        max_us: Some(t.max_us),
+        p50_us: Some(t.p50_us),
+        p99_us: Some(t.p99_us),
+        ci95_us: Some(t.ci95_us),
+        iters: Some(t.iters),
+        staging_us: t.staging_us,
+        staging_wait_us: t.staging_wait_us,
     }
 }
 
@@ -420,12 +253,13 @@ mod tests {
 
     use super::*;
     use crate::collective::Collective;
+    use crate::report::record::WrongElement;
     use crate::report::testutil::{record, run_info};
 
     #[test]
     fn nccl_is_listed_as_a_direct_path() {
         let o = serde_json::json!({"transports": ["tcp@lo", "nccl"], "memory": "cuda"});
-        let direct = |o: &Value| direct_paths(&Params::from_options(o));
+        let direct = |o: &Value| direct_paths(&RunParams::from_legacy(o));
         assert_eq!(direct(&o), vec!["nccl".to_string()]);
         assert!(direct(&serde_json::json!({"transports": ["tcp"]})).is_empty());
         assert!(direct(&serde_json::json!({})).is_empty());
@@ -492,12 +326,80 @@ mod tests {
     }
 
     #[test]
+    fn a_written_file_reads_back_as_the_same_document() {
+        let (_d, v) = write_run(true);
+        let read = Document::from_value(&v).unwrap();
+        assert_eq!(read.results, records().iter().map(entry).collect::<Vec<_>>());
+        let c = read.collbench.as_ref().unwrap();
+        assert_eq!((c.complete, c.run.ranks.len()), (true, 2));
+        assert_eq!(c.memory, MemoryNote::of(&run_info(false)));
+        // Written again (with the summary as a value), the document is the same JSON.
+        let again = Document {
+            version: read.version,
+            start_time: read.start_time,
+            args: read.args,
+            env: read.env,
+            nccl_version: read.nccl_version,
+            config: read.config,
+            results: read.results,
+            out_of_bounds: read.out_of_bounds,
+            average_bus_bandwidth: read.average_bus_bandwidth,
+            errors: read.errors,
+            end_time: read.end_time,
+            collbench: read.collbench.map(|c| Collbench {
+                summary: Some(&v["collbench"]["summary"]),
+                schema_version: c.schema_version,
+                memory: c.memory,
+                run: c.run,
+                complete: c.complete,
+            }),
+        };
+        assert_eq!(serde_json::to_value(&again).unwrap(), v);
+    }
+
+    #[test]
+    fn every_committed_results_file_reads() {
+        // Files written by earlier versions (results/ holds several) read with the current type.
+        let mut read = 0;
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/results"
+        ))];
+        while let Some(dir) = dirs.pop() {
+            for f in std::fs::read_dir(&dir).unwrap() {
+                let f = f.unwrap().path();
+                if f.is_dir() {
+                    dirs.push(f);
+                    continue;
+                }
+                if f.extension() != Some(std::ffi::OsStr::new("json")) {
+                    continue;
+                }
+                let v: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+                if v.get("collbench").is_some_and(Value::is_object) && v.get("results").is_some() {
+                    let doc = crate::report::results_file::parse(&v, &f.display().to_string()).unwrap();
+                    assert_eq!(doc.results.len(), v["results"].as_array().unwrap().len());
+                    // Their `options` object reads as the params record.
+                    let run = &doc.collbench.as_ref().unwrap().run;
+                    assert!(
+                        run.params.min_bytes.is_some() && run.params.iters.is_some(),
+                        "{}",
+                        f.display()
+                    );
+                    read += 1;
+                }
+            }
+        }
+        assert!(read >= 20, "only {read} results files found");
+    }
+
+    #[test]
     fn the_rdma_route_is_in_the_memory_note_only_when_the_run_has_one() {
         let mut run = run_info(false);
         let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
         assert!(note.get("rdma_route").is_none(), "{note}");
-        run.options["memory"] = "cuda".into();
-        run.options["transports"] = serde_json::json!(["tcp@lo", "rdma@mlx5_0:1"]);
+        run.params.memory = Some("cuda".into());
+        run.params.transports = vec!["tcp@lo".into(), "rdma@mlx5_0:1".into()];
         run.rdma_route = Some("staging through host memory (no GPUDirect RDMA route: ...)".into());
         let note = serde_json::to_value(MemoryNote::of(&run)).unwrap();
         assert_eq!(note["rdma_route"], run.rdma_route.clone().unwrap().as_str());

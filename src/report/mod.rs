@@ -4,13 +4,15 @@
 pub mod compare;
 pub mod cost;
 pub mod csv;
+pub mod document;
 pub mod file;
 mod format;
 mod gpu_topo;
 pub mod info;
 pub mod json;
 pub mod markdown;
-mod params;
+pub mod outputs;
+pub mod params;
 pub mod record;
 pub mod results_file;
 pub mod summary;
@@ -21,6 +23,7 @@ pub(crate) mod testutil;
 pub use self::csv::CsvReporter;
 pub use self::file::check_writable;
 pub use self::json::JsonReporter;
+pub use self::params::RunParams;
 pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
 pub use record::{

@@ -1,58 +1,119 @@
-//! The run parameters reporters print, read from [`RunInfo::options`](super::RunInfo) (the serialised
-//! `Options`). Reading the JSON rather than `Options` keeps reporters usable on runs recorded by other
-//! versions; a missing field reads as `None` instead of failing the report.
+//! The run parameters a results file records (`collbench.run.params`): a typed, versioned record made from
+//! the validated options in one place ([`RunParams::from_options`]), which the reporters print. Files
+//! written before it carry the serialised options instead (`collbench.run.options`, durations as
+//! `{secs, nanos}`); [`RunParams::from_legacy`] reads those, a missing field reading as `None`.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Version of the [`RunParams`] record; 0 (absent) in files that carry the old `options` object.
+pub const RUN_PARAMS_VERSION: u32 = 1;
+
 /// How the sweep steps between sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum StepView {
     Factor(u64),
     Bytes(u64),
 }
 
-/// The parameters a header shows.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Params {
+/// The parameters of a run, as recorded and printed. `None` (or empty) where a record does not say; `None`
+/// is left out of the file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunParams {
+    /// [`RUN_PARAMS_VERSION`] when written; 0 where read from an older file's `options`.
+    pub version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<StepView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub iters: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub check_iters: Option<u64>,
     /// Whole sweeps of every path (`--repeat`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u64>,
-    pub rank_stat: Option<String>,
-    pub algo: Option<String>,
-    pub streams: Option<u64>,
-    pub chunk_bytes: Option<u64>,
-    /// `--sndbuf`: bytes, or `auto`; `None` for records older than the option.
-    pub sndbuf: Option<String>,
-    /// Seconds; `Options` serialises its `Duration` as `{secs, nanos}`, a plain number is accepted too.
-    pub timeout_s: Option<f64>,
-    /// `--bootstrap-timeout`, seconds.
-    pub bootstrap_timeout_s: Option<f64>,
-    /// `--connect-timeout`, seconds.
-    pub connect_timeout_s: Option<f64>,
-    pub percentiles: bool,
-    /// Memory kind (`host`, `cuda`) once options carry one.
-    pub memory: Option<String>,
     /// `--interleave`: `sweep` or `point`; `None` for records older than the option (they are `sweep`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub interleave: Option<String>,
+    pub collectives: Vec<String>,
+    pub dtypes: Vec<String>,
+    pub ops: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo_threshold: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_stat: Option<String>,
+    pub percentiles: bool,
     /// `--transport` paths as the options name them (`tcp@lo`, `nccl`, ...); empty where they are absent.
     pub transports: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk_bytes: Option<u64>,
+    /// `--sndbuf`: bytes, or `auto`; `None` for records older than the option.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sndbuf: Option<String>,
+    /// `--tcp-congestion`; `None`: the host's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
+    /// `-T/--timeout`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+    /// `--bootstrap-timeout`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap_timeout_s: Option<f64>,
+    /// `--connect-timeout`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_s: Option<f64>,
+    /// Memory kind (`host`, `cuda`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// `--staging-pieces` (device memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging_pieces: Option<u64>,
+    /// `--reduce-on device`.
+    pub reduce_on_device: bool,
+    /// `--emulate-device` (a testing aid): no GPU was measured.
+    pub emulate_device: bool,
 }
 
-impl Params {
-    /// Reads what it can from the options object.
-    pub fn from_options(o: &Value) -> Params {
+/// The name serde gives an option's value (`max`, `auto`, `cuda`, ...), as the options file wrote it.
+/// A value's name as serde writes it (`"sweep"` for `Interleave::Sweep`), for the record.
+pub(crate) fn name<T: Serialize>(v: &T) -> Option<String> {
+    serde_json::to_value(v).ok()?.as_str().map(str::to_string)
+}
+
+impl RunParams {
+    /// Reads what it can from an older file's `options` object (the serialised `Options`).
+    pub fn from_legacy(o: &Value) -> RunParams {
         let u = |p: &str| o.pointer(p).and_then(Value::as_u64);
         let s = |p: &str| o.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let b = |k: &str| o.get(k).and_then(Value::as_bool) == Some(true);
+        let list = |k: &str| -> Vec<String> {
+            o.get(k)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        };
         let step = match (u("/sizes/step/factor"), u("/sizes/step/bytes")) {
             (Some(f), _) => Some(StepView::Factor(f)),
             (None, Some(b)) => Some(StepView::Bytes(b)),
             (None, None) => None,
         };
+        // `Duration` was serialised as `{secs, nanos}`; a plain number is accepted too.
         let secs = |k: &str| match o.get(k) {
             Some(Value::Number(n)) => n.as_f64(),
             Some(t @ Value::Object(_)) => {
@@ -62,8 +123,8 @@ impl Params {
             }
             _ => None,
         };
-        let timeout_s = secs("timeout");
-        Params {
+        RunParams {
+            version: 0,
             min_bytes: u("/sizes/min"),
             max_bytes: u("/sizes/max"),
             step,
@@ -71,8 +132,16 @@ impl Params {
             warmup: u("/warmup"),
             check_iters: u("/check_iters"),
             repeat: u("/repeat"),
-            rank_stat: s("/rank_stat"),
+            interleave: s("/interleave"),
+            collectives: list("collectives"),
+            dtypes: list("dtypes"),
+            ops: list("ops"),
+            root: u("/root"),
             algo: s("/algo"),
+            algo_threshold: u("/algo_threshold"),
+            rank_stat: s("/rank_stat"),
+            percentiles: b("percentiles"),
+            transports: list("transports"),
             streams: u("/streams"),
             chunk_bytes: u("/chunk_bytes"),
             sndbuf: match o.get("sndbuf") {
@@ -80,20 +149,14 @@ impl Params {
                 Some(v) => v.as_u64().map(|b| b.to_string()),
                 None => None,
             },
-            timeout_s,
+            tcp_congestion: s("/tcp_congestion"),
+            timeout_s: secs("timeout"),
             bootstrap_timeout_s: secs("bootstrap_timeout"),
             connect_timeout_s: secs("connect_timeout"),
-            percentiles: o.get("percentiles").and_then(Value::as_bool).unwrap_or(false),
             memory: s("/memory"),
-            interleave: s("/interleave"),
-            transports: o
-                .get("transports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
+            staging_pieces: u("/staging_pieces"),
+            reduce_on_device: b("reduce_on_device"),
+            emulate_device: b("emulate_device"),
         }
     }
 }
@@ -109,39 +172,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn reads_every_field_of_the_real_options() {
-        // Guards against Options being renamed under the reporters' feet.
-        let o = serde_json::to_value(crate::options::Options::default()).unwrap();
-        let p = Params::from_options(&o);
-        assert!(p.min_bytes.is_some() && p.max_bytes.is_some() && p.step.is_some());
-        assert!(p.iters.is_some() && p.warmup.is_some() && p.check_iters.is_some());
-        assert!(p.rank_stat.is_some() && p.algo.is_some() && p.streams.is_some());
-        assert!(p.chunk_bytes.is_some() && p.timeout_s.is_some());
-        assert_eq!(p.interleave.as_deref(), Some("sweep"));
-        assert_eq!(p.sndbuf.as_deref(), Some("524288"));
-        let auto = crate::options::Options {
-            sndbuf: None,
-            ..Default::default()
-        };
-        let p = Params::from_options(&serde_json::to_value(auto).unwrap());
-        assert_eq!(p.sndbuf.as_deref(), Some("auto"));
-    }
-
-    #[test]
     fn reads_serialised_options_and_tolerates_missing_fields() {
-        let p = Params::from_options(&crate::report::testutil::run_info(true).options);
+        let p = RunParams::from_legacy(&crate::report::testutil::legacy_options(true));
         assert_eq!(p.min_bytes, Some(8));
         assert_eq!(p.max_bytes, Some(4 << 20));
         assert_eq!(p.step, Some(StepView::Factor(2)));
         assert_eq!(p.timeout_s, Some(60.0));
         assert_eq!(p.rank_stat.as_deref(), Some("max"));
         assert!(p.percentiles);
-        let q = Params::from_options(&json!({"sizes": {"step": {"bytes": 1024}}, "timeout": 2.5}));
+        let q = RunParams::from_legacy(&json!({"sizes": {"step": {"bytes": 1024}}, "timeout": 2.5}));
         assert_eq!(q.step, Some(StepView::Bytes(1024)));
         assert_eq!(q.timeout_s, Some(2.5));
         assert_eq!(q.iters, None);
         assert_eq!(q.sndbuf, None, "a record from before --sndbuf");
         assert_eq!(or_unknown(&q.iters), "?");
-        assert_eq!(Params::from_options(&Value::Null), Params::default());
+        assert_eq!(RunParams::from_legacy(&Value::Null), RunParams::default());
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::params::RunParams;
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 
@@ -19,8 +20,9 @@ pub struct Endpoint {
     pub reason: Option<String>,
 }
 
-/// Where one rank ran.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+/// Where one rank ran. Fields a file lacks read as empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct RankInfo {
     pub rank: usize,
     pub pid: u32,
@@ -38,8 +40,9 @@ pub struct RankInfo {
     pub device: Option<String>,
 }
 
-/// Metadata of one run, known before the first point.
-#[derive(Clone, Debug, Serialize)]
+/// Metadata of one run, known before the first point. Fields a file lacks read as empty.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunInfo {
     /// collbench version.
     pub version: String,
@@ -60,12 +63,27 @@ pub struct RunInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<Connections>,
     pub ranks: Vec<RankInfo>,
-    /// Validated options, as the run used them.
-    pub options: serde_json::Value,
+    /// The run's parameters, as the run used them.
+    pub params: RunParams,
+    /// Files written before [`RunParams`] carry the serialised options instead; read only, to fill
+    /// `params` ([`RunInfo::upgrade`]).
+    #[serde(skip_serializing, rename = "options")]
+    pub legacy_options: Option<serde_json::Value>,
     /// rdma paths on device memory only: how they move device buffers, and whether rank 0's host has a
     /// GPUDirect RDMA route ([`crate::memory::gpudirect`]). Written once, in the JSON's `collbench.memory`.
     #[serde(skip)]
     pub rdma_route: Option<String>,
+}
+
+impl RunInfo {
+    /// Fills `params` from the old `options` object of a file written before the params record.
+    pub fn upgrade(&mut self) {
+        if self.params.version == 0 {
+            if let Some(o) = &self.legacy_options {
+                self.params = RunParams::from_legacy(o);
+            }
+        }
+    }
 }
 
 /// The data connections of a run: the rank pairs every TCP path connected, and why.
@@ -187,7 +205,7 @@ pub struct Timing {
 }
 
 /// The first wrong element seen at one point, with where it was.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WrongElement {
     pub rank: usize,
     pub host: String,

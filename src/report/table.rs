@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use super::format::{bytes, float_col, g};
-use super::params::{or_unknown, Params, StepView};
+use super::params::{or_unknown, StepView};
 use super::record::{Record, RunInfo, Summary, Timing};
 use super::summary::{avg_busbw, out_of_bounds, AVG_FROM_BYTES};
 use super::Reporter;
@@ -81,7 +81,7 @@ impl<W: Write> TableReporter<W> {
 
 impl<W: Write> Reporter for TableReporter<W> {
     fn begin(&mut self, run: &RunInfo) -> Result<()> {
-        let p = Params::from_options(&run.options);
+        let p = &run.params;
         self.percentiles = p.percentiles;
         self.repeats = p.repeat.unwrap_or(1);
         self.by_point = p.interleave.as_deref() == Some("point");
@@ -259,7 +259,7 @@ fn memory_line(summary: &Summary) -> Option<String> {
 
 /// The `#` lines before the first table: version, command line, parameters, launcher, one line per rank.
 fn run_header(run: &RunInfo) -> Vec<String> {
-    let p = Params::from_options(&run.options);
+    let p = &run.params;
     let step = match p.step {
         Some(StepView::Factor(f)) => format!("{f}(factor)"),
         Some(StepView::Bytes(b)) => format!("{b}(bytes)"),
@@ -303,7 +303,7 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     if p.memory.as_deref() == Some("cuda") {
         // The staging lines describe the tcp and rdma paths; a run of nccl alone has none of them.
         let staged = p.transports.is_empty() || p.transports.iter().any(|t| t != "nccl");
-        let pieces = run.options.get("staging_pieces").and_then(|v| v.as_u64()).unwrap_or(1);
+        let pieces = p.staging_pieces.unwrap_or(1);
         if staged {
             lines.push(format!(
                 "# Memory: cuda (device buffers, one GPU per rank): each call copies its input to pinned host memory, \
@@ -314,14 +314,14 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         } else {
             lines.push("# Memory: cuda (device buffers, one GPU per rank)".to_string());
         }
-        if staged && run.options.get("reduce_on_device").and_then(|v| v.as_bool()) == Some(true) {
+        if staged && p.reduce_on_device {
             lines.push(
                 "# Memory: --reduce-on device: all_reduce and reduce_scatter are reduced by the GPU kernels after an \
                  alltoall on the host (all_reduce then all-gathers on the host); algo device_reduce"
                     .to_string(),
             );
         }
-        if run.options.get("emulate_device").and_then(|v| v.as_bool()) == Some(true) {
+        if p.emulate_device {
             lines.push(
                 "# Memory: EMULATED device (host memory posing as one, --emulate-device): a test of the staged \
                  path, not a measurement of any GPU"
@@ -536,7 +536,7 @@ mod tests {
     #[test]
     fn device_memory_on_an_rdma_path_says_its_route_once() {
         let mut run = run_info(false);
-        run.options["memory"] = "cuda".into();
+        run.params.memory = Some("cuda".into());
         let header = |run: &RunInfo| run_header(run).join("\n");
         assert!(!header(&run).contains("rdma paths"), "tcp only: nothing about rdma");
         run.rdma_route = Some(
@@ -665,7 +665,7 @@ mod tests {
     fn paths_taking_turns_share_a_table_with_the_path_last_and_a_footer_each() {
         let mut t = TableReporter::new(Vec::new());
         let mut run = run_info(false);
-        run.options["interleave"] = serde_json::json!("point");
+        run.params.interleave = Some("point".into());
         t.begin(&run).unwrap();
         let mut recs = Vec::new();
         for coll in [Collective::AllReduce, Collective::AllGather] {

@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use super::params::RunParams;
 use super::record::{Endpoint, RankInfo, Record, RunInfo, Timing};
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
@@ -98,31 +99,40 @@ pub fn run_info(percentiles: bool) -> RunInfo {
                 device: Some("cuda:1 [0000:1a:00.0] NVIDIA H200".into()),
             },
         ],
-        options: json!({
-            "np": 2,
-            "sizes": {"min": 8, "max": 4194304, "step": {"factor": 2}},
-            "iters": 20,
-            "warmup": 5,
-            "check_iters": 1,
-            "collectives": ["all_reduce"],
-            "dtypes": ["float"],
-            "ops": ["sum"],
-            "root": 0,
-            "algo": "auto",
-            "algo_threshold": 65536,
-            "rank_stat": "max",
-            "percentiles": percentiles,
-            "timeout": {"secs": 60, "nanos": 0},
-            "bootstrap_timeout": {"secs": 120, "nanos": 0},
-            "connect_timeout": {"secs": 60, "nanos": 0},
-            "json": null,
-            "csv": null,
-            "force": false,
-            "streams": 1,
-            "chunk_bytes": 524288,
-            "sndbuf": 524288,
-            "progress": "auto"
-        }),
+        params: RunParams {
+            version: crate::report::params::RUN_PARAMS_VERSION,
+            ..RunParams::from_legacy(&legacy_options(percentiles))
+        },
+        legacy_options: None,
         rdma_route: None,
     }
+}
+
+/// The `options` object a file written before the params record carries (default-looking options).
+pub fn legacy_options(percentiles: bool) -> serde_json::Value {
+    json!({
+        "np": 2,
+        "sizes": {"min": 8, "max": 4194304, "step": {"factor": 2}},
+        "iters": 20,
+        "warmup": 5,
+        "check_iters": 1,
+        "collectives": ["all_reduce"],
+        "dtypes": ["float"],
+        "ops": ["sum"],
+        "root": 0,
+        "algo": "auto",
+        "algo_threshold": 65536,
+        "rank_stat": "max",
+        "percentiles": percentiles,
+        "timeout": {"secs": 60, "nanos": 0},
+        "bootstrap_timeout": {"secs": 120, "nanos": 0},
+        "connect_timeout": {"secs": 60, "nanos": 0},
+        "json": null,
+        "csv": null,
+        "force": false,
+        "streams": 1,
+        "chunk_bytes": 524288,
+        "sndbuf": 524288,
+        "progress": "auto"
+    })
 }

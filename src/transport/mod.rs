@@ -12,9 +12,21 @@
 //!   their memory again) and every later call returns an error. So an algorithm that returns `Err` leaves
 //!   no operation in flight, and one that returns `Ok` must have waited for everything it posted.
 //! - Errors say which rank, which peer (rank, host, address), which operation and what to do.
+//!
+//! # Layout
+//! [`tcp`] and [`rdma`] implement the trait (their request slots in one shared table, `requests`);
+//! [`Links`] is the set of rank pairs connection set-up opens; [`control`] is the barrier, gather and
+//! broadcast the runner and connection set-up exchange over any transport. This layer imports only
+//! lower ones (errors, memory, the net helpers); algorithms, engines and options build on it.
 
+pub mod control;
+mod links;
+pub mod path;
 pub mod rdma;
+mod requests;
 pub mod tcp;
+
+pub use links::Links;
 
 use crate::error::Result;
 

@@ -4,7 +4,10 @@
 //! rendezvous ([`rendezvous`]), which checks that every rank runs the same options and version and hands
 //! back every rank's endpoint. With no launcher, [`local`] spawns the ranks itself.
 
+pub mod deadlines;
+mod disagreement;
 pub mod env;
+pub mod launcher_abort;
 pub mod local;
 pub mod rendezvous;
 

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::report::{Endpoint, RankInfo};
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
+pub(crate) use crate::world::disagreement::disagreement;
 
 const MAGIC: [u8; 4] = *b"CBRV";
 const VERSION: u16 = 1;
@@ -188,49 +189,6 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         }
     }
     Ok(infos)
-}
-
-/// Names every rank whose version or options differ from rank 0's, and the fields that differ.
-pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
-    let base = joins.first()?;
-    let mut lines = Vec::new();
-    for j in &joins[1..] {
-        let mut fields = Vec::new();
-        if j.version != base.version {
-            fields.push(format!("version ({} vs {})", j.version, base.version));
-        }
-        if let (Some(a), Some(b)) = (j.consensus.as_object(), base.consensus.as_object()) {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                if a.get(k) != b.get(k) {
-                    let show =
-                        |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "unset".into());
-                    fields.push(format!("{k} ({} vs {})", show(a.get(k)), show(b.get(k))));
-                }
-            }
-        } else if j.consensus != base.consensus {
-            fields.push("options".into());
-        }
-        if !fields.is_empty() {
-            lines.push(format!(
-                "rank {} (host {}) differs from rank 0 in: {}",
-                j.rank,
-                j.host,
-                fields.join(", ")
-            ));
-        }
-    }
-    if lines.is_empty() {
-        None
-    } else {
-        Some(format!(
-            "ranks were started with different options: {}. Start every rank with the same command line and \
-             the same collbench version",
-            lines.join("; ")
-        ))
-    }
 }
 
 /// Answers `reply` to every rank still `missing` that arrives before `deadline`.
@@ -428,30 +386,57 @@ fn resolve_until(root: &str, deadline: Instant) -> std::io::Result<Vec<SocketAdd
     })
 }
 
-/// Binds the rendezvous service on `root` for rank 0: the address must belong to this host.
-pub fn bind_root(root: &str) -> Result<TcpListener> {
-    let addrs = resolve(root).map_err(|e| {
-        Error::usage(
-            super::env::ROOT,
-            format!("rank 0 cannot resolve the rendezvous address '{root}': {e}"),
-        )
-    })?;
-    let mut last = None;
-    for a in &addrs {
+/// Binds the rendezvous service on `root` for rank 0: the address must belong to this host. A name that
+/// does not resolve yet (a headless Service's DNS record appears after the pod starts) is looked up again
+/// until `deadline`, the bootstrap's, as the other ranks retry their connect; the first miss is said once
+/// on stderr, so a user sees why rank 0 waits. An address that resolves but is not this host's fails at
+/// once.
+pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        let (err, retry) = match resolve_until(root, deadline) {
+            Ok(addrs) => match bind_any(&addrs) {
+                Ok(l) => return Ok(l),
+                Err(e) => (e, false),
+            },
+            Err(e) => (format!("cannot resolve it: {e}"), true),
+        };
+        if !retry || Instant::now() >= deadline {
+            return Err(Error::usage(
+                super::env::ROOT,
+                format!(
+                    "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' after trying for {:.1} s \
+                     ({err}); it must name an address of rank 0's own host and a free port (raise --bootstrap-timeout \
+                     if its DNS record appears later)",
+                    crate::net::hostname(),
+                    started.elapsed().as_secs_f64()
+                ),
+            ));
+        }
+        if !said {
+            said = true;
+            eprintln!(
+                "collbench: rank 0 (host {}): the rendezvous address '{root}' is not usable yet ({err}); retrying \
+                 until the bootstrap deadline",
+                crate::net::hostname()
+            );
+        }
+        // A DNS record or an address still appearing: look again shortly.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Binds the first of `addrs` that this host can listen on; else the last failure.
+fn bind_any(addrs: &[SocketAddr]) -> std::result::Result<TcpListener, String> {
+    let mut last = "it resolves to no address".to_string();
+    for a in addrs {
         match TcpListener::bind(a) {
             Ok(l) => return Ok(l),
-            Err(e) => last = Some(format!("{a}: {e}")),
+            Err(e) => last = format!("{a}: {e}"),
         }
     }
-    Err(Error::usage(
-        super::env::ROOT,
-        format!(
-            "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' ({}); it must name an address of \
-             rank 0's own host and a free port",
-            crate::net::hostname(),
-            last.unwrap_or_else(|| "no address".into())
-        ),
-    ))
+    Err(last)
 }
 
 /// Connects to the rendezvous at `root`, retrying (it may not be up yet, or its name not yet resolvable)
@@ -547,31 +532,6 @@ mod tests {
     }
 
     #[test]
-    fn disagreement_names_ranks_and_fields() {
-        let a = join_msg(0, json!({"iters": 20, "dtypes": ["float"]}));
-        let b = join_msg(1, json!({"iters": 20, "dtypes": ["half"]}));
-        let msg = disagreement(&[&a, &b]).unwrap();
-        assert!(msg.contains("rank 1"), "{msg}");
-        assert!(msg.contains("dtypes"), "{msg}");
-        assert!(!msg.contains("iters"), "{msg}");
-        assert!(disagreement(&[&a, &a.clone()]).is_none());
-    }
-
-    #[test]
-    fn a_different_version_is_a_disagreement_naming_it() {
-        let a = join_msg(0, json!({"iters": 20}));
-        let b = Join {
-            version: "0.2.0".into(),
-            ..join_msg(1, json!({"iters": 20}))
-        };
-        let msg = disagreement(&[&a, &b]).unwrap();
-        assert!(
-            msg.contains("rank 1") && msg.contains("version (0.2.0 vs 0.1.0)"),
-            "{msg}"
-        );
-    }
-
-    #[test]
     fn a_joined_rank_that_drops_fails_the_job_naming_it_also_for_latecomers() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let root = l.local_addr().unwrap().to_string();
@@ -638,6 +598,23 @@ mod tests {
         let e0 = await_welcome(slow, &root, &msg(0), deadline()).unwrap_err().to_string();
         assert!(e0.contains("rank 2 (host h") && e0.contains("dropped"), "{e0}");
         assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn rank_0_retries_a_rendezvous_name_until_the_deadline_and_then_names_it() {
+        // .invalid never resolves (RFC 6761): the lookup is retried, then the error names the address.
+        let root = "collbench-rendezvous.invalid:29500";
+        let e = bind_root(root, Instant::now() + Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(root) && e.contains("after trying for") && e.contains("--bootstrap-timeout"),
+            "{e}"
+        );
+        // An address that resolves but is not this host's fails without waiting for the deadline.
+        let t = Instant::now() + Duration::from_secs(3600);
+        let e = bind_root("192.0.2.1:29500", t).unwrap_err().to_string();
+        assert!(e.contains("192.0.2.1:29500") && e.contains("own host"), "{e}");
     }
 
     #[test]

@@ -130,7 +130,7 @@ run_containers() {
   if [ "$round" = 1 ]; then order=(3 2 1 0); else order=(0 1 2 3); fi
   token=$(hex 16)
   t=$SECONDS
-  # Round 1 speaks torchrun's variables; round 2 exactly what k8s/indexed-job.yaml gives a pod: the
+  # Round 1 speaks torchrun's variables; round 2 exactly what k8s/overlays/indexed-job/job.yaml gives a pod: the
   # completion index, the size, rank 0's name and the token as a mounted secret file.
   local tokfile="$work/token-$round"
   printf '%s\n' "$token" >"$tokfile"

@@ -26,7 +26,8 @@ Every document of every file is checked by:
   managedBy, worker host names <= 63.
 - collbench rules: the launcher runs `collbench run`; an mpirun -np agrees with Worker replicas x
   slotsPerWorker; hostNetwork pods use dnsPolicy ClusterFirstWithHostNet; an Indexed Job agrees with
-  its headless Service, COLLBENCH_WORLD_SIZE, COLLBENCH_ROOT and the token Secret of the same file.
+  its headless Service, COLLBENCH_WORLD_SIZE, COLLBENCH_ROOT and the token's Secret volume; no file holds
+  a Secret (applying the manifests must never replace a real token: the Secret is made with kubectl create).
 
 With --expect-fail, each file must fail, and every `# expect: TEXT` line in it must match (as a
 substring) at least one reported error: the self-test that proves the checks can fail.
@@ -536,7 +537,8 @@ def mpijob_rules(d: dict) -> list[tuple[Path_, str, str]]:
 
 
 def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
-    """A collbench Indexed Job agrees with itself and with the Service and Secret of its file."""
+    """A collbench Indexed Job agrees with itself and with the Service of its file, and reads its token
+    from a Secret volume."""
     out: list = []
     spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
     pod = mapping(dig(spec, "template", "spec"))
@@ -645,13 +647,13 @@ def indexed_job_rules(job: dict, docs: list[Doc]) -> list[tuple[Path_, str]]:
             key = str(token_path)[len(m["mountPath"].rstrip("/")) + 1 :]
             if not isinstance(secret, dict):
                 out.append((where, f"{token_path!r} is not in a Secret volume"))
+            elif not isinstance(secret.get("secretName"), str) or not secret.get("secretName"):
+                out.append((where, f"the Secret volume of {token_path!r} names no secretName"))
             else:
-                sname = secret.get("secretName")
-                found = [o for o in others if o.get("kind") == "Secret" and dig(o, "metadata", "name") == sname]
-                if not found:
-                    out.append((where, f"no Secret named {sname!r} in this file"))
-                elif key not in mapping(found[0].get("data")) and key not in mapping(found[0].get("stringData")):
-                    out.append((where, f"Secret {sname!r} has no key {key!r}"))
+                # The Secret is made outside the manifests (kubectl create secret): see no_secret_rule.
+                items = [i for i in seq(secret.get("items")) if isinstance(i, dict)]
+                if items and not any(i.get("path") == key for i in items):
+                    out.append((where, f"the Secret volume's items do not put a file at {key!r}"))
     return out
 
 
@@ -708,6 +710,14 @@ def validate_file(path: str, schemas: Schemas, report: Report) -> list[Doc]:
                             p2 = ("spec", "mpiReplicaSpecs", rtype, "template") + p
                             report.add(doc, p2, msg, f"{tag} PodTemplateSpec")
         # Rules beyond the schema.
+        if kind == "Secret":
+            report.add(
+                doc,
+                ("kind",),
+                f"Secret {meta.get('name')!r} in the manifests: applying them would replace the real one (a job "
+                "token); make it with kubectl create secret and only reference it",
+                "collbench",
+            )
         if kind == "MPIJob":
             for rtype, rs in mapping(dig(d, "spec", "mpiReplicaSpecs")).items():
                 pod = dig(rs, "template", "spec")

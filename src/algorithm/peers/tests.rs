@@ -283,3 +283,19 @@ fn ring_runs_connect_a_linear_number_of_pairs() {
     assert_eq!(a2a.pairs(), n * (n - 1) / 2);
     assert_eq!(Links::plan(1, &uses(Algo::Ring)).pairs(), 0);
 }
+
+#[test]
+fn the_control_tree_matches_the_peer_plan() {
+    use control::tree;
+    for n in 1..=70 {
+        for r in 0..n {
+            let (parent, children) = tree(r, n);
+            let mut mine: Vec<usize> = parent.into_iter().chain(children.iter().copied()).collect();
+            mine.sort_unstable();
+            assert_eq!(mine, super::control(r, n), "rank {r} of {n}");
+            for c in children {
+                assert_eq!(tree(c, n).0, Some(r), "child {c} of {r} names its parent ({n} ranks)");
+            }
+        }
+    }
+}

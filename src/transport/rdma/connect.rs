@@ -6,7 +6,6 @@
 //! the peer's lane i), receives are posted, and a barrier makes sure no rank writes before its peer is ready.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
 
 use super::advice::completion_error;
 use super::endpoint::{QpEndpoint, QpNumbers, RemoteWindow, ENDPOINT_VERSION};
@@ -15,10 +14,9 @@ use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::qp::{LocalPort, Qp, Rts};
 use super::sysfs::{self, LinkLayer};
 use super::verbs::{Context, Cq, Mr, Pd, QpCaps, RcQp};
-use crate::algorithm::control;
 use crate::error::{Error, Result};
 use crate::memory::HostBuf;
-use crate::transport::{self, Transport};
+use crate::transport::{self, control, Transport};
 
 /// Marks receive work requests (their id is the peer's rank).
 const RECV_TAG: u64 = 1 << 62;
@@ -252,7 +250,7 @@ pub fn connect<C: Transport + ?Sized>(
     let (gid_index, gid) = match (port.link_layer, target.gid_index) {
         (LinkLayer::InfiniBand, None) => (0, ctx.query_gid(target.port, 0).unwrap_or([0; 16])),
         (link, wanted) => {
-            let entries = sysfs::gids(Path::new(sysfs::SYSFS_IB), &target.device, target.port);
+            let entries = ctx.gid_table(target.port, port.gid_tbl_len);
             let g = sysfs::select_gid(&entries, link, wanted).map_err(env_err)?;
             (g.index, g.gid)
         }

@@ -4,12 +4,14 @@
 //! takes only some of what is on its way, so fragments of one peer overtake each other as they may on
 //! hardware. Data lands in the window when written (the credits, not the delivery, must keep it from
 //! overwriting a slot not yet copied out). `hold_credits` delays credit returns to force the sender to
-//! stall on a full window.
+//! stall on a full window. [`run_ranks`] and [`run_lanes`] run a closure on n such ranks, each with its
+//! transport; the transport's tests and the engine's tests over it share them.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::proto::{Completion, Fabric, Write};
+use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::window::{Imm, WindowShape};
 
 /// One lane's immediates on their way, each with its sender's write count, delivered front first.
@@ -201,4 +203,63 @@ impl Fabric for MemFabric {
         // SAFETY: slot < shape.slots, so the offset is inside the window.
         unsafe { self.bases[peer].add(self.shape.offset(slot)) }
     }
+}
+
+/// The protocol settings of the tests: `shape` windows, `qps` queue pairs per peer, 4 writes in flight per pair.
+pub(crate) fn cfg(shape: WindowShape, qps: usize, timeout: Duration) -> RdmaConfig {
+    RdmaConfig {
+        window: shape,
+        sq_depth: 4,
+        qps,
+        timeout,
+    }
+}
+
+/// Runs `f` on `n` ranks, each with an RDMA transport over the shared in-memory fabric, one queue pair per
+/// peer.
+pub(crate) fn run_ranks<R: Send>(
+    n: usize,
+    shape: WindowShape,
+    hold_credits: usize,
+    timeout: Duration,
+    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
+) -> Vec<R> {
+    run_lanes(n, shape, (1, 0), hold_credits, timeout, f)
+}
+
+/// As [`run_ranks`] with `qps.0` queue pairs per peer, interleaved as seed `qps.1` draws it.
+pub(crate) fn run_lanes<R: Send>(
+    n: usize,
+    shape: WindowShape,
+    qps: (usize, u64),
+    hold_credits: usize,
+    timeout: Duration,
+    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
+) -> Vec<R> {
+    let (lanes, seed) = qps;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = fabrics(n, shape, lanes, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, mut fab)| {
+                fab.hold_credits = hold_credits;
+                let f = &f;
+                s.spawn(move || {
+                    let peers = (0..n)
+                        .map(|r| (r != rank).then(|| (format!("rank {r}"), shape)))
+                        .collect();
+                    let mut t = RdmaTransport::new(
+                        rank,
+                        "h".into(),
+                        "rdma@mem".into(),
+                        fab,
+                        peers,
+                        cfg(shape, lanes, timeout),
+                    );
+                    f(&mut t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("rank panicked")).collect()
+    })
 }

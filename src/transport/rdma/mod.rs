@@ -17,8 +17,9 @@ pub mod connect;
 pub mod credit;
 pub mod endpoint;
 #[cfg(test)]
-mod mem;
+pub(crate) mod mem;
 pub mod mr_cache;
+pub mod options;
 pub mod proto;
 pub mod qp;
 pub mod sysfs;

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::credit::{RecvCredits, SendCredits};
 use super::window::{Imm, WindowShape};
 use crate::error::{Error, Result};
+use crate::transport::requests::Requests;
 use crate::transport::{Request, Transport};
 
 /// Marks the work-request id of a credit return (data writes carry their request slot).
@@ -133,9 +134,8 @@ pub struct RdmaTransport<F: Fabric> {
     peers: Vec<Option<Peer>>,
     local: WindowShape,
     cfg: RdmaConfig,
-    /// Per request slot: fragments still outstanding and a generation that invalidates stale handles.
-    slots: Vec<(u32, u32)>,
-    free: Vec<usize>,
+    /// Per request: fragments still outstanding.
+    requests: Requests,
     poisoned: Option<String>,
     /// The rank whose abort immediate stopped this transport, if one did.
     aborted_by: Option<usize>,
@@ -179,8 +179,7 @@ impl<F: Fabric> RdmaTransport<F> {
             peers,
             local,
             cfg,
-            slots: Vec::new(),
-            free: Vec::new(),
+            requests: Requests::default(),
             poisoned: None,
             aborted_by: None,
             completions: Vec::new(),
@@ -267,20 +266,6 @@ impl<F: Fabric> RdmaTransport<F> {
             .map(|m| Error::Peer(format!("transport unusable after an earlier error: {m}")))
     }
 
-    fn alloc_slot(&mut self, parts: u32) -> Request {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots.push((0, 0));
-            self.slots.len() - 1
-        });
-        self.slots[slot].0 = parts;
-        Request(slot, self.slots[slot].1)
-    }
-
-    fn release(&mut self, slot: usize) {
-        self.slots[slot].1 = self.slots[slot].1.wrapping_add(1);
-        self.free.push(slot);
-    }
-
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, send: bool) -> Result<Request> {
         if let Some(e) = self.unusable() {
             return Err(e);
@@ -299,7 +284,7 @@ impl<F: Fabric> RdmaTransport<F> {
         let nfrags = shape.fragments(len);
         let parts = u32::try_from(nfrags)
             .map_err(|_| Error::Peer(format!("{}: message of {len} bytes has too many fragments", self.me())))?;
-        let req = self.alloc_slot(parts);
+        let req = self.requests.open(parts);
         let msg = Msg {
             slot: req.0,
             ptr,
@@ -353,11 +338,8 @@ impl<F: Fabric> RdmaTransport<F> {
                     ));
                 };
                 *busy = busy.saturating_sub(1);
-                if wr_id & CREDIT_WR == 0 {
-                    let Some(s) = self.slots.get_mut(wr_id as usize) else {
-                        return Err(format!("{me}: completion of an unknown write {wr_id} to {}", p.name));
-                    };
-                    s.0 = s.0.saturating_sub(1);
+                if wr_id & CREDIT_WR == 0 && !self.requests.part_done(wr_id as usize) {
+                    return Err(format!("{me}: completion of an unknown write {wr_id} to {}", p.name));
                 }
                 Ok(())
             }
@@ -435,8 +417,7 @@ impl<F: Fabric> RdmaTransport<F> {
             p.arrived[next as usize] = None;
             p.rcredits.consume();
             m.done += 1;
-            let s = &mut self.slots[m.slot].0;
-            *s = s.saturating_sub(1);
+            self.requests.part_done(m.slot);
             if m.done == m.nfrags {
                 p.recvq.pop_front();
             }
@@ -473,6 +454,8 @@ impl<F: Fabric> RdmaTransport<F> {
                 slot,
                 imm,
             };
+            // SAFETY: `w` describes a posted message's bytes (valid until its request completes) and a free
+            // slot of the peer's window, as write_data requires.
             unsafe {
                 self.fabric
                     .write_data(&w)
@@ -519,7 +502,7 @@ impl<F: Fabric> RdmaTransport<F> {
     }
 
     fn busy(&self) -> bool {
-        self.slots.len() != self.free.len() && self.slots.iter().any(|s| s.0 != 0)
+        self.requests.busy()
     }
 }
 
@@ -560,17 +543,12 @@ impl<F: Fabric> Transport for RdmaTransport<F> {
     }
 
     fn wait(&mut self, req: Request) -> Result<()> {
-        let Request(slot, gen) = req;
         let mut deadline = Instant::now() + self.cfg.timeout;
         loop {
             if let Some(e) = self.unusable() {
                 return Err(e);
             }
-            if self.slots[slot].1 != gen {
-                return Ok(()); // completed and released by wait_all
-            }
-            if self.slots[slot].0 == 0 {
-                self.release(slot);
+            if self.requests.finish(&req) {
                 return Ok(());
             }
             if self.progress()? {
@@ -590,11 +568,7 @@ impl<F: Fabric> Transport for RdmaTransport<F> {
                 return Err(e);
             }
             if !self.busy() {
-                for s in &mut self.slots {
-                    s.1 = s.1.wrapping_add(1);
-                }
-                self.free.clear();
-                self.free.extend(0..self.slots.len());
+                self.requests.release_all();
                 return Ok(());
             }
             if self.progress()? {
@@ -608,7 +582,7 @@ impl<F: Fabric> Transport for RdmaTransport<F> {
     }
 
     fn pending(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.requests.pending()
     }
 
     fn forget_memory(&mut self) {

@@ -1,72 +1,12 @@
-//! The protocol engine over the in-memory fabric: ranks as threads, real algorithms on top.
+//! The protocol engine over the in-memory fabric: ranks as threads, messages through the transport calls
+//! (collectives on top of it are tested in `engine::rdma_transport_tests`).
 
 use std::time::Duration;
 
-use super::mem::{fabrics, MemFabric};
-use super::proto::{RdmaConfig, RdmaTransport};
+use super::mem::{cfg, fabrics, run_lanes, run_ranks};
+use super::proto::RdmaTransport;
 use super::window::WindowShape;
-use crate::algorithm::{self, Algo, Args, Tuning, Workspace};
-use crate::collective::Collective;
-use crate::reduce::{Dtype, Op};
 use crate::transport::{self, Transport};
-
-fn cfg(shape: WindowShape, qps: usize, timeout: Duration) -> RdmaConfig {
-    RdmaConfig {
-        window: shape,
-        sq_depth: 4,
-        qps,
-        timeout,
-    }
-}
-
-/// Runs `f` on `n` ranks, each with an RDMA transport over the shared in-memory fabric, one queue pair per
-/// peer.
-fn run_ranks<R: Send>(
-    n: usize,
-    shape: WindowShape,
-    hold_credits: usize,
-    timeout: Duration,
-    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
-) -> Vec<R> {
-    run_lanes(n, shape, (1, 0), hold_credits, timeout, f)
-}
-
-/// As [`run_ranks`] with `qps.0` queue pairs per peer, interleaved as seed `qps.1` draws it.
-fn run_lanes<R: Send>(
-    n: usize,
-    shape: WindowShape,
-    qps: (usize, u64),
-    hold_credits: usize,
-    timeout: Duration,
-    f: impl Fn(&mut RdmaTransport<MemFabric>) -> R + Sync,
-) -> Vec<R> {
-    let (lanes, seed) = qps;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = fabrics(n, shape, lanes, seed)
-            .into_iter()
-            .enumerate()
-            .map(|(rank, mut fab)| {
-                fab.hold_credits = hold_credits;
-                let f = &f;
-                s.spawn(move || {
-                    let peers = (0..n)
-                        .map(|r| (r != rank).then(|| (format!("rank {r}"), shape)))
-                        .collect();
-                    let mut t = RdmaTransport::new(
-                        rank,
-                        "h".into(),
-                        "rdma@mem".into(),
-                        fab,
-                        peers,
-                        cfg(shape, lanes, timeout),
-                    );
-                    f(&mut t)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("rank panicked")).collect()
-    })
-}
 
 fn pattern(len: usize, seed: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 + seed * 7) as u8).collect()
@@ -98,6 +38,7 @@ fn a_sender_stalls_on_a_full_window_until_credits_return() {
             let data = pattern(200, 1);
             // Several messages posted at once: far more fragments than the window holds.
             let reqs: Vec<_> = (0..4)
+                // SAFETY: `data` outlives every request, each waited for below.
                 .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
                 .collect();
             for r in reqs {
@@ -113,58 +54,6 @@ fn a_sender_stalls_on_a_full_window_until_credits_return() {
         }
     });
     assert_eq!(out[1], pattern(200, 1));
-}
-
-fn all_reduce(t: &mut RdmaTransport<MemFabric>, algo: Algo, count: usize) -> Vec<i32> {
-    let (n, r) = (t.size(), t.rank());
-    let input: Vec<i32> = (0..count).map(|i| (i as i32 % 1000) * (r as i32 + 1)).collect();
-    let mut out = vec![0i32; count];
-    let tune = Tuning {
-        chunk_bytes: 64,
-        depth: 3,
-    };
-    algorithm::run(
-        t,
-        algo,
-        Args {
-            coll: Collective::AllReduce,
-            dtype: Dtype::Int32,
-            op: Op::Sum,
-            root: 0,
-            count,
-            send: Some(bytemuck::cast_slice(&input)),
-            recv: bytemuck::cast_slice_mut(&mut out),
-        },
-        &mut Workspace::default(),
-        &tune,
-    )
-    .unwrap();
-    let want: Vec<i32> = (0..count)
-        .map(|i| (i as i32 % 1000) * (n * (n + 1) / 2) as i32)
-        .collect();
-    assert_eq!(out, want, "rank {r} {algo}");
-    out
-}
-
-#[test]
-fn collectives_run_over_it_with_a_window_smaller_than_a_chunk() {
-    let shape = WindowShape::new(3, 24).unwrap();
-    for n in [2, 3, 4] {
-        for algo in [Algo::Ring, Algo::RecDoubling, Algo::Tree] {
-            let out = run_ranks(n, shape, 1, Duration::from_secs(30), |t| {
-                all_reduce(t, algo, 1001);
-                all_reduce(t, algo, 0);
-                t.pending()
-            });
-            assert!(out.iter().all(|&p| p == 0), "{n} ranks {algo}: requests left");
-        }
-    }
-    // Control traffic (barrier, gather) as the runner uses it.
-    let got = run_ranks(3, shape, 0, Duration::from_secs(30), |t| {
-        algorithm::control::barrier(t).unwrap();
-        algorithm::control::gather(t, &[t.rank() as u8; 40]).unwrap()
-    });
-    assert_eq!(got[0].as_ref().unwrap()[2], vec![2u8; 40]);
 }
 
 #[test]
@@ -221,52 +110,6 @@ fn posting_to_a_rank_outside_the_world_is_an_error_not_a_panic() {
 }
 
 #[test]
-fn the_engine_passes_forget_memory_down_to_the_fabric() {
-    use crate::engine::{Engine, Native};
-    let shape = WindowShape {
-        slots: 4,
-        slot_bytes: 4096,
-    };
-    let counts = run_ranks(2, shape, 0, Duration::from_secs(5), |t| {
-        let mut e = Native::new(&mut *t, &crate::options::Options::default());
-        // A sweep ends: its buffers may be freed and the next sweep's may reuse their addresses.
-        e.forget_memory();
-        e.forget_memory();
-        t.fabric().forgotten
-    });
-    assert_eq!(counts, [2, 2]);
-}
-
-/// Element counts (of i32) around a 24-byte fragment (6), a 3-slot window (18) and a 64-byte chunk (16).
-const EDGE_COUNTS: [usize; 12] = [1, 5, 6, 7, 16, 17, 18, 19, 35, 36, 37, 1001];
-
-#[test]
-fn collectives_stay_right_when_fragments_overtake_each_other_across_queue_pairs() {
-    let shape = WindowShape::new(3, 24).unwrap();
-    for qps in 1..=4 {
-        let mut overtaken = 0;
-        for n in [2, 3, 4] {
-            for algo in [Algo::Ring, Algo::RecDoubling, Algo::Tree] {
-                let seed = (qps * 100 + n) as u64;
-                let out = run_lanes(n, shape, (qps, seed), 1, Duration::from_secs(30), |t| {
-                    for count in EDGE_COUNTS {
-                        all_reduce(t, algo, count);
-                    }
-                    (t.pending(), t.fabric().overtaken)
-                });
-                assert!(
-                    out.iter().all(|o| o.0 == 0),
-                    "{n} ranks {algo} {qps} QPs: requests left"
-                );
-                overtaken += out.iter().map(|o| o.1).sum::<usize>();
-            }
-        }
-        // The interleaving really reorders (one queue pair cannot: completions are ordered within it).
-        assert_eq!(overtaken > 0, qps > 1, "{qps} QPs: {overtaken} immediates overtaken");
-    }
-}
-
-#[test]
 fn a_large_message_is_spread_over_every_queue_pair_of_the_peer() {
     let shape = WindowShape::new(4, 16).unwrap();
     for qps in [2, 3, 4] {
@@ -298,6 +141,7 @@ fn a_stalled_window_over_several_queue_pairs_never_overruns_a_slot() {
             if t.rank() == 0 {
                 let data = pattern(400, 3);
                 let reqs: Vec<_> = (0..8)
+                    // SAFETY: `data` outlives every request, each waited for below.
                     .map(|k| unsafe { t.post_send(1, data[k * 50..].as_ptr(), 50).unwrap() })
                     .collect();
                 for r in reqs {
@@ -309,6 +153,7 @@ fn a_stalled_window_over_several_queue_pairs_never_overruns_a_slot() {
                 // All eight posted before any wait, so fragments of later messages may arrive early.
                 let reqs: Vec<_> = got
                     .chunks_mut(50)
+                    // SAFETY: `got` outlives every request and is not touched until each is waited for.
                     .map(|c| unsafe { t.post_recv(0, c.as_mut_ptr(), c.len()).unwrap() })
                     .collect();
                 for r in reqs.into_iter().rev() {

@@ -9,7 +9,19 @@ use rdma_sys as sys;
 
 use super::advice::verb_error;
 use super::qp::{QpOps, RtrParams, RtsParams};
-use super::sysfs::{self, LinkLayer};
+use super::sysfs::{self, GidEntry, GidKind, LinkLayer};
+
+extern "C" {
+    // rdma-core's exported form of the inline `ibv_query_gid_ex` (IBVERBS_1.11); rdma-sys does not bind it.
+    fn _ibv_query_gid_ex(
+        context: *mut sys::ibv_context,
+        port_num: u32,
+        gid_index: u32,
+        entry: *mut sys::ibv_gid_entry,
+        flags: u32,
+        entry_size: usize,
+    ) -> libc::c_int;
+}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
@@ -51,6 +63,48 @@ pub fn device_names() -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// The devices the verbs library sees with their ports, for `collbench info` on a host whose sysfs has no
+/// RDMA tree (a container without /sys/class/infiniband, or a software provider): what `ibv_devinfo` shows.
+pub fn inventory() -> Vec<crate::net::rdma::RdmaDevice> {
+    let names = device_names().unwrap_or_default();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let ctx = Context::open(&name).ok()?;
+            // Ports count from 1; the first that does not answer is past the last.
+            let ports = (1..=8u8)
+                .map_while(|p| ctx.query_port(p).ok().map(|a| (p, a)))
+                .map(|(p, a)| crate::net::rdma::RdmaPort {
+                    port: p as u32,
+                    state: Some(if a.active { "ACTIVE" } else { "DOWN" }.to_string()),
+                    phys_state: None,
+                    rate: a.rate_gbit.map(|g| format!("{g} Gb/sec")),
+                    link_layer: Some(
+                        match a.link_layer {
+                            LinkLayer::InfiniBand => "InfiniBand",
+                            LinkLayer::Ethernet => "Ethernet",
+                            LinkLayer::Unknown => "Unknown",
+                        }
+                        .to_string(),
+                    ),
+                    gid0: ctx.query_gid(p, 0).ok().map(|g| {
+                        g.chunks(2)
+                            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+                            .collect::<Vec<_>>()
+                            .join(":")
+                    }),
+                    netdevs: Vec::new(),
+                })
+                .collect();
+            Some(crate::net::rdma::RdmaDevice {
+                name,
+                node_guid: None,
+                ports,
+            })
+        })
+        .collect()
+}
+
 /// What a port reports through `ibv_query_port`.
 #[derive(Clone, Debug)]
 pub struct PortAttr {
@@ -59,6 +113,35 @@ pub struct PortAttr {
     /// Active MTU in bytes.
     pub mtu: u32,
     pub link_layer: LinkLayer,
+    /// Entries in the port's GID table.
+    pub gid_tbl_len: u32,
+    /// Signalling rate in Gbit/s from the active width and speed, as `ibv_devinfo` shows them; `None` for
+    /// codes this table does not know.
+    pub rate_gbit: Option<f64>,
+}
+
+/// Gbit/s of an `ibv_port_attr` active width x active speed (IB spec: width 1x/4x/8x/12x/2x; speed SDR to
+/// NDR per lane).
+fn port_rate_gbit(width: u8, speed: u8) -> Option<f64> {
+    let lanes = match width {
+        1 => 1.0,
+        2 => 4.0,
+        4 => 8.0,
+        8 => 12.0,
+        16 => 2.0,
+        _ => return None,
+    };
+    let per_lane = match speed {
+        1 => 2.5,
+        2 => 5.0,
+        4 | 8 => 10.0,
+        16 => 14.0,
+        32 => 25.0,
+        64 => 50.0,
+        128 => 100.0,
+        _ => return None,
+    };
+    Some(lanes * per_lane)
 }
 
 /// An open device.
@@ -112,8 +195,9 @@ impl Context {
 
     /// `ibv_query_port`.
     pub fn query_port(&self, port: u8) -> Result<PortAttr, String> {
-        // SAFETY: zeroed is a valid ibv_port_attr; the context is open.
+        // SAFETY: zeroed is a valid ibv_port_attr.
         let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open; the call writes only `a`.
         let rc = unsafe { sys::___ibv_query_port(self.ctx.as_ptr(), port, &mut a) };
         if rc != 0 {
             return Err(format!(
@@ -131,13 +215,54 @@ impl Context {
                 2 => LinkLayer::Ethernet,
                 _ => LinkLayer::Unknown,
             },
+            gid_tbl_len: a.gid_tbl_len.max(0) as u32,
+            rate_gbit: port_rate_gbit(a.active_width, a.active_speed),
         })
+    }
+
+    /// The port's non-empty GID table entries with their kinds, read through verbs as `ibv_devinfo -v`
+    /// does (`ibv_query_gid_ex`); unused entries are left out.
+    pub fn gid_table(&self, port: u8, len: u32) -> Vec<GidEntry> {
+        (0..len.min(256))
+            .filter_map(|index| {
+                // SAFETY: zeroed is a valid entry.
+                let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+                // SAFETY: the context is open; the size passed is the struct's, which the call writes.
+                let rc = unsafe {
+                    _ibv_query_gid_ex(
+                        self.ctx.as_ptr(),
+                        port as u32,
+                        index,
+                        &mut e,
+                        0,
+                        std::mem::size_of::<sys::ibv_gid_entry>(),
+                    )
+                };
+                // SAFETY: raw is the union's byte view.
+                let gid = unsafe { e.gid.raw };
+                // Nonzero: an unused entry (ENODATA) or one the device cannot read; zeros: unused.
+                if rc != 0 || gid == [0; 16] {
+                    return None;
+                }
+                let kind = match e.gid_type {
+                    sys::IBV_GID_TYPE_ROCE_V2 => GidKind::RoceV2,
+                    sys::IBV_GID_TYPE_IB | sys::IBV_GID_TYPE_ROCE_V1 => GidKind::IbOrRoceV1,
+                    _ => GidKind::Unknown,
+                };
+                Some(GidEntry {
+                    index: index as u8,
+                    gid,
+                    kind,
+                })
+            })
+            .collect()
     }
 
     /// `ibv_query_gid`.
     pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], String> {
-        // SAFETY: zeroed is a valid gid; the context is open.
+        // SAFETY: zeroed is a valid gid.
         let mut g: sys::ibv_gid = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open; the call writes only `g`.
         let rc = unsafe { sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut g) };
         if rc != 0 {
             return Err(format!(

@@ -14,8 +14,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::gate::{Event, Gate};
 use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN};
 use super::{PeerAddr, TcpConfig, TcpTransport};
-use crate::algorithm::peers::Links;
 use crate::error::{Error, Result};
+use crate::transport::Links;
 
 /// How long an accepted connection may take to say hello before it is dropped.
 const HELLO_DEADLINE: Duration = Duration::from_secs(5);

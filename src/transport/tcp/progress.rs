@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
 use super::handshake::{FrameHeader, FRAME_HEADER_LEN};
+use crate::transport::requests::Requests;
 
 /// Header before every message part: payload length and sequence number.
 pub const HEADER_LEN: usize = FRAME_HEADER_LEN;
@@ -63,8 +64,8 @@ impl Op {
         }
         let pdone = self.done.saturating_sub(HEADER_LEN);
         if pdone < self.len {
-            // SAFETY: pdone < len, inside the posted region.
             v[n] = libc::iovec {
+                // SAFETY: pdone < len, inside the posted region.
                 iov_base: unsafe { self.ptr.add(pdone) }.cast(),
                 iov_len: self.len - pdone,
             };
@@ -195,8 +196,8 @@ impl Stream {
         self.recvq.is_empty() && !self.data_ahead && !self.closed
     }
 
-    /// Moves as many bytes as the socket takes without blocking, completing parts in `slots`.
-    pub fn drive(&mut self, slots: &mut [(u32, u32)]) -> Result<bool, String> {
+    /// Moves as many bytes as the socket takes without blocking, completing parts in `requests`.
+    pub fn drive(&mut self, requests: &mut Requests) -> Result<bool, String> {
         if self.control.is_some() {
             return Ok(self.read_control());
         }
@@ -209,7 +210,7 @@ impl Stream {
                     moved = true;
                     op.done += k;
                     if op.done == op.total() {
-                        slots[op.slot].0 -= 1;
+                        requests.part_done(op.slot);
                         self.sendq.pop_front();
                     }
                 }
@@ -245,7 +246,7 @@ impl Stream {
                         self.data_ahead = false;
                     }
                     if op.done == op.total() {
-                        slots[op.slot].0 -= 1;
+                        requests.part_done(op.slot);
                         self.recvq.pop_front();
                     }
                 }

@@ -10,10 +10,11 @@ use std::path::Path;
 use super::{render, PairwiseConfig, PairwiseReport};
 use crate::cli::PairwiseArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::options::{Options, PathKind, MAX_NP};
+use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions, MAX_NP};
 use crate::plot::heatmap::{self, Heatmap};
 use crate::session::{self, Pairs};
 use crate::sizes::parse_size;
+use crate::transport::tcp::options::iface_spec;
 use crate::world::{env, local, Identity};
 
 /// Largest `--bytes`: two buffers of it per taking-part rank.
@@ -30,7 +31,7 @@ pub fn pairwise(args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
         check_outputs(args)?;
     }
     match id {
-        None => local::launch_processes(opts.np, &argv[1..], opts.bootstrap_timeout),
+        None => local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout),
         Some(id) => rank(&opts, &cfg, &id, args),
     }
 }
@@ -73,11 +74,15 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
     }
     let opts = Options {
         np: args.np,
-        transports: vec![path],
-        iface: crate::options::iface_spec(args.iface.as_deref())?,
-        timeout: crate::options::timeout("-T/--timeout", args.deadlines.timeout)?,
-        bootstrap_timeout: crate::options::timeout("--bootstrap-timeout", args.deadlines.bootstrap_timeout)?,
-        connect_timeout: crate::options::timeout("--connect-timeout", args.deadlines.connect_timeout)?,
+        paths: PathOptions {
+            transports: vec![path],
+            ..PathOptions::default()
+        },
+        tcp: TcpOptions {
+            iface: iface_spec(args.iface.as_deref())?,
+            ..TcpOptions::default()
+        },
+        deadlines: Deadlines::from_cli(&args.deadlines)?,
         ..Options::default()
     };
     let cfg = PairwiseConfig {
@@ -121,7 +126,7 @@ fn rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs
         "command": "pairwise",
         "config": cfg,
         "transport": args.transport,
-        "timeout_s": opts.timeout.as_secs_f64(),
+        "timeout_s": opts.deadlines.timeout.as_secs_f64(),
     });
     let mut sess = session::connect_with(id, opts, consensus, exchange, Pairs::All)?;
     let report = match super::measure(&mut sess, 0, cfg) {

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::report::compare::ci95_half_width;
+use crate::report::document::entries_from_value;
 use crate::report::Record;
 
 /// One point of one sweep, out of place.
@@ -43,35 +44,29 @@ impl Sample {
     /// The samples of a `results`-style array (entries as `collbench run -J` writes them); `what` names it.
     pub fn from_entries(v: &Value, what: &str) -> Result<Vec<Sample>> {
         let bad = |m: String| Error::usage(what, m);
-        let arr = v.as_array().ok_or_else(|| bad("is not an array of results".into()))?;
-        arr.iter()
+        let entries = entries_from_value(v, "entry").map_err(bad)?;
+        entries
+            .iter()
             .enumerate()
             .map(|(i, e)| {
-                let s = |k: &str| {
-                    e.pointer(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .ok_or_else(|| bad(format!("entry {i} has no string {k}")))
-                };
-                let u = |k: &str| {
-                    e.pointer(k)
-                        .and_then(Value::as_u64)
-                        .ok_or_else(|| bad(format!("entry {i} has no whole number {k}")))
-                };
+                let (oop, ip) = (e.out_of_place(), e.in_place());
+                let s =
+                    |f: &Option<String>, k: &str| f.clone().ok_or_else(|| bad(format!("entry {i} has no string {k}")));
+                let u = |f: Option<u64>, k: &str| f.ok_or_else(|| bad(format!("entry {i} has no whole number {k}")));
                 // "nan" (written for a number that is not finite) reads back as NaN.
-                let f = |k: &str| e.pointer(k).map_or(f64::NAN, |x| x.as_f64().unwrap_or(f64::NAN));
-                let w = |k: &str| e.pointer(k).and_then(Value::as_f64).unwrap_or(0.0) as u64;
+                let f = |x: Option<f64>| x.unwrap_or(f64::NAN);
+                let w = |x: Option<f64>| x.unwrap_or(0.0) as u64;
                 Ok(Sample {
-                    path: s("/path")?,
-                    collective: s("/collective")?,
-                    size: u("/size")?,
-                    repeat: u("/repeat")? as u32,
-                    time_us: f("/out_of_place/time"),
-                    ci95_us: f("/out_of_place/ci95_us"),
-                    busbw: f("/out_of_place/bus_bw"),
-                    p99_us: f("/out_of_place/p99_us"),
-                    iters: u("/out_of_place/iters")? as u32,
-                    wrong: w("/out_of_place/nwrong") + w("/in_place/nwrong"),
+                    path: s(&e.path, "/path")?,
+                    collective: s(&e.collective, "/collective")?,
+                    size: u(e.size, "/size")?,
+                    repeat: u(e.repeat.map(u64::from), "/repeat")? as u32,
+                    time_us: f(oop.time),
+                    ci95_us: f(oop.ci95_us),
+                    busbw: f(oop.bus_bw),
+                    p99_us: f(oop.p99_us),
+                    iters: u(oop.iters.map(u64::from), "/out_of_place/iters")? as u32,
+                    wrong: w(oop.nwrong) + w(ip.nwrong),
                 })
             })
             .collect()

@@ -18,9 +18,10 @@ pub mod verdict;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::cli::{PreflightArgs, RunArgs};
+use crate::bench::options::MAX_REPEAT;
+use crate::cli::PreflightArgs;
 use crate::error::{Error, Result};
-use crate::options::{Options, PathKind, MAX_REPEAT};
+use crate::options::{Options, PathKind};
 use crate::report::file::check_writable;
 use crate::sizes::{format_size, format_size_arg};
 use crate::world::env;
@@ -29,8 +30,8 @@ use plan::Plan;
 /// What every rank derives from the command line before anything runs.
 pub struct Setup {
     pub args: PreflightArgs,
-    /// `run`'s flags with the path and launch flags of `args`; phases add their sweep.
-    pub base: RunArgs,
+    /// The path, launch and deadline options of `args`; phases add their sweep.
+    pub base: Options,
     pub plan: Plan,
     /// Options covering every phase: what the session connects for.
     pub opts: Options,
@@ -116,8 +117,8 @@ pub fn check_outputs(args: &PreflightArgs) -> Result<()> {
 /// The names an expectations entry may give a path: each `--transport` entry as written, and for plain
 /// `tcp` with `--iface NAME` also `tcp@NAME`.
 pub fn path_keys(opts: &Options) -> Vec<String> {
-    let mut v: Vec<String> = opts.transports.iter().map(|p| p.to_string()).collect();
-    if let (true, Some(i)) = (opts.transports.contains(&PathKind::Tcp(None)), &opts.iface) {
+    let mut v: Vec<String> = opts.paths.transports.iter().map(|p| p.to_string()).collect();
+    if let (true, Some(i)) = (opts.paths.transports.contains(&PathKind::Tcp(None)), &opts.tcp.iface) {
         v.push(format!("tcp@{i}"));
     }
     v
@@ -125,9 +126,11 @@ pub fn path_keys(opts: &Options) -> Vec<String> {
 
 fn setup(args: &PreflightArgs) -> Result<Setup> {
     let bw = plan::bandwidth_bytes(&args.bandwidth_bytes)?;
-    let base = plan::base_run_args(args);
+    let base = plan::base_options(args)?;
+    // The host is asked only now: validating the options touches nothing outside them.
+    base.tcp.check_host()?;
     let plan = Plan::new(bw, args.repeat);
-    let opts = plan::union_options(&base, &plan)?;
+    let opts = plan::union_options(&base, &plan);
     if let Some(f) = &args.expect {
         // Read here to stop on a bad file before anything runs; rank 0 reads it again to judge.
         expect::read(f, &path_keys(&opts))?;
@@ -151,11 +154,11 @@ fn setup(args: &PreflightArgs) -> Result<Setup> {
 fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
     check_outputs(&setup.args)?;
     let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
-    let Some(avail) = Options::mem_available() else {
+    let Some(avail) = crate::memory::available::mem_available() else {
         return crate::run::launch_local(&setup.opts, argv);
     };
     let np = setup.opts.np;
-    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail)? {
+    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail) {
         Some(b) if b == want => crate::run::launch_local(&setup.opts, argv),
         Some(b) => {
             eprintln!(
@@ -165,7 +168,7 @@ fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
                 format_size(b),
                 format_size(avail)
             );
-            let opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat))?;
+            let opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat));
             crate::run::launch_local(&opts, &with_bandwidth_bytes(argv, b))
         }
         None => Err(Error::usage(

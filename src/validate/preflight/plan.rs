@@ -1,13 +1,14 @@
 //! The fixed plan: connectivity at 8 B, latency at small sizes, bandwidth at large sizes where busbw has
 //! plateaued, each a short sweep run through `run`'s machinery; and how long it should take.
 
-use clap::{Args, FromArgMatches};
-
-use crate::cli::{PreflightArgs, RunArgs};
+use crate::cli::PreflightArgs;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::options::Options;
-use crate::sizes::{format_size, format_size_arg, parse_size};
+use crate::options::{
+    AlgoOptions, BufferOptions, Deadlines, Options, Outputs, PathOptions, Progress, RdmaOptions, SizeRange, Step,
+    SweepOptions, TcpOptions, TestAids,
+};
+use crate::sizes::{format_size, parse_size};
 
 /// The latency phase's largest size.
 pub const LATENCY_MAX: u64 = 64 << 10;
@@ -149,52 +150,57 @@ impl Plan {
     }
 }
 
-/// `run`'s flags with its defaults, then the path and launch flags `args` gives.
-pub fn base_run_args(args: &PreflightArgs) -> RunArgs {
-    let cmd = RunArgs::augment_args(clap::Command::new("preflight"));
-    let m = cmd
-        .try_get_matches_from(["preflight"])
-        .expect("run's flags parse with their defaults");
-    let mut a = RunArgs::from_arg_matches(&m).expect("run's defaults make RunArgs");
-    a.np = args.np;
-    a.link = args.link.clone();
-    a.deadlines = args.deadlines.clone();
-    a.no_progress = args.no_progress;
-    a.fault = args.fault.clone();
-    a
+/// The options `args` gives: `run`'s path, launch and deadline parts validated as `run` validates them, host
+/// buffers, and no outputs (preflight writes its own). The sweep is each phase's ([`phase_options`]).
+pub fn base_options(args: &PreflightArgs) -> Result<Options> {
+    let paths = PathOptions::from_cli(&args.link, None)?;
+    Ok(Options {
+        np: crate::options::np(args.np)?,
+        sweep: SweepOptions::default(),
+        algorithm: AlgoOptions::from_cli(&args.link, "auto")?,
+        rdma: RdmaOptions::from_cli(&args.link)?,
+        tcp: TcpOptions::from_cli(&args.link)?,
+        buffers: BufferOptions::host(&paths)?,
+        deadlines: Deadlines::from_cli(&args.deadlines)?,
+        outputs: Outputs {
+            progress: Progress::from_flag(args.no_progress),
+            ..Outputs::default()
+        },
+        aids: TestAids::from_cli(None, args.fault.as_deref())?,
+        paths,
+    })
 }
 
-fn with_sweep(base: &RunArgs, colls: &[Collective], min: u64, max: u64, iters: u32, warmup: u32) -> RunArgs {
-    let mut a = base.clone();
-    a.minbytes = format_size_arg(min);
-    a.maxbytes = format_size_arg(max);
-    a.stepfactor = Some(2);
-    a.stepbytes = None;
-    a.collective = colls.iter().map(|c| c.name().to_string()).collect();
-    a.iters = iters;
-    a.warmup_iters = warmup;
-    a.check = 1;
-    a.repeat = 1;
-    a
+/// `base` sweeping `colls` from `min` to `max` bytes by doubling, each point checked once, in one sweep.
+fn with_sweep(base: &Options, colls: &[Collective], min: u64, max: u64, iters: u32, warmup: u32) -> Options {
+    Options {
+        sweep: SweepOptions {
+            sizes: SizeRange {
+                min,
+                max,
+                step: Step::Factor(2),
+            },
+            collectives: colls.to_vec(),
+            iters,
+            warmup,
+            check_iters: 1,
+            repeat: 1,
+            ..SweepOptions::default()
+        },
+        ..base.clone()
+    }
 }
 
-/// Validated options of one phase.
-pub fn phase_options(base: &RunArgs, ph: &Phase) -> Result<Options> {
-    Options::from_cli(&with_sweep(base, &ph.collectives, ph.min, ph.max, ph.iters, ph.warmup))
+/// The options of one phase.
+pub fn phase_options(base: &Options, ph: &Phase) -> Options {
+    with_sweep(base, &ph.collectives, ph.min, ph.max, ph.iters, ph.warmup)
 }
 
 /// Options covering every phase (every collective, 8 B up to the largest size): what the session connects
 /// for and what memory is checked against.
-pub fn union_options(base: &RunArgs, plan: &Plan) -> Result<Options> {
+pub fn union_options(base: &Options, plan: &Plan) -> Options {
     let max = plan.phases.iter().map(|p| p.max).max().unwrap_or(8);
-    Options::from_cli(&with_sweep(
-        base,
-        &[Collective::AllReduce, Collective::AllGather],
-        8,
-        max,
-        1,
-        0,
-    ))
+    with_sweep(base, &[Collective::AllReduce, Collective::AllGather], 8, max, 1, 0)
 }
 
 /// `--bandwidth-bytes` as bytes: at least [`MIN_BANDWIDTH_BYTES`].
@@ -215,16 +221,16 @@ pub fn bandwidth_bytes(text: &str) -> Result<u64> {
 
 /// The largest bandwidth size, from `want` down by halves, whose buffers for `local_ranks` ranks fit in
 /// `available` bytes; `None` when not even [`MIN_BANDWIDTH_BYTES`] fits.
-pub fn fit_memory(base: &RunArgs, want: u64, repeat: u32, local_ranks: usize, available: u64) -> Result<Option<u64>> {
+pub fn fit_memory(base: &Options, want: u64, repeat: u32, local_ranks: usize, available: u64) -> Option<u64> {
     let mut b = want;
     while b >= MIN_BANDWIDTH_BYTES {
-        let o = union_options(base, &Plan::new(b, repeat))?;
+        let o = union_options(base, &Plan::new(b, repeat));
         if o.check_memory(local_ranks, available).is_ok() {
-            return Ok(Some(b));
+            return Some(b);
         }
         b /= 2;
     }
-    Ok(None)
+    None
 }
 
 #[cfg(test)]
@@ -261,7 +267,7 @@ mod tests {
 
     #[test]
     fn path_flags_reach_the_phases_and_the_sweep_is_the_plans() {
-        let base = base_run_args(&preflight_args(&[
+        let base = base_options(&preflight_args(&[
             "--np",
             "3",
             "--streams",
@@ -280,34 +286,53 @@ mod tests {
             "auto",
             "--tcp-congestion",
             "reno",
-        ]));
+        ]))
+        .unwrap();
         let plan = Plan::new(4 << 20, 2);
-        let o = phase_options(&base, &plan.phases[2]).unwrap();
-        assert_eq!((o.np, o.streams, o.line_rate_gbit, o.rdma_qps), (3, 2, Some(25.0), 3));
-        assert_eq!((o.timeout.as_secs(), o.connect_timeout.as_secs()), (7, 9));
-        assert_eq!((o.algo, o.sndbuf), (crate::options::AlgoChoice::Bruck, None));
-        assert_eq!(o.tcp_congestion.as_deref(), Some("reno"));
+        let o = phase_options(&base, &plan.phases[2]);
         assert_eq!(
-            (o.sizes.min, o.sizes.max, o.iters, o.warmup, o.check_iters),
+            (o.np, o.tcp.streams, o.paths.line_rate_gbit, o.rdma.rdma_qps),
+            (3, 2, Some(25.0), 3)
+        );
+        assert_eq!(
+            (o.deadlines.timeout.as_secs(), o.deadlines.connect_timeout.as_secs()),
+            (7, 9)
+        );
+        assert_eq!(
+            (o.algorithm.algo, o.tcp.sndbuf),
+            (crate::options::AlgoChoice::Bruck, None)
+        );
+        assert_eq!(o.tcp.tcp_congestion.as_deref(), Some("reno"));
+        assert_eq!(
+            (
+                o.sweep.sizes.min,
+                o.sweep.sizes.max,
+                o.sweep.iters,
+                o.sweep.warmup,
+                o.sweep.check_iters
+            ),
             (1 << 20, 4 << 20, 5, 1, 1)
         );
-        let u = union_options(&base, &plan).unwrap();
-        assert_eq!((u.sizes.min, u.sizes.max, u.collectives.len()), (8, 4 << 20, 2));
+        let u = union_options(&base, &plan);
+        assert_eq!(
+            (u.sweep.sizes.min, u.sweep.sizes.max, u.sweep.collectives.len()),
+            (8, 4 << 20, 2)
+        );
         // Bad path flags are refused naming the flag, as `run` refuses them.
-        let e = union_options(&base_run_args(&preflight_args(&["--streams", "99"])), &plan).unwrap_err();
+        let e = base_options(&preflight_args(&["--streams", "99"])).unwrap_err();
         assert!(e.to_string().starts_with("--streams:"), "{e}");
     }
 
     #[test]
     fn the_bandwidth_phase_is_lowered_to_what_memory_holds() {
-        let base = base_run_args(&preflight_args(&[]));
-        let need = |b: u64| union_options(&base, &Plan::new(b, 3)).unwrap().memory_needed();
+        let base = base_options(&preflight_args(&[])).unwrap();
+        let need = |b: u64| union_options(&base, &Plan::new(b, 3)).memory_needed();
         // Room for 4 ranks at 16 MiB but not at 32 MiB.
         let avail = 4 * need(16 << 20) + 1;
         assert!(4 * need(32 << 20) > avail);
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, avail).unwrap(), Some(16 << 20));
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, 1 << 20).unwrap(), None);
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, u64::MAX).unwrap(), Some(64 << 20));
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, avail), Some(16 << 20));
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, 1 << 20), None);
+        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, u64::MAX), Some(64 << 20));
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         if id.rank == 0 {
             super::check_outputs(&setup.args)?;
         }
-        if let Some(avail) = Options::mem_available() {
+        if let Some(avail) = crate::memory::available::mem_available() {
             let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
             opts.check_memory(local, avail).map_err(|e| match e {
                 Error::Usage { message, .. } => Error::usage("--bandwidth-bytes", message),
@@ -45,13 +45,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     } else {
         session::Pairs::All
     };
-    let mut sess = session::connect_with(id, opts, opts.consensus_fields(), exchange, pairs)?;
+    let mut sess = session::connect_with(id, opts, opts.agreement().to_wire(), exchange, pairs)?;
     let phases: Vec<Options> = setup
         .plan
         .phases
         .iter()
         .map(|ph| super::plan::phase_options(&setup.base, ph))
-        .collect::<Result<_>>()?;
+        .collect();
     // Every path is opened once, here, and borrowed by every phase's sweeps.
     let mut open = match Paths::open(&mut sess, opts) {
         Ok(p) => p,
@@ -87,7 +87,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             println!("{l}");
         }
     }
-    let progress = (id.rank == 0 && opts.progress == Progress::Auto && std::io::stderr().is_terminal())
+    let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
     let mut connectivity: Vec<Record> = Vec::new();
@@ -274,7 +274,7 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
 fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
-    let given_rate = opts.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
+    let given_rate = opts.paths.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
     open.iter()
         .map(|o| {
             let p = &o.kind;
@@ -294,6 +294,11 @@ fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
                     let rate = given_rate.clone().or_else(|| {
                         crate::transport::rdma::sysfs::port_info(sys, device, *port)
                             .and_then(|i| i.rate_gbit())
+                            .or_else(|| {
+                                // No sysfs tree (a container without /sys/class/infiniband): ask the device.
+                                let ctx = crate::transport::rdma::verbs::Context::open(device).ok()?;
+                                ctx.query_port(*port).ok()?.rate_gbit
+                            })
                             .map(|g| (g / 8.0, format!("rate of {device} port {port}")))
                     });
                     (

@@ -123,20 +123,18 @@ pub fn markdown(r: &Report) -> String {
 
 /// Text made safe for an XML attribute or element.
 fn xml(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            // Control characters are not allowed in XML 1.0.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
+    // Control characters are not allowed in XML 1.0.
+    let allowed: String = s
+        .chars()
+        .map(|c| {
+            if c < ' ' && !matches!(c, '\n' | '\t' | '\r') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    quick_xml::escape::escape(&allowed).into_owned()
 }
 
 /// JUnit XML: one testcase per check; FAIL is a failure, WARN is skipped (with its reason).

@@ -341,17 +341,17 @@ pub struct DeadlineArgs {
     /// Deadline in seconds for any single wait in a collective or measurement; a stuck peer ends the run
     /// with an error naming it.
     #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().timeout.as_secs_f64())]
+        default_value_t = Options::default().deadlines.timeout.as_secs_f64())]
     pub timeout: f64,
 
     /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
     #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().bootstrap_timeout.as_secs_f64())]
+        default_value_t = Options::default().deadlines.bootstrap_timeout.as_secs_f64())]
     pub bootstrap_timeout: f64,
 
     /// Deadline in seconds for opening and authenticating the data connections.
     #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().connect_timeout.as_secs_f64())]
+        default_value_t = Options::default().deadlines.connect_timeout.as_secs_f64())]
     pub connect_timeout: f64,
 }
 
@@ -374,7 +374,7 @@ pub struct LinkArgs {
     /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
     /// by Bruck's steps on any rank count) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
-        default_value_t = Options::default().algo.name().to_string())]
+        default_value_t = Options::default().algorithm.algo.name().to_string())]
     pub algo: String,
 
     /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
@@ -384,7 +384,7 @@ pub struct LinkArgs {
 
     /// Queue pairs per peer of rdma@ paths (1..=16, like NCCL_IB_QPS_PER_CONNECTION): a message's fragments
     /// go round-robin over them, so a large one uses them all
-    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma_qps)]
+    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma.rdma_qps)]
     pub rdma_qps: usize,
 
     /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
@@ -400,19 +400,19 @@ pub struct LinkArgs {
 
     /// TCP streams per peer (1..=16).
     #[arg(long = "streams", value_name = "N", help_heading = TUNING,
-        default_value_t = Options::default().streams)]
+        default_value_t = Options::default().tcp.streams)]
     pub streams: usize,
 
     /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
     /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
     #[arg(long = "spin", value_name = "US", help_heading = TUNING,
-        default_value_t = Options::default().spin.as_micros() as u64)]
+        default_value_t = Options::default().tcp.spin.as_micros() as u64)]
     pub spin: u64,
 
     /// Send buffer (SO_SNDBUF) of every TCP data socket, 4 KiB..=256 MiB, or auto for the kernel's autotuning;
     /// the kernel doubles it and caps it at net.core.wmem_max.
     #[arg(long = "sndbuf", value_name = "SIZE|auto", help_heading = TUNING,
-        default_value_t = Options::default().sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
+        default_value_t = Options::default().tcp.sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
     pub sndbuf: String,
 
     /// TCP congestion control of every data socket (TCP_CONGESTION, as iperf3's -C), e.g. cubic, reno, bbr;
@@ -423,7 +423,7 @@ pub struct LinkArgs {
 
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
-        default_value_t = format_size_arg(Options::default().chunk_bytes as u64))]
+        default_value_t = format_size_arg(Options::default().algorithm.chunk_bytes as u64))]
     pub chunk: String,
 }
 
@@ -439,12 +439,12 @@ const OUTPUT: &str = "Output";
 pub struct RunArgs {
     /// Smallest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'b', long = "minbytes", alias = "min-bytes", value_name = "SIZE", help_heading = SIZES,
-        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.min))]
+        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sweep.sizes.min))]
     pub minbytes: String,
 
     /// Largest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'e', long = "maxbytes", alias = "max-bytes", value_name = "SIZE", help_heading = SIZES,
-        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sizes.max))]
+        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sweep.sizes.max))]
     pub maxbytes: String,
 
     /// Multiply the size by this factor between points (>= 2) [default: 2]
@@ -473,7 +473,7 @@ pub struct RunArgs {
 
     /// Root rank of broadcast and reduce.
     #[arg(short = 'r', long = "root", value_name = "RANK", help_heading = WHAT,
-        default_value_t = Options::default().root)]
+        default_value_t = Options::default().sweep.root)]
     pub root: usize,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
@@ -482,17 +482,17 @@ pub struct RunArgs {
 
     /// Timed iterations per point.
     #[arg(short = 'n', long = "iters", value_name = "N", help_heading = TIMING,
-        default_value_t = Options::default().iters)]
+        default_value_t = Options::default().sweep.iters)]
     pub iters: u32,
 
     /// Untimed warm-up iterations per point.
     #[arg(short = 'w', long = "warmup_iters", aliases = ["warmup-iters", "warmup"], value_name = "N",
-        help_heading = TIMING, default_value_t = Options::default().warmup)]
+        help_heading = TIMING, default_value_t = Options::default().sweep.warmup)]
     pub warmup_iters: u32,
 
     /// Whole sweeps of every path, interleaved (path A, path B, path A, ...); the comparison combines them,
     /// so its intervals include drift between sweeps as well as noise within a point.
-    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = Options::default().repeat)]
+    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = Options::default().sweep.repeat)]
     pub repeat: u32,
 
     /// How several paths take turns: `sweep` (each sweeps every point, then the next) or `point` (every
@@ -503,12 +503,12 @@ pub struct RunArgs {
 
     /// Data-check iterations per point; 0 turns the check off.
     #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
-        default_value_t = Options::default().check_iters)]
+        default_value_t = Options::default().sweep.check_iters)]
     pub check: u32,
 
     /// Which rank's time to report: 0/rank0, 1/avg, 2/min, 3/max = the slowest (nccl-tests: avg).
     #[arg(short = 'a', long = "average", value_name = "STAT", help_heading = TIMING,
-        default_value_t = Options::default().rank_stat.name().to_string())]
+        default_value_t = Options::default().sweep.rank_stat.name().to_string())]
     pub average: String,
 
     /// Add p50/p99 iteration-time columns to the table.
@@ -543,7 +543,7 @@ pub struct RunArgs {
     /// per rank block, so one piece's copies between device and host overlap the network carrying another
     /// (1..=64; 1: copy in, run, copy out)
     #[arg(long = "staging-pieces", value_name = "N", help_heading = TUNING,
-        default_value_t = Options::default().staging_pieces)]
+        default_value_t = Options::default().buffers.staging_pieces)]
     pub staging_pieces: usize,
 
     /// With --memory cuda on the tcp and rdma paths, where all_reduce and reduce_scatter reduce: host (the
@@ -619,143 +619,9 @@ fn names<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
 
 // List defaults are one comma-joined string (clap splits it like a typed value) so that help shows
 // the syntax to type; clap wants a `&'static str` for that, hence the statics.
-static COLLECTIVES: LazyLock<String> = LazyLock::new(|| names(Options::default().collectives.iter()));
-static DTYPES: LazyLock<String> = LazyLock::new(|| names(Options::default().dtypes.iter()));
-static OPS: LazyLock<String> = LazyLock::new(|| names(Options::default().ops.iter()));
+static COLLECTIVES: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.collectives.iter()));
+static DTYPES: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.dtypes.iter()));
+static OPS: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.ops.iter()));
 
 #[cfg(test)]
-mod tests {
-    use clap::error::ErrorKind;
-    use clap::CommandFactory;
-
-    use super::*;
-
-    fn run(args: &[&str]) -> RunArgs {
-        let argv = ["collbench", "run"].iter().chain(args);
-        match Cli::try_parse_from(argv)
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-            .command
-        {
-            Command::Run(r) => *r,
-            other => panic!("{args:?} parsed as {other:?}"),
-        }
-    }
-
-    #[test]
-    fn clap_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn no_subcommand_prints_help_and_exits_2() {
-        let err = Cli::try_parse_from(["collbench"]).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand);
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("run"), "{err}");
-    }
-
-    #[test]
-    fn nccl_tests_short_and_long_names_parse() {
-        let short = run(&[
-            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "3", "-c", "0", "-o", "max", "-d", "half", "-r", "2",
-            "-a", "1", "-T", "9", "-J", "x.json",
-        ]);
-        let long = run(&[
-            "--minbytes",
-            "1K",
-            "--maxbytes",
-            "1M",
-            "--stepfactor",
-            "4",
-            "--iters",
-            "7",
-            "--warmup_iters",
-            "3",
-            "--check",
-            "0",
-            "--op",
-            "max",
-            "--datatype",
-            "half",
-            "--root",
-            "2",
-            "--average",
-            "1",
-            "--timeout",
-            "9",
-            "--output_file",
-            "x.json",
-        ]);
-        let dashed = run(&[
-            "--min-bytes",
-            "1K",
-            "--max-bytes",
-            "1M",
-            "--step-factor",
-            "4",
-            "--iters",
-            "7",
-            "--warmup-iters",
-            "3",
-            "--check",
-            "0",
-            "--op",
-            "max",
-            "--dtype",
-            "half",
-            "--root",
-            "2",
-            "--average",
-            "1",
-            "--timeout",
-            "9",
-            "--output-file",
-            "x.json",
-        ]);
-        for r in [&short, &long, &dashed] {
-            assert_eq!(
-                (r.minbytes.as_str(), r.maxbytes.as_str(), r.stepfactor),
-                ("1K", "1M", Some(4))
-            );
-            assert_eq!((r.iters, r.warmup_iters, r.check, r.root), (7, 3, 0, 2));
-            assert_eq!(
-                (r.op.clone(), r.datatype.clone()),
-                (vec!["max".to_string()], vec!["half".to_string()])
-            );
-            assert_eq!((r.average.as_str(), r.deadlines.timeout), ("1", 9.0));
-            assert_eq!(r.output_file, Some(PathBuf::from("x.json")));
-        }
-    }
-
-    #[test]
-    fn lists_split_on_commas_and_accumulate() {
-        let r = run(&["-d", "float,half", "-d", "double", "--collective", "all"]);
-        assert_eq!(r.datatype, ["float", "half", "double"]);
-        assert_eq!(r.collective, ["all"]);
-        // The default list is split the same way as a typed one.
-        assert_eq!(run(&[]).collective, ["all_reduce", "all_gather"]);
-    }
-
-    #[test]
-    fn help_states_every_default() {
-        let mut cmd = Cli::command();
-        let run = cmd.find_subcommand_mut("run").unwrap();
-        for arg in run.get_arguments() {
-            let id = arg.get_id().as_str();
-            if arg.get_action().takes_values() && !arg.is_hide_set() && !["help", "version"].contains(&id) {
-                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-                assert!(
-                    !arg.get_default_values().is_empty() || help.contains("[default: "),
-                    "--{id}: {help}"
-                );
-            }
-        }
-        // -f has no clap default (so that -i can replace it); its stated default must be the real one.
-        let f = run.get_arguments().find(|a| a.get_id() == "stepfactor").unwrap();
-        let n = match Options::default().sizes.step {
-            crate::options::Step::Factor(n) => n,
-            other => panic!("default step {other:?} is not a factor"),
-        };
-        assert!(f.get_help().unwrap().to_string().contains(&format!("[default: {n}]")));
-    }
-}
+mod tests;

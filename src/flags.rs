@@ -1,0 +1,60 @@
+//! Small parsers shared by the option parts: each checks one command-line value and names its flag in the
+//! error, so every part reports bad input the same way.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::sizes::parse_size;
+
+/// Longest `-T`: one week. Deadlines are `Instant + timeout`, which must not overflow.
+pub const MAX_TIMEOUT_SECS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// Parses one size flag, naming it in the error.
+pub fn size_flag(flag: &str, value: &str) -> Result<u64> {
+    parse_size(value).map_err(|e| Error::usage(flag, e))
+}
+
+/// A comma list of names (already split by clap) or `all`, duplicates dropped, order kept.
+pub fn parse_list<T>(flag: &str, items: &[String], all: &[T]) -> Result<Vec<T>>
+where
+    T: FromStr<Err = String> + Clone + PartialEq,
+{
+    if items.is_empty() {
+        return Err(Error::usage(flag, "give at least one name, or all"));
+    }
+    let mut out = Vec::new();
+    for item in items.iter().map(|i| i.trim()) {
+        if item.is_empty() {
+            return Err(Error::usage(
+                flag,
+                "has an empty name in its list; separate names with single commas",
+            ));
+        }
+        let parsed = if item.eq_ignore_ascii_case("all") {
+            all.to_vec()
+        } else {
+            vec![item.parse().map_err(|e| Error::usage(flag, e))?]
+        };
+        for t in parsed {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A timeout flag as a deadline: positive, finite and at most [`MAX_TIMEOUT_SECS`].
+pub fn timeout(flag: &str, secs: f64) -> Result<Duration> {
+    if !(secs > 0.0 && secs <= MAX_TIMEOUT_SECS) {
+        return Err(Error::usage(
+            flag,
+            format!(
+                "must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (got {secs}); \
+                 every wait has a deadline, so pick a generous one rather than none"
+            ),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}

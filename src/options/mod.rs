@@ -1,0 +1,172 @@
+//! Validated, typed options: what the rest of the program reads. `cli.rs` parses; each part is validated by
+//! the module that uses it, naming the flag in every error, and [`Options`] is their aggregate:
+//!
+//! | part | owner | flags |
+//! |---|---|---|
+//! | [`Options::sweep`] | [`crate::bench::options`] | sizes, collectives, iterations, `-a` |
+//! | [`Options::algorithm`] | [`crate::algorithm::options`] | `--algo`, `--algo-threshold`, `--chunk` |
+//! | [`Options::paths`] | [`crate::transport::path`] | `--transport`, `--reference`, `--line-rate` |
+//! | [`Options::rdma`] | [`crate::transport::rdma::options`] | `--gid-index`, `--rdma-qps` |
+//! | [`Options::tcp`] | [`crate::transport::tcp::options`] | `--iface`, `--streams`, `--spin`, `--sndbuf`, `--tcp-congestion` |
+//! | [`Options::deadlines`] | [`crate::world::deadlines`] | `-T`, `--bootstrap-timeout`, `--connect-timeout` |
+//! | [`Options::buffers`] | [`crate::engine::options`] | `--memory`, `--device`, `--staging-pieces`, `--reduce-on` |
+//! | [`Options::outputs`] | [`crate::report::outputs`] | `-J`, `--csv`, `--markdown`, `--plot`, `--target-ranks`, ... |
+//! | [`Options::aids`] | [`crate::fault`] | the hidden testing aids |
+//!
+//! What ranks must agree on is [`Agreement`], built from the parts. Validation makes no system calls: what
+//! depends on the host is checked where the options are applied.
+
+mod agreement;
+mod params;
+
+use serde::Serialize;
+
+pub use self::agreement::Agreement;
+pub use crate::algorithm::options::{AlgoChoice, AlgoOptions};
+pub use crate::bench::options::{Interleave, RankStat, SizeRange, Step, SweepOptions};
+pub use crate::engine::options::BufferOptions;
+pub use crate::fault::TestAids;
+pub use crate::report::outputs::{Outputs, Progress};
+pub use crate::transport::path::{PathKind, PathOptions};
+pub use crate::transport::rdma::options::RdmaOptions;
+pub use crate::transport::tcp::options::TcpOptions;
+pub use crate::world::deadlines::Deadlines;
+
+use crate::cli::RunArgs;
+use crate::error::{Error, Result};
+use crate::sizes::format_size;
+
+/// Most local ranks `--np` spawns; beyond this a launcher (mpirun, srun) is the right tool.
+pub const MAX_NP: usize = 512;
+
+/// Everything one run needs to know, validated: the parts, each owned by the module that uses it. Serialised
+/// flat (one key per field of every part), as the results file's `options` object.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Options {
+    /// Local ranks to spawn when no launcher is present (`--np`).
+    pub np: usize,
+    #[serde(flatten)]
+    pub sweep: SweepOptions,
+    #[serde(flatten)]
+    pub algorithm: AlgoOptions,
+    #[serde(flatten)]
+    pub paths: PathOptions,
+    #[serde(flatten)]
+    pub rdma: RdmaOptions,
+    #[serde(flatten)]
+    pub deadlines: Deadlines,
+    #[serde(flatten)]
+    pub tcp: TcpOptions,
+    #[serde(flatten)]
+    pub buffers: BufferOptions,
+    #[serde(flatten)]
+    pub outputs: Outputs,
+    #[serde(flatten)]
+    pub aids: TestAids,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            np: 4,
+            sweep: SweepOptions::default(),
+            algorithm: AlgoOptions::default(),
+            paths: PathOptions::default(),
+            rdma: RdmaOptions::default(),
+            deadlines: Deadlines::default(),
+            tcp: TcpOptions::default(),
+            buffers: BufferOptions::default(),
+            outputs: Outputs::default(),
+            aids: TestAids::default(),
+        }
+    }
+}
+
+impl Options {
+    /// Validates `collbench run`'s flags, part by part; every error names the flag and says what to do instead.
+    pub fn from_cli(args: &RunArgs) -> Result<Options> {
+        let sweep = SweepOptions::from_cli(args)?;
+        let np = np(args.np)?;
+        let paths = PathOptions::from_cli(&args.link, args.reference.clone())?;
+        Ok(Options {
+            np,
+            sweep,
+            algorithm: AlgoOptions::from_cli(&args.link, &args.algo_threshold)?,
+            rdma: RdmaOptions::from_cli(&args.link)?,
+            tcp: TcpOptions::from_cli(&args.link)?,
+            buffers: BufferOptions::from_cli(args, &paths)?,
+            deadlines: Deadlines::from_cli(&args.deadlines)?,
+            aids: TestAids::from_cli(args.corrupt_rank, args.fault.as_deref())?,
+            outputs: Outputs::from_cli(args)?,
+            paths,
+        })
+    }
+
+    /// What every rank must agree on.
+    pub fn agreement(&self) -> Agreement {
+        Agreement::of(self)
+    }
+
+    /// Bytes one rank needs for its buffers at the largest size: send + receive + 2 pipeline chunks of
+    /// scratch, the most over the selected collectives and dtypes (their rounding differs slightly).
+    pub fn memory_needed(&self) -> u64 {
+        let max = usize::try_from(self.sweep.sizes.max).unwrap_or(usize::MAX);
+        let scratch = 2 * self.algorithm.chunk_bytes as u64;
+        let mut most = 0u64;
+        for &c in &self.sweep.collectives {
+            for &d in &self.sweep.dtypes {
+                let l = c.layout(max, d.size(), self.np);
+                let mut bytes = (l.send_count as u64 + l.recv_count as u64) * l.elem_size as u64;
+                // Device memory keeps host copies twice: the pinned staging, and the buffers the check reads.
+                if self.buffers.memory == crate::memory::MemoryKind::Cuda {
+                    bytes = bytes.saturating_mul(2);
+                }
+                // Reductions on the device stage through three more host buffers of about the larger size.
+                if self.buffers.reduce_on_device && c.reduces() {
+                    let larger = l.send_count.max(l.recv_count) as u64 * l.elem_size as u64;
+                    bytes = bytes.saturating_add(larger.saturating_mul(3));
+                }
+                most = most.max(bytes.saturating_add(scratch));
+            }
+        }
+        most
+    }
+
+    /// Fails with a usage error naming `-e` when `nranks_on_this_host` ranks would not fit in `available`.
+    pub fn check_memory(&self, nranks_on_this_host: usize, available: u64) -> Result<()> {
+        let per_rank = self.memory_needed();
+        let total = per_rank.saturating_mul(nranks_on_this_host as u64);
+        if total <= available {
+            return Ok(());
+        }
+        Err(Error::usage(
+            "-e/--maxbytes",
+            format!(
+                "a sweep up to {} needs {} per rank x {} local ranks = {} \
+                 but the machine has {} available; lower -e or --np",
+                format_size(self.sweep.sizes.max),
+                format_size(per_rank),
+                nranks_on_this_host,
+                format_size(total),
+                format_size(available)
+            ),
+        ))
+    }
+}
+
+/// `--np`: 1 to [`MAX_NP`] local ranks.
+pub fn np(n: usize) -> Result<usize> {
+    if n == 0 || n > MAX_NP {
+        return Err(Error::usage(
+            "--np",
+            format!(
+                "must be between 1 and {MAX_NP} local ranks (got {n}); \
+                 for more ranks use a launcher such as mpirun or srun"
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests;
