@@ -160,10 +160,13 @@ fn the_committed_charts_regenerate_byte_identical() {
             continue;
         }
         let out = tempfile::tempdir().unwrap();
+        // Committed charts are SVG only (text, diffable; a PNG of each is one `--format png` away).
         let run = plot(&[
             dir.join("results.json").to_str().unwrap(),
             "--out",
             out.path().to_str().unwrap(),
+            "--format",
+            "svg",
         ]);
         assert!(run.status.success(), "{set}: {}", text(&run.stderr));
         for chart in std::fs::read_dir(out.path()).unwrap() {

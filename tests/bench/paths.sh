@@ -6,7 +6,7 @@
 #   tests/bench/paths.sh [OUT]        (root; OUT defaults to results/netns-paths)
 #
 # Writes OUT/{unshaped,shaped}/: results.json (-J), results.md (--markdown), table.txt (rank 0's stdout),
-# stderr.txt, and busbw/latency plots (PNG and SVG, `collbench plot`). Nothing here asserts speed: the
+# stderr.txt, and busbw/latency plots (SVG, `collbench plot`). Nothing here asserts speed: the
 # deterministic parts are asserted by tests/netns.rs; this script records what the layers cost.
 #
 # Environment:
@@ -36,7 +36,7 @@ run_case() {
   mv "$dir/rank0.out" "$dir/table.txt"
   mv "$dir/rank0.err" "$dir/stderr.txt"
   rm -f "$dir"/rank*.out "$dir"/rank*.err
-  "$COLLBENCH" plot "$dir/results.json" --out "$dir" >/dev/null
+  "$COLLBENCH" plot "$dir/results.json" --out "$dir" --format svg >/dev/null
   log "$dir: done"
 }
 

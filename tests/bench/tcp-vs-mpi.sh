@@ -13,7 +13,7 @@
 #   tests/bench/tcp-vs-mpi.sh --summary [OUT]  only rewrite OUT/README.md from OUT/*/results.json
 #
 # Writes OUT/machine.txt (CPUs, memory, kernel, MPI) and OUT/{loopback,hosts,shaped}/: results.json (-J),
-# table.txt (rank 0's stdout), stderr.txt, and busbw/latency charts (PNG and SVG, `collbench plot`) of the
+# table.txt (rank 0's stdout), stderr.txt, and busbw/latency charts (SVG, `collbench plot`) of the
 # sweep; latency.json, latency-table.txt and latency-stderr.txt of the 8 B job. Paths in the records are
 # relative to the repository root.
 #
@@ -320,7 +320,7 @@ mpi_common=(--oversubscribe --bind-to none -np "$hosts" --mca btl "tcp,self" --m
 # Draws the charts of case folder $1.
 finish() {
   local dir=$1
-  "$COLLBENCH" plot "$dir/results.json" --out "$dir" >/dev/null
+  "$COLLBENCH" plot "$dir/results.json" --out "$dir" --format svg >/dev/null
   log "$dir: done"
 }
 
