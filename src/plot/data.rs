@@ -1,5 +1,7 @@
 //! What the charts show, extracted from records or from a results file, before anything is drawn: one
 //! [`Table`] per collective/dtype/op, one [`Series`] per path, one [`Point`] per size with its band.
+//!
+//! One concern, the charts' data; its tests are two fifths of the file.
 
 use std::collections::HashSet;
 use std::path::Path;

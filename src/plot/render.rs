@@ -1,6 +1,8 @@
 //! Drawing one table's charts onto any plotters backend: busbw vs size (linear y) and time vs size
 //! (log y), one colour and marker per path, a shaded band per path, line rates dashed, the legend in a
 //! panel of its own beside the plot so it never covers data.
+//!
+//! One concern, drawing a table's charts; its tests are a sixth of the file.
 
 use plotters::chart::MeshStyle;
 use std::ops::Range;

@@ -1,5 +1,7 @@
 //! Data the check can predict exactly.
 //!
+//! One concern, the data-check pattern per dtype and op; its tests are a third of the file.
+//!
 //! Every rank fills its input with small integers chosen so that the reduction over all ranks is
 //! known in O(1) per element, exactly, whatever order the algorithm combines ranks in.
 //!

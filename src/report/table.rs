@@ -3,6 +3,8 @@
 //! `writeResultHeader`, `writeBenchmarkLinePreamble` and `writeBenchmarkLineBody` in nccl-tests'
 //! src/util.cu), so people and existing parsers read it. collbench's own columns (algorithm, then
 //! p50/p99 with `--percentiles`) come after those 13.
+//!
+//! One concern, the text table's layout (byte-compatible with nccl-tests); its tests are a third of the file.
 
 use std::io::Write;
 

@@ -3,6 +3,8 @@
 //! table, or a refusal that names the ranks and fields that differ.
 //!
 //! Wire: `CBRV`, protocol version (u16 LE), token (16 bytes), then length-prefixed (u32 LE) JSON frames.
+//!
+//! One concern, the rendezvous protocol (both sides); its tests are a third of the file.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
