@@ -219,8 +219,14 @@ fn a_rank_killed_under_the_mpirun_script_is_named_to_the_user() {
     let done = wait_all(vec![spawn(c, "script", dir.path())], RUN_DEADLINE);
     let d = &done[0];
     let all = format!("{}{}", d.stdout, d.stderr);
-    // mpirun's own status for a rank killed by SIGKILL (launch/README.md: 128 + 9).
-    assert_eq!(d.status.code(), Some(137), "{all}");
+    // mpirun reports whichever rank it notices first: the killed one (128 + 9) or a survivor that named it
+    // and exited 3 (launch/README.md); which comes first is a race between the ranks, both mean the job
+    // failed on a peer.
+    assert!(
+        matches!(d.status.code(), Some(137) | Some(3)),
+        "{:?}\n{all}",
+        d.status.code()
+    );
     let culprit = format!("Culprit: rank 2 (host {})", cluster.host(2));
     assert!(all.contains(&culprit), "the culprit must reach the user:\n{all}");
     assert!(
