@@ -723,7 +723,10 @@ static void *acceptor_thread(void *arg)
 		else if (qp->dest_qpn != h.src_qpn || qp->dest_ip != from.sin_addr.s_addr)
 			why = "the QP was connected (RTR) to another peer";
 		char ok = why ? 0 : 1;
-		if (why) {
+		/* A packet for a QP this device does not have is dropped without a word, as an HCA drops it: it
+		 * is network noise here, e.g. a retry from a peer of an exited process whose port this one now
+		 * has; the requester sees its retries run out. The other refusals are a peer misusing our QP. */
+		if (why && qp && !qp->destroyed) {
 			char ip[INET_ADDRSTRLEN];
 			inet_ntop(AF_INET, &from.sin_addr, ip, sizeof(ip));
 			diag("connection from QP %#x at %s to QP %#x refused: %s", h.src_qpn, ip, h.dest_qpn, why);
