@@ -723,13 +723,16 @@ static void *acceptor_thread(void *arg)
 		else if (qp->dest_qpn != h.src_qpn || qp->dest_ip != from.sin_addr.s_addr)
 			why = "the QP was connected (RTR) to another peer";
 		char ok = why ? 0 : 1;
-		/* A packet for a QP this device does not have is dropped without a word, as an HCA drops it: it
-		 * is network noise here, e.g. a retry from a peer of an exited process whose port this one now
-		 * has; the requester sees its retries run out. The other refusals are a peer misusing our QP. */
-		if (why && qp && !qp->destroyed) {
+		/* A packet that does not fit a QP of this device (none with that number, not ready to receive, or
+		 * connected to another peer) is dropped without a word, as an HCA drops an invalid packet: here it
+		 * can be a retry from a peer of an exited process whose port this one now has, and must not fail
+		 * this process. The requester sees its retries run out (IBV_WC_RETRY_EXC_ERR); with
+		 * FAKEVERBS_TRACE_DROPS set the drop is printed, for debugging the provider. */
+		if (why && getenv("FAKEVERBS_TRACE_DROPS")) {
 			char ip[INET_ADDRSTRLEN];
 			inet_ntop(AF_INET, &from.sin_addr, ip, sizeof(ip));
-			diag("connection from QP %#x at %s to QP %#x refused: %s", h.src_qpn, ip, h.dest_qpn, why);
+			fprintf(stderr, "fakeverbs-drop: connection from QP %#x at %s to QP %#x: %s\n", h.src_qpn, ip,
+				h.dest_qpn, why);
 		}
 		pthread_mutex_unlock(&c->mu);
 		if (write_all(fd, &ok, 1) || !ok) {
