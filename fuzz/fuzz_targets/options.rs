@@ -14,10 +14,10 @@ fuzz_target!(|data: &[u8]| {
     let Command::Run(args) = cli.command else { return };
     match Options::from_cli(&args) {
         Ok(opts) => {
-            let sizes = opts.sizes.sizes();
+            let sizes = opts.sweep.sizes.sizes();
             assert!(!sizes.is_empty());
             assert!(sizes.windows(2).all(|w| w[0] < w[1]), "sizes grow");
-            let _ = opts.consensus_fields();
+            let _ = opts.agreement().to_wire();
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }
