@@ -24,7 +24,7 @@ enum Link {
     #[cfg(feature = "cuda")]
     Nccl(Box<(crate::nccl::engine::NcclComm, crate::memory::cuda_device::CudaDevice)>),
     /// A path this build cannot open (refused before any rank starts; said again if reached).
-    #[allow(dead_code)]
+    #[cfg(not(all(feature = "rdma", feature = "cuda")))]
     NotBuilt,
 }
 
@@ -146,6 +146,7 @@ impl Paths {
                     crate::engine::direct::Direct::new(&*dev, rank, send, recv)
                 })
             }
+            #[cfg(not(all(feature = "rdma", feature = "cuda")))]
             Link::NotBuilt => Err(not_built(&path.kind)),
         }
     }
@@ -326,6 +327,7 @@ fn open_rdma(_sess: &mut Session, _opts: &Options, device: &str, port: u8) -> Re
 }
 
 /// What a build without the path's feature says when it reaches one.
+#[cfg(not(all(feature = "rdma", feature = "cuda")))]
 fn not_built(kind: &PathKind) -> Error {
     match kind {
         PathKind::Nccl => Error::usage("--transport", crate::nccl::not_built_message()),

@@ -12,7 +12,7 @@ use crate::cli::RunArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, PathKind, Progress};
 use crate::paths::{self, Paths};
-use crate::report::{self, PathCost, RankInfo, Reporter, RunInfo};
+use crate::report::{self, RankInfo, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
 use crate::world::{env, local, Identity};
@@ -269,34 +269,30 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
+    let code = if tally.wrong > 0 { EXIT_WRONG } else { EXIT_OK };
     if let (0, Some(info)) = (id.rank, &run_info) {
-        finish(
-            opts,
-            info,
-            &ranks,
-            &line_rates,
-            tally.records.as_slice(),
-            tally.costs,
-            tally.peak_rss,
-            &mut reporters,
-        )?;
+        finish(opts, info, &ranks, &line_rates, tally, &mut reporters)?;
     }
-    Ok(if tally.wrong > 0 { EXIT_WRONG } else { EXIT_OK })
+    Ok(code)
 }
 
 /// Rank 0's last step: the summary to every reporter, then the model at the target scale and the charts,
 /// where asked for.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     opts: &Options,
     info: &RunInfo,
     ranks: &[RankInfo],
     line_rates: &[(String, f64)],
-    records: &[report::Record],
-    costs: Vec<PathCost>,
-    peak_rss: Vec<Option<u64>>,
+    tally: Tally,
     reporters: &mut [Box<dyn Reporter>],
 ) -> Result<()> {
+    let Tally {
+        records,
+        costs,
+        peak_rss,
+        ..
+    } = tally;
+    let records = records.as_slice();
     let mut summary = report::summary::summarize(
         records,
         now_rfc3339(),

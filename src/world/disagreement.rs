@@ -62,24 +62,8 @@ fn human(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Endpoint;
+    use crate::world::rendezvous::tests::join_msg;
     use serde_json::json;
-
-    fn join_msg(rank: usize, consensus: serde_json::Value) -> Join {
-        Join {
-            rank,
-            size: 2,
-            host: "h".into(),
-            pid: 1,
-            endpoints: vec![Endpoint {
-                iface: "lo".into(),
-                addr: "127.0.0.1:1".into(),
-                reason: None,
-            }],
-            version: "0.1.0".into(),
-            consensus,
-        }
-    }
 
     #[test]
     fn disagreement_names_ranks_and_fields() {

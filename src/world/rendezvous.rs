@@ -513,11 +513,12 @@ pub fn join(root: &str, token: &Token, me: &Join, timeout: Duration) -> Result<V
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn join_msg(rank: usize, consensus: serde_json::Value) -> Join {
+    /// A join of `rank` in a job of 2 with these consensus fields (shared with `disagreement`'s tests).
+    pub(crate) fn join_msg(rank: usize, consensus: serde_json::Value) -> Join {
         Join {
             rank,
             size: 2,
