@@ -203,7 +203,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {
             eprintln!("collbench: note: {note}");
         }
-        let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
+        let notes = bench::plan::rounded(&bench::plan::points(&opts.sweep, sess.world.size), sess.world.size);
         if !notes.is_empty() {
             eprintln!(
                 "collbench: note: {} point(s) rounded like nccl-tests does, e.g. {}",
@@ -224,7 +224,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let mut tally = Tally::default();
     // Repeats interleave the paths (A, B, A, B), so slow drift of the machine touches every path alike; with
     // --interleave point they take turns at every point, so a slow spell shorter than a sweep does too.
-    let npoints = bench::plan::points(opts, sess.world.size).len();
+    let npoints = bench::plan::points(&opts.sweep, sess.world.size).len();
     let turns: Vec<Option<usize>> = match opts.sweep.interleave {
         Interleave::Sweep => vec![None],
         Interleave::Point => (0..npoints).map(Some).collect(),
@@ -239,7 +239,7 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
                     i,
                     &mut sess,
                     Sweep {
-                        opts,
+                        opts: opts.settings(),
                         repeat,
                         ranks: &ranks,
                         reporters: &mut reporters,

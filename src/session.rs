@@ -246,7 +246,7 @@ pub fn connect_with(
     }
     // Every rank derives the same pairs from the same (consensus-checked) options.
     let links = match pairs {
-        Pairs::Needed => crate::bench::plan::links(opts, world.size),
+        Pairs::Needed => crate::bench::plan::links(opts.settings(), world.size),
         Pairs::All => Links::full(world.size, "all pairs, as asked"),
     };
     crate::fault::Fault::check(opts.aids.fault.as_ref(), world.rank, &crate::fault::Phase::Connect);

@@ -1,40 +1,7 @@
 //! The layering that src/lib.rs's Layout doc states is the code's: every top-level module imports only from
 //! modules in lower layers. The layers are read from the doc itself (its `# Layers` list), so the doc and
 //! this check cannot drift apart; an import that goes sideways or up fails here, naming the file and line.
-//!
-//! [`KNOWN`] lists the module pairs that still import upward, each with what removes it. The list can only
-//! shrink: a pair that no longer occurs must be taken off it (the test says so), and no pair may be added.
-
-/// Upward imports not yet removed: (importer, imported, what would remove it).
-const KNOWN: [(&str, &str, &str); 7] = [
-    (
-        "cli",
-        "options",
-        "help defaults read Options::default(); the parts' defaults as constants below cli",
-    ),
-    ("cli", "model", "ModelArgs lives in model/args.rs; move it into cli"),
-    (
-        "cli",
-        "validate",
-        "pairwise help defaults read PairwiseConfig::default(); constants below cli",
-    ),
-    (
-        "bench",
-        "options",
-        "Sweep carries the whole &Options; it should carry the sweep, algorithm and aid parts",
-    ),
-    (
-        "engine",
-        "bench",
-        "Call, Buffers, Memory and Staging live in bench::point; they belong to engine",
-    ),
-    ("nccl", "bench", "the same bench::point::Call"),
-    (
-        "world",
-        "report",
-        "RankInfo and Endpoint live in report::record; they describe the world",
-    ),
-];
+//! There are no exceptions.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,7 +81,6 @@ fn every_module_imports_only_from_lower_layers() {
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     let mut wrong = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
     for f in &files {
         let rel = f.strip_prefix(root.join("src")).unwrap();
         let top = rel
@@ -141,16 +107,10 @@ fn every_module_imports_only_from_lower_layers() {
             }
             match layer.get(&name) {
                 None => wrong.push(format!("src/{}:{line}: `crate::{name}` is in no layer", rel.display())),
-                Some(&theirs) if theirs >= mine => {
-                    if KNOWN.iter().any(|(a, b, _)| *a == top && *b == name) {
-                        seen.insert((top.clone(), name.clone()));
-                    } else {
-                        wrong.push(format!(
-                            "src/{}:{line}: `{top}` (layer {mine}) imports `{name}` (layer {theirs})",
-                            rel.display()
-                        ));
-                    }
-                }
+                Some(&theirs) if theirs >= mine => wrong.push(format!(
+                    "src/{}:{line}: `{top}` (layer {mine}) imports `{name}` (layer {theirs})",
+                    rel.display()
+                )),
                 Some(_) => {}
             }
         }

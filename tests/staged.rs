@@ -41,7 +41,7 @@ fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) ->
 /// Sweep number 0 of `opts`, reporting nowhere.
 fn sweep<'a>(opts: &'a Options, ranks: &'a [RankInfo]) -> Sweep<'a> {
     Sweep {
-        opts,
+        opts: opts.settings(),
         repeat: 0,
         ranks,
         reporters: &mut [],

@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::LinkArgs;
 use crate::error::{Error, Result};
 use crate::flags::size_flag;
@@ -90,7 +91,7 @@ impl Default for AlgoOptions {
         AlgoOptions {
             algo: AlgoChoice::Auto,
             algo_threshold: None,
-            chunk_bytes: 512 << 10,
+            chunk_bytes: defaults::CHUNK_BYTES,
         }
     }
 }

@@ -12,12 +12,17 @@ pub mod usage;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::algorithm::options::AlgoOptions;
+use crate::engine::call::{Buffers, Memory};
+use crate::engine::options::BufferOptions;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::fault::TestAids;
 use crate::memory::HostBuf;
-use crate::options::Options;
 use crate::report::{PathCost, RankInfo, Record, Reporter};
-use point::{Buffers, Memory, RankPoint};
+use crate::transport::path::PathOptions;
+use options::SweepOptions;
+use point::RankPoint;
 
 /// What a finished sweep leaves behind.
 #[derive(Debug, Default)]
@@ -35,9 +40,20 @@ pub struct Outcome {
     pub skipped: Vec<String>,
 }
 
+/// The option parts a sweep reads: what to measure, which algorithm, the paths (for the links they need),
+/// the testing aids and the device buffers' settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings<'a> {
+    pub sweep: &'a SweepOptions,
+    pub algorithm: &'a AlgoOptions,
+    pub paths: &'a PathOptions,
+    pub aids: &'a TestAids,
+    pub buffers: &'a BufferOptions,
+}
+
 /// One sweep's settings and outputs, besides its engine and memory.
 pub struct Sweep<'a> {
-    pub opts: &'a Options,
+    pub opts: Settings<'a>,
     /// Which whole sweep this is (`--repeat`).
     pub repeat: u32,
     /// Every rank's info, for naming hosts.
@@ -69,7 +85,7 @@ pub fn show_progress(pb: &ProgressBar, len: usize) {
     );
 }
 
-/// Runs every point of `s.opts` on engine `e` in host memory. Every rank returns the same `wrong` total.
+/// Runs every point of `s.opts.sweep` on engine `e` in host memory. Every rank returns the same `wrong` total.
 pub fn sweep<E: Engine>(e: &mut E, s: Sweep<'_>) -> Result<Outcome> {
     sweep_on(e, s, |send, recv| {
         Ok(Buffers {
@@ -100,7 +116,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
             format!("root rank {} does not exist in a job of {n} ranks", opts.sweep.root),
         ));
     }
-    let mut points = plan::points(opts, n);
+    let mut points = plan::points(opts.sweep, n);
     if let Some(i) = only {
         // Every rank plans the same points (the options are agreed), so index i is the same point on all.
         points = points.get(i).copied().into_iter().collect();
@@ -152,7 +168,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
             p.dtype,
             p.op.map(|o| format!(" {o}")).unwrap_or_default()
         );
-        let mine = point::measure(e, p, algo, &mut bufs, opts).map_err(|err| err.during(&phase))?;
+        let mine = point::measure(e, p, algo, &mut bufs, &opts).map_err(|err| err.during(&phase))?;
         bytes += 2.0 * calls * p.layout.size_bytes as f64 * p.coll.bus_factor(n);
         first_us.get_or_insert(mine.first_us);
         let gathered = gather_json::<_, RankPoint>(e, &mine, "measurement")

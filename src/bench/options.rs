@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::RunArgs;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
@@ -167,19 +168,19 @@ impl Default for SweepOptions {
     fn default() -> Self {
         SweepOptions {
             sizes: SizeRange {
-                min: 8,
-                max: 64 << 20,
-                step: Step::Factor(2),
+                min: defaults::MIN_BYTES,
+                max: defaults::MAX_BYTES,
+                step: Step::Factor(defaults::STEP_FACTOR),
             },
-            iters: 20,
-            warmup: 5,
-            repeat: 1,
+            iters: defaults::ITERS,
+            warmup: defaults::WARMUP,
+            repeat: defaults::REPEAT,
             interleave: Interleave::Sweep,
-            check_iters: 1,
+            check_iters: defaults::CHECK_ITERS,
             collectives: vec![Collective::AllReduce, Collective::AllGather],
             dtypes: vec![Dtype::Float],
             ops: vec![Op::Sum],
-            root: 0,
+            root: defaults::ROOT,
             rank_stat: RankStat::Max,
             percentiles: false,
         }

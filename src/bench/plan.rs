@@ -1,10 +1,12 @@
 //! The points of a sweep: collectives x dtypes x ops x sizes, in the order they run.
 
+use super::options::SweepOptions;
+use super::Settings;
 use crate::algorithm::peers::{Links, Use};
 use crate::algorithm::Algo;
 use crate::collective::{Collective, Layout};
-use crate::options::{Options, PathKind};
 use crate::reduce::{Dtype, Op};
+use crate::transport::path::PathKind;
 
 /// One point of the sweep.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -18,14 +20,21 @@ pub struct Point {
     pub layout: Layout,
 }
 
+impl Point {
+    /// This point's call on `rank`.
+    pub fn call(&self, root: usize, rank: usize, in_place: bool) -> crate::engine::call::Call {
+        crate::engine::call::Call::new(self.coll, self.dtype, self.op, &self.layout, root, rank, in_place)
+    }
+}
+
 /// Every point for `nranks` ranks, in run order: per collective, per dtype, per op, sizes ascending.
-pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
-    let sizes = opts.sweep.sizes.sizes();
+pub fn points(sweep: &SweepOptions, nranks: usize) -> Vec<Point> {
+    let sizes = sweep.sizes.sizes();
     let mut out = Vec::new();
-    for &coll in &opts.sweep.collectives {
-        for &dtype in &opts.sweep.dtypes {
+    for &coll in &sweep.collectives {
+        for &dtype in &sweep.dtypes {
             let ops: Vec<Option<Op>> = if coll.reduces() {
-                opts.sweep.ops.iter().copied().map(Some).collect()
+                sweep.ops.iter().copied().map(Some).collect()
             } else {
                 vec![None]
             };
@@ -48,9 +57,9 @@ pub fn points(opts: &Options, nranks: usize) -> Vec<Point> {
 
 /// The algorithms collbench's own engine runs for the points of `opts` on `nranks` ranks (as
 /// [`Algo::select`] picks them per point), each once.
-pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
+pub fn uses(opts: Settings<'_>, nranks: usize) -> Vec<Use> {
     let mut out: Vec<Use> = Vec::new();
-    for p in points(opts, nranks) {
+    for p in points(opts.sweep, nranks) {
         let u = Use {
             coll: p.coll,
             algo: Algo::select(
@@ -72,7 +81,7 @@ pub fn uses(opts: &Options, nranks: usize) -> Vec<Use> {
 /// The rank pairs the TCP paths connect for `opts` on `nranks` ranks: what the chosen algorithms and the
 /// control exchanges need, or every pair when an RDMA path will swap queue-pair records with every peer
 /// over the first TCP path.
-pub fn links(opts: &Options, nranks: usize) -> Links {
+pub fn links(opts: Settings<'_>, nranks: usize) -> Links {
     if opts.paths.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })) {
         return Links::full(nranks, "all pairs: RDMA set-up talks to every peer");
     }

@@ -6,14 +6,13 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::plan::Point;
-use crate::algorithm::{Algo, Args};
-use crate::collective::Collective;
+use super::Settings;
+use crate::algorithm::Algo;
+use crate::engine::call::{Buffers, Memory};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::memory::HostBuf;
-use crate::options::Options;
 use crate::reduce::pattern::{CheckOutcome, Pattern, Source};
-use crate::reduce::{Dtype, Op};
+use crate::reduce::Op;
 
 /// What one rank measured for one placement.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -38,15 +37,6 @@ pub struct RankTiming {
     pub staging_wait_us: Option<f64>,
 }
 
-/// Time a call on device memory spent on its staging copies.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Staging {
-    /// Device time of the copies (from the device's marks).
-    pub copy_s: f64,
-    /// Host time spent waiting for them: what the network did not hide.
-    pub wait_s: f64,
-}
-
 /// What one rank measured for one point.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct RankPoint {
@@ -57,117 +47,13 @@ pub struct RankPoint {
     pub first_us: f64,
 }
 
-/// The host buffers a sweep runs on, sized once for its largest point.
-pub struct Buffers {
-    pub send: HostBuf,
-    pub recv: HostBuf,
-}
-
-/// One call's shape: the collective, and the bytes of the buffers it reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Call {
-    pub coll: Collective,
-    pub dtype: Dtype,
-    pub op: Op,
-    pub root: usize,
-    /// Per-rank element count.
-    pub count: usize,
-    pub in_place: bool,
-    /// Bytes of input (in the send buffer, or in place in the receive buffer from `input_at`).
-    pub send_len: usize,
-    /// Bytes of the receive buffer the call uses.
-    pub recv_len: usize,
-    /// In place: the byte offset of this rank's input in the receive buffer.
-    pub input_at: usize,
-}
-
-impl Call {
-    /// The call of point `p` on `rank`.
-    pub fn of(p: &Point, root: usize, rank: usize, in_place: bool) -> Call {
-        let es = p.layout.elem_size;
-        Call {
-            coll: p.coll,
-            dtype: p.dtype,
-            op: p.op.unwrap_or(Op::Sum),
-            root,
-            count: p.layout.count,
-            in_place,
-            send_len: p.layout.send_count * es,
-            recv_len: p.coll.recv_elems(&p.layout, in_place) * es,
-            input_at: if in_place {
-                p.coll.in_place_input_at(&p.layout, rank) * es
-            } else {
-                0
-            },
-        }
-    }
-
-    /// The algorithm's arguments over these buffers (at least `send_len` and `recv_len` bytes).
-    #[inline]
-    pub fn args<'a>(&self, send: &'a [u8], recv: &'a mut [u8]) -> Args<'a> {
-        Args {
-            coll: self.coll,
-            dtype: self.dtype,
-            op: self.op,
-            root: self.root,
-            count: self.count,
-            send: if self.in_place {
-                None
-            } else {
-                Some(&send[..self.send_len])
-            },
-            recv: &mut recv[..self.recv_len],
-        }
-    }
-}
-
-/// Where a sweep's buffers live and how one call runs on them: host [`Buffers`] run it directly, device
-/// memory stages it ([`crate::engine::staged::Staged`]). Generic, so the host path has no indirection.
-pub trait Memory {
-    /// The host buffers the pattern is written to and the check reads.
-    fn host(&mut self) -> &mut Buffers;
-    /// The host buffers were just prepared for `call`: make them the call's input (not timed).
-    fn load(&mut self, call: &Call) -> Result<()>;
-    /// Runs one call.
-    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
-    /// Brings the call's output into the host buffers for the check (not timed).
-    fn unload(&mut self, call: &Call) -> Result<()>;
-    /// The algo column for `coll` run with `algo`: its name, unless this memory runs the collective its own way.
-    fn algo_name(&self, _coll: Collective, algo: Algo) -> &'static str {
-        algo.name()
-    }
-    /// Staging time since the last call of this; `None` where nothing is staged.
-    fn take_staging(&mut self) -> Option<Staging> {
-        None
-    }
-}
-
-impl Memory for Buffers {
-    fn host(&mut self) -> &mut Buffers {
-        self
-    }
-
-    fn load(&mut self, _call: &Call) -> Result<()> {
-        Ok(())
-    }
-
-    #[inline]
-    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
-        e.run(algo, call.args(&self.send, &mut self.recv))
-    }
-
-    fn unload(&mut self, _call: &Call) -> Result<()> {
-        Ok(())
-    }
-}
-
 /// Measures `p` out of place and in place with `algo`.
 pub fn measure<E: Engine, M: Memory>(
     e: &mut E,
     p: &Point,
     algo: Algo,
     bufs: &mut M,
-    opts: &Options,
+    opts: &Settings<'_>,
 ) -> Result<RankPoint> {
     let mut first_us = 0.0;
     Ok(RankPoint {
@@ -182,13 +68,13 @@ fn measure_placement<E: Engine, M: Memory>(
     p: &Point,
     algo: Algo,
     bufs: &mut M,
-    opts: &Options,
+    opts: &Settings<'_>,
     in_place: bool,
     mut first_us: Option<&mut f64>,
 ) -> Result<RankTiming> {
     // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
     let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
-    let call = Call::of(p, opts.sweep.root, e.rank(), in_place);
+    let call = p.call(opts.sweep.root, e.rank(), in_place);
     prepare(e.rank(), p, &pattern, bufs.host(), in_place);
     bufs.load(&call)?;
     for _ in 0..opts.sweep.warmup {

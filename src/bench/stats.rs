@@ -1,8 +1,8 @@
 //! Cross-rank statistics: many ranks' measurements of one point become one record.
 
+use super::options::RankStat;
 use super::plan::Point;
 use super::point::{RankPoint, RankTiming};
-use crate::options::RankStat;
 use crate::report::{RankInfo, Record, Timing, WrongElement};
 
 /// Combines every rank's measurement of one placement.

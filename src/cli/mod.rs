@@ -6,11 +6,9 @@
 //! [`Options::default`] so the help text and the behaviour cannot drift apart.
 
 use std::path::PathBuf;
-use std::sync::LazyLock;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::options::Options;
 use crate::sizes::format_size_arg;
 
 /// Collective-communication benchmark and network validator, in the spirit of nccl-tests.
@@ -37,7 +35,7 @@ pub enum Command {
     /// Draw busbw and time vs message size per path (PNG, SVG) from a results file written with -J.
     Plot(PlotArgs),
     /// Fit alpha-beta models per path to results files and predict times at a larger rank count.
-    Model(crate::model::ModelArgs),
+    Model(ModelArgs),
     /// Compare two results files (baseline, then new): busbw and time changes per point, regressions
     /// beyond a threshold and the noise; exit 1 on a regression.
     Compare(CompareArgs),
@@ -92,7 +90,7 @@ pub struct GpuMatrixArgs {
 #[derive(Debug, Clone, Args)]
 pub struct PairwiseArgs {
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
-    #[arg(long = "np", value_name = "N", default_value_t = Options::default().np)]
+    #[arg(long = "np", value_name = "N", default_value_t = defaults::NP)]
     pub np: usize,
 
     /// The path to measure: tcp, or tcp@SPEC (the interface SPEC picks on each host: a name, a glob such
@@ -107,17 +105,17 @@ pub struct PairwiseArgs {
 
     /// Bytes each side of a pair sends per bandwidth iteration (bytes, or K/M/G, binary).
     #[arg(long = "bytes", value_name = "SIZE", default_value_t =
-        format_size_arg(crate::validate::pairwise::PairwiseConfig::default().bytes as u64))]
+        format_size_arg(defaults::PAIRWISE_BYTES as u64))]
     pub bytes: String,
 
     /// Timed bandwidth iterations per pair; their bytes over their time count.
     #[arg(short = 'n', long = "iters", value_name = "N",
-        default_value_t = crate::validate::pairwise::PairwiseConfig::default().iters)]
+        default_value_t = defaults::PAIRWISE_ITERS)]
     pub iters: usize,
 
     /// Timed 8-byte round trips per pair; the median counts.
     #[arg(long = "lat-iters", alias = "lat_iters", value_name = "N",
-        default_value_t = crate::validate::pairwise::PairwiseConfig::default().lat_iters)]
+        default_value_t = defaults::PAIRWISE_LAT_ITERS)]
     pub lat_iters: usize,
 
     /// Every rank takes part, not only the lowest rank of each host.
@@ -231,7 +229,7 @@ pub struct PlotArgs {
 #[derive(Debug, Clone, Args)]
 pub struct InfoArgs {
     /// Ranks that will run on this host, for the CPU advice when no launcher is present.
-    #[arg(long = "np", value_name = "N", default_value_t = Options::default().np)]
+    #[arg(long = "np", value_name = "N", default_value_t = defaults::NP)]
     pub np: usize,
 
     /// Interface the job's TCP path will use (for the MTU and path advice): a name, a glob (en*) or a list
@@ -321,7 +319,7 @@ pub struct PreflightArgs {
     pub no_progress: bool,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
-    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = Options::default().np)]
+    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
     pub np: usize,
 
     #[command(flatten)]
@@ -341,17 +339,17 @@ pub struct DeadlineArgs {
     /// Deadline in seconds for any single wait in a collective or measurement; a stuck peer ends the run
     /// with an error naming it.
     #[arg(short = 'T', long = "timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().deadlines.timeout.as_secs_f64())]
+        default_value_t = defaults::TIMEOUT_S as f64)]
     pub timeout: f64,
 
     /// Deadline in seconds for the bootstrap: reaching the rendezvous and every rank joining it.
     #[arg(long = "bootstrap-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().deadlines.bootstrap_timeout.as_secs_f64())]
+        default_value_t = defaults::BOOTSTRAP_TIMEOUT_S as f64)]
     pub bootstrap_timeout: f64,
 
     /// Deadline in seconds for opening and authenticating the data connections.
     #[arg(long = "connect-timeout", value_name = "SECONDS", help_heading = TIMING, allow_negative_numbers = true,
-        default_value_t = Options::default().deadlines.connect_timeout.as_secs_f64())]
+        default_value_t = defaults::CONNECT_TIMEOUT_S as f64)]
     pub connect_timeout: f64,
 }
 
@@ -374,7 +372,7 @@ pub struct LinkArgs {
     /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
     /// by Bruck's steps on any rank count) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
-        default_value_t = Options::default().algorithm.algo.name().to_string())]
+        default_value_t = defaults::ALGO.to_string())]
     pub algo: String,
 
     /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
@@ -384,7 +382,7 @@ pub struct LinkArgs {
 
     /// Queue pairs per peer of rdma@ paths (1..=16, like NCCL_IB_QPS_PER_CONNECTION): a message's fragments
     /// go round-robin over them, so a large one uses them all
-    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = Options::default().rdma.rdma_qps)]
+    #[arg(long = "rdma-qps", value_name = "N", help_heading = TUNING, default_value_t = defaults::RDMA_QPS)]
     pub rdma_qps: usize,
 
     /// Line rate in Gbit/s to report busbw against, for links whose speed the kernel does not know
@@ -400,19 +398,19 @@ pub struct LinkArgs {
 
     /// TCP streams per peer (1..=16).
     #[arg(long = "streams", value_name = "N", help_heading = TUNING,
-        default_value_t = Options::default().tcp.streams)]
+        default_value_t = defaults::STREAMS)]
     pub streams: usize,
 
     /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
     /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
     #[arg(long = "spin", value_name = "US", help_heading = TUNING,
-        default_value_t = Options::default().tcp.spin.as_micros() as u64)]
+        default_value_t = defaults::SPIN_US)]
     pub spin: u64,
 
     /// Send buffer (SO_SNDBUF) of every TCP data socket, 4 KiB..=256 MiB, or auto for the kernel's autotuning;
     /// the kernel doubles it and caps it at net.core.wmem_max.
     #[arg(long = "sndbuf", value_name = "SIZE|auto", help_heading = TUNING,
-        default_value_t = Options::default().tcp.sndbuf.map_or("auto".into(), |b| format_size_arg(b as u64)))]
+        default_value_t = defaults::SNDBUF.map_or("auto".into(), |b| format_size_arg(b as u64)))]
     pub sndbuf: String,
 
     /// TCP congestion control of every data socket (TCP_CONGESTION, as iperf3's -C), e.g. cubic, reno, bbr;
@@ -423,7 +421,7 @@ pub struct LinkArgs {
 
     /// Pipeline chunk size (4 KiB..=64 MiB, a multiple of 16 bytes).
     #[arg(long = "chunk", value_name = "SIZE", help_heading = TUNING,
-        default_value_t = format_size_arg(Options::default().algorithm.chunk_bytes as u64))]
+        default_value_t = format_size_arg(defaults::CHUNK_BYTES as u64))]
     pub chunk: String,
 }
 
@@ -439,12 +437,12 @@ const OUTPUT: &str = "Output";
 pub struct RunArgs {
     /// Smallest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'b', long = "minbytes", alias = "min-bytes", value_name = "SIZE", help_heading = SIZES,
-        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sweep.sizes.min))]
+        allow_negative_numbers = true, default_value_t = format_size_arg(defaults::MIN_BYTES))]
     pub minbytes: String,
 
     /// Largest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).
     #[arg(short = 'e', long = "maxbytes", alias = "max-bytes", value_name = "SIZE", help_heading = SIZES,
-        allow_negative_numbers = true, default_value_t = format_size_arg(Options::default().sweep.sizes.max))]
+        allow_negative_numbers = true, default_value_t = format_size_arg(defaults::MAX_BYTES))]
     pub maxbytes: String,
 
     /// Multiply the size by this factor between points (>= 2) [default: 2]
@@ -458,41 +456,41 @@ pub struct RunArgs {
 
     /// Collectives to run, comma-separated, or `all`.
     #[arg(long = "collective", alias = "collectives", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = COLLECTIVES.as_str())]
+        help_heading = WHAT, default_value = defaults::COLLECTIVES)]
     pub collective: Vec<String>,
 
     /// Element types, comma-separated, or `all`.
     #[arg(short = 'd', long = "datatype", alias = "dtype", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = DTYPES.as_str())]
+        help_heading = WHAT, default_value = defaults::DTYPES)]
     pub datatype: Vec<String>,
 
     /// Reduction ops for reducing collectives, comma-separated, or `all`.
     #[arg(short = 'o', long = "op", alias = "ops", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = OPS.as_str())]
+        help_heading = WHAT, default_value = defaults::OPS)]
     pub op: Vec<String>,
 
     /// Root rank of broadcast and reduce.
     #[arg(short = 'r', long = "root", value_name = "RANK", help_heading = WHAT,
-        default_value_t = Options::default().sweep.root)]
+        default_value_t = defaults::ROOT)]
     pub root: usize,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
-    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = Options::default().np)]
+    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
     pub np: usize,
 
     /// Timed iterations per point.
     #[arg(short = 'n', long = "iters", value_name = "N", help_heading = TIMING,
-        default_value_t = Options::default().sweep.iters)]
+        default_value_t = defaults::ITERS)]
     pub iters: u32,
 
     /// Untimed warm-up iterations per point.
     #[arg(short = 'w', long = "warmup_iters", aliases = ["warmup-iters", "warmup"], value_name = "N",
-        help_heading = TIMING, default_value_t = Options::default().sweep.warmup)]
+        help_heading = TIMING, default_value_t = defaults::WARMUP)]
     pub warmup_iters: u32,
 
     /// Whole sweeps of every path, interleaved (path A, path B, path A, ...); the comparison combines them,
     /// so its intervals include drift between sweeps as well as noise within a point.
-    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = Options::default().sweep.repeat)]
+    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = defaults::REPEAT)]
     pub repeat: u32,
 
     /// How several paths take turns: `sweep` (each sweeps every point, then the next) or `point` (every
@@ -503,12 +501,12 @@ pub struct RunArgs {
 
     /// Data-check iterations per point; 0 turns the check off.
     #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
-        default_value_t = Options::default().sweep.check_iters)]
+        default_value_t = defaults::CHECK_ITERS)]
     pub check: u32,
 
     /// Which rank's time to report: 0/rank0, 1/avg, 2/min, 3/max = the slowest (nccl-tests: avg).
     #[arg(short = 'a', long = "average", value_name = "STAT", help_heading = TIMING,
-        default_value_t = Options::default().sweep.rank_stat.name().to_string())]
+        default_value_t = defaults::RANK_STAT.to_string())]
     pub average: String,
 
     /// Add p50/p99 iteration-time columns to the table.
@@ -543,7 +541,7 @@ pub struct RunArgs {
     /// per rank block, so one piece's copies between device and host overlap the network carrying another
     /// (1..=64; 1: copy in, run, copy out)
     #[arg(long = "staging-pieces", value_name = "N", help_heading = TUNING,
-        default_value_t = Options::default().buffers.staging_pieces)]
+        default_value_t = defaults::STAGING_PIECES)]
     pub staging_pieces: usize,
 
     /// With --memory cuda on the tcp and rdma paths, where all_reduce and reduce_scatter reduce: host (the
@@ -612,16 +610,9 @@ pub struct RunArgs {
     pub emulate_device: bool,
 }
 
-/// A default list as the command line spells it: `all_reduce,all_gather`.
-fn names<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
-    items.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
-}
-
-// List defaults are one comma-joined string (clap splits it like a typed value) so that help shows
-// the syntax to type; clap wants a `&'static str` for that, hence the statics.
-static COLLECTIVES: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.collectives.iter()));
-static DTYPES: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.dtypes.iter()));
-static OPS: LazyLock<String> = LazyLock::new(|| names(Options::default().sweep.ops.iter()));
-
+pub mod defaults;
+mod model;
 #[cfg(test)]
 mod tests;
+
+pub use model::ModelArgs;

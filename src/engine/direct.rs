@@ -4,7 +4,7 @@
 
 use super::Engine;
 use crate::algorithm::Algo;
-use crate::bench::point::{Buffers, Call, Memory};
+use crate::engine::call::{Buffers, Call, Memory};
 use crate::error::{Error, Result};
 use crate::memory::device::Device;
 use crate::memory::HostBuf;

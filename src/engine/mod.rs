@@ -3,12 +3,13 @@
 
 use crate::algorithm::options::{AlgoChoice, AlgoOptions};
 use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
-use crate::bench::point::Call;
 use crate::collective::Collective;
+use crate::engine::call::Call;
 use crate::error::{Error, Result};
 use crate::reduce::{Dtype, Op};
 use crate::transport::Transport;
 
+pub mod call;
 pub mod direct;
 #[cfg(test)]
 mod one_rank;

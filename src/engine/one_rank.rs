@@ -3,8 +3,8 @@
 
 use super::Engine;
 use crate::algorithm::{Algo, Args};
-use crate::bench::point::Call;
 use crate::collective::Collective;
+use crate::engine::call::Call;
 use crate::error::Result;
 
 /// One rank whose collectives `run` (host buffers) and `run_device` (device addresses) perform.

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::memory::MemoryKind;
@@ -33,7 +34,7 @@ impl Default for BufferOptions {
         BufferOptions {
             memory: MemoryKind::Host,
             device: None,
-            staging_pieces: super::pieces::Plan::default().pieces,
+            staging_pieces: defaults::STAGING_PIECES,
             emulate_device: false,
             reduce_on_device: false,
         }

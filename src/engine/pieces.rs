@@ -8,7 +8,7 @@
 //! reductions and block-wise layouts make the pieces independent, which is what lets them run one after
 //! another and still give the whole call's result.
 
-use crate::bench::point::Call;
+use crate::engine::call::Call;
 
 /// One copy between a device buffer and host staging, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub struct Plan {
 impl Default for Plan {
     fn default() -> Self {
         Plan {
-            pieces: 4,
+            pieces: crate::cli::defaults::STAGING_PIECES,
             min_piece_bytes: 1 << 20,
         }
     }
@@ -136,19 +136,12 @@ fn whole(call: &Call) -> Piece {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plan::Point;
     use crate::collective::Collective;
     use crate::reduce::{Dtype, Op};
 
     fn call(coll: Collective, dtype: Dtype, bytes: usize, n: usize, rank: usize, in_place: bool) -> Call {
-        let p = Point {
-            coll,
-            dtype,
-            op: Some(Op::Sum),
-            requested: bytes as u64,
-            layout: coll.layout(bytes, dtype.size(), n),
-        };
-        Call::of(&p, 0, rank, in_place)
+        let layout = coll.layout(bytes, dtype.size(), n);
+        Call::new(coll, dtype, Some(Op::Sum), &layout, 0, rank, in_place)
     }
 
     /// Marks every byte the copies touch on each side; each must be touched exactly once.

@@ -17,8 +17,8 @@ use super::direct::{device_error, Direct};
 use super::pieces::{self, Piece, Plan};
 use super::Engine;
 use crate::algorithm::Algo;
-use crate::bench::point::{Buffers, Call, Memory, Staging};
 use crate::collective::Collective;
+use crate::engine::call::{Buffers, Call, Memory, Staging};
 use crate::error::Result;
 use crate::memory::device::Device;
 

@@ -11,7 +11,6 @@
 //! - `table`: the report's tables, built once, printed as padded text columns or as Markdown.
 //! - [`args`]: the `collbench model` command line.
 
-pub mod args;
 pub mod coeff;
 pub mod fit;
 pub mod input;
@@ -24,7 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use args::ModelArgs;
+pub use crate::cli::ModelArgs;
 pub use fit::PathFit;
 pub use input::Sample;
 pub use predict::{Crossover, LocalLink, PathRatio, Prediction};

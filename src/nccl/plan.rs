@@ -3,8 +3,8 @@
 //! which NCCL's own in-place conventions match: all_gather's input sits at this rank's block of the output,
 //! reduce_scatter's output at this rank's block of the input.
 
-use crate::bench::point::Call;
 use crate::collective::Collective;
+use crate::engine::call::Call;
 
 /// One point-to-point half of a grouped exchange.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

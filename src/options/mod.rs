@@ -36,6 +36,19 @@ use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::sizes::format_size;
 
+impl Options {
+    /// The parts a sweep reads.
+    pub fn settings(&self) -> crate::bench::Settings<'_> {
+        crate::bench::Settings {
+            sweep: &self.sweep,
+            algorithm: &self.algorithm,
+            paths: &self.paths,
+            aids: &self.aids,
+            buffers: &self.buffers,
+        }
+    }
+}
+
 /// Most local ranks `--np` spawns; beyond this a launcher (mpirun, srun) is the right tool.
 pub const MAX_NP: usize = 512;
 
@@ -68,7 +81,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            np: 4,
+            np: crate::cli::defaults::NP,
             sweep: SweepOptions::default(),
             algorithm: AlgoOptions::default(),
             paths: PathOptions::default(),

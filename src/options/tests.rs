@@ -494,3 +494,17 @@ fn cuda_memory_runs_on_rdma_paths_in_a_build_with_rdma() {
         usage(&argv, "--transport", "--features rdma");
     }
 }
+
+#[test]
+fn the_step_factor_help_states_the_real_default() {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let run = cmd.find_subcommand_mut("run").unwrap();
+    // -f has no clap default (so that -i can replace it); its stated default must be the real one.
+    let f = run.get_arguments().find(|a| a.get_id() == "stepfactor").unwrap();
+    let n = match Options::default().sweep.sizes.step {
+        crate::options::Step::Factor(n) => n,
+        other => panic!("default step {other:?} is not a factor"),
+    };
+    assert!(f.get_help().unwrap().to_string().contains(&format!("[default: {n}]")));
+}

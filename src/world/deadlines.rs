@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::DeadlineArgs;
 use crate::error::Result;
 use crate::flags::timeout;
@@ -23,9 +24,9 @@ pub struct Deadlines {
 impl Default for Deadlines {
     fn default() -> Self {
         Deadlines {
-            timeout: Duration::from_secs(60),
-            bootstrap_timeout: Duration::from_secs(120),
-            connect_timeout: Duration::from_secs(60),
+            timeout: Duration::from_secs(defaults::TIMEOUT_S),
+            bootstrap_timeout: Duration::from_secs(defaults::BOOTSTRAP_TIMEOUT_S),
+            connect_timeout: Duration::from_secs(defaults::CONNECT_TIMEOUT_S),
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::transport::tcp::handshake::Token;
 use crate::world::{env, new_token, rendezvous, token_to_hex, Identity};
 
 /// The thread serving a rendezvous; it returns every rank's info once all joined.
-pub type RendezvousThread = std::thread::JoinHandle<Result<Vec<crate::report::RankInfo>>>;
+pub type RendezvousThread = std::thread::JoinHandle<Result<Vec<super::rank_info::RankInfo>>>;
 
 /// Loopback, where local ranks meet and move data.
 pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);

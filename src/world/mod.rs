@@ -9,10 +9,11 @@ mod disagreement;
 pub mod env;
 pub mod launcher_abort;
 pub mod local;
+pub mod rank_info;
 pub mod rendezvous;
 
-use crate::report::RankInfo;
 pub use crate::transport::tcp::handshake::Token;
+use rank_info::RankInfo;
 
 /// What a launcher tells a rank about itself.
 #[derive(Clone, Debug)]
@@ -77,7 +78,7 @@ pub fn token_from_hex(s: &str) -> Option<Token> {
 pub fn bootstrap(
     id: &Identity,
     sock: std::net::TcpStream,
-    endpoints: Vec<crate::report::Endpoint>,
+    endpoints: Vec<rank_info::Endpoint>,
     consensus: serde_json::Value,
     deadline: std::time::Instant,
     fault: Option<&crate::fault::Fault>,

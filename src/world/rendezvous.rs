@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::rank_info::{Endpoint, RankInfo};
 use crate::error::{Error, Result};
-use crate::report::{Endpoint, RankInfo};
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
 pub(crate) use crate::world::disagreement::disagreement;

@@ -16,8 +16,8 @@
 use std::time::{Duration, Instant};
 
 use super::{finish, queue_copies, Staged};
-use crate::bench::point::Call;
 use crate::collective::Collective;
+use crate::engine::call::Call;
 use crate::engine::direct::{device_error, Direct};
 use crate::engine::pieces::Piece;
 use crate::engine::Engine;

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::LinkArgs;
 use crate::error::{Error, Result};
 
@@ -21,7 +22,7 @@ impl Default for RdmaOptions {
     fn default() -> Self {
         RdmaOptions {
             gid_index: None,
-            rdma_qps: 1,
+            rdma_qps: defaults::RDMA_QPS,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cli::defaults;
 use crate::cli::LinkArgs;
 use crate::error::{Error, Result};
 use crate::flags::size_flag;
@@ -41,14 +42,14 @@ impl Default for TcpOptions {
     fn default() -> Self {
         TcpOptions {
             iface: None,
-            streams: 1,
+            streams: defaults::STREAMS,
             // Measured (4 ranks, 2 cores, loopback): 20-100 us halve the 8 B all_reduce time against sleeping
             // at once; longer only burns CPU that ranks sharing the cores could use.
-            spin: Duration::from_micros(50),
+            spin: Duration::from_micros(defaults::SPIN_US),
             // Measured (4 ranks, 2 cores, loopback, 200 iterations a point): 512 KiB (the kernel doubles it)
             // cut all_gather 4-8 MiB times by 30-50% and all_reduce by 25-35% against autotuning, which lets
             // megabytes queue per socket and copies run out of cache; 128 KiB and 1 MiB were slower.
-            sndbuf: Some(512 << 10),
+            sndbuf: defaults::SNDBUF,
             tcp_congestion: None,
         }
     }

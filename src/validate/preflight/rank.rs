@@ -104,7 +104,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                     pi,
                     &mut sess,
                     crate::bench::Sweep {
-                        opts: phase_opts,
+                        opts: phase_opts.settings(),
                         repeat,
                         ranks: &ranks,
                         reporters: &mut [],

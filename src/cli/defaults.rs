@@ -1,0 +1,56 @@
+//! What a flag means when it is not given: one constant per default, read by the help text here and by the
+//! option parts' `Default` impls above, so the two cannot drift apart (options/tests.rs also checks that a
+//! bare `collbench run` parses to `Options::default()`).
+
+/// `--np`: local ranks.
+pub const NP: usize = 4;
+/// `-T/--timeout`, seconds.
+pub const TIMEOUT_S: u64 = 60;
+/// `--bootstrap-timeout`, seconds.
+pub const BOOTSTRAP_TIMEOUT_S: u64 = 120;
+/// `--connect-timeout`, seconds.
+pub const CONNECT_TIMEOUT_S: u64 = 60;
+/// `--algo`.
+pub const ALGO: &str = "auto";
+/// `--rdma-qps`: queue pairs per peer.
+pub const RDMA_QPS: usize = 1;
+/// `--streams`: TCP connections per peer.
+pub const STREAMS: usize = 1;
+/// `--spin`, microseconds.
+pub const SPIN_US: u64 = 50;
+/// `--sndbuf`, bytes (`None`: the kernel's autotuning).
+pub const SNDBUF: Option<usize> = Some(512 << 10);
+/// `--chunk`, bytes.
+pub const CHUNK_BYTES: usize = 512 << 10;
+/// `-b/--minbytes`.
+pub const MIN_BYTES: u64 = 8;
+/// `-e/--maxbytes`.
+pub const MAX_BYTES: u64 = 64 << 20;
+/// `-f/--stepfactor`.
+pub const STEP_FACTOR: u64 = 2;
+/// `-r/--root`.
+pub const ROOT: usize = 0;
+/// `-n/--iters`.
+pub const ITERS: u32 = 20;
+/// `-w/--warmup_iters`.
+pub const WARMUP: u32 = 5;
+/// `--repeat`.
+pub const REPEAT: u32 = 1;
+/// `-c/--check`: checked calls per point.
+pub const CHECK_ITERS: u32 = 1;
+/// `--rank-stat`.
+pub const RANK_STAT: &str = "max";
+/// `--staging-pieces`.
+pub const STAGING_PIECES: usize = 4;
+/// `--collectives`.
+pub const COLLECTIVES: &str = "all_reduce,all_gather";
+/// `-d/--dtypes`.
+pub const DTYPES: &str = "float";
+/// `-o/--ops`.
+pub const OPS: &str = "sum";
+/// `pairwise --bytes`.
+pub const PAIRWISE_BYTES: usize = 4 << 20;
+/// `pairwise --iters`.
+pub const PAIRWISE_ITERS: usize = 5;
+/// `pairwise --lat-iters`.
+pub const PAIRWISE_LAT_ITERS: usize = 200;

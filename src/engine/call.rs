@@ -1,0 +1,131 @@
+//! One call's shape ([`Call`]) and the memory it runs on ([`Memory`]: host [`Buffers`] directly, device
+//! memory staged): what an engine is handed for one collective, independent of how a sweep plans it.
+
+use crate::algorithm::{Algo, Args};
+use crate::collective::{Collective, Layout};
+use crate::error::Result;
+use crate::memory::HostBuf;
+use crate::reduce::{Dtype, Op};
+
+use super::Engine;
+
+/// Time a call on device memory spent on its staging copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Staging {
+    /// Device time of the copies (from the device's marks).
+    pub copy_s: f64,
+    /// Host time spent waiting for them: what the network did not hide.
+    pub wait_s: f64,
+}
+
+/// The host buffers a sweep runs on, sized once for its largest point.
+pub struct Buffers {
+    pub send: HostBuf,
+    pub recv: HostBuf,
+}
+
+/// One call's shape: the collective, and the bytes of the buffers it reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Call {
+    pub coll: Collective,
+    pub dtype: Dtype,
+    pub op: Op,
+    pub root: usize,
+    /// Per-rank element count.
+    pub count: usize,
+    pub in_place: bool,
+    /// Bytes of input (in the send buffer, or in place in the receive buffer from `input_at`).
+    pub send_len: usize,
+    /// Bytes of the receive buffer the call uses.
+    pub recv_len: usize,
+    /// In place: the byte offset of this rank's input in the receive buffer.
+    pub input_at: usize,
+}
+
+impl Call {
+    /// The call of `coll` over `layout` on `rank` (`op` is `None` for collectives that do not reduce).
+    pub fn new(
+        coll: Collective,
+        dtype: Dtype,
+        op: Option<Op>,
+        layout: &Layout,
+        root: usize,
+        rank: usize,
+        in_place: bool,
+    ) -> Call {
+        let es = layout.elem_size;
+        Call {
+            coll,
+            dtype,
+            op: op.unwrap_or(Op::Sum),
+            root,
+            count: layout.count,
+            in_place,
+            send_len: layout.send_count * es,
+            recv_len: coll.recv_elems(layout, in_place) * es,
+            input_at: if in_place {
+                coll.in_place_input_at(layout, rank) * es
+            } else {
+                0
+            },
+        }
+    }
+
+    /// The algorithm's arguments over these buffers (at least `send_len` and `recv_len` bytes).
+    #[inline]
+    pub fn args<'a>(&self, send: &'a [u8], recv: &'a mut [u8]) -> Args<'a> {
+        Args {
+            coll: self.coll,
+            dtype: self.dtype,
+            op: self.op,
+            root: self.root,
+            count: self.count,
+            send: if self.in_place {
+                None
+            } else {
+                Some(&send[..self.send_len])
+            },
+            recv: &mut recv[..self.recv_len],
+        }
+    }
+}
+
+/// Where a sweep's buffers live and how one call runs on them: host [`Buffers`] run it directly, device
+/// memory stages it ([`super::staged::Staged`]). Generic, so the host path has no indirection.
+pub trait Memory {
+    /// The host buffers the pattern is written to and the check reads.
+    fn host(&mut self) -> &mut Buffers;
+    /// The host buffers were just prepared for `call`: make them the call's input (not timed).
+    fn load(&mut self, call: &Call) -> Result<()>;
+    /// Runs one call.
+    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
+    /// Brings the call's output into the host buffers for the check (not timed).
+    fn unload(&mut self, call: &Call) -> Result<()>;
+    /// The algo column for `coll` run with `algo`: its name, unless this memory runs the collective its own way.
+    fn algo_name(&self, _coll: Collective, algo: Algo) -> &'static str {
+        algo.name()
+    }
+    /// Staging time since the last call of this; `None` where nothing is staged.
+    fn take_staging(&mut self) -> Option<Staging> {
+        None
+    }
+}
+
+impl Memory for Buffers {
+    fn host(&mut self) -> &mut Buffers {
+        self
+    }
+
+    fn load(&mut self, _call: &Call) -> Result<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
+        e.run(algo, call.args(&self.send, &mut self.recv))
+    }
+
+    fn unload(&mut self, _call: &Call) -> Result<()> {
+        Ok(())
+    }
+}
