@@ -6,12 +6,11 @@
 //! flag or its help, regenerate them with
 //! `COLLBENCH_WRITE_DOCS=1 cargo test --test docgen` (see [`REGENERATE`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 
-use crate::cli::{Cli, CompletionsArgs};
+use crate::cli::Cli;
 use crate::error::Error;
 
 /// The command that rewrites the committed pages from this build.
@@ -69,18 +68,6 @@ pub fn write_pages(root: &Path) -> Result<(), Error> {
         std::fs::write(&path, bytes).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     }
     Ok(())
-}
-
-/// `collbench completions SHELL`: the completion script for SHELL on stdout. Generated into memory first so
-/// a closed stdout is an error with a message, not a panic inside clap_complete.
-pub fn completions(args: &CompletionsArgs) -> Result<i32, Error> {
-    let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "collbench", &mut script);
-    std::io::stdout()
-        .lock()
-        .write_all(&script)
-        .map_err(|e| Error::io("writing the completion script to stdout", e))?;
-    Ok(0)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //!   each owned and validated by the module that uses it (`bench::options`, `algorithm::options`,
 //!   `transport::path`, `transport::tcp::options`, `transport::rdma::options`, `world::deadlines`,
 //!   `engine::options`, `report::outputs`, `fault::TestAids`), and [`options::Agreement`], what every rank
-//!   must agree on. [`flags`]: the flag parsers those parts share.
+//!   must agree on. `flags`: the flag parsers those parts share.
 //! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
 //! - [`transport`]: the one trait algorithms see, the request table and control exchanges every transport
 //!   shares; [`transport::tcp`] implements it over sockets, [`transport::rdma`] over ibverbs (verbs calls
@@ -16,7 +16,7 @@
 //! - [`memory`]: aligned host buffers, CUDA device buffers and the reduction kernels' launcher, GPUDirect
 //!   RDMA detection (reported only).
 //! - [`engine`]: what runs one collective on one path: collbench's algorithms over its transport, or a
-//!   library's call (MPI, [`nccl`]); on device buffers staged through pinned host memory (split into pieces
+//!   library's call (MPI, `nccl`); on device buffers staged through pinned host memory (split into pieces
 //!   whose copies overlap the network) or passed directly.
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics, and the
@@ -24,22 +24,28 @@
 //! - [`report`]: one record schema; the results document (written by `run -J`, read by `compare`, `model`,
 //!   `plot`, `preflight`) with its params record; table, JSON, CSV; the `info` inventory.
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
-//! - [`model`]: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
-//! - [`compare`]: two results files against each other, regressions with significance (`collbench compare`).
-//! - [`net`]: interfaces (discovery, classification, the default choice), host inventory, advice.
+//! - `model`: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
+//! - `compare`: two results files against each other, regressions with significance (`collbench compare`).
+//! - `net`: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
-//! - [`session`]: one rank's bootstrap and connected TCP paths. [`paths`]: every path of a run (tcp, rdma,
-//!   mpi, nccl) opened once, and the sweeps that borrow them. [`run`] and [`info`]: the subcommands.
+//! - [`session`]: one rank's bootstrap and connected TCP paths. `paths`: every path of a run (tcp, rdma,
+//!   mpi, nccl) opened once, and the sweeps that borrow them. `run`: one rank's run (sweeps, then the
+//!   summary, model and charts) and the local launcher's checks.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
-//! - [`gpumatrix`]: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
-//! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
+//! - `gpumatrix`: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
+//! - `validate`: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
-//! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
+//! - [`commands`]: the subcommands' entry points, one file each, and the program's one error handler
+//!   (`main.rs` only calls [`commands::main`]).
+//! - [`error`]: errors and exit codes; `fault`: the hidden `--fault` testing aid.
+//!
+//! Public modules are the ones the binary, the integration tests in tests/ and the fuzz targets use; the
+//! others (marked as plain code above) are private to the crate.
 //!
 //! # Layers
 //! Bottom up; a module imports only from modules in lower layers (tests/layers.rs checks every `crate::`
-//! path against this list, and lists the few imports that still go the wrong way):
+//! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
 //! 2. `sizes`: byte sizes
 //! 3. `flags`: shared flag parsers
@@ -59,36 +65,39 @@
 //! 17. `paths`: every path opened once
 //! 18. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
 //! 19. `plot`: charts
-//! 20. `run`, `info`, `docgen`: subcommands; the generated reference
+//! 20. `run`, `docgen`: a rank's run; the generated reference
 //! 21. `validate`: pairwise and preflight
+//! 22. `commands`: the subcommands' entry points
 
 pub mod algorithm;
 pub mod bench;
 pub mod cli;
 pub mod collective;
-pub mod compare;
+pub mod commands;
+mod compare;
 pub mod docgen;
 pub mod engine;
 pub mod error;
-pub mod fault;
-pub mod flags;
-pub mod gpumatrix;
-pub mod info;
+mod fault;
+mod flags;
+mod gpumatrix;
 pub mod memory;
-pub mod model;
+mod model;
 #[cfg(feature = "mpi")]
-pub mod mpi;
-pub mod nccl;
-pub mod net;
+mod mpi;
+// Without `cuda` nothing runs NCCL: its bindings and plan are built (and unit-tested) but unused.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod nccl;
+mod net;
 pub mod options;
-pub mod paths;
+mod paths;
 pub mod plot;
 pub mod reduce;
 pub mod report;
-pub mod run;
+mod run;
 pub mod selftest;
 pub mod session;
 pub mod sizes;
 pub mod transport;
-pub mod validate;
+mod validate;
 pub mod world;

@@ -1,23 +1,6 @@
-//! The collbench binary: parse, run, map errors to exit codes.
-
-use clap::Parser;
-
-use collbench::cli::{Cli, Command};
+//! The collbench binary: everything is in [`collbench::commands::main`].
 
 fn main() {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = Cli::parse_from(&argv);
-    let outcome = match &cli.command {
-        Command::Run(args) => collbench::run::run(args, &argv),
-        Command::Info(args) => collbench::info::info(args),
-        Command::Plot(args) => collbench::plot::command::plot(args),
-        Command::Model(args) => collbench::model::model(args),
-        Command::Compare(args) => collbench::compare::compare(args),
-        Command::Selftest(args) => collbench::selftest::selftest(args),
-        Command::Preflight(args) => collbench::validate::preflight::preflight(args, &argv),
-        Command::Pairwise(args) => collbench::validate::pairwise::command::pairwise(args, &argv),
-        Command::GpuMatrix(args) => collbench::gpumatrix::gpu_matrix(args),
-        Command::Completions(args) => collbench::docgen::completions(args),
-    };
-    std::process::exit(outcome.unwrap_or_else(|e| collbench::run::report_error(&e)));
+    std::process::exit(collbench::commands::main(&argv));
 }

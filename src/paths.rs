@@ -94,11 +94,6 @@ impl Paths {
         self.list.len()
     }
 
-    /// True when the run has no path.
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
     /// Sweeps path `i` once (`s.repeat`, `s.only` as the runner asks) on this run's opened links. `run` and
     /// `preflight` both sweep through here.
     pub fn sweep(

@@ -8,7 +8,6 @@ use indicatif::ProgressBar;
 
 use crate::bench::tally::Tally;
 use crate::bench::{self, Sweep};
-use crate::cli::RunArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, PathKind, Progress};
 use crate::paths::{self, Paths};
@@ -16,26 +15,6 @@ use crate::report::{self, RankInfo, Reporter, RunInfo};
 use crate::session;
 use crate::transport::Transport;
 use crate::world::{env, local, Identity};
-
-/// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
-pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
-    let opts = Options::from_cli(args)?;
-    // The host is asked only now: validating the options touches nothing outside them.
-    opts.tcp.check_host()?;
-    // Before any rank starts: a missing driver or an unbuilt feature is a usage error, not a rank failure.
-    // The emulated device (a testing aid) needs neither.
-    if !opts.buffers.emulate_device {
-        crate::memory::kind::check_run_memory(&args.memory)?;
-    }
-    // NCCL likewise: a missing libnccl stops the run before any rank starts.
-    if opts.paths.transports.contains(&PathKind::Nccl) {
-        crate::nccl::check_run(opts.buffers.memory)?;
-    }
-    match env::identity_from(|k| std::env::var(k).ok())? {
-        None => launch_local(&opts, argv),
-        Some(id) => run_rank(&opts, &id, argv),
-    }
-}
 
 /// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
 pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
@@ -151,7 +130,7 @@ fn now_rfc3339() -> String {
 
 /// One rank of a job: bootstrap, connect, open every path, sweep, report (rank 0), and agree on the exit
 /// status.
-fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
+pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let start_time = now_rfc3339();
     // The embedded launcher checked the files and the memory already; under any other launcher each rank
     // checks memory for the ranks its launcher says share this host, before anything is allocated.
@@ -389,10 +368,4 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
         v.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
     }
     v
-}
-
-/// Prints `e` the way every collbench error reaches the user and returns its exit status.
-pub fn report_error(e: &Error) -> i32 {
-    eprintln!("collbench: error: {e}");
-    e.exit_code()
 }

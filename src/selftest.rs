@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cli::SelftestArgs;
-use crate::error::{Error, Result, EXIT_OK};
+use crate::error::{Error, Result};
 use crate::memory::HostBuf;
 use crate::reduce::kernel::reduce_inplace;
 use crate::reduce::{Dtype, Op};
@@ -169,29 +169,6 @@ pub struct SelftestReport {
 /// What [`SelftestReport::accounting`] says.
 const ACCOUNTING: &str =
     "GB/s = 1e9 bytes/s of bytes read + written: copy 2 x size (read src, write dst), reduce 3 x size (read dst and src, write dst)";
-
-/// Runs the subcommand: measure, print the table, write JSON if asked. Exits 0 whatever the ratios.
-pub fn selftest(args: &SelftestArgs) -> Result<i32> {
-    // Checked before measuring, as `run` does: a result file from an earlier run is never replaced unasked,
-    // and a path that cannot be written fails now rather than after the measurement.
-    if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, args.force, "-J")?;
-    }
-    if args.gpu {
-        #[cfg(feature = "cuda")]
-        return gpu::selftest_gpu(args);
-        #[cfg(not(feature = "cuda"))]
-        return Err(Error::usage("--gpu", crate::memory::cuda_probe::not_built_message()));
-    }
-    let opts = SelftestOptions::from_args(args)?;
-    let report = measure(opts);
-    print!("{}", render(&report));
-    if let Some(p) = &args.output_file {
-        let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
-        crate::report::file::write_atomic(p, text.as_bytes())?;
-    }
-    Ok(EXIT_OK)
-}
 
 /// Measures the copy and every reduction on the same two buffers, in interleaved rounds: each round runs
 /// every kernel once (after an untimed run), and each kernel's fastest round is kept. On a shared

@@ -207,7 +207,7 @@ pub fn path_lines(paths: &[PathKind], ranks: &[RankInfo]) -> Vec<String> {
 /// Bootstraps rank `id` and connects every TCP path.
 ///
 /// A path's listener binds to the interface its SPEC picks (`tcp@SPEC`, else `--iface SPEC`), or else to the
-/// default choice ([`net::choose`]): loopback for a single-host job, else IPoIB, the interface that reaches
+/// default choice (`net::choose`): loopback for a single-host job, else IPoIB, the interface that reaches
 /// the rendezvous, the default route's, the first by name. Rank 0 says on stderr what each host bound.
 pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
     connect_with(id, opts, consensus, exchange, Pairs::Needed)

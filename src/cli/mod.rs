@@ -3,7 +3,7 @@
 //!
 //! Flags follow nccl-tests (same short letters, same long names such as `--minbytes`, `--warmup_iters`),
 //! with dashed aliases (`--min-bytes`) for people used to other tools. Defaults are taken from
-//! [`Options::default`] so the help text and the behaviour cannot drift apart.
+//! `Options::default` so the help text and the behaviour cannot drift apart.
 
 use std::path::PathBuf;
 
@@ -432,7 +432,7 @@ const TIMING: &str = "Timing and reporting";
 const TUNING: &str = "Algorithm and transport";
 const OUTPUT: &str = "Output";
 
-/// Flags of `collbench run`, as typed; see [`Options::from_cli`] for what each must satisfy.
+/// Flags of `collbench run`, as typed; see `Options::from_cli` for what each must satisfy.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Smallest message size (bytes, or K, M, G, T, P or E, binary, as in 64K or 1.5M).

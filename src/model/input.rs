@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+#[cfg(test)]
 use serde_json::Value;
 
 use crate::collective::Collective;
@@ -59,7 +60,8 @@ pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
 }
 
 /// The samples of one parsed results document; `source` names it in errors.
-pub fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
+#[cfg(test)]
+fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
     samples(&results_file::parse(doc, source)?, source)
 }
 

@@ -23,13 +23,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use crate::cli::ModelArgs;
 pub use fit::PathFit;
 pub use input::Sample;
 pub use predict::{Crossover, LocalLink, PathRatio, Prediction};
 
 use crate::error::{Error, Result};
-use crate::report::{check_writable, Record};
+use crate::report::Record;
 
 pub use fit::Weighting;
 
@@ -292,56 +291,6 @@ pub fn attach_measured(report: &mut Report, measured: &[Sample]) {
         }
     }
     report.measured_sources = srcs;
-}
-
-/// `collbench model`: reads the files, fits, predicts, prints the table and writes the files asked for.
-/// Returns the exit status.
-pub fn model(args: &ModelArgs) -> Result<i32> {
-    for (flag, f) in [("-J", &args.output_file), ("--markdown", &args.markdown)] {
-        if let Some(p) = f {
-            check_writable(p, args.force, flag)?;
-        }
-    }
-    let mut samples = Vec::new();
-    for f in &args.files {
-        samples.extend(input::read_file(f)?);
-    }
-    let opts = ModelOptions {
-        target_ranks: args.target_ranks,
-        ranks_per_node: args.ranks_per_node,
-        local_path: args.local_path.clone(),
-        reference: args.reference.clone(),
-        weighting: args.weight.parse().map_err(|e: String| Error::usage("--weight", e))?,
-    };
-    let mut report = predict(&samples, &opts)?;
-    if !args.measured.is_empty() {
-        let mut measured = Vec::new();
-        for f in &args.measured {
-            measured.extend(input::read_file(f)?);
-        }
-        if !measured.iter().any(|s| s.nranks == args.target_ranks) {
-            return Err(Error::usage(
-                "--measured",
-                format!(
-                    "no point in these files ran on {} ranks (the target)",
-                    args.target_ranks
-                ),
-            ));
-        }
-        attach_measured(&mut report, &measured);
-    }
-    let text = render::text(&report);
-    print!("{text}");
-    if let Some(p) = &args.output_file {
-        let mut bytes =
-            serde_json::to_vec_pretty(&report).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
-        bytes.push(b'\n');
-        crate::report::file::write_atomic(p, &bytes)?;
-    }
-    if let Some(p) = &args.markdown {
-        crate::report::file::write_atomic(p, render::markdown(&report).as_bytes())?;
-    }
-    Ok(crate::error::EXIT_OK)
 }
 
 #[cfg(test)]

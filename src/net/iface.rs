@@ -135,11 +135,6 @@ fn is_virtual(kind: &crate::net::classify::IfaceKind) -> bool {
     )
 }
 
-/// The interface that holds `ip`, if any.
-pub fn name_of(ip: IpAddr) -> Option<String> {
-    addresses().into_iter().find(|(_, a)| *a == ip).map(|(n, _)| n)
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -159,7 +154,6 @@ mod tests {
     fn loopback_is_found_both_ways() {
         let lo = address_of("lo").expect("every Linux host has lo");
         assert!(lo.is_loopback());
-        assert_eq!(name_of(lo).as_deref(), Some("lo"));
         assert_eq!(resolve("nosuch|l?", "--transport").unwrap(), ("lo".to_string(), lo));
     }
 

@@ -38,11 +38,6 @@ impl IfaceSpec {
         Ok(IfaceSpec { alternatives })
     }
 
-    /// The names or globs, in order.
-    pub fn alternatives(&self) -> &[String] {
-        &self.alternatives
-    }
-
     /// Whether this is one plain name (no glob, no list).
     pub fn is_plain_name(&self) -> bool {
         self.alternatives.len() == 1 && !self.alternatives[0].contains(['*', '?'])

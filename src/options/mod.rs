@@ -11,7 +11,7 @@
 //! | [`Options::deadlines`] | [`crate::world::deadlines`] | `-T`, `--bootstrap-timeout`, `--connect-timeout` |
 //! | [`Options::buffers`] | [`crate::engine::options`] | `--memory`, `--device`, `--staging-pieces`, `--reduce-on` |
 //! | [`Options::outputs`] | [`crate::report::outputs`] | `-J`, `--csv`, `--markdown`, `--plot`, `--target-ranks`, ... |
-//! | [`Options::aids`] | [`crate::fault`] | the hidden testing aids |
+//! | [`Options::aids`] | `crate::fault` | the hidden testing aids |
 //!
 //! What ranks must agree on is [`Agreement`], built from the parts. Validation makes no system calls: what
 //! depends on the host is checked where the options are applied.

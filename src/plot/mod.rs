@@ -3,10 +3,9 @@
 //!
 //! [`data`] extracts what is drawn (from records or a results file) and is tested without drawing;
 //! [`axis`] picks ticks and labels; `render` draws on any plotters backend; [`write_plots`] writes the
-//! files; [`command`] is `collbench plot`.
+//! files; `command` is `collbench plot`.
 
 pub mod axis;
-pub mod command;
 pub mod data;
 mod font;
 pub mod heatmap;

@@ -12,7 +12,7 @@ use crate::net::spec::IfaceSpec;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathKind {
     /// collbench's own TCP transport, on the interface a SPEC picks (`tcp@eth0`, `tcp@en*`, `tcp@ib0|eth0`;
-    /// see [`IfaceSpec`]) or, without one, on `--iface` or the default choice ([`crate::net::choose`]).
+    /// see `IfaceSpec`) or, without one, on `--iface` or the default choice (`crate::net::choose`).
     Tcp(Option<String>),
     /// The MPI library's own collectives (feature `mpi`).
     Mpi,

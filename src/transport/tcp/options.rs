@@ -26,7 +26,7 @@ pub const MAX_SNDBUF: u64 = 256 << 20;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TcpOptions {
     /// Interface SPEC the plain TCP path binds to (`--iface`, as in `tcp@SPEC`); `None`: the default choice
-    /// ([`crate::net::choose`]). Interface names may differ between hosts, so ranks need not agree on it.
+    /// (`crate::net::choose`). Interface names may differ between hosts, so ranks need not agree on it.
     pub iface: Option<String>,
     /// TCP streams per peer (`--streams`).
     pub streams: usize,

@@ -8,7 +8,6 @@
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
-pub mod command;
 pub mod confirm;
 pub mod localise;
 pub mod measure;

@@ -6,7 +6,6 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::report::compare::ci95_half_width;
 use crate::report::document::entries_from_value;
-use crate::report::Record;
 
 /// One point of one sweep, out of place.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,22 +24,6 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The sample of a live record.
-    pub fn of(r: &Record) -> Sample {
-        Sample {
-            path: r.path.clone(),
-            collective: r.collective.name().to_string(),
-            size: r.size,
-            repeat: r.repeat,
-            time_us: r.out_of_place.time_us,
-            ci95_us: r.out_of_place.ci95_us,
-            busbw: r.out_of_place.busbw,
-            p99_us: r.out_of_place.p99_us,
-            iters: r.out_of_place.iters,
-            wrong: r.out_of_place.wrong.unwrap_or(0) + r.in_place.wrong.unwrap_or(0),
-        }
-    }
-
     /// The samples of a `results`-style array (entries as `collbench run -J` writes them); `what` names it.
     pub fn from_entries(v: &Value, what: &str) -> Result<Vec<Sample>> {
         let bad = |m: String| Error::usage(what, m);

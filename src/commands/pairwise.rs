@@ -7,7 +7,6 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{render, PairwiseConfig, PairwiseReport};
 use crate::cli::PairwiseArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions, MAX_NP};
@@ -15,6 +14,7 @@ use crate::plot::heatmap::{self, Heatmap};
 use crate::session::{self, Pairs};
 use crate::sizes::parse_size;
 use crate::transport::tcp::options::iface_spec;
+use crate::validate::pairwise::{render, PairwiseConfig, PairwiseReport};
 use crate::world::{env, local, Identity};
 
 /// Largest `--bytes`: two buffers of it per taking-part rank.
@@ -129,7 +129,7 @@ fn rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs
         "timeout_s": opts.deadlines.timeout.as_secs_f64(),
     });
     let mut sess = session::connect_with(id, opts, consensus, exchange, Pairs::All)?;
-    let report = match super::measure(&mut sess, 0, cfg) {
+    let report = match crate::validate::pairwise::measure(&mut sess, 0, cfg) {
         Ok(r) => r,
         // Every peer learns that this rank gave up, and all name the same culprit.
         Err(e) => return Err(sess.transports[0].abort(e.during("the pairwise test"))),

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{write_plots, Format, PlotData};
 use crate::cli::PlotArgs;
 use crate::error::{Result, EXIT_OK};
+use crate::plot::{write_plots, Format, PlotData};
 
 /// Runs `collbench plot`: reads the results file, writes the charts, prints each file written.
 pub fn plot(args: &PlotArgs) -> Result<i32> {

@@ -1,0 +1,59 @@
+//! `collbench compare OLD.json NEW.json`: every point of two runs side by side; exit 1 on a significant
+//! regression beyond the threshold.
+
+use crate::cli::CompareArgs;
+use crate::compare::{diff, input, render};
+use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::report::file::{check_writable, write_atomic};
+
+/// Runs `collbench compare`; the exit status is 1 when a point regressed, 0 otherwise.
+pub fn compare(args: &CompareArgs) -> Result<i32> {
+    if !args.threshold.is_finite() || args.threshold < 0.0 {
+        return Err(Error::usage(
+            "--threshold",
+            format!("{} is not a percentage of 0 or more (e.g. 5)", args.threshold),
+        ));
+    }
+    // Output files are checked before reading anything, so a typo does not cost the comparison.
+    for (path, flag) in [(&args.output_file, "-J"), (&args.markdown, "--markdown")] {
+        if let Some(p) = path {
+            check_writable(p, true, flag)?;
+        }
+    }
+    let old = input::read(&args.old)?;
+    let new = input::read(&args.new)?;
+    let d = diff::diff(&old, &new, args.threshold);
+    let (old_name, new_name) = (args.old.display().to_string(), args.new.display().to_string());
+    if d.changes.is_empty() {
+        return Err(Error::usage(
+            format!("{old_name} and {new_name}"),
+            format!(
+                "no point is in both files at the same rank count ({} only in the old, {} only in the new, {} at \
+                 different rank counts); compare runs of the same collectives, sizes, paths and --np",
+                d.only_old.len(),
+                d.only_new.len(),
+                d.nranks_differ.len()
+            ),
+        ));
+    }
+    let h = render::Header {
+        old: &old_name,
+        new: &new_name,
+        threshold_pct: args.threshold,
+    };
+    print!("{}", render::text(&h, &d));
+    if let Some(p) = &args.output_file {
+        let mut bytes = serde_json::to_vec_pretty(&render::json(&h, &d))
+            .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
+        bytes.push(b'\n');
+        write_atomic(p, &bytes)?;
+    }
+    if let Some(p) = &args.markdown {
+        write_atomic(p, render::markdown(&h, &d).as_bytes())?;
+    }
+    Ok(if d.regressions().next().is_some() {
+        EXIT_WRONG
+    } else {
+        EXIT_OK
+    })
+}

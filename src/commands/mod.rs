@@ -1,0 +1,44 @@
+//! The subcommands' entry points, one file each: each takes its parsed flags, does what the subcommand
+//! does by calling the layers below, and returns the exit status. [`main`] is the whole program: parse,
+//! dispatch, and map an error to its message and exit code in one place.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::Error;
+
+mod compare;
+mod completions;
+mod gpu_matrix;
+mod info;
+mod model;
+mod pairwise;
+mod plot;
+mod run;
+mod selftest;
+
+/// Runs collbench with the command line `argv` (program name first); returns the exit status.
+pub fn main(argv: &[OsString]) -> i32 {
+    let cli = Cli::parse_from(argv);
+    let outcome = match &cli.command {
+        Command::Run(args) => run::run(args, argv),
+        Command::Info(args) => info::info(args),
+        Command::Plot(args) => plot::plot(args),
+        Command::Model(args) => model::model(args),
+        Command::Compare(args) => compare::compare(args),
+        Command::Selftest(args) => selftest::selftest(args),
+        Command::Preflight(args) => crate::validate::preflight::preflight(args, argv),
+        Command::Pairwise(args) => pairwise::pairwise(args, argv),
+        Command::GpuMatrix(args) => gpu_matrix::gpu_matrix(args),
+        Command::Completions(args) => completions::completions(args),
+    };
+    outcome.unwrap_or_else(|e| report_error(&e))
+}
+
+/// Prints `e` the way every collbench error reaches the user and returns its exit status.
+pub fn report_error(e: &Error) -> i32 {
+    eprintln!("collbench: error: {e}");
+    e.exit_code()
+}

@@ -1,0 +1,30 @@
+//! `collbench selftest`: the CPU reduction kernels against memory copy bandwidth (or the GPU's, `--gpu`).
+
+use crate::cli::SelftestArgs;
+#[cfg(not(feature = "cuda"))]
+use crate::error::Error;
+use crate::error::{Result, EXIT_OK};
+use crate::selftest::{measure, render, SelftestOptions};
+
+/// Runs the subcommand: measure, print the table, write JSON if asked. Exits 0 whatever the ratios.
+pub fn selftest(args: &SelftestArgs) -> Result<i32> {
+    // Checked before measuring, as `run` does: a result file from an earlier run is never replaced unasked,
+    // and a path that cannot be written fails now rather than after the measurement.
+    if let Some(p) = &args.output_file {
+        crate::report::file::check_writable(p, args.force, "-J")?;
+    }
+    if args.gpu {
+        #[cfg(feature = "cuda")]
+        return crate::selftest::gpu::selftest_gpu(args);
+        #[cfg(not(feature = "cuda"))]
+        return Err(Error::usage("--gpu", crate::memory::cuda_probe::not_built_message()));
+    }
+    let opts = SelftestOptions::from_args(args)?;
+    let report = measure(opts);
+    print!("{}", render(&report));
+    if let Some(p) = &args.output_file {
+        let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
+        crate::report::file::write_atomic(p, text.as_bytes())?;
+    }
+    Ok(EXIT_OK)
+}
