@@ -1,9 +1,18 @@
 //! Every command shown as runnable in README.md and docs/*.md runs as written.
 //!
-//! A fenced block whose info string is `sh runnable` is run with `bash -eu -o pipefail`, from the repository
-//! root, with the built `collbench` first on PATH; it must exit 0, or with one of the codes listed as
-//! `status=0,1` in the info string (for commands whose verdict is the machine's, such as `pairwise`). Blocks
-//! of one file run in order, so a later block may read what an earlier one wrote.
+//! A fenced block whose info string is `sh runnable` is run with `bash -eu -o pipefail`, with the built
+//! `collbench` first on PATH, in a scratch folder that links every top-level entry of the repository (so
+//! `launch/...` and `results/...` read as written, and the files a block writes do not land in the tree); it
+//! must exit 0, or with one of the codes listed as `status=0,1` in the info string (for commands whose
+//! verdict is the machine's, such as `pairwise`). Blocks of one file share a folder and run in order, so a
+//! later block may read what an earlier one wrote.
+//!
+//! The quick start (`sh runnable quickstart`) runs as the README gives it, but with this build's binary for
+//! `cargo run --release --` (building it again in release would only cost time), and its test-suite line
+//! must be the command .ci/run runs.
+//!
+//! Every other `sh` block says what it needs that this machine has not (`sh needs=gpu`, `needs=cluster`,
+//! ...): a block with neither marker fails [`every_shell_block_runs_or_says_what_it_needs`].
 //!
 //! A block marked `sh runnable hosts` needs several hosts: it runs on a namespace cluster
 //! (`tests/netns/cluster.sh`). Each line ending in `# on hostN` runs in host N, all at once; `host0` in the
@@ -26,6 +35,8 @@ struct Block {
     statuses: Vec<i32>,
     /// Runs on a namespace cluster, line by line (`sh runnable hosts`).
     hosts: bool,
+    /// The README's quick start (`sh runnable quickstart`).
+    quickstart: bool,
 }
 
 /// The runnable blocks of one Markdown file, in order.
@@ -64,6 +75,7 @@ fn blocks(file: &Path) -> Vec<Block> {
                 script: String::new(),
                 statuses,
                 hosts: words.contains(&"hosts"),
+                quickstart: words.contains(&"quickstart"),
             });
         }
     }
@@ -111,10 +123,20 @@ fn runnable_blocks_run_as_written() {
     assert!(all.len() >= 8, "only {} runnable blocks found", all.len());
 
     let mut failures = Vec::new();
+    let mut scratch: Option<(PathBuf, tempfile::TempDir)> = None;
     for block in &all {
+        if scratch.as_ref().is_none_or(|(f, _)| *f != block.file) {
+            scratch = Some((block.file.clone(), linked_scratch(root)));
+        }
+        let dir = scratch.as_ref().unwrap().1.path();
+        let script = if block.quickstart {
+            quickstart(root, &block.script)
+        } else {
+            block.script.clone()
+        };
         let out = Command::new("bash")
-            .args(["-eu", "-o", "pipefail", "-c", &block.script])
-            .current_dir(root)
+            .args(["-eu", "-o", "pipefail", "-c", &script])
+            .current_dir(dir)
             .env("PATH", &path)
             // Progress bars are drawn only on terminals; make sure of it.
             .env("NO_COLOR", "1")
@@ -127,7 +149,7 @@ fn runnable_blocks_run_as_written() {
                 block.file.display(),
                 block.line,
                 block.statuses,
-                block.script,
+                script,
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             ));
@@ -138,6 +160,70 @@ fn runnable_blocks_run_as_written() {
         "{} runnable blocks failed:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// A scratch folder holding a link to every top-level entry of the repository.
+fn linked_scratch(root: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        std::os::unix::fs::symlink(e.path(), dir.path().join(e.file_name())).unwrap();
+    }
+    dir
+}
+
+/// The quick start as this test runs it: `cargo run --release --` is this build's binary, and the test-suite
+/// line, which is this very suite, is checked against .ci/run instead of run again.
+fn quickstart(root: &Path, script: &str) -> String {
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let ci_last = ci
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap();
+    let mut out = String::new();
+    let mut saw_tests = false;
+    for line in script.lines() {
+        let cmd = line.split('#').next().unwrap().trim();
+        if cmd.starts_with("bash tests/") {
+            assert_eq!(cmd, ci_last, "the README's test command is not what .ci/run runs");
+            saw_tests = true;
+        } else if let Some(rest) = cmd.strip_prefix("cargo run --release -- ") {
+            out.push_str(&format!("collbench {rest}\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(saw_tests, "the quick start has no test-suite command");
+    assert!(
+        out.contains("collbench run"),
+        "the quick start runs no `cargo run --release -- run`"
+    );
+    out
+}
+
+#[test]
+fn every_shell_block_runs_or_says_what_it_needs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut bare = Vec::new();
+    for file in documents(root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let Some(info) = line.trim_start().strip_prefix("```") else {
+                continue;
+            };
+            let words: Vec<&str> = info.split_whitespace().collect();
+            let shell = matches!(words.first(), Some(&("sh" | "bash" | "shell" | "console")));
+            if shell && !words.iter().any(|w| *w == "runnable" || w.starts_with("needs=")) {
+                bare.push(format!("{}:{}: {line}", file.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        bare.is_empty(),
+        "shell blocks that neither run (`sh runnable`) nor say what they need (`sh needs=gpu`):\n{}",
+        bare.join("\n")
     );
 }
 
