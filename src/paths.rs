@@ -108,7 +108,7 @@ impl Paths {
         let opts = s.opts;
         match &mut path.link {
             Link::Tcp(k) => {
-                let mut engine = Native::new(&mut sess.transports[*k], &opts.algorithm);
+                let mut engine = Native::new(&mut sess.transports[*k], opts.algorithm);
                 sweep_maybe_staged(&mut engine, staging, s)
             }
             #[cfg(feature = "mpi")]
@@ -121,7 +121,7 @@ impl Paths {
             Link::Mpi => unreachable!("options refuse mpi in a build without it"),
             #[cfg(feature = "rdma")]
             Link::Rdma(t) => {
-                let mut engine = Native::new(&mut **t, &opts.algorithm);
+                let mut engine = Native::new(&mut **t, opts.algorithm);
                 // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
                 let swept = sweep_maybe_staged(&mut engine, staging, s);
                 match swept {

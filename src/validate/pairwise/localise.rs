@@ -122,7 +122,7 @@ fn judge(
     th: &Thresholds,
     named: &mut [bool],
 ) -> Vec<Finding> {
-    let to_value = |v: f64| metric.from_goodness(v);
+    let to_value = |v: f64| metric.value_of_goodness(v);
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
     let mut out = Vec::new();
     let mine = |h: usize| -> Vec<usize> { (0..links.len()).filter(|&i| ends[i].0 == h || ends[i].1 == h).collect() };

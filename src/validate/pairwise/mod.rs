@@ -126,7 +126,7 @@ impl Metric {
 
     /// A value from its "goodness" (higher is better, as localisation judges both metrics): GB/s as is,
     /// latency from round trips per microsecond, stalls from their negated count.
-    pub fn from_goodness(self, v: f64) -> f64 {
+    pub fn value_of_goodness(self, v: f64) -> f64 {
         match self {
             Metric::Bandwidth => v,
             Metric::Latency => 1.0 / v,
