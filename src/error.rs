@@ -75,5 +75,21 @@ impl Error {
     }
 }
 
+/// Writes one line to stderr and ignores a failure: a closed stderr (`2>&1 >/dev/null | head -2`) or a
+/// full one must not end a run that still has results to measure and write. Use [`stderr!`].
+pub fn stderr_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{args}");
+}
+
+/// `eprintln!` that never panics (std's does when stderr is a closed pipe): one line through
+/// [`stderr_line`].
+macro_rules! stderr {
+    ($($arg:tt)*) => {
+        $crate::error::stderr_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use stderr;
+
 /// Result with collbench's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

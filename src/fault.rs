@@ -7,6 +7,7 @@ use std::str::FromStr;
 use serde::{Serialize, Serializer};
 
 use crate::collective::Collective;
+use crate::error::stderr;
 use crate::sizes::{format_size, parse_size};
 
 /// Where a fault fires.
@@ -88,7 +89,7 @@ impl Fault {
             Action::Kill => libc::SIGKILL,
             Action::Stop => libc::SIGSTOP,
         };
-        eprintln!("collbench: rank {}: --fault: {self}", self.rank);
+        stderr!("collbench: rank {}: --fault: {self}", self.rank);
         // SAFETY: raise has no memory-safety preconditions.
         unsafe { libc::raise(sig) };
     }

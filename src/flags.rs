@@ -15,6 +15,20 @@ pub fn size_flag(flag: &str, value: &str) -> Result<u64> {
     parse_size(value).map_err(|e| Error::usage(flag, e))
 }
 
+/// clap's value parser for a count (`-n`, `-w`, `--np`, `-r`, ...): a negative value gets a message that says
+/// so, where clap alone would call `-1` an unexpected argument. Use with `allow_negative_numbers`.
+pub fn count<T: FromStr>(value: &str) -> std::result::Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let v = value.trim();
+    if v.starts_with('-') && v[1..].parse::<f64>().is_ok() {
+        return Err(format!("'{value}' is negative; give a whole number, 0 or more"));
+    }
+    v.parse()
+        .map_err(|e| format!("'{value}' is not a whole number that fits ({e}); give a count such as 20"))
+}
+
 /// A comma list of names (already split by clap) or `all`, duplicates dropped, order kept.
 pub fn parse_list<T>(flag: &str, items: &[String], all: &[T]) -> Result<Vec<T>>
 where

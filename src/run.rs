@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 
 use crate::bench::tally::Tally;
 use crate::bench::{self, Sweep};
-use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, PathKind, Progress};
 use crate::paths::{self, Paths};
 use crate::report::{self, RankInfo, Reporter, RunInfo};
@@ -29,6 +29,7 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
         opts.check_memory(opts.np, avail)?;
     }
     check_outputs(opts)?;
+    check_root(opts, opts.np)?;
     if let Some(name) = &opts.tcp.iface {
         crate::net::iface::address_of(name)?;
     }
@@ -45,7 +46,7 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if opts.np > cpus {
-        eprintln!(
+        stderr!(
             "collbench: warning: {} local ranks on {cpus} CPUs: ranks share cores, so times include scheduling \
              delays. Use --np {cpus} or fewer to measure the transport rather than the scheduler",
             opts.np
@@ -117,9 +118,8 @@ fn check_outputs(opts: &Options) -> Result<()> {
         report::file::check_writable(p, opts.outputs.force, "--markdown")?;
     }
     if let Some(d) = &opts.outputs.plot {
-        // Made now, so a directory that cannot exist fails before the sweep rather than after it.
-        std::fs::create_dir_all(d)
-            .map_err(|e| Error::io(format!("--plot: creating the chart directory {}", d.display()), e))?;
+        // Made now, so a directory that cannot exist or be written fails before the sweep rather than after it.
+        report::file::check_dir_writable(d, "--plot")?;
     }
     Ok(())
 }
@@ -143,6 +143,10 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
             opts.check_memory(local, avail)?;
         }
     }
+    // Every rank sees the same options and size, so every rank would say the same: rank 0 alone says it.
+    if let Err(e) = check_root(opts, id.size) {
+        return if id.rank == 0 { Err(e) } else { Ok(e.exit_code()) };
+    }
     #[cfg(feature = "mpi")]
     let mpi = init_mpi(opts, id)?;
     let exchange = session::Exchange::choose(
@@ -151,7 +155,15 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         mpi.as_ref(),
     )?;
     let mut sess = session::connect(id, opts, opts.agreement().to_wire(), exchange)?;
-    distinct_paths(&sess, opts)?;
+    if let Err(e) = distinct_paths(&sess, opts) {
+        // Ranks on one host resolve the same interfaces and would all print the same error: rank 0 says it.
+        let one_host = sess.world.ranks.iter().all(|r| r.host == sess.world.host);
+        return if one_host && id.rank != 0 {
+            Ok(e.exit_code())
+        } else {
+            Err(e)
+        };
+    }
     let devices = rank_devices(&mut sess, opts)?;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     let mut run_info = None;
@@ -180,11 +192,11 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         }
         run_info = Some(info);
         if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {
-            eprintln!("collbench: note: {note}");
+            stderr!("collbench: note: {note}");
         }
         let notes = bench::plan::rounded(&bench::plan::points(&opts.sweep, sess.world.size), sess.world.size);
         if !notes.is_empty() {
-            eprintln!(
+            stderr!(
                 "collbench: note: {} point(s) rounded like nccl-tests does, e.g. {}",
                 notes.len(),
                 notes[0]
@@ -244,10 +256,11 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
             }
         }
     }
-    tally.warn_cpu_limited();
+    // The bar goes before anything else is written, so no line lands after it.
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
+    tally.warn_cpu_limited();
     let code = if tally.wrong > 0 { EXIT_WRONG } else { EXIT_OK };
     if let (0, Some(info)) = (id.rank, &run_info) {
         finish(opts, info, &ranks, &line_rates, tally, &mut reporters)?;
@@ -302,8 +315,23 @@ fn finish(
             data.add_predictions(&crate::plot::data::predicted_samples(m));
         }
         for p in crate::plot::write_plots(&data, dir, &crate::plot::Format::ALL)? {
-            eprintln!("collbench: chart {}", p.display());
+            stderr!("collbench: chart {}", p.display());
         }
+    }
+    Ok(())
+}
+
+/// `-r/--root` must be a rank of the job: checked before any rank connects (the trees are planned from it).
+fn check_root(opts: &Options, size: usize) -> Result<()> {
+    if opts.sweep.root >= size {
+        return Err(Error::usage(
+            "-r/--root",
+            format!(
+                "root rank {} does not exist in a job of {size} ranks; give 0 to {}",
+                opts.sweep.root,
+                size.saturating_sub(1)
+            ),
+        ));
     }
     Ok(())
 }

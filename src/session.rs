@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use crate::algorithm::peers::Links;
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::net;
 use crate::net::choose::Choice;
 use crate::options::{Options, PathKind};
@@ -149,7 +149,7 @@ fn show_listeners(rank: usize, bound: &[(TcpListenerBound, String)]) {
     }
     for (b, _) in bound {
         let path = b.label.clone().unwrap_or_else(|| format!("tcp@{}", b.iface));
-        eprintln!("collbench: rank {rank}: data listener for {path} on {}", b.addr);
+        stderr!("collbench: rank {rank}: data listener for {path} on {}", b.addr);
     }
 }
 
@@ -241,7 +241,7 @@ pub fn connect_with(
     world.bootstrap_s = started.elapsed().as_secs_f64();
     if world.rank == 0 {
         for line in path_lines(&tcp_paths(opts), &world.ranks) {
-            eprintln!("{line}");
+            stderr!("{line}");
         }
     }
     // Every rank derives the same pairs from the same (consensus-checked) options.

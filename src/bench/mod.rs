@@ -16,7 +16,7 @@ use crate::algorithm::options::AlgoOptions;
 use crate::engine::call::{Buffers, Memory};
 use crate::engine::options::BufferOptions;
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::fault::TestAids;
 use crate::memory::HostBuf;
 use crate::report::{PathCost, RankInfo, Record, Reporter};
@@ -70,7 +70,7 @@ pub struct Sweep<'a> {
 pub fn note_skipped(said: &mut Vec<String>, skipped: Vec<String>) {
     for s in skipped {
         if !said.contains(&s) {
-            eprintln!("collbench: note: {s}");
+            stderr!("collbench: note: {s}");
             said.push(s);
         }
     }
@@ -176,8 +176,11 @@ pub fn sweep_on<E: Engine, M: Memory>(
         if let Some(per_rank) = gathered {
             let rec = stats::record(&ctx, bufs.algo_name(p.coll, algo), p, &per_rank);
             out.wrong += rec.out_of_place.wrong.unwrap_or(0) + rec.in_place.wrong.unwrap_or(0);
-            for r in reporters.iter_mut() {
-                r.record(&rec)?;
+            // The table shares the terminal with the progress bar: the bar steps aside while a row is written.
+            let mut write = || reporters.iter_mut().try_for_each(|r| r.record(&rec));
+            match progress {
+                Some(pb) => pb.suspend(write)?,
+                None => write()?,
             }
             out.records.push(rec);
         }

@@ -2,6 +2,7 @@
 //! memory, fed one sweep [`Outcome`] at a time.
 
 use super::Outcome;
+use crate::error::stderr;
 use crate::report::{PathCost, Record};
 
 /// The sums of a run's sweeps so far.
@@ -47,7 +48,7 @@ impl Tally {
     pub fn warn_cpu_limited(&self) {
         for c in &self.costs {
             if let Some(w) = super::cost::warning(c) {
-                eprintln!("collbench: warning: {w}");
+                stderr!("collbench: warning: {w}");
             }
         }
     }

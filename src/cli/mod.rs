@@ -446,7 +446,8 @@ pub struct RunArgs {
     pub maxbytes: String,
 
     /// Multiply the size by this factor between points (>= 2) [default: 2]
-    #[arg(short = 'f', long = "stepfactor", alias = "step-factor", value_name = "N", help_heading = SIZES)]
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<u64>,
+        short = 'f', long = "stepfactor", alias = "step-factor", value_name = "N", help_heading = SIZES)]
     pub stepfactor: Option<u64>,
 
     /// Add this many bytes between points instead of multiplying by -f [default: none]
@@ -470,27 +471,32 @@ pub struct RunArgs {
     pub op: Vec<String>,
 
     /// Root rank of broadcast and reduce.
-    #[arg(short = 'r', long = "root", value_name = "RANK", help_heading = WHAT,
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<usize>,
+        short = 'r', long = "root", value_name = "RANK", help_heading = WHAT,
         default_value_t = defaults::ROOT)]
     pub root: usize,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
-    #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<usize>,
+        long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
     pub np: usize,
 
     /// Timed iterations per point.
-    #[arg(short = 'n', long = "iters", value_name = "N", help_heading = TIMING,
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<u32>,
+        short = 'n', long = "iters", value_name = "N", help_heading = TIMING,
         default_value_t = defaults::ITERS)]
     pub iters: u32,
 
     /// Untimed warm-up iterations per point.
-    #[arg(short = 'w', long = "warmup_iters", aliases = ["warmup-iters", "warmup"], value_name = "N",
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<u32>,
+        short = 'w', long = "warmup_iters", aliases = ["warmup-iters", "warmup"], value_name = "N",
         help_heading = TIMING, default_value_t = defaults::WARMUP)]
     pub warmup_iters: u32,
 
     /// Whole sweeps of every path, interleaved (path A, path B, path A, ...); the comparison combines them,
     /// so its intervals include drift between sweeps as well as noise within a point.
-    #[arg(long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = defaults::REPEAT)]
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<u32>,
+        long = "repeat", value_name = "N", help_heading = TIMING, default_value_t = defaults::REPEAT)]
     pub repeat: u32,
 
     /// How several paths take turns: `sweep` (each sweeps every point, then the next) or `point` (every
@@ -500,7 +506,8 @@ pub struct RunArgs {
     pub interleave: String,
 
     /// Data-check iterations per point; 0 turns the check off.
-    #[arg(short = 'c', long = "check", value_name = "N", help_heading = TIMING,
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<u32>,
+        short = 'c', long = "check", value_name = "N", help_heading = TIMING,
         default_value_t = defaults::CHECK_ITERS)]
     pub check: u32,
 
@@ -540,7 +547,8 @@ pub struct RunArgs {
     /// With --memory cuda on the tcp and rdma paths: split each call into at most N pieces of at least 1 MiB
     /// per rank block, so one piece's copies between device and host overlap the network carrying another
     /// (1..=64; 1: copy in, run, copy out)
-    #[arg(long = "staging-pieces", value_name = "N", help_heading = TUNING,
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<usize>,
+        long = "staging-pieces", value_name = "N", help_heading = TUNING,
         default_value_t = defaults::STAGING_PIECES)]
     pub staging_pieces: usize,
 
@@ -577,12 +585,14 @@ pub struct RunArgs {
     /// At the end of the run, fit alpha-beta models per path to its measurements and predict every
     /// collective at N ranks: a table after the results, and the same in the JSON, Markdown and charts
     /// (dashed) [default: no prediction]
-    #[arg(long = "target-ranks", value_name = "N", help_heading = OUTPUT)]
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<usize>,
+        long = "target-ranks", value_name = "N", help_heading = OUTPUT)]
     pub target_ranks: Option<usize>,
 
     /// With --target-ranks: G ranks share each node, so also predict the two-level (hierarchical) form
     /// [default: flat only]
-    #[arg(long = "ranks-per-node", value_name = "G", help_heading = OUTPUT)]
+    #[arg(allow_negative_numbers = true, value_parser = crate::flags::count::<usize>,
+        long = "ranks-per-node", value_name = "G", help_heading = OUTPUT)]
     pub ranks_per_node: Option<usize>,
 
     /// Overwrite output files that already exist.

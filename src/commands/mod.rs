@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::error::Error;
+use crate::error::{stderr, Error};
 
 mod compare;
 mod completions;
@@ -39,6 +39,6 @@ pub fn main(argv: &[OsString]) -> i32 {
 
 /// Prints `e` the way every collbench error reaches the user and returns its exit status.
 pub fn report_error(e: &Error) -> i32 {
-    eprintln!("collbench: error: {e}");
+    stderr!("collbench: error: {e}");
     e.exit_code()
 }

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use crate::cli::PairwiseArgs;
-use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions, MAX_NP};
 use crate::plot::heatmap::{self, Heatmap};
 use crate::session::{self, Pairs};
@@ -102,8 +102,7 @@ fn check_outputs(args: &PairwiseArgs) -> Result<()> {
         crate::report::file::check_writable(p, true, "-J/--output_file")?;
     }
     if let Some(d) = &args.plot {
-        std::fs::create_dir_all(d)
-            .map_err(|e| Error::io(format!("--plot: creating the chart directory {}", d.display()), e))?;
+        crate::report::file::check_dir_writable(d, "--plot")?;
     }
     Ok(())
 }
@@ -144,7 +143,7 @@ fn rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs
     }
     if let Some(dir) = &args.plot {
         for p in heatmaps(&report, dir)? {
-            eprintln!("collbench: heatmap {}", p.display());
+            stderr!("collbench: heatmap {}", p.display());
         }
     }
     Ok(if report.findings.is_empty() {

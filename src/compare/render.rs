@@ -12,19 +12,21 @@ pub struct Header<'a> {
     pub threshold_pct: f64,
 }
 
+/// A figure, or `n/a` where there is none (a change relative to 0, as busbw at 0 bytes).
 fn num(v: f64, decimals: usize) -> String {
     if v.is_finite() {
         format!("{v:.decimals$}")
     } else {
-        "nan".into()
+        "n/a".into()
     }
 }
 
+/// A signed change, or `n/a` where there is none.
 fn signed(v: f64) -> String {
     if v.is_finite() {
         format!("{v:+.1}")
     } else {
-        "nan".into()
+        "n/a".into()
     }
 }
 

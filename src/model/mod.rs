@@ -27,7 +27,7 @@ pub use fit::PathFit;
 pub use input::Sample;
 pub use predict::{Crossover, LocalLink, PathRatio, Prediction};
 
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::report::Record;
 
 pub use fit::Weighting;
@@ -211,7 +211,7 @@ pub fn for_run(records: &[Record], hosts: usize, target_ranks: usize, ranks_per_
     match predict_from_records(records, hosts, &opts) {
         Ok(r) => Some(r),
         Err(e) => {
-            eprintln!(
+            stderr!(
                 "collbench: warning: no prediction at --target-ranks {target_ranks}: {e} \
                  (the measurements above are complete; `collbench model` can fit a results file later)"
             );

@@ -1,32 +1,120 @@
-//! Output files: the pre-flight check that a file may be written, and the atomic rewrite that keeps a
-//! complete file on disk whatever moment the run dies at.
+//! Output files: the pre-flight check that a file may be written, and the write itself. A regular file is
+//! replaced atomically (a temporary file renamed over it), so a complete file stays on disk whatever moment
+//! the run dies at; a character device or FIFO (`/dev/stdout`, `/dev/null`, a pipe) is written in place; a
+//! symbolic link is followed to what it names; a directory, socket or block device is refused.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Refuses, before anything runs, an output `path` that exists (unless `force`), is a directory, or
-/// whose directory does not exist or cannot be written. `flag` names the option in the error.
+/// What an output path names, once symbolic links are followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Target {
+    /// Nothing yet: the file will be created at this path (a dangling link's target).
+    Absent(PathBuf),
+    /// A regular file, at this path (the link's target), replaced atomically.
+    Regular(PathBuf),
+    /// A character device or FIFO, written in place through the path given.
+    Stream,
+    /// What no output may be written to: a directory, socket or block device (its kind, for the message).
+    Refused(&'static str),
+}
+
+/// How many links a chain may hold before it is called a loop (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// What `path` names. The kernel follows the links where the target exists (so `/dev/stdout` through
+/// `/proc/self/fd/1` reaches the real pipe or terminal); a dangling link is followed by hand to where
+/// the file will be created.
+fn target(path: &Path) -> std::io::Result<Target> {
+    match fs::metadata(path) {
+        Ok(m) => {
+            let t = m.file_type();
+            Ok(if t.is_file() {
+                Target::Regular(fs::canonicalize(path)?)
+            } else if t.is_char_device() || t.is_fifo() {
+                Target::Stream
+            } else if t.is_dir() {
+                Target::Refused("a directory")
+            } else if t.is_socket() {
+                Target::Refused("a socket")
+            } else {
+                Target::Refused("a block device")
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => dangling(path).map(Target::Absent),
+        Err(e) => Err(e),
+    }
+}
+
+/// Where a path that does not resolve to anything will be created: itself, or the end of its link chain.
+fn dangling(path: &Path) -> std::io::Result<PathBuf> {
+    let mut at = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let next = fs::read_link(&at)?;
+                at = if next.is_absolute() {
+                    next
+                } else {
+                    parent_dir(&at).join(next)
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// Whether `path` is written in place as a stream (a character device or FIFO) rather than replaced:
+/// reporters that rewrite their whole file after every point write such a path once, at the end.
+pub fn is_stream(path: &Path) -> bool {
+    matches!(target(path), Ok(Target::Stream))
+}
+
+/// Refuses, before anything runs, an output `path` that names a directory, socket or block device, a
+/// regular file that exists (unless `force`), or a file whose directory does not exist or cannot be
+/// written; a character device or FIFO must be writable. `flag` names the option in the error.
 pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
     let shown = path.display();
-    if path.is_dir() {
-        return Err(Error::usage(flag, format!("{shown} is a directory")));
-    }
-    // symlink_metadata also catches a dangling link, which exists() would call absent.
-    if fs::symlink_metadata(path).is_ok() && !force {
-        return Err(Error::usage(flag, format!("{shown} exists; use --force to overwrite")));
-    }
-    let dir = parent_dir(path);
+    let what = target(path).map_err(|e| Error::usage(flag, format!("cannot use {shown}: {e}")))?;
+    let file = match what {
+        Target::Refused(kind) => {
+            return Err(Error::usage(
+                flag,
+                format!("{shown} is {kind}; give a file, a FIFO or a character device such as /dev/stdout"),
+            ))
+        }
+        Target::Stream => return check_stream(path, flag),
+        Target::Regular(_) if !force => {
+            return Err(Error::usage(flag, format!("{shown} exists; use --force to overwrite")));
+        }
+        Target::Regular(p) | Target::Absent(p) => p,
+    };
+    let dir = parent_dir(&file);
     if !dir.is_dir() {
         return Err(Error::usage(
             flag,
             format!("directory {} of {shown} does not exist", dir.display()),
         ));
     }
-    // Probe with a real file: permission bits alone do not tell (root, read-only mounts, ACLs).
-    let probe = temp_path(path);
+    probe_dir(&dir, &file, flag)
+}
+
+/// Refuses, before anything runs, a chart directory (`--plot DIR`) that cannot be created or written in.
+pub fn check_dir_writable(dir: &Path, flag: &str) -> Result<()> {
+    fs::create_dir_all(dir)
+        .map_err(|e| Error::usage(flag, format!("cannot create the directory {}: {e}", dir.display())))?;
+    probe_dir(dir, &dir.join("chart"), flag)
+}
+
+/// Creates and removes a file next to `file` in `dir`: permission bits alone do not tell (root,
+/// read-only mounts, ACLs).
+fn probe_dir(dir: &Path, file: &Path, flag: &str) -> Result<()> {
+    let probe = temp_path(file);
     let created = OpenOptions::new().write(true).create_new(true).open(&probe);
     match created {
         Ok(_) => {
@@ -37,21 +125,49 @@ pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
     }
 }
 
-/// Replaces `path` with `bytes` atomically: written to a temporary file in the same directory, then
-/// renamed over it, so a reader (or a crash) never sees half a file.
+/// A character device or FIFO must allow writing. Opening would block on a FIFO without a reader, so
+/// the permission is asked instead.
+fn check_stream(path: &Path, flag: &str) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::usage(flag, format!("{} holds a NUL byte", path.display())))?;
+    // SAFETY: access() only reads the NUL-terminated path, which `c` owns for the whole call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(Error::usage(flag, format!("cannot write to {}: {e}", path.display())))
+}
+
+/// Writes `bytes` to `path`: a regular file (or a new one) is replaced atomically, written to a temporary
+/// file in the same directory, then renamed over it, so a reader (or a crash) never sees half a file; a
+/// link is followed, so the link stays and its target is replaced; a character device or FIFO is written
+/// in place. A failed write (a full disk, `/dev/full`) is an I/O error naming the path.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_path(path);
+    let failed = |e| Error::io(format!("writing {}", path.display()), e);
+    let file = match target(path).map_err(failed)? {
+        Target::Stream => {
+            let mut f = OpenOptions::new().write(true).open(path).map_err(failed)?;
+            return f.write_all(bytes).and_then(|()| f.flush()).map_err(failed);
+        }
+        Target::Refused(kind) => {
+            let msg = format!("{} is {kind}", path.display());
+            return Err(failed(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg)));
+        }
+        Target::Regular(p) | Target::Absent(p) => p,
+    };
+    let tmp = temp_path(&file);
     let written = (|| {
         let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(bytes)?;
         // No fsync: this guards against the process dying mid-write, not against power loss, and an
         // fsync per point would add milliseconds to every point of a sweep.
         drop(f);
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, &file)
     })();
     written.map_err(|e| {
         let _ = fs::remove_file(&tmp);
-        Error::io(format!("writing {}", path.display()), e)
+        failed(e)
     })
 }
 
@@ -134,5 +250,102 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
         let err = write_atomic(&dir.path().join("missing/r.json"), b"x").unwrap_err();
         assert!(matches!(err, Error::Io { .. }));
+    }
+
+    fn link(dir: &Path, name: &str, to: &str) -> PathBuf {
+        let l = dir.join(name);
+        std::os::unix::fs::symlink(to, &l).unwrap();
+        l
+    }
+
+    #[test]
+    fn character_device_is_written_in_place_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = link(dir.path(), "null", "/dev/null");
+        check_writable(&l, false, "-J").unwrap();
+        assert!(is_stream(&l));
+        write_atomic(&l, b"{}").unwrap();
+        assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+        assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    }
+
+    #[test]
+    fn full_device_is_an_io_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = link(dir.path(), "full", "/dev/full");
+        check_writable(&l, true, "--markdown").unwrap();
+        match write_atomic(&l, b"x") {
+            Err(e @ Error::Io { .. }) => {
+                assert_eq!(e.exit_code(), crate::error::EXIT_IO);
+                assert!(
+                    e.to_string().contains("full") && e.to_string().contains("No space left"),
+                    "{e}"
+                );
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+    }
+
+    #[test]
+    fn fifo_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo only reads the NUL-terminated path owned by `c`.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        check_writable(&fifo, false, "--csv").unwrap();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"row\n").unwrap();
+        assert_eq!(reader.join().unwrap(), b"row\n");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    }
+
+    #[test]
+    fn link_to_a_regular_file_is_followed_and_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("real.json");
+        fs::write(&target, "old").unwrap();
+        let l = link(dir.path(), "out.json", "real.json");
+        usage_message(check_writable(&l, false, "-J"));
+        check_writable(&l, true, "-J").unwrap();
+        write_atomic(&l, b"new").unwrap();
+        assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new");
+        // A dangling link is followed to where its target will be created.
+        let dangling = link(dir.path(), "later.json", "made.json");
+        check_writable(&dangling, false, "-J").unwrap();
+        write_atomic(&dangling, b"made").unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("made.json")).unwrap(), "made");
+    }
+
+    #[test]
+    fn socket_is_refused_even_with_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let (flag, msg) = usage_message(check_writable(&sock, true, "--junit"));
+        assert_eq!(flag, "--junit");
+        assert!(msg.contains("is a socket"), "{msg}");
+        assert!(write_atomic(&sock, b"x").is_err());
+        assert!(fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
+    }
+
+    #[test]
+    fn chart_directory_must_be_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        check_dir_writable(&dir.path().join("charts/run1"), "--plot").unwrap();
+        assert!(dir.path().join("charts/run1").is_dir());
+        let file = dir.path().join("plain");
+        fs::write(&file, "").unwrap();
+        let (flag, msg) = usage_message(check_dir_writable(&file.join("charts"), "--plot"));
+        assert_eq!(flag, "--plot");
+        assert!(msg.contains("cannot create"), "{msg}");
+        // /proc/self exists but takes no new files, whoever runs the test.
+        let (_, msg) = usage_message(check_dir_writable(Path::new("/proc/self"), "--plot"));
+        assert!(msg.contains("cannot write in /proc/self"), "{msg}");
     }
 }

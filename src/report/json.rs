@@ -41,6 +41,10 @@ impl JsonReporter {
     fn write(&self, summary: Option<&Summary>) -> Result<()> {
         // Nothing to write before begin(): the run metadata is what makes the file meaningful.
         let Some(run) = &self.run else { return Ok(()) };
+        // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final document only.
+        if summary.is_none() && super::file::is_stream(&self.path) {
+            return Ok(());
+        }
         let doc = document(run, &self.records, summary);
         let mut bytes = serde_json::to_vec_pretty(&doc)
             .map_err(|e| Error::io(format!("encoding {}", self.path.display()), e.into()))?;

@@ -27,6 +27,10 @@ impl MarkdownReporter {
     }
 
     fn write(&self, summary: Option<&Summary>) -> Result<()> {
+        // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final report only.
+        if summary.is_none() && super::file::is_stream(&self.path) {
+            return Ok(());
+        }
         write_atomic(&self.path, render(&self.head, &self.records, summary).as_bytes())
     }
 }

@@ -6,8 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result, EXIT_PEER};
+use crate::error::{stderr, Error, Result, EXIT_PEER};
 use crate::transport::tcp::handshake::Token;
+use crate::world::launcher_stop::{die_with_launcher, Stopper};
 use crate::world::{env, new_token, rendezvous, token_to_hex, Identity};
 
 /// The thread serving a rendezvous; it returns every rank's info once all joined.
@@ -32,11 +33,15 @@ pub fn start_rendezvous(size: usize, token: Token, timeout: Duration) -> Result<
 /// gets the others stopped at once rather than left to wait out their timeouts.
 pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Result<i32> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding collbench's own executable", e))?;
+    // Before the rendezvous thread starts, so that no thread but the watcher takes SIGTERM or SIGINT.
+    let stopper = Stopper::install();
     let token = new_token();
     let (root, _server) = start_rendezvous(np, token, timeout)?;
     let mut children: Vec<Child> = Vec::with_capacity(np);
     for rank in 0..np {
-        let child = Command::new(&exe)
+        let mut cmd = Command::new(&exe);
+        die_with_launcher(&mut cmd);
+        let child = cmd
             .args(args)
             .env(env::RANK, rank.to_string())
             // Every embedded rank is on this host, so its local rank is its rank (one GPU each, in turn).
@@ -49,7 +54,10 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
             .env(env::LAUNCHER, "local")
             .spawn();
         match child {
-            Ok(c) => children.push(c),
+            Ok(c) => {
+                stopper.started(c.id());
+                children.push(c);
+            }
             Err(e) => {
                 kill_all(&mut children);
                 return Err(Error::io(
@@ -59,7 +67,11 @@ pub fn launch_processes(np: usize, args: &[OsString], timeout: Duration) -> Resu
             }
         }
     }
-    supervise(children)
+    let worst = supervise(children, &stopper)?;
+    Ok(match stopper.signal() {
+        Some(sig) => 128 + sig,
+        None => worst,
+    })
 }
 
 /// How long the other ranks get, after one failed, to notice it themselves and say so before they are stopped.
@@ -67,7 +79,7 @@ const GRACE: Duration = Duration::from_secs(5);
 
 /// Waits for every rank; returns the worst exit status. After the first failure (a signal, or a peer or
 /// transport error), the rest get [`GRACE`] to end on their own, then are killed, so nothing hangs.
-fn supervise(children: Vec<Child>) -> Result<i32> {
+fn supervise(children: Vec<Child>, stopper: &Stopper) -> Result<i32> {
     let mut running: Vec<Option<Child>> = children.into_iter().map(Some).collect();
     let mut worst = 0;
     let mut stop_at: Option<Instant> = None;
@@ -86,7 +98,7 @@ fn supervise(children: Vec<Child>) -> Result<i32> {
                             rank.to_string()
                         })
                         .collect();
-                    eprintln!(
+                    stderr!(
                         "collbench: stopped local rank(s) {} still running {} s after the first failure",
                         late.join(", "),
                         GRACE.as_secs()
@@ -109,16 +121,17 @@ fn supervise(children: Vec<Child>) -> Result<i32> {
         };
         // Reaped here, so the Child must never signal that pid again.
         running[rank] = None;
+        stopper.reaped(pid);
         let code = if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
         } else {
-            if !killed {
+            if !killed && stopper.signal().is_none() {
                 let sig = if libc::WIFSIGNALED(status) {
                     libc::WTERMSIG(status)
                 } else {
                     0
                 };
-                eprintln!("collbench: local rank {rank} (pid {pid}) was killed by signal {sig}");
+                stderr!("collbench: local rank {rank} (pid {pid}) was killed by signal {sig}");
             }
             EXIT_PEER
         };

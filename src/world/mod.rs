@@ -8,6 +8,7 @@ pub mod deadlines;
 mod disagreement;
 pub mod env;
 pub mod launcher_abort;
+pub mod launcher_stop;
 pub mod local;
 pub mod rank_info;
 pub mod rendezvous;

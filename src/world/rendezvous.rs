@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::rank_info::{Endpoint, RankInfo};
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
 pub(crate) use crate::world::disagreement::disagreement;
@@ -84,7 +84,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
     let mut gate = Gate::new(|b: &[u8]| admit_join(b, &token), OPENING_DEADLINE);
     let mut drop_one = |from: SocketAddr, why: String| {
-        eprintln!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
+        stderr!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
         dropped.push(format!("{from}: {why}"));
     };
     while count < size {
@@ -131,9 +131,11 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 .collect();
             let mut refused = dropped.clone();
             refused.extend(gate.close().into_iter().map(|(from, why)| format!("{from}: {why}")));
+            let they = if missing.len() == 1 { "it" } else { "they" };
             let msg = format!(
-                "rendezvous at {where_}: ranks {} did not join within {:.1} s; did they start, and can they \
+                "rendezvous at {where_}: {} {} did not join within {:.1} s; did {they} start, and can {they} \
                  reach this address?{}",
+                if missing.len() == 1 { "rank" } else { "ranks" },
                 missing.join(", "),
                 timeout.as_secs_f64(),
                 if refused.is_empty() {
@@ -184,9 +186,10 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     let reply = Reply::Welcome(infos.clone());
     for (j, sock) in joined.iter_mut().flatten() {
         if let Err(e) = write_frame(sock, &reply) {
-            eprintln!(
+            stderr!(
                 "collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}",
-                j.rank, j.host
+                j.rank,
+                j.host
             );
         }
     }
@@ -418,7 +421,7 @@ pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
         }
         if !said {
             said = true;
-            eprintln!(
+            stderr!(
                 "collbench: rank 0 (host {}): the rendezvous address '{root}' is not usable yet ({err}); retrying \
                  until the bootstrap deadline",
                 crate::net::hostname()
@@ -459,7 +462,7 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
         if Instant::now() >= deadline {
             return Err(Error::Peer(format!(
                 "{who}: cannot reach the rendezvous at {root} after trying for {:.1} s ({err}); is rank 0 (or the \
-                 launcher) running, and is the address right? Raise -T/--timeout if ranks start far apart",
+                 launcher) running, and is the address right? Raise --bootstrap-timeout if ranks start far apart",
                 started.elapsed().as_secs_f64()
             )));
         }

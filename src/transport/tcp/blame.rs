@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::progress::MAX_ABORT_BODY;
 use super::TcpTransport;
-use crate::error::Error;
+use crate::error::{stderr, Error};
 use crate::transport::requests::Requests;
 
 /// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
@@ -58,7 +58,7 @@ impl TcpTransport {
                             new = true;
                         }
                         Ok(_) => {}
-                        Err(e) => eprintln!(
+                        Err(e) => stderr!(
                             "collbench: {}: unreadable abort note from {} ignored: {e}",
                             format_args!("rank {} (host {})", self.rank, self.host),
                             p.addr

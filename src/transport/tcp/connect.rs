@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::gate::{Event, Gate};
 use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN};
 use super::{PeerAddr, TcpConfig, TcpTransport};
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::transport::Links;
 
 /// How long an accepted connection may take to say hello before it is dropped.
@@ -123,7 +123,7 @@ pub fn connect_all(
         .set_nonblocking(true)
         .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
     let mut gate = Gate::new(|b: &[u8]| Hello::admit(b, &token), HELLO_DEADLINE);
-    let drop_line = |from: SocketAddr, why: &str| eprintln!("collbench: {me}: dropped a connection from {from}: {why}");
+    let drop_line = |from: SocketAddr, why: &str| stderr!("collbench: {me}: dropped a connection from {from}: {why}");
     while accepted < expected {
         let (res, mut events) = gate.accept_all(&bound.listener);
         res.map_err(|e| Error::io(format!("{me}: accepting on {}", bound.addr), e))?;

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use crate::bench::options::MAX_REPEAT;
 use crate::cli::PreflightArgs;
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::options::{Options, PathKind};
 use crate::report::file::check_writable;
 use crate::sizes::{format_size, format_size_arg};
@@ -161,7 +161,7 @@ fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
     match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail) {
         Some(b) if b == want => crate::run::launch_local(&setup.opts, argv),
         Some(b) => {
-            eprintln!(
+            stderr!(
                 "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit in the \
                  {} of memory available",
                 format_size(want),

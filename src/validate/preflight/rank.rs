@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 use super::checks::PathInfo;
 use super::verdict::{Check, Verdict};
 use super::Setup;
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::options::{Options, PathKind, Progress};
 use crate::paths::Paths;
 use crate::report::Record;
@@ -140,7 +140,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                             let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
                             let keys = super::path_keys(opts);
                             if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
-                                eprintln!("collbench: error: keeping what was measured: {w}");
+                                stderr!("collbench: error: keeping what was measured: {w}");
                             }
                         }
                         return Err(e);

@@ -1,0 +1,548 @@
+//! The binary against what a careless user or a hostile neighbour does to it: output paths that are not
+//! plain files, a launcher killed by pid, bad counts, a usage error every rank sees, a terminal shared with
+//! the progress bar, a stderr closed under it. Each test runs `collbench` as users do (local ranks on
+//! loopback) and asserts the exit status, what reached the files and what was printed.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A run that is not over by then has hung: the test fails and kills what is left.
+const HANG: Duration = Duration::from_secs(120);
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("collbench")
+}
+
+/// A short two-rank sweep: one collective, four sizes, one iteration.
+const SHORT: [&str; 13] = [
+    "run",
+    "--np",
+    "2",
+    "-b",
+    "8",
+    "-e",
+    "64",
+    "-n",
+    "1",
+    "-w",
+    "0",
+    "--collective",
+    "all_reduce",
+];
+
+fn run(extra: &[&str]) -> Output {
+    Command::new(bin())
+        .args(SHORT)
+        .arg("--no-progress")
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn link(dir: &Path, name: &str, to: &str) -> PathBuf {
+    let l = dir.join(name);
+    std::os::unix::fs::symlink(to, &l).unwrap();
+    l
+}
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).unwrap().file_type().is_symlink()
+}
+
+// --- item 1: --force and output paths that are not regular files --------------------------------------
+
+#[test]
+fn a_character_device_is_written_in_place_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    // A link to /dev/null: on a build that replaced what it wrote to, only the link would be lost.
+    let null = link(dir.path(), "null.json", "/dev/null");
+    let o = run(&["-J", s(&null)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(is_link(&null));
+    assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+}
+
+#[test]
+fn a_full_device_is_an_io_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = link(dir.path(), "full.md", "/dev/full");
+    let o = run(&["--markdown", s(&full), "--force"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("full.md") && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(is_link(&full), "the link to /dev/full was replaced");
+}
+
+#[test]
+fn a_fifo_gets_one_complete_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("results.json");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let o = run(&["-J", s(&fifo)]);
+    // A reader still waiting (the run never opened the FIFO) is let go, so the test fails rather than hangs.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo);
+    }
+    let got = reader.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&got).unwrap_or_else(|e| panic!("not one JSON document ({e}):\n{got}"));
+    assert_eq!(v["collbench"]["complete"], true);
+    assert_eq!(v["results"].as_array().unwrap().len(), 4);
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+#[test]
+fn a_link_to_a_regular_file_is_followed_only_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.json");
+    std::fs::write(&real, "old\n").unwrap();
+    let l = link(dir.path(), "out.json", "real.json");
+    let o = run(&["-J", s(&l)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    let o = run(&["-J", s(&l), "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(is_link(&l), "the link was replaced instead of followed");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert_eq!(v["collbench"]["complete"], true);
+}
+
+#[test]
+fn a_socket_or_directory_is_refused_even_with_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.json");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    for (flag, path, what) in [
+        ("-J", &sock, "is a socket"),
+        ("--markdown", &dir.path().to_path_buf(), "is a directory"),
+    ] {
+        let o = run(&[flag, s(path), "--force"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(what) && stderr(&o).contains(flag), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "measured before refusing");
+    }
+    assert!(std::fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
+}
+
+// --- item 6: the local launcher killed by pid ----------------------------------------------------------
+
+/// Starts `run --np 2` with rank 0 stopping itself (SIGSTOP) at all_gather, so the run stands still with
+/// every all_reduce point (and the all_gather points that round to 0 bytes) in its JSON file; sends `sig` to the launcher's pid only; every rank must end
+/// (their end closes the stderr they share), the file must keep the four points, marked incomplete.
+fn launcher_killed_by(sig: libc::c_int) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut c = Command::new(bin())
+        .args([
+            "run",
+            "--np",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--no-progress",
+        ])
+        .args([
+            "--collective",
+            "all_reduce,all_gather",
+            "-T",
+            "600",
+            "--fault",
+            "0:all_gather@8:stop",
+        ])
+        .args(["-J", s(&json)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = c.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let _ = tx.send(Some(l.unwrap_or_default()));
+        }
+        let _ = tx.send(None);
+    });
+    let mut said = Vec::new();
+    loop {
+        match rx.recv_timeout(HANG) {
+            Ok(Some(l)) => {
+                let fault = l.contains("--fault");
+                said.push(l);
+                if fault {
+                    break;
+                }
+            }
+            other => panic!("no fault line ({other:?}):\n{}", said.join("\n")),
+        }
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pids: Vec<i32> = v["collbench"]["run"]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pid"].as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(pids.len(), 2, "{v}");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child, not yet reaped.
+    unsafe { libc::kill(c.id() as i32, sig) };
+    let ended = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some(l)) => said.push(l),
+            Ok(None) => break true,
+            Err(_) => break false,
+        }
+    };
+    if !ended {
+        for &p in &pids {
+            // SAFETY: as above; these are the ranks this test started, left running by the bug under test.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+    let status = c.wait().unwrap();
+    assert!(
+        ended,
+        "ranks {pids:?} still running 60 s after the launcher got signal {sig}:\n{}",
+        said.join("\n")
+    );
+    match sig {
+        libc::SIGKILL => assert_eq!(status.signal(), Some(libc::SIGKILL)),
+        _ => {
+            assert_eq!(status.code(), Some(128 + sig), "{}", said.join("\n"));
+            assert!(
+                said.iter().any(|l| l.contains("the launcher got SIG")),
+                "{}",
+                said.join("\n")
+            );
+        }
+    }
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["collbench"]["complete"], false, "{v}");
+    let all_reduce = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["collective"] == "all_reduce")
+        .count();
+    assert_eq!(all_reduce, 4, "{v}");
+}
+
+#[test]
+fn sigkill_to_the_launcher_stops_its_ranks() {
+    launcher_killed_by(libc::SIGKILL);
+}
+
+#[test]
+fn sigterm_to_the_launcher_stops_its_ranks() {
+    launcher_killed_by(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_to_the_launcher_stops_its_ranks() {
+    launcher_killed_by(libc::SIGINT);
+}
+
+// --- item 7: rough edges --------------------------------------------------------------------------------
+
+#[test]
+fn an_unwritable_chart_directory_is_a_usage_error_before_measuring() {
+    // /proc/self exists and takes no new files, for root too.
+    for dir in ["/proc/self", "/proc/self/charts"] {
+        let o = run(&["--plot", dir]);
+        assert_eq!(o.status.code(), Some(2), "{dir}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--plot"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "measured before refusing --plot {dir}");
+    }
+}
+
+#[test]
+fn compare_says_n_a_where_a_zero_byte_point_has_no_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("a.json");
+    // Sizes 0, 32 and 64: -f cannot grow from 0, so -i steps by bytes.
+    let o = Command::new(bin())
+        .args([
+            "run", "--np", "2", "-b", "0", "-i", "32", "-e", "64", "-n", "1", "-w", "0",
+        ])
+        .args(["--collective", "all_reduce", "--no-progress", "-J", s(&json)])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = Command::new(bin())
+        .args(["compare", s(&json), s(&json)])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.to_lowercase().contains("nan"), "{out}");
+    assert!(out.contains("n/a"), "{out}");
+}
+
+#[test]
+fn negative_counts_are_refused_naming_the_flag() {
+    for (flag, long) in [
+        ("-w", "--warmup_iters"),
+        ("-n", "--iters"),
+        ("--np", "--np"),
+        ("-r", "--root"),
+    ] {
+        let o = Command::new(bin()).args(["run", flag, "-1"]).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(long) && err.contains("negative"), "{flag}: {err}");
+    }
+}
+
+/// One rank started by hand as a launcher would, with the rendezvous at `root`.
+fn lone_rank(rank: usize, root: &str) -> Output {
+    Command::new(bin())
+        .args(["run", "--no-progress", "-e", "8", "--bootstrap-timeout", "1"])
+        .env("COLLBENCH_RANK", rank.to_string())
+        .env("COLLBENCH_WORLD_SIZE", "2")
+        .env("COLLBENCH_ROOT", root)
+        .env("COLLBENCH_JOB_TOKEN", "00112233445566778899aabbccddeeff")
+        .env_remove("COLLBENCH_JOB_TOKEN_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn bootstrap_deadlines_name_the_right_flag_and_count() {
+    // Nothing listens on port 1: the rank gives up at its bootstrap deadline.
+    let o = lone_rank(1, "127.0.0.1:1");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("--bootstrap-timeout") && !err.contains("-T/--timeout"),
+        "{err}"
+    );
+    // Rank 0 serves the rendezvous; rank 1 never comes. The port was free a moment ago; another test's
+    // listener may take it first, so a port found in use is tried again.
+    let o = (0..5)
+        .map(|_| {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            lone_rank(0, &format!("127.0.0.1:{port}"))
+        })
+        .find(|o| !stderr(o).contains("in use"))
+        .expect("five free ports taken at once");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("rank 1 did not join") && err.contains("did it start"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_usage_error_every_rank_sees_is_printed_once() {
+    for args in [
+        &["--transport", "tcp,tcp@lo"][..],
+        &["-r", "5", "--collective", "broadcast"][..],
+    ] {
+        let o = Command::new(bin())
+            .args(["run", "--np", "3", "-e", "8", "-n", "1", "-w", "0", "--no-progress"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.matches("collbench: error:").count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+// --- item 8: terminals and pipes ------------------------------------------------------------------------
+
+/// The lines a terminal shows after `raw`: carriage return, line feed, erase in line (`ESC[K`, `ESC[2K`),
+/// erase below (`ESC[J`) and cursor up (`ESC[nA`) are applied; other escape sequences are dropped.
+fn screen(raw: &str) -> Vec<String> {
+    let mut lines: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut it = raw.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\r' => col = 0,
+            '\n' => {
+                row += 1;
+                col = 0;
+                if row == lines.len() {
+                    lines.push(Vec::new());
+                }
+            }
+            '\x1b' => {
+                if it.peek() != Some(&'[') {
+                    continue;
+                }
+                it.next();
+                let mut param = String::new();
+                let mut end = ' ';
+                for d in it.by_ref() {
+                    if d.is_ascii_alphabetic() || d == '~' {
+                        end = d;
+                        break;
+                    }
+                    param.push(d);
+                }
+                match end {
+                    'K' if param == "2" => lines[row].clear(),
+                    'K' => lines[row].truncate(col),
+                    'J' => {
+                        lines[row].truncate(col);
+                        lines.truncate(row + 1);
+                    }
+                    'A' => row = row.saturating_sub(param.parse().unwrap_or(1)),
+                    _ => {}
+                }
+            }
+            c => {
+                let line = &mut lines[row];
+                while line.len() < col {
+                    line.push(' ');
+                }
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
+        }
+    }
+    lines
+        .into_iter()
+        .map(|l| l.into_iter().collect::<String>().trim_end().to_string())
+        .collect()
+}
+
+#[test]
+fn the_screen_model_applies_what_a_terminal_does() {
+    assert_eq!(screen("bar 1/8\r\x1b[2Krow\r\nnext"), ["row", "next"]);
+    assert_eq!(screen("a\nbar\x1b[1A\r\x1b[2K"), ["", "bar"]);
+    assert_eq!(screen("bar 1/8   row\n"), ["bar 1/8   row", ""]);
+}
+
+#[test]
+fn on_a_terminal_the_progress_bar_leaves_no_line_between_table_rows() {
+    // `script` runs the command on a pseudo-terminal and copies what it shows.
+    let cmd = format!("{} run --np 2 -b 8 -e 1K -n 1 -w 0 --collective all_reduce", s(&bin()));
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux) runs a command on a pseudo-terminal");
+    let raw = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{raw}");
+    assert!(
+        raw.contains('\u{2591}') || raw.contains('\u{2588}'),
+        "no progress bar was drawn:\n{raw}"
+    );
+    let shown = screen(&raw);
+    let rows = shown.iter().filter(|l| l.trim_end().ends_with("rec_doubling")).count();
+    assert_eq!(rows, 8, "{}", shown.join("\n"));
+    let stale: Vec<&String> = shown
+        .iter()
+        .filter(|l| l.contains('\u{2591}') || l.contains('\u{2588}') || l.contains("/8 all_reduce"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "progress text left on screen: {stale:#?}\n{}",
+        shown.join("\n")
+    );
+}
+
+#[test]
+fn a_closed_stderr_neither_panics_nor_loses_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let charts = dir.path().join("charts");
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just made by pipe and are owned here alone.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    // As `2>&1 >/dev/null | head -2` ends up: nobody reads stderr any more, so every write to it fails.
+    drop(read);
+    let o = Command::new(bin())
+        .args(SHORT)
+        .args(["-J", s(&json), "--plot", s(&charts)])
+        .stdin(Stdio::null())
+        .stderr(Stdio::from(write))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["collbench"]["complete"], true);
+    assert!(std::fs::read_dir(&charts).unwrap().count() > 0, "no chart written");
+}
+
+/// `eprintln!` panics when stderr is a closed pipe; the code writes to stderr through `error::stderr!`.
+#[test]
+fn no_eprintln_is_left_outside_tests() {
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut all);
+    let mut found = Vec::new();
+    for f in all {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // Unit tests (after `#[cfg(test)]`) may print as they like.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, line) in code.lines().enumerate() {
+            if line.contains("eprintln!(") || line.contains("eprint!(") {
+                found.push(format!("{}:{}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "use crate::error::stderr! instead at {found:#?}");
+}
