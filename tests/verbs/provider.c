@@ -44,14 +44,20 @@
 #define MAX_CQE 4194303
 #define MAGIC 0x56455242u /* "VERB" */
 
+/* One write per line: ranks of one test share a stderr pipe, and pieces of their lines must not mix. */
 static void diag(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("fakeverbs: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	int n = snprintf(line, sizeof(line), "fakeverbs: ");
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(2, line, (size_t)n) < 0)
+		return;
 }
 
 /* FAKE_CALL_LOG=FILE: each queue pair created appends a line to FILE, so tests can count set-ups per run. */
