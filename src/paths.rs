@@ -146,6 +146,27 @@ impl Paths {
         }
     }
 
+    /// Runs `f` over path `i`'s own transport (a TCP path's connections, or an RDMA path's queue pairs), for
+    /// tests written against the [`Transport`] trait rather than the collectives (the pairwise link test).
+    /// A peer's abort on an RDMA path is heard on the control path, as in [`Paths::sweep`]. `None` for paths
+    /// that have no transport of collbench's (mpi, nccl) or that this build lacks.
+    pub fn on_transport<R>(
+        &mut self,
+        i: usize,
+        sess: &mut Session,
+        f: impl FnOnce(&mut dyn Transport) -> Result<R>,
+    ) -> Option<Result<R>> {
+        match &mut self.list.get_mut(i)?.link {
+            Link::Tcp(k) => Some(f(sess.transports.get_mut(*k)?)),
+            #[cfg(feature = "rdma")]
+            Link::Rdma(t) => Some(f(&mut **t).map_err(|e| match t.aborted_by() {
+                Some(origin) => hear_abort(&mut sess.transports[0], origin, e),
+                None => e,
+            })),
+            _ => None,
+        }
+    }
+
     /// `e` made known to every peer over the path that failed (a TCP path), or else over the control path,
     /// so all ranks name the same culprit.
     pub fn abort(&self, i: usize, sess: &mut Session, e: Error) -> Error {

@@ -413,7 +413,8 @@ fn info_without_a_launcher_describes_this_host() {
     // 4096 ranks outnumber any machine's CPUs: the advice says so.
     assert!(stdout.contains("4096 ranks"), "{stdout}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
+    common::validate_info_against_schema(&v);
     assert!(v["hosts"][0]["ifaces"]
         .as_array()
         .unwrap()

@@ -169,6 +169,8 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--np", "0"], "--np"),
         (&["--transport", "mpi"], "--transport"),
         (&["--transport", "tcp@"], "--transport"),
+        // No such verbs device (or a build without RDMA): refused before any rank starts.
+        (&["--transport", "rdma@no_such_dev0"], "--transport"),
         (&["-T", "-1"], "-T/--timeout"),
         (&["--iface", ""], "--iface"),
         (&["-J", "/nonexistent-dir/x.json"], "-J/--output_file"),

@@ -1,5 +1,7 @@
 //! `collbench pairwise`: launches like `run` (local ranks without a launcher, one rank per process under
-//! one), measures every pair, prints the matrices and findings on rank 0, writes JSON and heatmaps.
+//! one), measures every pair over the path asked for (collbench's TCP transport, or its verbs transport on
+//! an `rdma@` path, set up over a TCP control path), prints the matrices and findings on rank 0, writes JSON
+//! and heatmaps.
 //!
 //! Exit status: 0 no finding, 1 a slow host or link named, 2 bad flags, 3 a peer or deadline failed,
 //! 4 an output file could not be written.
@@ -10,6 +12,7 @@ use std::path::Path;
 use crate::cli::PairwiseArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions, MAX_NP};
+use crate::paths::Paths;
 use crate::plot::heatmap::{self, Heatmap};
 use crate::session::{self, Pairs};
 use crate::sizes::parse_size;
@@ -31,7 +34,10 @@ pub fn pairwise(args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
         check_outputs(args)?;
     }
     match id {
-        None => local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout),
+        None => {
+            check_rdma_target(&opts)?;
+            local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout)
+        }
         Some(id) => rank(&opts, &cfg, &id, args),
     }
 }
@@ -48,10 +54,12 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
         ));
     }
     let path: PathKind = args.transport.parse().map_err(|e| Error::usage("--transport", e))?;
-    if !path.is_tcp() {
+    if matches!(path, PathKind::Mpi | PathKind::Nccl) {
         return Err(Error::usage(
             "--transport",
-            format!("pairwise measures collbench's own TCP transport: give tcp or tcp@SPEC, not {path}"),
+            format!(
+                "pairwise measures collbench's own transports: give tcp, tcp@SPEC or rdma@DEVICE[:PORT], not {path}"
+            ),
         ));
     }
     let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
@@ -95,6 +103,24 @@ fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
     Ok((opts, cfg))
 }
 
+/// An `rdma@` device is opened and its port checked before any local rank starts, as `run` does (a
+/// missing device names what was looked for).
+fn check_rdma_target(opts: &Options) -> Result<()> {
+    #[cfg(feature = "rdma")]
+    for p in &opts.paths.transports {
+        if let PathKind::Rdma { device, port } = p {
+            crate::transport::rdma::connect::check_target(&crate::paths::rdma_target(
+                device,
+                *port,
+                opts.rdma.gid_index,
+            ))?;
+        }
+    }
+    #[cfg(not(feature = "rdma"))]
+    let _ = opts;
+    Ok(())
+}
+
 /// The JSON file's directory must exist and be writable, and the chart directory must be creatable,
 /// before anything is measured.
 fn check_outputs(args: &PairwiseArgs) -> Result<()> {
@@ -128,10 +154,27 @@ fn rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs
         "timeout_s": opts.deadlines.timeout.as_secs_f64(),
     });
     let mut sess = session::connect_with(id, opts, consensus, exchange, Pairs::All)?;
-    let report = match crate::validate::pairwise::measure(&mut sess, 0, cfg) {
+    // The path measured: a TCP path is the session's transport; an rdma@ path's queue pairs are set up over
+    // the session's control path first.
+    let mut open = match Paths::open(&mut sess, opts) {
+        Ok(p) => p,
+        Err(e) => return Err(crate::paths::abort_on(&mut sess, 0, e)),
+    };
+    let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+    let measured = open
+        .on_transport(0, &mut sess, |t| {
+            crate::validate::pairwise::measure_on(t, &hosts, cfg, &crate::validate::pairwise::Thresholds::default())
+        })
+        .unwrap_or_else(|| {
+            Err(Error::usage(
+                "--transport",
+                "this path has no transport of collbench's to measure",
+            ))
+        });
+    let report = match measured {
         Ok(r) => r,
         // Every peer learns that this rank gave up, and all name the same culprit.
-        Err(e) => return Err(sess.transports[0].abort(e.during("the pairwise test"))),
+        Err(e) => return Err(open.abort(0, &mut sess, e.during("the pairwise test"))),
     };
     let Some(report) = report else {
         return Ok(EXIT_OK);

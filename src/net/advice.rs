@@ -496,7 +496,7 @@ mod tests {
             phys_state: Some(phys.into()),
             rate: None,
             link_layer: Some(link.into()),
-            gid0: None,
+            gids: vec![],
             netdevs: vec![],
         }
     }

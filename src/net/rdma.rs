@@ -1,9 +1,9 @@
 //! RDMA devices and their ports, read from sysfs (`/sys/class/infiniband`), so no verbs library is needed.
 //!
 //! Per port the kernel gives `state` ("4: ACTIVE"), `phys_state` ("5: LinkUp"), `rate` ("100 Gb/sec (4X EDR)"),
-//! `link_layer` (InfiniBand or Ethernet, i.e. RoCE) and the GID table; per device `node_guid`. The network
-//! device of a port is `gid_attrs/ndevs/0` (RoCE), else the device's `device/net/*` entry whose `dev_port`
-//! matches (IPoIB, multi-port NICs).
+//! `link_layer` (InfiniBand or Ethernet, i.e. RoCE) and the GID table (`gids/N`, with `gid_attrs/types/N`
+//! and `gid_attrs/ndevs/N`); per device `node_guid`. The network device of a port is `gid_attrs/ndevs/0`
+//! (RoCE), else the device's `device/net/*` entry whose `dev_port` matches (IPoIB, multi-port NICs).
 
 use std::path::Path;
 
@@ -33,10 +33,78 @@ pub struct RdmaPort {
     pub rate: Option<String>,
     /// "InfiniBand" or "Ethernet" (RoCE).
     pub link_layer: Option<String>,
-    /// GID index 0.
-    pub gid0: Option<String>,
+    /// The used entries of the port's GID table, by index (unused entries, all zeros, are left out).
+    #[serde(default)]
+    pub gids: Vec<RdmaGid>,
     /// Network devices on this port (IPoIB interface, or the RoCE NIC's netdev).
     pub netdevs: Vec<String>,
+}
+
+/// One used entry of a port's GID table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RdmaGid {
+    /// Index in the table (what `--gid-index` and NCCL_IB_GID_INDEX name).
+    pub index: u32,
+    /// The GID as the kernel writes it: eight groups of four hex digits.
+    pub gid: String,
+    /// The entry's type as the kernel names it ("RoCE v2", "IB/RoCE v1"; "IB" on InfiniBand), where known.
+    pub kind: Option<String>,
+    /// The network device the entry belongs to (RoCE), where known.
+    pub netdev: Option<String>,
+}
+
+impl RdmaGid {
+    /// The GID in IPv6's short form, as `ibv_devinfo -v` shows it (`::ffff:10.0.0.1`); the kernel's text
+    /// when it is not 16 bytes of hex.
+    pub fn short(&self) -> String {
+        self.gid
+            .parse::<std::net::Ipv6Addr>()
+            .map_or_else(|_| self.gid.clone(), |a| a.to_string())
+    }
+}
+
+/// 16 GID bytes as the kernel writes them: eight groups of four hex digits.
+// Read through verbs only in the rdma build; sysfs already has the text.
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+pub fn gid_text(raw: &[u8; 16]) -> String {
+    raw.chunks(2)
+        .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Whether the kernel's GID text is an unused entry: all zeros, or (some drivers) `fe80::` with a zero
+/// interface id.
+fn unused_gid(text: &str) -> bool {
+    match text.parse::<std::net::Ipv6Addr>() {
+        Ok(a) => {
+            let o = a.octets();
+            o == [0; 16] || o[8..] == [0; 8]
+        }
+        Err(_) => true,
+    }
+}
+
+/// The used entries of the GID table under port directory `dir`, by index.
+fn read_gids(dir: &Path) -> Vec<RdmaGid> {
+    let mut out: Vec<RdmaGid> = sorted_names(&dir.join("gids"))
+        .into_iter()
+        .filter_map(|n| {
+            let index: u32 = n.parse().ok()?;
+            let gid = read_trim(&dir.join("gids").join(&n))?;
+            if unused_gid(&gid) {
+                return None;
+            }
+            Some(RdmaGid {
+                index,
+                gid,
+                kind: read_trim(&dir.join("gid_attrs/types").join(&n)),
+                netdev: read_trim(&dir.join("gid_attrs/ndevs").join(&n)),
+            })
+        })
+        .collect();
+    out.sort_by_key(|g| g.index);
+    out
 }
 
 impl RdmaPort {
@@ -81,7 +149,7 @@ pub fn read(sys_root: &Path) -> Vec<RdmaDevice> {
                         phys_state: read_trim(&dir.join("phys_state")).map(without_number),
                         rate: read_trim(&dir.join("rate")),
                         link_layer: read_trim(&dir.join("link_layer")),
-                        gid0: read_trim(&dir.join("gids/0")),
+                        gids: read_gids(&dir),
                         netdevs: read_trim(&dir.join("gid_attrs/ndevs/0")).into_iter().collect(),
                     }
                 })
@@ -146,6 +214,20 @@ mod tests {
         write(r, &format!("{roce}/ports/1/phys_state"), "3: Disabled");
         write(r, &format!("{roce}/ports/1/link_layer"), "Ethernet");
         write(r, &format!("{roce}/ports/1/gid_attrs/ndevs/0"), "ens1f0np0");
+        // Its GID table: the link-local v1/v2 pair, an unused entry (zeros) and the IPv4-mapped v2 entry.
+        let gids = [
+            ("fe80:0000:0000:0000:ba59:9fff:fe12:3456", "IB/RoCE v1"),
+            ("fe80:0000:0000:0000:ba59:9fff:fe12:3456", "RoCE v2"),
+            ("0000:0000:0000:0000:0000:0000:0000:0000", ""),
+            ("0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2"),
+        ];
+        for (i, (gid, kind)) in gids.iter().enumerate() {
+            write(r, &format!("{roce}/ports/1/gids/{i}"), gid);
+            if !kind.is_empty() {
+                write(r, &format!("{roce}/ports/1/gid_attrs/types/{i}"), kind);
+                write(r, &format!("{roce}/ports/1/gid_attrs/ndevs/{i}"), "ens1f0np0");
+            }
+        }
         let devs = read(r);
         assert_eq!(devs.len(), 2);
         let d = &devs[0];
@@ -161,7 +243,12 @@ mod tests {
                 phys_state: Some("LinkUp".into()),
                 rate: Some("200 Gb/sec (4X HDR)".into()),
                 link_layer: Some("InfiniBand".into()),
-                gid0: Some("fe80:0000:0000:0000:0248:2d03:00aa:bbcc".into()),
+                gids: vec![RdmaGid {
+                    index: 0,
+                    gid: "fe80:0000:0000:0000:0248:2d03:00aa:bbcc".into(),
+                    kind: None,
+                    netdev: None,
+                }],
                 netdevs: vec!["ib0".into()],
             }
         );
@@ -175,6 +262,33 @@ mod tests {
         assert_eq!(e.ports[0].netdevs, ["ens1f0np0"]);
         assert_eq!(e.ports[0].phys_state.as_deref(), Some("Disabled"));
         assert_eq!(e.ports[0].rate, None);
+        let table: Vec<(u32, String, Option<&str>, Option<&str>)> = e.ports[0]
+            .gids
+            .iter()
+            .map(|g| (g.index, g.short(), g.kind.as_deref(), g.netdev.as_deref()))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                (
+                    0,
+                    "fe80::ba59:9fff:fe12:3456".into(),
+                    Some("IB/RoCE v1"),
+                    Some("ens1f0np0")
+                ),
+                (
+                    1,
+                    "fe80::ba59:9fff:fe12:3456".into(),
+                    Some("RoCE v2"),
+                    Some("ens1f0np0")
+                ),
+                (3, "::ffff:10.0.0.1".into(), Some("RoCE v2"), Some("ens1f0np0")),
+            ]
+        );
+        assert_eq!(
+            gid_text(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            "fe80:0000:0000:0000:0000:0000:0000:0001"
+        );
         let back: Vec<RdmaDevice> = serde_json::from_value(serde_json::to_value(&devs).unwrap()).unwrap();
         assert_eq!(back, devs);
     }

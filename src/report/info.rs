@@ -7,7 +7,8 @@ use crate::net::advice::{cores, Advice};
 use crate::net::inventory::HostInventory;
 
 /// Version of the `collbench info` JSON; bump on any incompatible change.
-pub const INFO_SCHEMA_VERSION: u32 = 1;
+/// Version 2: each RDMA port lists its whole GID table (`gids`) in place of `gid0`.
+pub const INFO_SCHEMA_VERSION: u32 = 2;
 
 /// The inventory as text: one interface table over all hosts, one CPU table, RDMA ports, GPUs, then warnings
 /// and notes.
@@ -72,12 +73,14 @@ fn none_on(what: &str, without: &[&str], all_none: bool, nhosts: usize) -> Strin
     }
 }
 
-/// Every RDMA port of every host, then the hosts without RDMA devices.
+/// Every RDMA port of every host, then every used GID table entry of those ports, then the hosts without
+/// RDMA devices.
 fn rdma(hosts: &[HostInventory]) -> String {
     let opt = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
     let mut rows = vec![row(&[
-        "host", "rdma", "port", "state", "phys", "rate", "link", "netdev", "gid0",
+        "host", "rdma", "port", "state", "phys", "rate", "link", "netdev", "gids",
     ])];
+    let mut gids = vec![row(&["host", "rdma", "port", "gid", "address", "type", "netdev"])];
     for h in hosts {
         for d in &h.rdma {
             for p in &d.ports {
@@ -94,8 +97,19 @@ fn rdma(hosts: &[HostInventory]) -> String {
                     } else {
                         p.netdevs.join(" ")
                     },
-                    opt(&p.gid0),
+                    p.gids.len().to_string(),
                 ]);
+                for g in &p.gids {
+                    gids.push(vec![
+                        h.host.clone(),
+                        d.name.clone(),
+                        p.port.to_string(),
+                        g.index.to_string(),
+                        g.short(),
+                        opt(&g.kind),
+                        opt(&g.netdev),
+                    ]);
+                }
             }
         }
     }
@@ -105,10 +119,14 @@ fn rdma(hosts: &[HostInventory]) -> String {
         .map(|h| h.host.as_str())
         .collect();
     let mut out = if rows.len() > 1 {
-        columns(&rows, &[2])
+        columns(&rows, &[2, 8])
     } else {
         String::new()
     };
+    if gids.len() > 1 {
+        out.push('\n');
+        out.push_str(&columns(&gids, &[2, 3]));
+    }
     if !without.is_empty() {
         out.push_str(&none_on("RDMA devices", &without, rows.len() == 1, hosts.len()));
     }
@@ -210,7 +228,7 @@ mod tests {
     use crate::net::classify::IfaceKind;
     use crate::net::gpu::Gpu;
     use crate::net::inventory::{CpuLimit, Iface};
-    use crate::net::rdma::{RdmaDevice, RdmaPort};
+    use crate::net::rdma::{RdmaDevice, RdmaGid, RdmaPort};
 
     fn iface(name: &str, kind: IfaceKind, mtu: u32, speed: Option<u64>, state: &str, addrs: &[&str]) -> Iface {
         Iface {
@@ -309,7 +327,20 @@ warning: host node1 has a CPU quota of 1.5 cores for 4 ranks
                 phys_state: Some("LinkUp".into()),
                 rate: Some("200 Gb/sec (4X HDR)".into()),
                 link_layer: Some("InfiniBand".into()),
-                gid0: Some("fe80::1".into()),
+                gids: vec![
+                    RdmaGid {
+                        index: 0,
+                        gid: "fe80:0000:0000:0000:0248:2d03:00aa:bbcc".into(),
+                        kind: Some("IB".into()),
+                        netdev: None,
+                    },
+                    RdmaGid {
+                        index: 1,
+                        gid: "0000:0000:0000:0000:0000:ffff:0a00:0001".into(),
+                        kind: None,
+                        netdev: Some("ib0".into()),
+                    },
+                ],
                 netdevs: vec!["ib0".into()],
             }],
         }];
@@ -321,8 +352,12 @@ warning: host node1 has a CPU quota of 1.5 cores for 4 ranks
         }];
         let text = render(&hosts, &[]);
         let want = "\
-host   rdma    port  state   phys    rate                 link        netdev  gid0
-node1  mlx5_0     1  ACTIVE  LinkUp  200 Gb/sec (4X HDR)  InfiniBand  ib0     fe80::1
+host   rdma    port  state   phys    rate                 link        netdev  gids
+node1  mlx5_0     1  ACTIVE  LinkUp  200 Gb/sec (4X HDR)  InfiniBand  ib0        2
+
+host   rdma    port  gid  address                 type  netdev
+node1  mlx5_0     1    0  fe80::248:2d03:aa:bbcc  IB    -
+node1  mlx5_0     1    1  ::ffff:10.0.0.1         -     ib0
 no RDMA devices on n2
 
 host  gpu  bus           numa  model
@@ -332,6 +367,10 @@ no NVIDIA GPUs on node1
         assert!(text.contains(want), "{text}");
         let v = to_json(&hosts, &[]);
         assert_eq!(v["hosts"][0]["rdma"][0]["ports"][0]["state"], "ACTIVE");
+        assert_eq!(
+            v["hosts"][0]["rdma"][0]["ports"][0]["gids"][1]["gid"],
+            "0000:0000:0000:0000:0000:ffff:0a00:0001"
+        );
         assert_eq!(v["hosts"][1]["gpus"][0]["model"], "NVIDIA H200");
         // One host alone says it plainly.
         assert!(render(&inventory()[1..], &[]).contains("\nno RDMA devices\n\nno NVIDIA GPUs\n"));

@@ -44,14 +44,20 @@
 #define MAX_CQE 4194303
 #define MAGIC 0x56455242u /* "VERB" */
 
+/* One write per line: ranks of one test share a stderr pipe, and pieces of their lines must not mix. */
 static void diag(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("fakeverbs: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	int n = snprintf(line, sizeof(line), "fakeverbs: ");
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(2, line, (size_t)n) < 0)
+		return;
 }
 
 /* FAKE_CALL_LOG=FILE: each queue pair created appends a line to FILE, so tests can count set-ups per run. */
@@ -68,9 +74,12 @@ static void log_call(const char *name)
 /* ---- faults for tests: FAKEVERBS_FAULT=RANK:KIND:N, applied in the process whose COLLBENCH_RANK (or RANK) is RANK ----
  * bad_rkey: the Nth RDMA write with data this process posts carries a wrong rkey (as a broken application
  * would); qp_error: after N accepted writes, the QP that took the Nth moves to the error state (as
- * ibv_modify_qp(IBV_QPS_ERR) would). */
+ * ibv_modify_qp(IBV_QPS_ERR) would); slow_recv: every ibv_poll_cq that finds a receive completion waits N ms
+ * first, so the application sees arrivals late and reposts its receives late (a receiver that is slow to
+ * drain its window: senders must wait for credits, and a sender that ignored them would find no receive
+ * posted). */
 
-enum fault_kind { FAULT_NONE, FAULT_BAD_RKEY, FAULT_QP_ERROR };
+enum fault_kind { FAULT_NONE, FAULT_BAD_RKEY, FAULT_QP_ERROR, FAULT_SLOW_RECV };
 
 static enum fault_kind fault(long *n)
 {
@@ -81,7 +90,10 @@ static enum fault_kind fault(long *n)
 	long rank;
 	if (!f || !r || sscanf(f, "%ld:%31[a-z_]:%ld", &rank, kind, n) != 3 || rank != atol(r))
 		return FAULT_NONE;
-	return !strcmp(kind, "bad_rkey") ? FAULT_BAD_RKEY : !strcmp(kind, "qp_error") ? FAULT_QP_ERROR : FAULT_NONE;
+	return !strcmp(kind, "bad_rkey")    ? FAULT_BAD_RKEY
+	       : !strcmp(kind, "qp_error")  ? FAULT_QP_ERROR
+	       : !strcmp(kind, "slow_recv") ? FAULT_SLOW_RECV
+					    : FAULT_NONE;
 }
 
 /* ---- the interface the device sits on ---- */
@@ -184,6 +196,7 @@ struct fqp {
 	uint64_t sq_head, sq_next, sq_tail;
 	uint64_t acks; /* ACKs seen, so the sender can tell progress from a stall */
 	int rewind_rnr; /* an RNR NAK asked the sender to go back to head after the RNR timer */
+	int rnr_naks_sent; /* responder: RNR NAKs this QP answered with (the first is reported) */
 	int rnr_count;
 	int conn_fd; /* requester connection, -1 when not connected */
 	int conn_lost;
@@ -659,6 +672,11 @@ static void *responder_thread(void *arg)
 			continue;
 		}
 		if (f.type == F_WRITE_IMM && qp->rq_head == qp->rq_tail) {
+			/* Legal (the requester retries per rnr_retry), but an application whose flow control keeps
+			 * a receive posted for every write never causes one: said once per QP. */
+			if (qp->rnr_naks_sent++ == 0)
+				diag("QP %#x: RNR NAK to QP %#x: a WRITE WITH IMM (PSN %u) found no receive posted",
+				     qp->ibv.qp_num, qp->dest_qpn, f.psn);
 			pthread_mutex_unlock(&c->mu);
 			send_ack(r->fd, A_NAK_RNR, f.psn);
 			continue;
@@ -756,6 +774,20 @@ static int f_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct fcq *cq = (struct fcq *)ibcq;
 	struct fctx *c = (struct fctx *)ibcq->context;
 	pthread_mutex_lock(&c->mu);
+	if (c->fault == FAULT_SLOW_RECV && c->fault_n > 0) {
+		int recv = 0;
+		for (int i = 0; i < cq->count && !recv; i++)
+			recv = cq->ring[(cq->head + i) % cq->cap].opcode & IBV_WC_RECV;
+		if (recv) {
+			static int said;
+			if (!said++)
+				diag("FAKEVERBS_FAULT: receive completions are polled %ld ms late", c->fault_n);
+			pthread_mutex_unlock(&c->mu);
+			struct timespec d = { c->fault_n / 1000, (c->fault_n % 1000) * 1000000L };
+			nanosleep(&d, NULL);
+			pthread_mutex_lock(&c->mu);
+		}
+	}
 	if (cq->overflowed && cq->count == 0) {
 		pthread_mutex_unlock(&c->mu);
 		errno = EOVERFLOW;

@@ -74,26 +74,47 @@ pub fn inventory() -> Vec<crate::net::rdma::RdmaDevice> {
             // Ports count from 1; the first that does not answer is past the last.
             let ports = (1..=8u8)
                 .map_while(|p| ctx.query_port(p).ok().map(|a| (p, a)))
-                .map(|(p, a)| crate::net::rdma::RdmaPort {
-                    port: p as u32,
-                    state: Some(if a.active { "ACTIVE" } else { "DOWN" }.to_string()),
-                    phys_state: None,
-                    rate: a.rate_gbit.map(|g| format!("{g} Gb/sec")),
-                    link_layer: Some(
-                        match a.link_layer {
-                            LinkLayer::InfiniBand => "InfiniBand",
-                            LinkLayer::Ethernet => "Ethernet",
-                            LinkLayer::Unknown => "Unknown",
+                .map(|(p, a)| {
+                    let gids: Vec<crate::net::rdma::RdmaGid> = (0..a.gid_tbl_len.min(256))
+                        .filter_map(|i| ctx.query_gid_ex(p, i))
+                        .map(|(e, netdev)| crate::net::rdma::RdmaGid {
+                            index: e.index as u32,
+                            gid: crate::net::rdma::gid_text(&e.gid),
+                            kind: Some(
+                                match (e.kind, a.link_layer) {
+                                    (GidKind::RoceV2, _) => "RoCE v2",
+                                    (GidKind::IbOrRoceV1, LinkLayer::InfiniBand) => "IB",
+                                    (GidKind::IbOrRoceV1, _) => "RoCE v1",
+                                    (GidKind::Unknown, _) => "unknown",
+                                }
+                                .to_string(),
+                            ),
+                            netdev,
+                        })
+                        .collect();
+                    // The port's network devices: those its GID entries belong to (RoCE), in table order.
+                    let mut netdevs: Vec<String> = Vec::new();
+                    for n in gids.iter().filter_map(|g| g.netdev.clone()) {
+                        if !netdevs.contains(&n) {
+                            netdevs.push(n);
                         }
-                        .to_string(),
-                    ),
-                    gid0: ctx.query_gid(p, 0).ok().map(|g| {
-                        g.chunks(2)
-                            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
-                            .collect::<Vec<_>>()
-                            .join(":")
-                    }),
-                    netdevs: Vec::new(),
+                    }
+                    crate::net::rdma::RdmaPort {
+                        port: p as u32,
+                        state: Some(if a.active { "ACTIVE" } else { "DOWN" }.to_string()),
+                        phys_state: None,
+                        rate: a.rate_gbit.map(|g| format!("{g} Gb/sec")),
+                        link_layer: Some(
+                            match a.link_layer {
+                                LinkLayer::InfiniBand => "InfiniBand",
+                                LinkLayer::Ethernet => "Ethernet",
+                                LinkLayer::Unknown => "Unknown",
+                            }
+                            .to_string(),
+                        ),
+                        gids,
+                        netdevs,
+                    }
                 })
                 .collect();
             Some(crate::net::rdma::RdmaDevice {
@@ -224,38 +245,51 @@ impl Context {
     /// does (`ibv_query_gid_ex`); unused entries are left out.
     pub fn gid_table(&self, port: u8, len: u32) -> Vec<GidEntry> {
         (0..len.min(256))
-            .filter_map(|index| {
-                // SAFETY: zeroed is a valid entry.
-                let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
-                // SAFETY: the context is open; the size passed is the struct's, which the call writes.
-                let rc = unsafe {
-                    _ibv_query_gid_ex(
-                        self.ctx.as_ptr(),
-                        port as u32,
-                        index,
-                        &mut e,
-                        0,
-                        std::mem::size_of::<sys::ibv_gid_entry>(),
-                    )
-                };
-                // SAFETY: raw is the union's byte view.
-                let gid = unsafe { e.gid.raw };
-                // Nonzero: an unused entry (ENODATA) or one the device cannot read; zeros: unused.
-                if rc != 0 || gid == [0; 16] {
-                    return None;
-                }
-                let kind = match e.gid_type {
-                    sys::IBV_GID_TYPE_ROCE_V2 => GidKind::RoceV2,
-                    sys::IBV_GID_TYPE_IB | sys::IBV_GID_TYPE_ROCE_V1 => GidKind::IbOrRoceV1,
-                    _ => GidKind::Unknown,
-                };
-                Some(GidEntry {
-                    index: index as u8,
-                    gid,
-                    kind,
-                })
-            })
+            .filter_map(|index| self.query_gid_ex(port, index).map(|(e, _)| e))
             .collect()
+    }
+
+    /// Entry `index` of the port's GID table with the network device it belongs to (RoCE), through
+    /// `ibv_query_gid_ex`; `None` for an unused entry or one the device cannot read.
+    pub fn query_gid_ex(&self, port: u8, index: u32) -> Option<(GidEntry, Option<String>)> {
+        // SAFETY: zeroed is a valid entry.
+        let mut e: sys::ibv_gid_entry = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open; the size passed is the struct's, which the call writes.
+        let rc = unsafe {
+            _ibv_query_gid_ex(
+                self.ctx.as_ptr(),
+                port as u32,
+                index,
+                &mut e,
+                0,
+                std::mem::size_of::<sys::ibv_gid_entry>(),
+            )
+        };
+        // SAFETY: raw is the union's byte view.
+        let gid = unsafe { e.gid.raw };
+        // Nonzero: an unused entry (ENODATA) or one the device cannot read; zeros: unused.
+        if rc != 0 || gid == [0; 16] {
+            return None;
+        }
+        let kind = match e.gid_type {
+            sys::IBV_GID_TYPE_ROCE_V2 => GidKind::RoceV2,
+            sys::IBV_GID_TYPE_IB | sys::IBV_GID_TYPE_ROCE_V1 => GidKind::IbOrRoceV1,
+            _ => GidKind::Unknown,
+        };
+        let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
+        // SAFETY: name has IF_NAMESIZE bytes, as if_indextoname requires; it writes a NUL-terminated name.
+        let netdev = (e.ndev_ifindex != 0
+            && !unsafe { libc::if_indextoname(e.ndev_ifindex, name.as_mut_ptr()) }.is_null())
+        // SAFETY: NUL-terminated by if_indextoname on success.
+        .then(|| unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned());
+        Some((
+            GidEntry {
+                index: index as u8,
+                gid,
+                kind,
+            },
+            netdev,
+        ))
     }
 
     /// `ibv_query_gid`.
