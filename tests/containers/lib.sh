@@ -269,7 +269,9 @@ prepare_image() {
     log "image $cache: built before from this tree and these arguments; used as it is"
   else
     log "docker build -f k8s/Containerfile (default target)$(compile_in_image && echo ", compiling collbench" || echo ", the suite's binary as PREBUILT") (log: $build_log)"
-    setsid docker build --force-rm -f k8s/Containerfile "${args[@]}" -t "$cache" - <"$work/context.tar" >"$build_log" 2>&1 &
+    # Tagged for this run too from the start: another tree's run may untag the cache tag at any time.
+    setsid docker build --force-rm -f k8s/Containerfile "${args[@]}" -t "$cache" -t "$img" - <"$work/context.tar" \
+      >"$build_log" 2>&1 &
     build_pid=$!
     if ! wait "$build_pid"; then
       build_pid=""
@@ -280,15 +282,17 @@ prepare_image() {
     # The classic builder keeps the build stage's images (not parents of the result) as dangling ones;
     # they are of no use once the result is tagged. Parents of the result refuse removal, as they should.
     mapfile -t ids < <(sed -n 's/^ ---> \([0-9a-f]\{12\}\)$/\1/p' "$build_log" | sort -u)
-    id=$(docker image inspect -f '{{.Id}}' "$cache")
+    id=$(docker image inspect -f '{{.Id}}' "$img")
     for cid in "${ids[@]}"; do
-      [[ $id == sha256:$cid* ]] || docker rmi "$cid" >/dev/null 2>&1 || true
+      [[ $id == sha256:$cid* ]] && continue
+      [ "$(docker image inspect -f '{{len .RepoTags}}' "$cid" 2>/dev/null)" = 0 ] || continue # the bases
+      docker rmi "$cid" >/dev/null 2>&1 || true
     done
     # Older keys' images: untagged (removed with their layers unless a running test still holds them).
     docker images --format '{{.Repository}}:{{.Tag}}' collbench-test-image | grep -vxF "$cache" |
       xargs -r docker rmi >/dev/null 2>&1 || true
   fi
-  docker tag "$cache" "$img" || die "docker tag $cache $img failed"
+  docker image inspect "$img" >/dev/null 2>&1 || docker tag "$cache" "$img" || die "docker tag $cache $img failed"
   t_build_s=$((SECONDS - t1))
   if compile_in_image; then
     cid=$(docker create --label "$label" "$img") || die "docker create $img failed"
