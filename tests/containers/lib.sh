@@ -218,21 +218,21 @@ prepare_binary() {
 
 # context_tar FILE [EXTRA_DIR]: the build context as a tar: the repository's files as git knows them
 # (tracked and untracked, not ignored: no target/, no .git; the .dockerignore applies on top), as they are
-# in the working tree, and EXTRA_DIR's files laid over them. The names and times are those of the files,
-# so the same tree gives the same tar (the image's cache key).
+# in the working tree, and EXTRA_DIR's files laid over them. Owners and times are fixed (the time 0), so
+# the same content gives the same tar: the image's cache key.
 context_tar() {
   local file=$1 extra=${2:-} f
   if git -C "$repo" rev-parse --show-toplevel >/dev/null 2>&1; then
     git -C "$repo" ls-files -z --cached --others --exclude-standard |
       while IFS= read -r -d '' f; do [ -f "$repo/$f" ] && printf '%s\0' "$f"; done |
       sort -zu >"$work/context.list"
-    tar --null --no-recursion --sort=name --numeric-owner --owner=0 --group=0 -C "$repo" -T "$work/context.list" -cf "$file"
+    tar --null --no-recursion --sort=name --mtime=@0 --numeric-owner --owner=0 --group=0 -C "$repo" -T "$work/context.list" -cf "$file"
   else
-    tar --sort=name --numeric-owner --owner=0 --group=0 --exclude=./target --exclude=./.git --exclude=./results \
+    tar --sort=name --mtime=@0 --numeric-owner --owner=0 --group=0 --exclude=./target --exclude=./.git --exclude=./results \
       -C "$repo" -cf "$file" .
   fi
   if [ -n "$extra" ]; then
-    tar --sort=name --numeric-owner --owner=0 --group=0 -C "$extra" -rf "$file" .
+    tar --sort=name --mtime=@0 --numeric-owner --owner=0 --group=0 -C "$extra" -rf "$file" .
   fi
 }
 
