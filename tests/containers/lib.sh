@@ -37,6 +37,7 @@ prepare_run() {
   engine_started=""
   dockerd_pid=""
   build_pid=""
+  build_log_path=""
   bg_pids=()
   work=$(mktemp -d "${TMPDIR:-/tmp}/collbench-containers.XXXXXX")
   trap cleanup EXIT
@@ -82,13 +83,16 @@ cleanup() {
   trap - EXIT INT TERM HUP
   for pid in "${bg_pids[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${bg_pids[@]}"; do wait "$pid" 2>/dev/null; done
-  # A build runs in a session of its own, so a Ctrl-C does not cut it short: the engine would go on
-  # to commit a step nobody removes. Let it finish (seconds), then remove what it made.
+  # A build runs in a session of its own, so a Ctrl-C does not cut a step short. Let it finish (about a
+  # minute with PREBUILT); one still running after that (a compile) is stopped: the engine cancels a
+  # build whose client goes away, and the steps it finished stay as untagged images (docker image prune).
   if [ -n "$build_pid" ]; then
-    for ((t = 0; t < 300; t++)); do
+    for ((t = 0; t < 600; t++)); do
       kill -0 "$build_pid" 2>/dev/null || break
       sleep 0.2
     done
+    kill "$build_pid" 2>/dev/null && wait "$build_pid" 2>/dev/null
+    docker info >/dev/null 2>&1 && remove_build_leftovers "$build_log_path"
   fi
   if docker info >/dev/null 2>&1; then
     remove_ours
@@ -236,6 +240,19 @@ context_tar() {
   fi
 }
 
+# remove_build_leftovers BUILD_LOG: the classic builder keeps the steps of stages the result does not
+# start from (the build stage) as untagged images, of no use once the result is tagged, and those of a
+# build cut short. Their ids are in its log. Tagged ones (the bases) are kept; parents of a tagged image
+# refuse removal, as they should.
+remove_build_leftovers() {
+  local cid ids
+  mapfile -t ids < <(sed -n 's/^ ---> \([0-9a-f]\{12\}\)$/\1/p' "$1" 2>/dev/null | sort -u)
+  for cid in "${ids[@]}"; do
+    [ "$(docker image inspect -f '{{len .RepoTags}}' "$cid" 2>/dev/null)" = 0 ] || continue
+    docker rmi "$cid" >/dev/null 2>&1 || true
+  done
+}
+
 # prepare_image BUILD_LOG: the image this run uses, `img`, built from k8s/Containerfile's default target
 # (runtime) on the Debian base, with the repository as the build context; sets bin and version (see
 # prepare_binary), t_base_s and t_build_s.
@@ -245,7 +262,7 @@ context_tar() {
 # context and the build arguments (collbench-test-image:KEY): run.sh and overlay.sh on the same tree
 # build it once; a new key's build removes the other keys' tags. This run's own tag is `img`.
 prepare_image() {
-  local build_log=$1 key cache args=() t1 extra="" cid ids id
+  local build_log=$1 key cache args=() t1 extra="" cid
   ensure_debian_base
   args=(--build-arg "BUILD_BASE=$debian_img" --build-arg "RUNTIME_BASE=$debian_img" --build-arg "FEATURES=$FEATURES")
   if ! compile_in_image; then
@@ -270,6 +287,7 @@ prepare_image() {
   else
     log "docker build -f k8s/Containerfile (default target)$(compile_in_image && echo ", compiling collbench" || echo ", the suite's binary as PREBUILT") (log: $build_log)"
     # Tagged for this run too from the start: another tree's run may untag the cache tag at any time.
+    build_log_path=$build_log
     setsid docker build --force-rm -f k8s/Containerfile "${args[@]}" -t "$cache" -t "$img" - <"$work/context.tar" \
       >"$build_log" 2>&1 &
     build_pid=$!
@@ -279,15 +297,7 @@ prepare_image() {
       die "docker build -f k8s/Containerfile failed (log: $build_log)"
     fi
     build_pid=""
-    # The classic builder keeps the build stage's images (not parents of the result) as dangling ones;
-    # they are of no use once the result is tagged. Parents of the result refuse removal, as they should.
-    mapfile -t ids < <(sed -n 's/^ ---> \([0-9a-f]\{12\}\)$/\1/p' "$build_log" | sort -u)
-    id=$(docker image inspect -f '{{.Id}}' "$img")
-    for cid in "${ids[@]}"; do
-      [[ $id == sha256:$cid* ]] && continue
-      [ "$(docker image inspect -f '{{len .RepoTags}}' "$cid" 2>/dev/null)" = 0 ] || continue # the bases
-      docker rmi "$cid" >/dev/null 2>&1 || true
-    done
+    remove_build_leftovers "$build_log"
     # Older keys' images: untagged (removed with their layers unless a running test still holds them).
     docker images --format '{{.Repository}}:{{.Tag}}' collbench-test-image | grep -vxF "$cache" |
       xargs -r docker rmi >/dev/null 2>&1 || true
