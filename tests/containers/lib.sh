@@ -92,7 +92,11 @@ cleanup() {
       sleep 0.2
     done
     kill "$build_pid" 2>/dev/null && wait "$build_pid" 2>/dev/null
-    docker info >/dev/null 2>&1 && remove_build_leftovers "$build_log_path"
+    for ((t = 0; t < 60; t++)); do
+      docker info >/dev/null 2>&1 || break
+      remove_build_leftovers "$build_log_path" && break
+      sleep 1
+    done
   fi
   if docker info >/dev/null 2>&1; then
     remove_ours
@@ -244,13 +248,16 @@ context_tar() {
 # start from (the build stage) as untagged images, of no use once the result is tagged, and those of a
 # build cut short. Their ids are in its log. Tagged ones (the bases) are kept; parents of a tagged image
 # refuse removal, as they should.
+# Fails when some are left: the result's parents, or (in the teardown) the steps a cancelled build's
+# container holds until the engine has removed it.
 remove_build_leftovers() {
-  local cid ids
+  local cid ids left=0
   mapfile -t ids < <(sed -n 's/^ ---> \([0-9a-f]\{12\}\)$/\1/p' "$1" 2>/dev/null | sort -u)
   for cid in "${ids[@]}"; do
     [ "$(docker image inspect -f '{{len .RepoTags}}' "$cid" 2>/dev/null)" = 0 ] || continue
-    docker rmi "$cid" >/dev/null 2>&1 || true
+    docker rmi "$cid" >/dev/null 2>&1 || left=1
   done
+  return "$left"
 }
 
 # prepare_image BUILD_LOG: the image this run uses, `img`, built from k8s/Containerfile's default target
@@ -297,7 +304,7 @@ prepare_image() {
       die "docker build -f k8s/Containerfile failed (log: $build_log)"
     fi
     build_pid=""
-    remove_build_leftovers "$build_log"
+    remove_build_leftovers "$build_log" || true # the result's parents stay, as they should
     # Older keys' images: untagged (removed with their layers unless a running test still holds them).
     docker images --format '{{.Repository}}:{{.Tag}}' collbench-test-image | grep -vxF "$cache" |
       xargs -r docker rmi >/dev/null 2>&1 || true
