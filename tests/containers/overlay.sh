@@ -5,11 +5,11 @@
 #   tests/containers/overlay.sh
 #
 # 1. makes sure the Docker engine answers (lib.sh);
-# 2. puts the engine in a single-node swarm when it is in none (`docker swarm init`, on loopback), and
-#    leaves it again on every exit path, only if it joined here;
-# 3. creates an attachable, internal overlay network and an internal bridge network, then builds the
-#    test image as run.sh does (lib.sh): a base from the binary's libraries, then k8s/Containerfile
-#    target "prebuilt";
+# 2. builds the test image as run.sh does (lib.sh: k8s/Containerfile's default target on a Debian base
+#    made here; the image run.sh left for the same tree is used as it is);
+# 3. puts the engine in a single-node swarm when it is in none (`docker swarm init`, on loopback), and
+#    leaves it again on every exit path, only if it joined here; creates an attachable, internal overlay
+#    network and an internal bridge network;
 # 4. on each network, 4 containers run `collbench info --iface eth0 -J` as one job: the containers
 #    reach each other over it, and each one's eth0 is on the network's subnet with the expected MTU
 #    (1450 on the overlay: 1500 less VXLAN's 50 bytes);
@@ -19,11 +19,12 @@
 #    counters after each round;
 # 6. prints overlay busbw / bridge busbw per collective and size (each side's best round) and writes
 #    results.json, results.md and every round's JSON;
-# 7. removes its containers, networks and images on every exit path.
+# 7. removes its containers, networks and its tag of the image on every exit path.
 #
 # Environment:
-#   COLLBENCH                 the binary (default target/release/collbench, built with
-#                             `cargo build --release` when COLLBENCH is not set)
+#   COLLBENCH                 the binary (default target/release/collbench, built with `cargo build
+#                             --release --features "mpi rdma cuda"` when COLLBENCH is not set)
+#   COLLBENCH_CONTAINERS_COMPILE=1  the image compiles collbench (as run.sh)
 #   COLLBENCH_OVERLAY_OUT     where the results and the logs go (default target/containers-overlay)
 #   COLLBENCH_OVERLAY_SWEEP   the sweep's flags (default below); --iface and -J are added
 #   COLLBENCH_OVERLAY_WAIT    seconds one side of a round may run before it counts as hung (default 180)
@@ -149,7 +150,7 @@ start_job() {
   chown 65534:65534 "$dir" 2>/dev/null || chmod 0777 "$dir"
   for ((i = 0; i < NRANKS; i++)); do
     if ! said=$(docker run -d --pull never --name "${names[i]}" --hostname "${names[i]}" --network "${net_name[$side]}" \
-      --label "$label" -v "$dir:/out" -e RANK="$i" -e WORLD_SIZE="$NRANKS" -e MASTER_ADDR="${names[0]}" \
+      --label "$label" --user 65534:65534 -v "$dir:/out" -e RANK="$i" -e WORLD_SIZE="$NRANKS" -e MASTER_ADDR="${names[0]}" \
       -e MASTER_PORT="$PORT" -e COLLBENCH_JOB_TOKEN="$token" "$img" "$@" 2>&1 >/dev/null); then
       "$on_error" "$tag: docker run of rank $i on the $side network ${net_name[$side]} failed; the engine said: $said"
     fi
@@ -232,7 +233,9 @@ ensure_engine
 engine_version=$(docker version -f '{{.Server.Version}}' 2>/dev/null || echo "?")
 mkdir -p "$out/logs"
 rm -f "$out"/logs/* "$out"/*.json "$out"/results.md
-prepare_binary
+# The image (lib.sh): k8s/Containerfile's default target on a Debian base made here, as run.sh builds it
+# (the same tree and arguments: the image run.sh left is used as it is).
+prepare_image "$out/logs/docker-build.log"
 log "run $run_id: $version, Docker engine $engine_version$([ -n "$engine_started" ] && echo " (started here: $engine_started)")"
 
 # Swarm membership belongs to the whole engine: a second run of this script that found the swarm made
@@ -240,7 +243,7 @@ log "run $run_id: $version, Docker engine $engine_version$([ -n "$engine_started
 exec {lock_fd}>"${TMPDIR:-/tmp}/collbench-overlay-swarm.lock"
 flock -w "$wait_s" "$lock_fd" || die "another overlay test held ${TMPDIR:-/tmp}/collbench-overlay-swarm.lock for $wait_s s"
 
-# 2. The swarm. Advertised and listening on loopback only: one node, nothing to reach from outside.
+# 3. The swarm. Advertised and listening on loopback only: one node, nothing to reach from outside.
 swarm_state=$(docker info -f '{{.Swarm.LocalNodeState}}')
 case $swarm_state in
   inactive)
@@ -273,16 +276,11 @@ vni=$(docker network inspect -f '{{index .Options "com.docker.network.driver.ove
 [[ $vni =~ ^[0-9]+$ ]] || vni=0
 log "networks: bridge ${net_name[bridge]} ${subnet[bridge]}; overlay ${net_name[overlay]} ${subnet[overlay]}, VXLAN id $vni"
 
-# The image (lib.sh): a base from the binary's libraries, then k8s/Containerfile target prebuilt.
-build_image "$out/logs/docker-build.log"
-
 # The engine tears the overlay's namespace (and its VXLAN device, with the byte counters) down when the
 # last container on this node leaves, and builds it again for the next: a container that only holds the
-# network for the whole run keeps one device to read from, and no round waits on that rebuild. It runs
-# the host's `sleep` (it needs only the libc the base already has).
-sleep_bin=$(command -v sleep)
+# network for the whole run keeps one device to read from, and no round waits on that rebuild.
 if ! said=$(docker run -d --pull never --name "$prefix-holder" --network "${net_name[overlay]}" --label "$label" \
-  -v "$sleep_bin:/usr/bin/sleep:ro" "$img" /usr/bin/sleep infinity 2>&1); then
+  "$img" sleep infinity 2>&1); then
   skip_or_fail "step 'docker run --network ${net_name[overlay]}' (a container attached to the overlay) failed; the engine said: $said"
 fi
 

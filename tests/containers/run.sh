@@ -4,10 +4,11 @@
 #   tests/containers/run.sh
 #
 # 1. makes sure the Docker engine answers (starts it when root and it does not; stops it again after);
-# 2. makes a base image itself, nothing pulled: the dynamic loader, the libraries `ldd` lists for the
-#    collbench binary, and /etc/{passwd,group,nsswitch.conf}, imported with `docker import`;
-# 3. builds the test image from the repository's own build file: k8s/Containerfile, target "prebuilt",
-#    on that base, with the binary as the build context;
+# 2. makes a Debian 12 base image from Debian's packages with mmdebstrap, once per machine (nothing is
+#    pulled from a registry), and builds k8s/Containerfile's default target (runtime) on it with the
+#    repository as the context: by default with the suite's collbench (cargo build --release --features
+#    "mpi rdma cuda") as the build stage's PREBUILT, with COLLBENCH_CONTAINERS_COMPILE=1 compiling it;
+# 3. checks the image: its collbench links nothing the runtime packages lack, and has mpi, rdma, cuda;
 # 4. starts 4 containers on a private (internal) bridge network, one rank each, bootstrapped through
 #    the environment (round 1: RANK, WORLD_SIZE, MASTER_ADDR = rank 0's container name, MASTER_PORT,
 #    COLLBENCH_JOB_TOKEN; round 2: the Indexed Job's JOB_COMPLETION_INDEX, COLLBENCH_WORLD_SIZE,
@@ -16,11 +17,14 @@
 # 5. runs the same sweep as 4 bare processes on loopback (the same checks), in rounds that alternate
 #    which side goes first, and prints container busbw / bare busbw per collective and size, each
 #    side's best round (a measurement: no pass/fail threshold);
-# 6. removes its containers, network, images and files on every exit path.
+# 6. removes its containers, network, its tag of the image and its files on every exit path (the Debian
+#    base, and the image under a key of its inputs, stay for the next run: lib.sh).
 #
 # Environment:
-#   COLLBENCH                  the binary (default target/release/collbench, built with
-#                              `cargo build --release` when COLLBENCH is not set)
+#   COLLBENCH                  the binary (default target/release/collbench, built with `cargo build
+#                              --release --features "mpi rdma cuda"` when COLLBENCH is not set)
+#   COLLBENCH_CONTAINERS_COMPILE=1  the image compiles collbench (k8s/Containerfile's build stage as
+#                              production runs it); the bare side runs the binary copied out of it
 #   COLLBENCH_CONTAINERS_OUT   where results.json, results.md and the logs go (default target/containers)
 #   COLLBENCH_CONTAINERS_SWEEP the sweep's flags (default below); --iface is added per side
 #   COLLBENCH_CONTAINERS_WAIT  seconds each side may run before it counts as hung (default 180)
@@ -108,12 +112,10 @@ ensure_engine
 engine_version=$(docker version -f '{{.Server.Version}}' 2>/dev/null || echo "?")
 mkdir -p "$out/logs"
 rm -f "$out"/logs/*
-prepare_binary
+# 2-3. The image from k8s/Containerfile on a Debian base made here (lib.sh), and the binary of the bare side.
+prepare_image "$out/logs/docker-build.log"
 
 log "run $run_id: $version, Docker engine $engine_version$([ -n "$engine_started" ] && echo " (started here: $engine_started)")"
-
-# 2-3. The base (the binary's libraries) and the image from k8s/Containerfile, target prebuilt.
-build_image "$out/logs/docker-build.log"
 
 # 4. The containers: an internal bridge network (no route out of it; Docker's DNS resolves the
 # containers' names), one rank per container. In the first round rank 0 starts last, so the others
@@ -130,8 +132,9 @@ run_containers() {
   if [ "$round" = 1 ]; then order=(3 2 1 0); else order=(0 1 2 3); fi
   token=$(hex 16)
   t=$SECONDS
-  # Round 1 speaks torchrun's variables; round 2 exactly what k8s/overlays/indexed-job/job.yaml gives a pod: the
-  # completion index, the size, rank 0's name and the token as a mounted secret file.
+  # Round 1 speaks torchrun's variables, as the image's default user (root, as the MPIJob's workers); round 2
+  # exactly what k8s/overlays/indexed-job/job.yaml gives a pod: the completion index, the size, rank 0's
+  # name and the token as a mounted secret file, as nobody (its securityContext).
   local tokfile="$work/token-$round"
   printf '%s\n' "$token" >"$tokfile"
   chmod 0444 "$tokfile"
@@ -142,7 +145,8 @@ run_containers() {
         -e COLLBENCH_JOB_TOKEN="$token")
     else
       ident=(-e JOB_COMPLETION_INDEX="$i" -e COLLBENCH_WORLD_SIZE="$NRANKS" -e COLLBENCH_ROOT="${names[0]}:$PORT"
-        -v "$tokfile:/var/run/secrets/collbench/token:ro" -e COLLBENCH_JOB_TOKEN_FILE=/var/run/secrets/collbench/token)
+        -v "$tokfile:/var/run/secrets/collbench/token:ro" -e COLLBENCH_JOB_TOKEN_FILE=/var/run/secrets/collbench/token
+        --user 65534:65534)
     fi
     docker run -d --name "${names[i]}" --hostname "${names[i]}" --network "$net" --label "$label" \
       "${ident[@]}" "$img" collbench run "${sweep[@]}" --iface eth0 >/dev/null
