@@ -35,6 +35,8 @@
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
+//! - [`alias`]: collbench under nccl-tests' names (`all_reduce_perf`, ...): its flags, output and exit
+//!   status, and `collbench install-aliases`.
 //! - [`error`]: errors and exit codes; [`fault`]: the hidden `--fault` testing aid.
 //!
 //! # Layers
@@ -61,8 +63,10 @@
 //! 19. `plot`: charts
 //! 20. `run`, `info`, `docgen`: subcommands; the generated reference
 //! 21. `validate`: pairwise and preflight
+//! 22. `alias`: nccl-tests' names and flags, on top of `run`
 
 pub mod algorithm;
+pub mod alias;
 pub mod bench;
 pub mod cli;
 pub mod collective;

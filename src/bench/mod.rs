@@ -14,7 +14,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::memory::HostBuf;
 use crate::options::Options;
 use crate::report::{PathCost, RankInfo, Record, Reporter};
 use point::{Buffers, Memory, RankPoint};
@@ -71,12 +70,9 @@ pub fn show_progress(pb: &ProgressBar, len: usize) {
 
 /// Runs every point of `s.opts` on engine `e` in host memory. Every rank returns the same `wrong` total.
 pub fn sweep<E: Engine>(e: &mut E, s: Sweep<'_>) -> Result<Outcome> {
-    sweep_on(e, s, |send, recv| {
-        Ok(Buffers {
-            send: HostBuf::new(send),
-            recv: HostBuf::new(recv),
-        })
-    })
+    // -u: room for calls that start up to 8 B (the widest element) per unaligned element later.
+    let pad = s.opts.sweep.iteration.shift_bytes(8);
+    sweep_on(e, s, |send, recv| Ok(Buffers::new(send, recv, pad)))
 }
 
 /// [`sweep`] on the memory `alloc` returns for the sweep's largest send and receive buffers (bytes).
@@ -118,6 +114,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
         stat: opts.sweep.rank_stat,
         iters: opts.sweep.iters,
         repeat,
+        per_iter_skip: opts.sweep.iteration.per_iter.then_some(opts.sweep.iteration.skip),
     };
     let mut out = Outcome::default();
     // Ranks arrive at a path at different times (start-up skew, the previous path's last point): line them
