@@ -114,8 +114,9 @@ fn check_anchors(stdout: &str) {
                 .iter()
                 .all(|w| ["#", "out-of-place", "in-place", "(+", "per-iteration)"].contains(w));
         let names = words.get(1..6) == Some(&["size", "count", "type", "redop", "root"][..]);
-        let oob =
-            l.starts_with("# Out of bounds values : ") && matches!(words.get(6..), Some(["OK"]) | Some(["FAILED"]));
+        let oob = l.starts_with("# Out of bounds values : ")
+            && words.get(6).is_some_and(|n| n.parse::<u64>().is_ok())
+            && matches!(words.get(7..), Some(["OK"]) | Some(["FAILED"]));
         let avg = l.starts_with("# Avg bus bandwidth    : ")
             && words.get(5).is_some_and(|v| v.parse::<f64>().is_ok() || *v == "nan")
             && matches!(words.get(6..), Some([]) | Some(["OK"]) | Some(["FAILED"]));
@@ -578,7 +579,15 @@ fn under_nccl_tests_names_collbench_prints_and_exits_as_nccl_tests() {
 /// What nccl-tests' tools/analyze_perf_json.py reports of one placement of one entry: the processes by mean
 /// iteration time (its straggler table sorts them so), the iterations where some process exceeded
 /// `threshold` x the summary's avg_us (its spike table), and iteration 0 over the mean of the rest.
-fn analyze(per_iter: &Value, threshold: f64) -> (Vec<usize>, Vec<(usize, Vec<usize>)>, f64) {
+/// The analyzer's findings: processes fastest first, (iteration, processes over the threshold) per spike,
+/// and iteration 0's time over the mean of the rest.
+struct Analysis {
+    by_mean: Vec<usize>,
+    spikes: Vec<(usize, Vec<usize>)>,
+    iter0: f64,
+}
+
+fn analyze(per_iter: &Value, threshold: f64) -> Analysis {
     let rows: Vec<Vec<f64>> = per_iter["per_process_max_times_us"]
         .as_array()
         .unwrap()
@@ -606,7 +615,11 @@ fn analyze(per_iter: &Value, threshold: f64) -> (Vec<usize>, Vec<(usize, Vec<usi
         .map(|t| t.as_f64().unwrap())
         .collect();
     let steady = times[1..].iter().sum::<f64>() / (times.len() - 1) as f64;
-    (by_mean.into_iter().map(|(p, _)| p).collect(), spikes, times[0] / steady)
+    Analysis {
+        by_mean: by_mean.into_iter().map(|(p, _)| p).collect(),
+        spikes,
+        iter0: times[0] / steady,
+    }
 }
 
 /// A process's state letter from /proc/PID/stat (`T`: stopped).
@@ -673,7 +686,11 @@ fn the_per_iteration_analysis_names_the_rank_that_was_held_back() {
     check_json(&v, 3);
     for place in ["out_of_place_per_iter", "in_place_per_iter"] {
         let pi = &v["results"][0][place];
-        let (order, spikes, iter0) = analyze(pi, 1.5);
+        let Analysis {
+            by_mean: order,
+            spikes,
+            iter0,
+        } = analyze(pi, 1.5);
         assert_eq!(
             order[0], 1,
             "{place}: the straggler table puts the held-back rank first: {order:?}\n{pi}"

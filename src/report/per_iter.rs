@@ -85,7 +85,7 @@ mod tests {
         assert_eq!((p.p95_us, p.p99_us), (30.0, 30.0));
         let avg = 53.0 / 3.0;
         assert!((p.avg_us - avg).abs() < 1e-12);
-        let sd = (((11.0 - avg) as f64).powi(2) + (12.0 - avg).powi(2) + (30.0 - avg).powi(2)) / 3.0;
+        let sd = ((11.0f64 - avg).powi(2) + (12.0 - avg).powi(2) + (30.0 - avg).powi(2)) / 3.0;
         assert!((p.stdev_us - sd.sqrt()).abs() < 1e-12);
         assert!((p.cv_pct - sd.sqrt() / avg * 100.0).abs() < 1e-9);
     }
