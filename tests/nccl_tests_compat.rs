@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -384,6 +384,7 @@ fn a_run_with_a_model_keeps_nccl_tests_words_to_its_tables() {
 }
 
 /// OpenMPI's mpirun, or `None` with the reason said (a failure in CI).
+#[cfg(feature = "mpi")]
 fn mpirun() -> Option<Command> {
     let found = Command::new("mpirun")
         .arg("--version")
@@ -413,6 +414,7 @@ fn mpirun() -> Option<Command> {
 }
 
 /// Each rank's stdout of an mpirun with `--output-filename dir`, in rank order.
+#[cfg(feature = "mpi")]
 fn rank_stdouts(dir: &Path, n: usize) -> Vec<String> {
     let mut found = vec![String::new(); n];
     let mut stack = vec![dir.to_path_buf()];
@@ -438,7 +440,7 @@ fn under_mpirun_rank_0_prints_every_path_and_the_other_ranks_nothing_a_parser_ta
     for (i, extra) in [&[][..], &["--interleave", "point"]].iter().enumerate() {
         let Some(mut c) = mpirun() else { return };
         let (json, outdir) = (d.path().join(format!("{i}.json")), d.path().join(format!("out{i}")));
-        let out: Output = c
+        let out: std::process::Output = c
             .arg("--output-filename")
             .arg(&outdir)
             .args(["-np", "2"])
