@@ -346,11 +346,55 @@ fn one_and_several_collectives_percentiles_and_repeats_parse_as_nccl_tests_outpu
         let v = read(&json);
         check_stdout_against_json(&stdout, &v, !shape.contains(&"point"));
         check_json(&v, 3);
+        if i == 0 {
+            checks_fail_on_damaged_output(&stdout, &v);
+        }
         // The last table, as parsers that take the last `out-of-place` line read it, is the last rows.
         let last = tables(&stdout).pop().unwrap();
         let n = v["results"].as_array().unwrap().len();
         assert_eq!(last.rows.last().unwrap()[0], v["results"][n - 1]["size"].to_string());
     }
+}
+
+/// The checks above catch what they are for: a row lost, a cell dropped (every cell after it read from the
+/// wrong column), an extra line holding an anchor word.
+fn checks_fail_on_damaged_output(stdout: &str, v: &Value) {
+    let fails = |damaged: String| {
+        let v = v.clone();
+        std::panic::catch_unwind(move || check_stdout_against_json(&damaged, &v, true)).is_err()
+    };
+    let lines: Vec<&str> = stdout.lines().collect();
+    let row = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap();
+    let without = |i: usize| {
+        lines
+            .iter()
+            .enumerate()
+            .filter(move |(j, _)| *j != i)
+            .map(|(_, l)| format!("{l}\n"))
+    };
+    assert!(fails(without(row).collect()), "a lost row passes");
+    let mut cells: Vec<&str> = lines[row].split_whitespace().collect();
+    cells.remove(8);
+    let shifted = lines.iter().map(|l| {
+        if *l == lines[row] {
+            cells.join("  ")
+        } else {
+            l.to_string()
+        }
+    });
+    assert!(
+        fails(shifted.map(|l| l + "\n").collect()),
+        "a row read a column off passes"
+    );
+    let noted = stdout.replacen(
+        "# Out of bounds values",
+        "# note: in-place done\n# Out of bounds values",
+        1,
+    );
+    assert!(fails(noted), "a line of collbench's holding an anchor word passes");
 }
 
 #[test]
