@@ -36,6 +36,8 @@
 //! - `validate`: findings about the network: the pairwise link matrix and the slow host or link
 //!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
+//! - [`alias`]: collbench under nccl-tests' names (`all_reduce_perf`, ...): its flags, output and exit
+//!   status, and `collbench install-aliases`.
 //! - [`commands`]: the subcommands' entry points, one file each, and the program's one error handler
 //!   (`main.rs` only calls [`commands::main`]).
 //! - [`error`]: errors and exit codes; `fault`: the hidden `--fault` testing aid.
@@ -67,9 +69,11 @@
 //! 19. `plot`: charts
 //! 20. `run`, `docgen`: a rank's run; the generated reference
 //! 21. `validate`: pairwise and preflight
-//! 22. `commands`: the subcommands' entry points
+//! 22. `alias`: nccl-tests' names and flags, on top of `run`
+//! 23. `commands`: the subcommands' entry points
 
 pub mod algorithm;
+pub mod alias;
 pub mod bench;
 pub mod cli;
 pub mod collective;

@@ -186,6 +186,7 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
             params: report::RunParams::from_options(opts),
             legacy_options: None,
             rdma_route: rdma_route(opts),
+            min_bw: opts.nccl_tests.as_ref().and_then(|s| s.min_bw),
         };
         for r in &mut reporters {
             r.begin(&info)?;
@@ -261,7 +262,12 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         pb.finish_and_clear();
     }
     tally.warn_cpu_limited();
-    let code = if tally.wrong > 0 { EXIT_WRONG } else { EXIT_OK };
+    let code = match &opts.nccl_tests {
+        // Under an nccl-tests name, its exit status (NCCL_TESTS_MIN_BW judged on rank 0's rows).
+        Some(style) => style.exit_status(tally.wrong, &tally.records),
+        None if tally.wrong > 0 => EXIT_WRONG,
+        None => EXIT_OK,
+    };
     if let (0, Some(info)) = (id.rank, &run_info) {
         finish(opts, info, &ranks, &line_rates, tally, &mut reporters)?;
     }
@@ -307,7 +313,7 @@ fn finish(
         r.finish(&summary)?;
     }
     if let Some(m) = &model {
-        print!("\n{}", crate::model::render::text(m));
+        print!("\n{}", crate::model::render::text_after_results(m));
     }
     if let Some(dir) = &opts.outputs.plot {
         let mut data = crate::plot::PlotData::from_records(records, line_rates, &crate::plot::run_note(info));
@@ -385,7 +391,14 @@ pub fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>
 
 /// Rank 0's reporters: the table on stdout and every file asked for.
 fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
-    let mut v: Vec<Box<dyn Reporter>> = vec![Box::new(report::table::TableReporter::new(std::io::stdout()))];
+    let table: Box<dyn Reporter> = match &opts.nccl_tests {
+        Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(
+            std::io::stdout(),
+            style.clone(),
+        )),
+        None => Box::new(report::table::TableReporter::new(std::io::stdout())),
+    };
+    let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {
         v.push(Box::new(report::json::JsonReporter::new(p.clone())));
     }

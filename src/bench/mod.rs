@@ -18,7 +18,6 @@ use crate::engine::options::BufferOptions;
 use crate::engine::Engine;
 use crate::error::{stderr, Error, Result};
 use crate::fault::TestAids;
-use crate::memory::HostBuf;
 use crate::report::{PathCost, RankInfo, Record, Reporter};
 use crate::transport::path::PathOptions;
 use options::SweepOptions;
@@ -87,12 +86,9 @@ pub fn show_progress(pb: &ProgressBar, len: usize) {
 
 /// Runs every point of `s.opts.sweep` on engine `e` in host memory. Every rank returns the same `wrong` total.
 pub fn sweep<E: Engine>(e: &mut E, s: Sweep<'_>) -> Result<Outcome> {
-    sweep_on(e, s, |send, recv| {
-        Ok(Buffers {
-            send: HostBuf::new(send),
-            recv: HostBuf::new(recv),
-        })
-    })
+    // -u: room for calls that start up to 8 B (the widest element) per unaligned element later.
+    let pad = s.opts.sweep.iteration.shift_bytes(8);
+    sweep_on(e, s, |send, recv| Ok(Buffers::new(send, recv, pad)))
 }
 
 /// [`sweep`] on the memory `alloc` returns for the sweep's largest send and receive buffers (bytes).
@@ -134,6 +130,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
         stat: opts.sweep.rank_stat,
         iters: opts.sweep.iters,
         repeat,
+        per_iter_skip: opts.sweep.iteration.per_iter.then_some(opts.sweep.iteration.skip),
     };
     let mut out = Outcome::default();
     // Ranks arrive at a path at different times (start-up skew, the previous path's last point): line them

@@ -162,6 +162,103 @@ pub struct SweepOptions {
     pub rank_stat: RankStat,
     /// Show p50/p99 columns in the table (`--percentiles`).
     pub percentiles: bool,
+    /// How each timed iteration runs and what is kept of it (nccl-tests' `-I -K -m -z -u -C`).
+    pub iteration: IterOptions,
+}
+
+/// Most collectives aggregated into one timed iteration (`-m`).
+pub const MAX_AGG_ITERS: u32 = 1 << 20;
+
+/// How each timed iteration runs and what is kept of it: nccl-tests' `-I`, `-K`, `-m`, `-z`, `-u` and `-C`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IterOptions {
+    /// Keep every timed iteration's time on every rank (`-I 1`).
+    pub per_iter: bool,
+    /// Leading timed iterations the per-iteration summary leaves out (`-K`).
+    pub skip: u32,
+    /// Collectives per timed iteration, its time divided by them (`-m`).
+    pub agg: u32,
+    /// Waits between collectives (`-z`): 0 none, 1 a timed barrier after each, 2 as 0, 3 an untimed barrier
+    /// after each timed iteration.
+    pub blocking: u8,
+    /// Elements by which the buffers start past their alignment (`-u`).
+    pub unalign: u32,
+    /// Name the time column `cputime` (`-C 1`).
+    pub cputime: bool,
+}
+
+impl Default for IterOptions {
+    fn default() -> Self {
+        IterOptions {
+            per_iter: false,
+            skip: 0,
+            agg: 1,
+            blocking: 0,
+            unalign: 0,
+            cputime: false,
+        }
+    }
+}
+
+impl IterOptions {
+    /// Validates `-I`, `-K`, `-m`, `-z`, `-u` and `-C` against the timed iterations `iters`.
+    pub fn from_cli(args: &RunArgs, iters: u32) -> Result<IterOptions> {
+        let flag01 = |flag: &str, v: u8| match v {
+            0 | 1 => Ok(v == 1),
+            _ => Err(Error::usage(flag, format!("must be 0 (off) or 1 (on), got {v}"))),
+        };
+        let per_iter = flag01("-I/--per_iter_timing", args.per_iter_timing)?;
+        if args.per_iter_skip > 0 && args.per_iter_skip >= iters {
+            return Err(Error::usage(
+                "-K/--per_iter_skip",
+                format!(
+                    "skips {} of {iters} timed iterations, leaving none to summarise; lower -K or raise -n",
+                    args.per_iter_skip
+                ),
+            ));
+        }
+        if !(1..=MAX_AGG_ITERS).contains(&args.agg_iters) {
+            return Err(Error::usage(
+                "-m/--agg_iters",
+                format!(
+                    "must be between 1 and {MAX_AGG_ITERS} collectives per iteration (got {})",
+                    args.agg_iters
+                ),
+            ));
+        }
+        if args.blocking > 3 {
+            return Err(Error::usage(
+                "-z/--blocking",
+                format!(
+                    "must be 0 (no waits), 1 (barrier after each collective), 2 (no barrier) or 3 (barrier after each \
+                     iteration), got {}",
+                    args.blocking
+                ),
+            ));
+        }
+        if args.unalign > 1024 {
+            return Err(Error::usage(
+                "-u/--unalign",
+                format!(
+                    "must be at most 1024 elements (got {}); misalignment repeats every page",
+                    args.unalign
+                ),
+            ));
+        }
+        Ok(IterOptions {
+            per_iter,
+            skip: args.per_iter_skip,
+            agg: args.agg_iters,
+            blocking: args.blocking,
+            unalign: args.unalign,
+            cputime: flag01("-C/--report_cputime", args.report_cputime)?,
+        })
+    }
+
+    /// Bytes by which buffers of `elem_size`-byte elements start past their alignment.
+    pub fn shift_bytes(&self, elem_size: usize) -> usize {
+        self.unalign as usize * elem_size
+    }
 }
 
 impl Default for SweepOptions {
@@ -183,6 +280,7 @@ impl Default for SweepOptions {
             root: defaults::ROOT,
             rank_stat: RankStat::Max,
             percentiles: false,
+            iteration: IterOptions::default(),
         }
     }
 }
@@ -190,9 +288,11 @@ impl Default for SweepOptions {
 impl SweepOptions {
     /// Validates the sweep's flags of `collbench run`.
     pub fn from_cli(args: &RunArgs) -> Result<SweepOptions> {
+        let iters = iters(args.iters)?;
         Ok(SweepOptions {
             sizes: size_range(args)?,
-            iters: iters(args.iters)?,
+            iteration: IterOptions::from_cli(args, iters)?,
+            iters,
             warmup: args.warmup_iters,
             repeat: repeat(args.repeat)?,
             interleave: args.interleave.parse().map_err(|e| Error::usage("--interleave", e))?,

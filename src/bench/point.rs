@@ -35,6 +35,9 @@ pub struct RankTiming {
     /// them not overlapped with the network.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging_wait_us: Option<f64>,
+    /// With per-iteration timing (`-I 1`): every timed iteration's time (us), in order; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub times_us: Vec<f64>,
 }
 
 /// What one rank measured for one point.
@@ -75,6 +78,8 @@ fn measure_placement<E: Engine, M: Memory>(
     // Collectives that do not reduce use the max pattern: it gives every rank distinct values at any rank count.
     let pattern = Pattern::new(p.dtype, p.op.unwrap_or(Op::Max), e.size());
     let call = p.call(opts.sweep.root, e.rank(), in_place);
+    // -u: this point's buffers start whole elements past their alignment (the sweep's padding allows 8 B each).
+    bufs.host().shift = opts.sweep.iteration.shift_bytes(p.layout.elem_size);
     prepare(e.rank(), p, &pattern, bufs.host(), in_place);
     bufs.load(&call)?;
     for _ in 0..opts.sweep.warmup {
@@ -89,19 +94,36 @@ fn measure_placement<E: Engine, M: Memory>(
     let mut hist =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
+    let it = opts.sweep.iteration;
+    let agg = u128::from(it.agg.max(1));
+    let mut times_us = Vec::with_capacity(if it.per_iter { opts.sweep.iters as usize } else { 0 });
     // Only the timed calls' staging is reported.
     bufs.take_staging();
     for _ in 0..opts.sweep.iters {
         let t0 = Instant::now();
-        bufs.run(e, algo, &call)?;
-        let ns = t0.elapsed().as_nanos();
+        // -m: the iteration's collectives run back to back; -z 1: each ends in a barrier, timed.
+        for _ in 0..agg {
+            bufs.run(e, algo, &call)?;
+            if it.blocking == 1 {
+                e.barrier()?;
+            }
+        }
+        let ns = t0.elapsed().as_nanos() / agg;
+        // -z 3: the ranks line up after each iteration, outside its time.
+        if it.blocking == 3 {
+            e.barrier()?;
+        }
         if let Some(f) = first_us.take() {
             *f = ns as f64 / 1e3;
         }
         total_ns += ns;
         hist.saturating_record((ns as u64).max(1));
+        if it.per_iter {
+            times_us.push(ns as f64 / 1e3);
+        }
     }
     let mut timing = RankTiming {
+        times_us,
         avg_us: total_ns as f64 / 1e3 / opts.sweep.iters.max(1) as f64,
         p50_us: hist.value_at_quantile(0.5) as f64 / 1e3,
         p99_us: hist.value_at_quantile(0.99) as f64 / 1e3,
@@ -147,7 +169,7 @@ fn prepare(rank: usize, p: &Point, pattern: &Pattern, bufs: &mut Buffers, in_pla
     let es = p.layout.elem_size;
     let input_len = p.layout.send_count * es;
     if in_place {
-        let view = &mut bufs.recv[..p.coll.recv_elems(&p.layout, true) * es];
+        let view = &mut bufs.recv_mut()[..p.coll.recv_elems(&p.layout, true) * es];
         let at = p.coll.in_place_input_at(&p.layout, rank) * es;
         let (before, rest) = view.split_at_mut(at);
         let (input, after) = rest.split_at_mut(input_len);
@@ -155,8 +177,8 @@ fn prepare(rank: usize, p: &Point, pattern: &Pattern, bufs: &mut Buffers, in_pla
         pattern.poison(before);
         pattern.poison(after);
     } else {
-        pattern.fill(Source::Rank(rank), 0, &mut bufs.send[..input_len]);
-        pattern.poison(&mut bufs.recv[..p.layout.recv_count * es]);
+        pattern.fill(Source::Rank(rank), 0, &mut bufs.send_mut()[..input_len]);
+        pattern.poison(&mut bufs.recv_mut()[..p.layout.recv_count * es]);
     }
 }
 
@@ -173,7 +195,7 @@ fn verify(
     let es = p.layout.elem_size;
     let mut total = CheckOutcome::default();
     for ex in p.coll.expected(&p.layout, rank, n, root, in_place) {
-        let mut o = pattern.check(ex.source, ex.first, &bufs.recv[ex.at * es..(ex.at + ex.len) * es]);
+        let mut o = pattern.check(ex.source, ex.first, &bufs.recv()[ex.at * es..(ex.at + ex.len) * es]);
         if let Some(m) = &mut o.first {
             m.index += ex.at;
         }
@@ -192,6 +214,6 @@ fn corrupt(rank: usize, n: usize, p: &Point, bufs: &mut Buffers, root: usize, in
         .rev()
         .find(|ex| ex.len > 0)
     {
-        bufs.recv[(ex.at + ex.len - 1) * es] ^= 0xff;
+        bufs.recv_mut()[(ex.at + ex.len - 1) * es] ^= 0xff;
     }
 }

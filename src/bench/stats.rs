@@ -3,6 +3,7 @@
 use super::options::RankStat;
 use super::plan::Point;
 use super::point::{RankPoint, RankTiming};
+use crate::report::per_iter::PerIter;
 use crate::report::{RankInfo, Record, Timing, WrongElement};
 
 /// Combines every rank's measurement of one placement.
@@ -46,6 +47,7 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
         iters,
         staging_us: per_rank.iter().filter_map(|t| t.staging_us).reduce(f64::max),
         staging_wait_us: per_rank.iter().filter_map(|t| t.staging_wait_us).reduce(f64::max),
+        per_iter: None,
     }
 }
 
@@ -60,6 +62,8 @@ pub struct Context<'a> {
     pub iters: u32,
     /// Which whole sweep this is (`--repeat`).
     pub repeat: u32,
+    /// Per-iteration timing (`-I 1`): the leading iterations its summary leaves out (`-K`); `None`: off.
+    pub per_iter_skip: Option<u32>,
 }
 
 /// One table row from every rank's measurement of `p` with `algo`.
@@ -71,6 +75,7 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         stat,
         iters,
         repeat,
+        per_iter_skip,
     } = *ctx;
     let n = per_rank.len();
     let oop: Vec<&RankTiming> = per_rank.iter().map(|r| &r.out_of_place).collect();
@@ -90,6 +95,10 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
                 })
             })
     });
+    let per_iter = |ts: &[&RankTiming]| {
+        let times: Vec<&[f64]> = ts.iter().map(|t| t.times_us.as_slice()).collect();
+        per_iter_skip.and_then(|skip| PerIter::of(&times, skip))
+    };
     Record {
         path: path.to_string(),
         collective: p.coll,
@@ -100,8 +109,14 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         op: p.op,
         root: p.coll.rooted().then_some(root),
         nranks: n,
-        out_of_place: combine_timing(&oop, stat, p, n, iters),
-        in_place: combine_timing(&ip, stat, p, n, iters),
+        out_of_place: Timing {
+            per_iter: per_iter(&oop),
+            ..combine_timing(&oop, stat, p, n, iters)
+        },
+        in_place: Timing {
+            per_iter: per_iter(&ip),
+            ..combine_timing(&ip, stat, p, n, iters)
+        },
         first_wrong,
         repeat,
     }
@@ -134,6 +149,7 @@ mod tests {
             first: None,
             staging_us: None,
             staging_wait_us: None,
+            times_us: Vec::new(),
         }
     }
 

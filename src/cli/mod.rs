@@ -52,6 +52,21 @@ pub enum Command {
     GpuMatrix(GpuMatrixArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) to stdout.
     Completions(CompletionsArgs),
+    /// Link nccl-tests' program names (all_reduce_perf, all_gather_perf, ...) to collbench in DIR: run
+    /// under them, collbench takes nccl-tests' flags and prints its output (docs/nccl-tests.md).
+    InstallAliases(InstallAliasesArgs),
+}
+
+/// Flags of `collbench install-aliases`.
+#[derive(Debug, Clone, Args)]
+pub struct InstallAliasesArgs {
+    /// Directory for the links, created if missing (e.g. /usr/local/bin).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Replace files of those names that are not links to this collbench (nccl-tests' own binaries).
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Flags of `collbench completions`.
@@ -521,6 +536,41 @@ pub struct RunArgs {
     #[arg(long = "percentiles", help_heading = TIMING)]
     pub percentiles: bool,
 
+    /// Keep every timed iteration's time (nccl-tests' -I): 1 adds the per-iteration objects
+    /// (out_of_place_per_iter, in_place_per_iter: each rank's times and their summary) to the -J file.
+    #[arg(short = 'I', long = "per_iter_timing", alias = "per-iter-timing", value_name = "0|1",
+        help_heading = TIMING, default_value_t = 0)]
+    pub per_iter_timing: u8,
+
+    /// With -I 1: leading timed iterations the per-iteration summary leaves out (nccl-tests' -K); the
+    /// iteration times themselves keep them.
+    #[arg(short = 'K', long = "per_iter_skip", alias = "per-iter-skip", value_name = "N", help_heading = TIMING,
+        default_value_t = 0)]
+    pub per_iter_skip: u32,
+
+    /// Collectives per timed iteration (nccl-tests' -m): they run back to back and the iteration's time is
+    /// divided by N.
+    #[arg(short = 'm', long = "agg_iters", alias = "agg-iters", value_name = "N", help_heading = TIMING,
+        default_value_t = 1)]
+    pub agg_iters: u32,
+
+    /// Waits between collectives (nccl-tests' -z): 0 none; 1 a barrier after every collective, timed; 2 none
+    /// beyond the call's own completion (collbench's calls return complete, so as 0); 3 a barrier after every
+    /// timed iteration, not timed.
+    #[arg(short = 'z', long = "blocking", value_name = "0-3", help_heading = TIMING, default_value_t = 0)]
+    pub blocking: u8,
+
+    /// Start the send and receive buffers this many elements past their alignment (nccl-tests' -u; host
+    /// memory only).
+    #[arg(short = 'u', long = "unalign", value_name = "N", help_heading = TIMING, default_value_t = 0)]
+    pub unalign: u32,
+
+    /// Call the time column cputime and the JSON key cpu_time (nccl-tests' -C). collbench's paths are timed by
+    /// the CPU's clock around calls that return complete, so the figures are the same as with -C 0.
+    #[arg(short = 'C', long = "report_cputime", alias = "report-cputime", value_name = "0|1",
+        help_heading = TIMING, default_value_t = 0)]
+    pub report_cputime: u8,
+
     #[command(flatten)]
     pub deadlines: DeadlineArgs,
 
@@ -619,6 +669,24 @@ pub struct RunArgs {
     /// for), so the staged path runs end to end without a GPU or the cuda feature; its times mean nothing.
     #[arg(long = "emulate-device", hide = true)]
     pub emulate_device: bool,
+
+    /// Print stdout as nccl-tests' PROGRAM (all_reduce_perf, ...) prints it, and exit as it does; set by the
+    /// nccl-tests names (`collbench install-aliases`).
+    #[arg(long = "nccl-tests-table", value_name = "PROGRAM", hide = true)]
+    pub nccl_tests_table: Option<String>,
+
+    /// With --nccl-tests-table: NCCL_TESTS_MIN_BW, the average busbw (GB/s) below 90% of which the run fails.
+    #[arg(
+        long = "nccl-tests-min-bw",
+        value_name = "GBS",
+        hide = true,
+        requires = "nccl_tests_table"
+    )]
+    pub nccl_tests_min_bw: Option<f64>,
+
+    /// With --nccl-tests-table: a timestamp after every row (nccl-tests' -S 1).
+    #[arg(long = "nccl-tests-timestamps", hide = true, requires = "nccl_tests_table")]
+    pub nccl_tests_timestamps: bool,
 }
 
 pub mod defaults;

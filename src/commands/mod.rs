@@ -9,10 +9,12 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 use crate::error::{stderr, Error};
 
+mod alias;
 mod compare;
 mod completions;
 mod gpu_matrix;
 mod info;
+mod install_aliases;
 mod model;
 mod pairwise;
 mod plot;
@@ -21,6 +23,10 @@ mod selftest;
 
 /// Runs collbench with the command line `argv` (program name first); returns the exit status.
 pub fn main(argv: &[OsString]) -> i32 {
+    // Under an nccl-tests name (all_reduce_perf, ...): that program's flags, output and exit status.
+    if let Some(code) = alias::dispatch(argv) {
+        return code;
+    }
     let cli = Cli::parse_from(argv);
     let outcome = match &cli.command {
         Command::Run(args) => run::run(args, argv),
@@ -33,6 +39,7 @@ pub fn main(argv: &[OsString]) -> i32 {
         Command::Pairwise(args) => pairwise::pairwise(args, argv),
         Command::GpuMatrix(args) => gpu_matrix::gpu_matrix(args),
         Command::Completions(args) => completions::completions(args),
+        Command::InstallAliases(args) => install_aliases::install_aliases(args),
     };
     outcome.unwrap_or_else(|e| report_error(&e))
 }

@@ -22,6 +22,40 @@ pub struct Staging {
 pub struct Buffers {
     pub send: HostBuf,
     pub recv: HostBuf,
+    /// Bytes by which every call's buffers start past the allocation's alignment (`-u`); 0 on device memory.
+    pub shift: usize,
+}
+
+impl Buffers {
+    /// Host buffers of `send` and `recv` bytes and `pad` more, for calls that start up to `pad` bytes past
+    /// the alignment; calls start at it until `shift` says otherwise.
+    pub fn new(send: usize, recv: usize, pad: usize) -> Buffers {
+        Buffers {
+            send: HostBuf::new(send + pad),
+            recv: HostBuf::new(recv + pad),
+            shift: 0,
+        }
+    }
+
+    /// The send buffer as calls see it (past the shift).
+    pub fn send(&self) -> &[u8] {
+        &self.send[self.shift..]
+    }
+
+    /// The send buffer as calls see it, writable.
+    pub fn send_mut(&mut self) -> &mut [u8] {
+        &mut self.send[self.shift..]
+    }
+
+    /// The receive buffer as calls see it.
+    pub fn recv(&self) -> &[u8] {
+        &self.recv[self.shift..]
+    }
+
+    /// The receive buffer as calls see it, writable.
+    pub fn recv_mut(&mut self) -> &mut [u8] {
+        &mut self.recv[self.shift..]
+    }
 }
 
 /// One call's shape: the collective, and the bytes of the buffers it reads and writes.
@@ -122,7 +156,8 @@ impl Memory for Buffers {
 
     #[inline]
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()> {
-        e.run(algo, call.args(&self.send, &mut self.recv))
+        let shift = self.shift;
+        e.run(algo, call.args(&self.send[shift..], &mut self.recv[shift..]))
     }
 
     fn unload(&mut self, _call: &Call) -> Result<()> {

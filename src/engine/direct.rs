@@ -7,7 +7,6 @@ use crate::algorithm::Algo;
 use crate::engine::call::{Buffers, Call, Memory};
 use crate::error::{Error, Result};
 use crate::memory::device::Device;
-use crate::memory::HostBuf;
 
 /// Device send and receive buffers, and the host buffers the runner fills and checks. The staged engine
 /// ([`super::staged::Staged`]) keeps its device buffers in one too.
@@ -27,10 +26,7 @@ impl<D: Device> Direct<D> {
         let recv = dev.alloc(recv_bytes).map_err(fail)?;
         Ok(Direct {
             rank,
-            host: Buffers {
-                send: HostBuf::new(send_bytes),
-                recv: HostBuf::new(recv_bytes),
-            },
+            host: Buffers::new(send_bytes, recv_bytes, 0),
             send,
             recv,
             dev,

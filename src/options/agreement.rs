@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 
 use super::Options;
 use crate::algorithm::options::{AlgoChoice, AlgoOptions};
-use crate::bench::options::{Interleave, RankStat, SizeRange, SweepOptions};
+use crate::bench::options::{Interleave, IterOptions, RankStat, SizeRange, SweepOptions};
 use crate::collective::Collective;
 use crate::engine::options::BufferOptions;
 use crate::fault::{Fault, TestAids};
@@ -37,6 +37,7 @@ pub struct Agreement {
     pub root: usize,
     pub rank_stat: RankStat,
     pub percentiles: bool,
+    pub iteration: IterOptions,
     pub algo: AlgoChoice,
     pub algo_threshold: Option<u64>,
     pub chunk_bytes: usize,
@@ -82,6 +83,7 @@ impl Agreement {
             root,
             rank_stat,
             percentiles,
+            iteration,
         } = o.sweep.clone();
         let AlgoOptions {
             algo,
@@ -127,6 +129,7 @@ impl Agreement {
             root,
             rank_stat,
             percentiles,
+            iteration,
             algo,
             algo_threshold,
             chunk_bytes,

@@ -26,6 +26,7 @@ pub use crate::algorithm::options::{AlgoChoice, AlgoOptions};
 pub use crate::bench::options::{Interleave, RankStat, SizeRange, Step, SweepOptions};
 pub use crate::engine::options::BufferOptions;
 pub use crate::fault::TestAids;
+pub use crate::report::nccl_table::NcclTestsStyle;
 pub use crate::report::outputs::{Outputs, Progress};
 pub use crate::transport::path::{PathKind, PathOptions};
 pub use crate::transport::rdma::options::RdmaOptions;
@@ -76,6 +77,9 @@ pub struct Options {
     pub outputs: Outputs,
     #[serde(flatten)]
     pub aids: TestAids,
+    /// Under nccl-tests' names: its stdout layout, minimum bandwidth and exit status; `None` for `run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_tests: Option<NcclTestsStyle>,
 }
 
 impl Default for Options {
@@ -91,6 +95,7 @@ impl Default for Options {
             buffers: BufferOptions::default(),
             outputs: Outputs::default(),
             aids: TestAids::default(),
+            nccl_tests: None,
         }
     }
 }
@@ -101,13 +106,21 @@ impl Options {
         let sweep = SweepOptions::from_cli(args)?;
         let np = np(args.np)?;
         let paths = PathOptions::from_cli(&args.link, args.reference.clone())?;
+        let buffers = BufferOptions::from_cli(args, &paths)?;
+        if sweep.iteration.unalign > 0 && buffers.memory != crate::memory::MemoryKind::Host {
+            return Err(Error::usage(
+                "-u/--unalign",
+                "applies to host memory only here; drop -u, or run on host memory (--memory host)",
+            ));
+        }
         Ok(Options {
             np,
             sweep,
             algorithm: AlgoOptions::from_cli(&args.link, &args.algo_threshold)?,
             rdma: RdmaOptions::from_cli(&args.link)?,
             tcp: TcpOptions::from_cli(&args.link)?,
-            buffers: BufferOptions::from_cli(args, &paths)?,
+            buffers,
+            nccl_tests: NcclTestsStyle::from_cli(args)?,
             deadlines: Deadlines::from_cli(&args.deadlines)?,
             aids: TestAids::from_cli(args.corrupt_rank, args.fault.as_deref())?,
             outputs: Outputs::from_cli(args)?,

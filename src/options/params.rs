@@ -2,7 +2,7 @@
 //! knows both, so the report layer never imports the options.
 
 use crate::bench::options::Step;
-use crate::report::params::{name, RunParams, StepView, RUN_PARAMS_VERSION};
+use crate::report::params::{name, IterParams, RunParams, StepView, RUN_PARAMS_VERSION};
 
 use super::Options;
 
@@ -43,7 +43,20 @@ impl RunParams {
             staging_pieces: Some(o.buffers.staging_pieces as u64),
             reduce_on_device: o.buffers.reduce_on_device,
             emulate_device: o.buffers.emulate_device,
+            iteration: Some(iter_params(&o.sweep.iteration)),
         }
+    }
+}
+
+/// The record of `-I -K -m -z -u -C`.
+fn iter_params(i: &crate::bench::options::IterOptions) -> IterParams {
+    IterParams {
+        per_iter: i.per_iter,
+        skip: i.skip,
+        agg: i.agg,
+        blocking: i.blocking,
+        unalign: i.unalign,
+        cputime: i.cputime,
     }
 }
 

@@ -21,8 +21,8 @@ pub const HEADERS: [&str; 11] = [
 pub const WIDTHS: [usize; 11] = [16, 11, 12, 9, 8, 9, 9, 9, 10, 12, 10];
 
 /// What the columns mean, for the line above the table.
-pub const LEGEND: &str = "start-up = connect + first call; cpu = every rank's CPU time; GB moved as busbw counts \
-                          bytes; host cpu% = the busiest host's ranks' CPU time over its CPUs; host busy% = the same host's CPUs busy with anything; throttled = held \
+pub const LEGEND: &str = "start-up = connect + first call; cpu = every rank's CPU seconds; GB moved as the bus \
+                          bandwidth counts bytes; host cpu% = the busiest host's ranks' CPU seconds over its CPUs' wall seconds; host busy% = the same host's CPUs busy with anything; throttled = held \
                           back by a cgroup CPU quota; limited by cpu = the CPUs, not the network, set the pace";
 
 /// One path's row.

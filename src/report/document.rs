@@ -1,7 +1,10 @@
 //! The results file's document (`collbench run -J`), one type both written ([`super::json`]) and read
 //! (`compare`, `model`, `plot`, `preflight --from-results` and `--baseline`). The layout is nccl-tests' `-J`
-//! layout (src/util.cu, JSON_FILE_VERSION 2) with collbench's own fields beside it; the schema is
-//! schema/collbench-results.schema.json.
+//! layout (src/util.cu, JSON_FILE_VERSION 3: per-iteration objects under `-I 1`) with collbench's own fields
+//! beside it; the schema is schema/collbench-results.schema.json. Every key nccl-tests writes means what it
+//! means there; collbench's per-placement statistics (the spread of the ranks' means, percentiles, intervals)
+//! sit in each entry's `collbench` object, as files of version 2 had them inside the placements: reading
+//! lifts them back, so files of either version read as the same [`Entry`].
 //!
 //! Reading is lenient so files written by earlier versions still read: a field a reader needs and the file
 //! lacks is `None` here, and the reader says which one (see [`need`]). nccl-tests' conventions kept:
@@ -11,10 +14,11 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use super::per_iter::PerIter;
 use super::record::{RunInfo, WrongElement};
 
 /// The nccl-tests JSON layout version whose keys this file keeps.
-pub const NCCL_TESTS_JSON_VERSION: u32 = 2;
+pub const NCCL_TESTS_JSON_VERSION: u32 = 3;
 
 /// What to give instead of a file that is not a results file.
 pub const WHAT_TO_GIVE: &str = "expected a results file written by `collbench run -J`";
@@ -72,6 +76,8 @@ pub struct Config {
     pub graph: u32,
     pub blocking_collectives: JBool,
     pub per_iter_timing: JBool,
+    /// Leading iterations the per-iteration summaries leave out (`-K`); absent in version 2 files.
+    pub per_iter_skip: u32,
     pub parallel_init: JBool,
     pub devices: Vec<Device>,
 }
@@ -90,8 +96,10 @@ pub struct Device {
 }
 
 /// One `results` entry: nccl-tests' keys, then collbench's. Every field is optional when read (files of
-/// other versions, or other tools, may lack it); the writer fills them all but `first_wrong`.
+/// other versions, or other tools, may lack it); the writer fills them all but `first_wrong` and, without
+/// `-I 1`, the per-iteration objects. Written as [`EntryOut`] lays it out.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "EntryOut")]
 pub struct Entry {
     pub size: Option<u64>,
     pub count: Option<u64>,
@@ -111,19 +119,172 @@ pub struct Entry {
     pub repeat: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_wrong: Option<WrongElement>,
+    /// nccl-tests' per-iteration objects (`-I 1`).
+    pub out_of_place_per_iter: Option<PerIter>,
+    pub in_place_per_iter: Option<PerIter>,
+    /// `-C 1`: the placements' time is written under nccl-tests' `cpu_time` key (read back as `time`).
+    #[serde(skip)]
+    pub cpu_time: bool,
 }
 
-/// One placement (out-of-place or in-place) of an entry. Numbers that are not finite are `"nan"`.
+/// An [`Entry`] as written: nccl-tests' keys in its order with its meanings, collbench's identification of
+/// the row (collective, path, algo, ranks, sweep) after them, and collbench's per-placement statistics in
+/// the entry's `collbench` object, where no nccl-tests reader meets them under its own names.
+#[derive(Serialize)]
+pub struct EntryOut {
+    size: Option<u64>,
+    count: Option<u64>,
+    #[serde(rename = "type")]
+    dtype: Option<String>,
+    redop: Option<String>,
+    root: Option<String>,
+    out_of_place: Option<NcclPlacement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    out_of_place_per_iter: Option<PerIter>,
+    in_place: Option<NcclPlacement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_place_per_iter: Option<PerIter>,
+    actual_iterations: Option<u32>,
+    experiment_name: Option<String>,
+    collective: Option<String>,
+    path: Option<String>,
+    algo: Option<String>,
+    nranks: Option<usize>,
+    repeat: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_wrong: Option<WrongElement>,
+    collbench: EntryExtras,
+}
+
+/// nccl-tests' four keys of a placement; `time` is `cpu_time` under `-C 1`.
+#[derive(Serialize)]
+pub struct NcclPlacement {
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "jnum")]
+    time: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "jnum")]
+    cpu_time: Option<f64>,
+    #[serde(serialize_with = "jnum")]
+    alg_bw: Option<f64>,
+    #[serde(serialize_with = "jnum")]
+    bus_bw: Option<f64>,
+    #[serde(serialize_with = "jnum")]
+    nwrong: Option<f64>,
+}
+
+/// collbench's statistics of an entry's placements.
+#[derive(Serialize)]
+pub struct EntryExtras {
+    out_of_place: Option<Placement>,
+    in_place: Option<Placement>,
+}
+
+impl From<Entry> for EntryOut {
+    fn from(e: Entry) -> EntryOut {
+        let cpu = e.cpu_time;
+        let nccl = |p: &Option<Placement>| {
+            p.as_ref().map(|p| NcclPlacement {
+                time: if cpu { None } else { p.time },
+                cpu_time: if cpu { p.time } else { None },
+                alg_bw: p.alg_bw,
+                bus_bw: p.bus_bw,
+                nwrong: p.nwrong,
+            })
+        };
+        // The statistics without nccl-tests' four, which the placement itself carries.
+        let extra = |p: &Option<Placement>| {
+            p.as_ref().map(|p| Placement {
+                time: None,
+                alg_bw: None,
+                bus_bw: None,
+                nwrong: None,
+                ..p.clone()
+            })
+        };
+        EntryOut {
+            size: e.size,
+            count: e.count,
+            dtype: e.dtype,
+            redop: e.redop,
+            root: e.root,
+            out_of_place: nccl(&e.out_of_place),
+            out_of_place_per_iter: e.out_of_place_per_iter,
+            in_place: nccl(&e.in_place),
+            in_place_per_iter: e.in_place_per_iter,
+            actual_iterations: e.actual_iterations,
+            experiment_name: e.experiment_name,
+            collective: e.collective,
+            path: e.path,
+            algo: e.algo,
+            nranks: e.nranks,
+            repeat: e.repeat,
+            first_wrong: e.first_wrong,
+            collbench: EntryExtras {
+                out_of_place: extra(&e.out_of_place),
+                in_place: extra(&e.in_place),
+            },
+        }
+    }
+}
+
+/// An entry of either layout made flat: a version 3 entry's `collbench.out_of_place` statistics joined to
+/// its `out_of_place` (and so on), and `cpu_time` read as `time`. Keys already in the placement win, so an
+/// edited placement (a test that changes `ci95_us`) is read as edited.
+pub(crate) fn lift(entry: &Value) -> Value {
+    let mut e = entry.clone();
+    let Some(obj) = e.as_object_mut() else { return e };
+    let extras = obj.remove("collbench");
+    for placement in ["out_of_place", "in_place"] {
+        let Some(Value::Object(p)) = obj.get_mut(placement) else {
+            continue;
+        };
+        if !p.contains_key("time") {
+            if let Some(t) = p.get("cpu_time").cloned() {
+                p.insert("time".into(), t);
+            }
+        }
+        if let Some(Value::Object(more)) = extras.as_ref().and_then(|x| x.get(placement)) {
+            for (k, v) in more {
+                if !p.contains_key(k) && !v.is_null() {
+                    p.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+    e
+}
+
+/// One placement (out-of-place or in-place) of an entry, as read: nccl-tests' four keys and collbench's
+/// statistics (written apart, see [`EntryOut`]). Numbers that are not finite are `"nan"`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
-    #[serde(default, serialize_with = "jnum", deserialize_with = "number_or_nan")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "jnum",
+        deserialize_with = "number_or_nan"
+    )]
     pub time: Option<f64>,
-    #[serde(default, serialize_with = "jnum", deserialize_with = "number_or_nan")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "jnum",
+        deserialize_with = "number_or_nan"
+    )]
     pub alg_bw: Option<f64>,
-    #[serde(default, serialize_with = "jnum", deserialize_with = "number_or_nan")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "jnum",
+        deserialize_with = "number_or_nan"
+    )]
     pub bus_bw: Option<f64>,
     /// Wrong elements; `null` when the data check was off.
-    #[serde(default, serialize_with = "jnum", deserialize_with = "number_or_nan")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "jnum",
+        deserialize_with = "number_or_nan"
+    )]
     pub nwrong: Option<f64>,
     #[serde(default, serialize_with = "jnum", deserialize_with = "number_or_nan")]
     pub rank0_us: Option<f64>,
@@ -374,7 +535,7 @@ pub fn entries_from_value(v: &Value, label: &str) -> std::result::Result<Vec<Ent
     list.iter()
         .enumerate()
         .map(|(i, e)| {
-            Entry::deserialize(e).map_err(|err| {
+            Entry::deserialize(&lift(e)).map_err(|err| {
                 let at = if label == "entry" {
                     format!("entry {i}")
                 } else {

@@ -10,7 +10,7 @@ use super::document::{
 use super::file::write_atomic;
 use super::params::{RunParams, StepView};
 use super::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
-use super::summary::summarize;
+use super::summary::{nccl_avg_busbw, summarize};
 use super::Reporter;
 use crate::error::{Error, Result};
 
@@ -105,13 +105,10 @@ fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>)
             &so_far
         }
     };
-    let bandwidth = if totals.avg_busbw.is_empty() {
-        0.0
-    } else {
-        // One number for the whole run, as nccl-tests has: the mean of the per-table averages (the table
-        // footer's value when there is one table).
-        totals.avg_busbw.iter().map(|a| a.busbw).sum::<f64>() / totals.avg_busbw.len() as f64
-    };
+    // As nccl-tests computes it: the mean busbw over every row and placement of the run (NaN, written
+    // "nan", before the first row); collbench's own averages are in its summary.
+    let bandwidth = nccl_avg_busbw(records);
+    let cpu_time = run.params.iteration.is_some_and(|i| i.cputime);
     Document {
         version: NCCL_TESTS_JSON_VERSION,
         start_time: nccl_time(&run.start_time),
@@ -119,14 +116,18 @@ fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>)
         env: Vec::new(),
         nccl_version: None,
         config: config(run),
-        results: records.iter().map(entry).collect(),
+        results: records.iter().map(|r| Entry { cpu_time, ..entry(r) }).collect(),
         out_of_bounds: OutOfBounds {
             count: totals.out_of_bounds,
             okay: JBool(totals.out_of_bounds == 0),
         },
         average_bus_bandwidth: AverageBusBw {
             bandwidth,
-            okay: "unchecked".into(),
+            okay: run.min_bw.map_or_else(
+                || "unchecked".to_string(),
+                // nccl-tests' NCCL_TESTS_MIN_BW check: within 90% of the minimum asked for.
+                |min| (bandwidth >= min * 0.9).to_string(),
+            ),
         },
         errors: Vec::new(),
         end_time: summary.map(|s| nccl_time(&s.end_time)),
@@ -142,6 +143,7 @@ fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>)
 
 fn config(run: &RunInfo) -> Config {
     let p = &run.params;
+    let it = p.iteration.unwrap_or_default();
     let (step_factor, step_bytes) = match p.step {
         Some(StepView::Factor(f)) => (Some(f), None),
         Some(StepView::Bytes(b)) => (None, Some(b)),
@@ -157,11 +159,12 @@ fn config(run: &RunInfo) -> Config {
         step_bytes,
         warmup_iters: p.warmup,
         iterations: p.iters,
-        aggregated_iterations: 1,
+        aggregated_iterations: it.agg,
         validation: p.check_iters,
         graph: 0,
-        blocking_collectives: JBool(false),
-        per_iter_timing: JBool(false),
+        blocking_collectives: JBool(it.blocking != 0),
+        per_iter_timing: JBool(it.per_iter),
+        per_iter_skip: it.skip,
         parallel_init: JBool(false),
         devices: run
             .ranks
@@ -195,9 +198,15 @@ fn gpu_parts(label: &str) -> Option<(i32, String, String)> {
     Some((ordinal.parse().ok()?, bus.to_string(), name.to_string()))
 }
 
-/// `records` as the `results` array of this file, for documents that carry measurements in the same form.
+/// `records` as entries for documents of collbench's own that carry measurements (`preflight -J`): each
+/// entry flat, its statistics inside its placements, as those documents have always had them; read back by
+/// the same reader as the results file's.
 pub fn entries(records: &[Record]) -> serde_json::Value {
-    serde_json::to_value(records.iter().map(entry).collect::<Vec<_>>()).expect("results entries serialise")
+    let flat = records
+        .iter()
+        .map(|r| super::document::lift(&serde_json::to_value(entry(r)).expect("a results entry serialises")))
+        .collect();
+    serde_json::Value::Array(flat)
 }
 
 fn entry(rec: &Record) -> Entry {
@@ -218,6 +227,9 @@ fn entry(rec: &Record) -> Entry {
         nranks: Some(rec.nranks),
         repeat: Some(rec.repeat),
         first_wrong: rec.first_wrong.clone(),
+        out_of_place_per_iter: rec.out_of_place.per_iter.clone(),
+        in_place_per_iter: rec.in_place.per_iter.clone(),
+        cpu_time: false,
     }
 }
 
@@ -472,7 +484,7 @@ mod tests {
         ] {
             assert!(top.contains(&k), "missing top-level key {k}");
         }
-        assert_eq!(v["version"], 2);
+        assert_eq!(v["version"], 3);
         assert_eq!(v["start_time"], "2025-03-04 05:06:07");
         assert_eq!(v["end_time"], "2025-03-04 05:07:00");
         let c = &v["config"];
@@ -558,7 +570,9 @@ mod tests {
         assert_eq!(r[0]["path"], "tcp@lo");
         assert_eq!(r[0]["algo"], "ring");
         assert_eq!(r[0]["nranks"], 4);
-        assert_eq!(r[0]["in_place"]["p99_us"], 103.0);
+        // collbench's statistics in the entry's own object, not under nccl-tests' names.
+        assert_eq!(r[0]["collbench"]["in_place"]["p99_us"], 103.0);
+        assert!(r[0]["in_place"].get("p99_us").is_none() && r[0].get("out_of_place_per_iter").is_none());
         assert_eq!(v["collbench"]["schema_version"], SCHEMA_VERSION);
         assert_eq!(v["collbench"]["complete"], true);
         assert_eq!(v["collbench"]["summary"]["wrong"], 3);
@@ -574,8 +588,13 @@ mod tests {
         assert_eq!(v["results"].as_array().unwrap().len(), 3);
         // Totals so far use the same definitions as the final summary.
         assert_eq!(v["out_of_bounds"]["count"], 1);
-        let avg = summarize(&records(), String::new(), None, &[], Vec::new()).avg_busbw;
-        let mean = avg.iter().map(|a| a.busbw).sum::<f64>() / avg.len() as f64;
+        // nccl-tests' average: every row, both placements.
+        let recs = records();
+        let mean = recs
+            .iter()
+            .map(|r| r.out_of_place.busbw + r.in_place.busbw)
+            .sum::<f64>()
+            / 6.0;
         assert_eq!(v["average_bus_bandwidth"]["bandwidth"], mean);
         // Only the file itself is left in the directory: the temporaries were renamed over it.
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
@@ -589,6 +608,41 @@ mod tests {
         let v = serde_json::to_value(document(&run, std::slice::from_ref(&rec), None)).unwrap();
         assert_eq!(v["results"][0]["out_of_place"]["alg_bw"], "nan");
         validate(&v);
+    }
+
+    #[test]
+    fn per_iteration_objects_and_cpu_time_are_written_under_nccl_tests_keys_and_read_back() {
+        let mut run = run_info(false);
+        run.params.iteration = Some(crate::report::params::IterParams {
+            per_iter: true,
+            skip: 1,
+            cputime: true,
+            ..Default::default()
+        });
+        let mut rec = record(Collective::AllReduce, 1 << 20, 100.0, 12.5, Some(0));
+        rec.out_of_place.per_iter = crate::report::per_iter::PerIter::of(&[&[9.0, 1.0, 2.0], &[3.0, 4.0, 1.0]], 1);
+        rec.in_place.per_iter = rec.out_of_place.per_iter.clone();
+        let v = serde_json::to_value(document(&run, std::slice::from_ref(&rec), None)).unwrap();
+        validate(&v);
+        let e = &v["results"][0];
+        // nccl-tests' order, as written: each placement, then its per-iteration object.
+        let written = serde_json::to_string(&document(&run, std::slice::from_ref(&rec), None)).unwrap();
+        let at = |k: &str| written.find(&format!("\"{k}\":")).unwrap();
+        assert!(at("out_of_place") < at("out_of_place_per_iter") && at("out_of_place_per_iter") < at("in_place"));
+        assert_eq!(e["out_of_place"]["cpu_time"], 100.0);
+        assert!(e["out_of_place"].get("time").is_none());
+        assert_eq!(
+            e["out_of_place_per_iter"]["times_us"],
+            serde_json::json!([9.0, 4.0, 2.0])
+        );
+        assert_eq!(e["out_of_place_per_iter"]["skipped_iterations"], 1);
+        assert_eq!(v["config"]["per_iter_timing"], "true");
+        assert_eq!(v["config"]["per_iter_skip"], 1);
+        let read = Document::from_value(&v).unwrap();
+        let r = &read.results[0];
+        assert_eq!(r.out_of_place().time, Some(100.0), "cpu_time reads as the time");
+        assert_eq!(r.out_of_place().p99_us, Some(103.0), "the statistics are lifted back");
+        assert_eq!(r.in_place_per_iter, rec.in_place.per_iter);
     }
 
     #[test]

@@ -85,6 +85,40 @@ pub struct RunParams {
     pub reduce_on_device: bool,
     /// `--emulate-device` (a testing aid): no GPU was measured.
     pub emulate_device: bool,
+    /// How each timed iteration ran (nccl-tests' `-I -K -m -z -u -C`); `None` for records older than it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<IterParams>,
+}
+
+/// How each timed iteration ran, as recorded: nccl-tests' `-I`, `-K`, `-m`, `-z`, `-u` and `-C`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IterParams {
+    /// Every timed iteration's time was kept (`-I 1`).
+    pub per_iter: bool,
+    /// Leading iterations the per-iteration summary leaves out (`-K`).
+    pub skip: u32,
+    /// Collectives per timed iteration (`-m`).
+    pub agg: u32,
+    /// Waits between collectives (`-z`).
+    pub blocking: u8,
+    /// Elements the buffers start past their alignment (`-u`).
+    pub unalign: u32,
+    /// The time column is named `cputime` (`-C 1`).
+    pub cputime: bool,
+}
+
+impl Default for IterParams {
+    fn default() -> Self {
+        IterParams {
+            per_iter: false,
+            skip: 0,
+            agg: 1,
+            blocking: 0,
+            unalign: 0,
+            cputime: false,
+        }
+    }
 }
 
 /// The name serde gives an option's value (`max`, `auto`, `cuda`, ...), as the options file wrote it.
@@ -157,6 +191,7 @@ impl RunParams {
             staging_pieces: u("/staging_pieces"),
             reduce_on_device: b("reduce_on_device"),
             emulate_device: b("emulate_device"),
+            iteration: o.get("iteration").and_then(|v| IterParams::deserialize(v).ok()),
         }
     }
 }

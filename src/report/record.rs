@@ -43,6 +43,10 @@ pub struct RunInfo {
     /// GPUDirect RDMA route ([`crate::memory::gpudirect`]). Written once, in the JSON's `collbench.memory`.
     #[serde(skip)]
     pub rdma_route: Option<String>,
+    /// NCCL_TESTS_MIN_BW under the nccl-tests names: the average busbw (GB/s) below 90% of which the run
+    /// fails; written as `average_bus_bandwidth.okay`.
+    #[serde(skip)]
+    pub min_bw: Option<f64>,
 }
 
 impl RunInfo {
@@ -172,6 +176,9 @@ pub struct Timing {
     /// staging the network did not hide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub staging_wait_us: Option<f64>,
+    /// With per-iteration timing (`-I 1`): every rank's iteration times and their summary, nccl-tests' way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_iter: Option<super::per_iter::PerIter>,
 }
 
 /// The first wrong element seen at one point, with where it was.

@@ -38,6 +38,13 @@ pub fn out_of_bounds(records: &[Record]) -> u64 {
         .count() as u64
 }
 
+/// nccl-tests' average bus bandwidth (`# Avg bus bandwidth`, `average_bus_bandwidth`): the mean busbw over
+/// every row and both placements of `records`; NaN when there is none, as nccl-tests' 0 / 0 gives.
+pub fn nccl_avg_busbw(records: &[Record]) -> f64 {
+    let sum: f64 = records.iter().map(|r| r.out_of_place.busbw + r.in_place.busbw).sum();
+    sum / (2 * records.len()) as f64
+}
+
 /// Wrong elements summed over every point (0 where the check was off).
 pub fn wrong_elements(records: &[Record]) -> u64 {
     records

@@ -24,6 +24,7 @@ pub fn timing(time_us: f64, busbw: f64, wrong: Option<u64>) -> Timing {
         iters: 20,
         staging_us: None,
         staging_wait_us: None,
+        per_iter: None,
     }
 }
 
@@ -105,6 +106,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
         },
         legacy_options: None,
         rdma_route: None,
+        min_bw: None,
     }
 }
 

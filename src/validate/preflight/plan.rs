@@ -168,6 +168,7 @@ pub fn base_options(args: &PreflightArgs) -> Result<Options> {
         },
         aids: TestAids::from_cli(None, args.fault.as_deref())?,
         paths,
+        nccl_tests: None,
     })
 }
 

@@ -1,0 +1,84 @@
+//! collbench under an nccl-tests program name (`all_reduce_perf`, ...): that program's flags, translated
+//! to `collbench run`'s, its output and its exit status.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+use crate::alias::flags::{Backend, Parsed};
+use crate::cli::{Cli, Command};
+use crate::error::{stderr, Error, Result};
+
+/// Runs as the nccl-tests program `argv[0]` names, when it names one: the exit status; `None` otherwise
+/// (collbench's own command line).
+pub fn dispatch(argv: &[OsString]) -> Option<i32> {
+    let (program, collective) = crate::alias::program_of(argv.first()?)?;
+    let args: Vec<String> = argv[1..].iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Some(match run_as(program, collective, &args) {
+        Ok(code) => code,
+        Err(e) => {
+            stderr!("{program} (collbench): error: {e}");
+            e.exit_code()
+        }
+    })
+}
+
+/// Which path this machine runs, and why not NCCL where not.
+fn backend() -> (Backend, Option<String>) {
+    if !cfg!(feature = "cuda") {
+        return (
+            Backend::Tcp,
+            Some("this collbench is built without the cuda feature".into()),
+        );
+    }
+    let ready = crate::memory::kind::check_run_memory("cuda")
+        .and_then(|_| crate::nccl::check_run(crate::memory::MemoryKind::Cuda));
+    match ready {
+        Ok(_) => (Backend::Nccl, None),
+        Err(e) => (Backend::Tcp, Some(e.to_string())),
+    }
+}
+
+fn run_as(program: &str, collective: &str, args: &[String]) -> Result<i32> {
+    let launched = crate::world::env::identity_from(|k| std::env::var(k).ok())?.is_some();
+    let (path, why_not) = backend();
+    let parsed = crate::alias::flags::translate(
+        collective,
+        program,
+        args,
+        &|k| std::env::var(k).ok(),
+        launched,
+        &|p| p.exists(),
+        path,
+    )?;
+    let (run_args, notes) = match parsed {
+        Parsed::Help => {
+            print!("{}", crate::alias::flags::usage(program));
+            return Ok(0);
+        }
+        Parsed::Run { args, notes } => (args, notes),
+    };
+    let rank0 = std::env::var("RANK").map_or(true, |r| r == "0")
+        && std::env::var("OMPI_COMM_WORLD_RANK").map_or(true, |r| r == "0");
+    if rank0 {
+        if let Some(why) = why_not {
+            stderr!("{program} (collbench): note: not NCCL here ({why}); collbench's tcp path on host memory");
+        }
+        for n in notes {
+            // nccl-tests' own line about the JSON file is on its stdout, before the header.
+            if n.starts_with("# ") {
+                println!("{n}");
+            } else {
+                stderr!("{n}");
+            }
+        }
+    }
+    // The ranks a local launch starts run this same `collbench run` command line.
+    let mut argv: Vec<OsString> = vec!["collbench".into(), "run".into()];
+    argv.extend(run_args.into_iter().map(OsString::from));
+    let cli = Cli::try_parse_from(&argv).map_err(|e| Error::usage(program.to_string(), e.to_string()))?;
+    let Command::Run(run) = &cli.command else {
+        unreachable!("the command line built above is `collbench run`")
+    };
+    super::run::run(run, &argv)
+}
