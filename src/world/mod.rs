@@ -9,6 +9,7 @@ mod disagreement;
 pub mod env;
 pub mod launcher_abort;
 pub mod local;
+mod missing;
 pub mod rendezvous;
 
 use crate::report::RankInfo;
@@ -97,7 +98,7 @@ pub fn bootstrap(
     let mut sock = sock;
     rendezvous::send_join(&mut sock, root, &id.token, &me)?;
     crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
-    let ranks = rendezvous::await_welcome(sock, root, &me, deadline)?;
+    let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline)?;
     Ok(World {
         rank: id.rank,
         size: id.size,

@@ -18,6 +18,7 @@ mod blame;
 pub mod congestion;
 pub mod connect;
 mod diagnose;
+pub mod drops;
 pub mod gate;
 pub mod handshake;
 pub mod options;
