@@ -324,7 +324,7 @@ fn capacity_for_descriptors() -> usize {
         return MAX_PENDING;
     }
     let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count()) as u64;
-    let room = (lim.rlim_cur as u64).saturating_sub(open) / 4;
+    let room = lim.rlim_cur.saturating_sub(open) / 4;
     (room.min(MAX_PENDING as u64) as usize).max(16)
 }
 
