@@ -297,6 +297,10 @@ fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_
         assert_eq!(*code, Some(0), "rank {rank} failed:\n{stderr}");
         // A line per dropped connection would be thousands: a few named, then one summary per listener.
         let lines = stderr.lines().count();
+        eprintln!(
+            "rank {rank}: exit {code:?}, stderr {lines} lines, {} bytes",
+            stderr.len()
+        );
         assert!(
             lines <= 40 && stderr.len() <= 16 * 1024,
             "rank {rank}: {lines} lines, {} bytes:\n{stderr}",
