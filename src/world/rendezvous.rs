@@ -711,6 +711,31 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_join_dropped_before_any_answer_is_sent_again_on_a_new_connection() {
+        // A full gate drops the oldest unauthenticated connection, which may be a real rank's: the service
+        // below closes the first connection unread, as the gate does, and answers the second.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [4u8; 16];
+        let server = std::thread::spawn(move || {
+            let (first, _) = l.accept().unwrap();
+            drop(first);
+            let (mut second, _) = l.accept().unwrap();
+            let mut pre = [0u8; PREAMBLE_LEN];
+            second.read_exact(&mut pre).unwrap();
+            let j: Join = serde_json::from_slice(&read_frame(&mut second).ok().expect("a join")).unwrap();
+            write_frame(&mut second, &Reply::Welcome(vec![j.info()])).unwrap();
+        });
+        let me = Join {
+            size: 1,
+            ..join_msg(0, json!({}))
+        };
+        let got = join(&root, &token, &me, Duration::from_secs(20)).unwrap();
+        assert_eq!(got.len(), 1);
+        server.join().unwrap();
+    }
+
+    #[test]
     fn rank_0_retries_a_rendezvous_name_until_the_deadline_and_then_names_it() {
         // .invalid never resolves (RFC 6761): the lookup is retried, then the error names the address.
         let root = "collbench-rendezvous.invalid:29500";
