@@ -125,9 +125,15 @@ impl Paths {
                 // Device memory is staged through host memory as on tcp paths; GPUDirect RDMA is not used.
                 let swept = sweep_maybe_staged(&mut engine, staging, s);
                 match swept {
-                    Err(e) => Err(match engine.transport.aborted_by() {
-                        Some(origin) => hear_abort(&mut sess.transports[0], origin, e),
-                        None => e,
+                    Err(e) => Err(match (engine.transport.aborted_by(), engine.transport.failed_with()) {
+                        (Some(origin), _) => hear_abort(&mut sess.transports[0], origin, e),
+                        // The peer a verbs completion failed with is whom this rank's abort note blames.
+                        (None, Some(peer)) => {
+                            let host = sess.world.ranks.get(peer).map(|r| r.host.clone()).unwrap_or_default();
+                            sess.transports[0].blame_peer(peer, host);
+                            e
+                        }
+                        (None, None) => e,
                     }),
                     ok => ok,
                 }

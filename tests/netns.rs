@@ -777,6 +777,49 @@ fn a_rank_killed_mid_all_reduce_is_named_with_its_host_by_every_other_host() {
 }
 
 #[test]
+fn a_host_that_loses_every_packet_mid_run_is_named_by_every_rank_itself_included() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let cluster = up("x", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args = fault_sweep("256M", &["-n", "20"], &json);
+    let procs = start_env_ranks(&cluster, dir.path(), &args);
+    let first_point = Instant::now() + RUN_DEADLINE;
+    loop {
+        let v: Option<serde_json::Value> = std::fs::read_to_string(&json)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        if v.is_some_and(|v| v["results"].as_array().is_some_and(|r| !r.is_empty())) {
+            break;
+        }
+        assert!(Instant::now() < first_point, "no point finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Host 2 drops everything it receives or sends on eth0 (100% loss, its link still up).
+    for chain in [["-A", "INPUT", "-i"], ["-A", "OUTPUT", "-o"]] {
+        let mut a: Vec<&str> = chain.to_vec();
+        a.extend(["eth0", "-j", "DROP"]);
+        let ok = cluster.exec(2, Path::new("iptables"), &a).status().unwrap();
+        assert!(ok.success(), "iptables {a:?}");
+    }
+    let done = wait_all(procs, RUN_DEADLINE);
+    let culprit = format!("Culprit: rank 2 (host {})", cluster.host(2));
+    for (h, d) in done.iter().enumerate() {
+        assert_eq!(d.status.code(), Some(3), "rank {h}:\n{}", d.stderr);
+        let line = error_line(d);
+        assert!(line.contains(&culprit), "rank {h}: {line}");
+    }
+    // Rank 2 heard from no peer and none acknowledged it: it says so, rather than blaming one of them.
+    assert!(
+        error_line(&done[2]).contains("lost every peer at once"),
+        "{}",
+        done[2].stderr
+    );
+}
+
+#[test]
 fn a_host_whose_link_goes_down_mid_run_is_named() {
     let Some(_one) = namespace_test() else {
         return;

@@ -373,6 +373,12 @@ fn a_rank_killed_mid_run_is_named_from_the_verbs_errors() {
         "{}",
         r.stderr
     );
+    // Every survivor names the killed rank, not a survivor that gave up first and blamed itself.
+    let culprits: Vec<&str> = e.lines().filter_map(|l| l.split("Culprit: ").nth(1)).collect();
+    assert!(!culprits.is_empty(), "no culprit named:\n{}", r.stderr);
+    for c in culprits {
+        assert!(c.starts_with("rank 2 (host "), "Culprit: {c}\n{}", r.stderr);
+    }
     assert!(
         r.stderr.contains("fakeverbs: QP") && r.stderr.contains("after 7 retries"),
         "{}",

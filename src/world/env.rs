@@ -45,6 +45,10 @@ const JOB_IDS: [&str; 5] = [
     "PMI_ID",
 ];
 
+/// Most ranks a job may have (2^20): far above any job collbench's all-pairs set-up serves, far below what
+/// would make a mistyped or hostile size allocate gigabytes.
+pub const MAX_WORLD_SIZE: usize = 1 << 20;
+
 fn parse_num(name: &str, v: &str) -> Result<usize> {
     v.trim()
         .parse()
@@ -54,7 +58,7 @@ fn parse_num(name: &str, v: &str) -> Result<usize> {
 /// Reads the identity from `get` (the process environment in production), or `None` when no launcher
 /// variables are present at all (then collbench launches its own local ranks).
 pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Identity>> {
-    let (launcher, rank, size) = match get(RANK) {
+    let (launcher, rank, size, size_var) = match get(RANK) {
         Some(r) => {
             let size = get(WORLD_SIZE).ok_or_else(|| {
                 Error::usage(
@@ -63,7 +67,12 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
                 )
             })?;
             let launcher = get(LAUNCHER).unwrap_or_else(|| "env (COLLBENCH_RANK)".into());
-            (launcher, parse_num(RANK, &r)?, parse_num(WORLD_SIZE, &size)?)
+            (
+                launcher,
+                parse_num(RANK, &r)?,
+                parse_num(WORLD_SIZE, &size)?,
+                WORLD_SIZE,
+            )
         }
         None => {
             let Some((name, rank_var, size_var, rank_s)) =
@@ -86,11 +95,22 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
                 name.to_string(),
                 parse_num(rank_var, &rank_s)?,
                 parse_num(size_var, &size_s)?,
+                size_var,
             )
         }
     };
     if size == 0 {
-        return Err(Error::usage(WORLD_SIZE, format!("{launcher} says the job has 0 ranks")));
+        return Err(Error::usage(size_var, format!("{launcher} says the job has 0 ranks")));
+    }
+    if size > MAX_WORLD_SIZE {
+        // Checked before anything is sized by it: the rendezvous and every rank trust it until all have joined.
+        return Err(Error::usage(
+            size_var,
+            format!(
+                "{launcher} says the job has {size} ranks; collbench supports at most {MAX_WORLD_SIZE} ({size_var} \
+                 must be between 1 and {MAX_WORLD_SIZE})"
+            ),
+        ));
     }
     if rank >= size {
         return Err(Error::usage(
@@ -183,6 +203,20 @@ mod tests {
     }
 
     const TOK: &str = "000102030405060708090a0b0c0d0e0f";
+
+    #[test]
+    fn a_world_size_above_the_bound_is_a_usage_error_naming_the_variable_and_the_bound() {
+        for size in ["1048577", "4294967295", "18446744073709551615"] {
+            for (rank_var, size_var) in [(RANK, WORLD_SIZE), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")] {
+                let e = identity_from(env(&[(rank_var, "0"), (size_var, size), (JOB_TOKEN, TOK)])).unwrap_err();
+                assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+                let msg = e.to_string();
+                assert!(msg.contains(size_var) && msg.contains("at most 1048576"), "{msg}");
+            }
+        }
+        let id = identity_from(env(&[(RANK, "0"), (WORLD_SIZE, "1048576"), (JOB_TOKEN, TOK)]));
+        assert_eq!(id.unwrap().unwrap().size, MAX_WORLD_SIZE);
+    }
 
     #[test]
     fn no_variables_means_local_launch() {

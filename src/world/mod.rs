@@ -10,6 +10,7 @@ pub mod env;
 pub mod launcher_abort;
 pub mod launcher_stop;
 pub mod local;
+mod missing;
 pub mod rank_info;
 pub mod rendezvous;
 
@@ -99,7 +100,7 @@ pub fn bootstrap(
     let mut sock = sock;
     rendezvous::send_join(&mut sock, root, &id.token, &me)?;
     crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
-    let ranks = rendezvous::await_welcome(sock, root, &me, deadline)?;
+    let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline)?;
     Ok(World {
         rank: id.rank,
         size: id.size,

@@ -6,6 +6,7 @@
 //!
 //! One concern, the rendezvous protocol (both sides); its tests are a third of the file.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -14,9 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::rank_info::{Endpoint, RankInfo};
 use crate::error::{stderr, Error, Result};
+use crate::transport::tcp::drops::Drops;
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
 pub(crate) use crate::world::disagreement::disagreement;
+use crate::world::missing::missing_ranks;
 
 const MAGIC: [u8; 4] = *b"CBRV";
 const VERSION: u16 = 1;
@@ -77,16 +80,13 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::io("configuring the rendezvous listener", e))?;
-    let mut joined: Vec<Option<(Join, TcpStream)>> = (0..size).map(|_| None).collect();
-    // Connections refused on the way, so a rank that never joined can be explained.
-    let mut dropped: Vec<String> = Vec::new();
+    // Keyed by rank and filled as ranks join: the announced size is not trusted with an allocation.
+    let mut joined: Joined = BTreeMap::new();
+    // Connections refused on the way, counted, so a rank that never joined can be explained in a line.
+    let mut drops = Drops::new(format!("rendezvous at {where_}"));
     let mut count = 0;
     // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
     let mut gate = Gate::new(|b: &[u8]| admit_join(b, &token), OPENING_DEADLINE);
-    let mut drop_one = |from: SocketAddr, why: String| {
-        stderr!("collbench: rendezvous at {where_}: dropped a connection from {from}: {why}");
-        dropped.push(format!("{from}: {why}"));
-    };
     while count < size {
         let (res, mut events) = gate.accept_all(&listener);
         res.map_err(|e| Error::io(format!("rendezvous at {where_}: accept"), e))?;
@@ -95,7 +95,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             let (mut sock, j) = match ev {
                 Event::Admitted(sock, _, j) => (sock, j),
                 Event::Rejected(from, why) => {
-                    drop_one(from, why);
+                    drops.note(from, &why);
                     continue;
                 }
             };
@@ -108,7 +108,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
             }
-            if j.rank >= size || joined[j.rank].is_some() {
+            if j.rank >= size || joined.contains_key(&j.rank) {
                 let msg = format!(
                     "rank {} (host {}) joined twice or is out of range (job of {size} ranks)",
                     j.rank, j.host
@@ -117,31 +117,34 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 refuse_all(&mut joined, &msg);
                 return Err(Error::Peer(msg));
             }
-            let r = j.rank;
-            joined[r] = Some((j, sock));
+            joined.insert(j.rank, (j, sock));
             count += 1;
         }
         if count == size {
             break;
         }
         if Instant::now() >= deadline {
-            let missing: Vec<String> = (0..size)
-                .filter(|&r| joined[r].is_none())
-                .map(|r| r.to_string())
-                .collect();
-            let mut refused = dropped.clone();
-            refused.extend(gate.close().into_iter().map(|(from, why)| format!("{from}: {why}")));
-            let they = if missing.len() == 1 { "it" } else { "they" };
+            let missing = missing_ranks(size, &joined);
+            for (from, why) in gate.close() {
+                drops.note(from, &why);
+            }
+            drops.finish();
+            let unjoined = (0..size).filter(|r| !joined.contains_key(r)).count();
+            let they = if unjoined == 1 { "it" } else { "they" };
             let msg = format!(
                 "rendezvous at {where_}: {} {} did not join within {:.1} s; did {they} start, and can {they} \
                  reach this address?{}",
-                if missing.len() == 1 { "rank" } else { "ranks" },
-                missing.join(", "),
+                if unjoined == 1 { "rank" } else { "ranks" },
+                missing,
                 timeout.as_secs_f64(),
-                if refused.is_empty() {
+                if drops.total() == 0 {
                     String::new()
                 } else {
-                    format!(" Refused on the way: {}", refused.join("; "))
+                    format!(
+                        " Refused on the way: {} connection(s): {}",
+                        drops.total(),
+                        drops.summary()
+                    )
                 }
             );
             tell_all(&mut joined, &Reply::Failed(msg.clone()));
@@ -151,40 +154,36 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         // between waits (a short tick, since the gate's wait does not watch joined ranks).
         gate.wait(&listener, &[], deadline.min(Instant::now() + NEWS_TICK));
         if let Some(r) = closed_rank(&joined) {
-            let j = &joined[r].as_ref().expect("a joined rank").0;
-            let missing: Vec<String> = (0..size)
-                .filter(|&m| joined[m].is_none())
-                .map(|m| m.to_string())
-                .collect();
+            let j = &joined[&r].0;
+            let missing = missing_ranks(size, &joined);
             let msg = format!(
                 "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
                  {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
                  Culprit: rank {r} (host {})",
-                j.host,
-                j.pid,
-                missing.join(", "),
-                j.host
+                j.host, j.pid, missing, j.host
             );
-            joined[r] = None;
+            joined.remove(&r);
             let reply = Reply::Failed(msg.clone());
             tell_all(&mut joined, &reply);
             // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
-            let late = (0..size).map(|m| m != r && joined[m].is_none()).collect();
-            tell_latecomers(&listener, gate, late, &reply, deadline);
+            let mut late = joined.keys().copied().collect::<BTreeSet<usize>>();
+            late.insert(r);
+            tell_latecomers(&listener, gate, size, late, &reply, deadline);
             return Err(Error::Peer(msg));
         }
     }
     for (from, why) in gate.close() {
-        drop_one(from, why);
+        drops.note(from, &why);
     }
-    let joins: Vec<&Join> = joined.iter().map(|j| &j.as_ref().expect("all joined").0).collect();
+    drops.finish();
+    let joins: Vec<&Join> = joined.values().map(|(j, _)| j).collect();
     if let Some(msg) = disagreement(&joins) {
         refuse_all(&mut joined, &msg);
         return Err(Error::usage("options", msg));
     }
     let infos: Vec<RankInfo> = joins.iter().map(|j| j.info()).collect();
     let reply = Reply::Welcome(infos.clone());
-    for (j, sock) in joined.iter_mut().flatten() {
+    for (j, sock) in joined.values_mut() {
         if let Err(e) = write_frame(sock, &reply) {
             stderr!(
                 "collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}",
@@ -196,18 +195,19 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     Ok(infos)
 }
 
-/// Answers `reply` to every rank still `missing` that arrives before `deadline`.
+/// Answers `reply` to every rank below `size` not in `told` that arrives before `deadline`.
 ///
 /// `gate` is the service's own: a rank whose connection it already holds (connected, join not yet read) is
 /// among them.
 fn tell_latecomers<D: FnMut(&[u8]) -> Verdict<Join>>(
     listener: &TcpListener,
     mut gate: Gate<Join, D>,
-    mut missing: Vec<bool>,
+    size: usize,
+    mut told: BTreeSet<usize>,
     reply: &Reply,
     deadline: Instant,
 ) {
-    while missing.iter().any(|&m| m) && Instant::now() < deadline {
+    while told.len() < size && Instant::now() < deadline {
         let (res, mut events) = gate.accept_all(listener);
         if res.is_err() {
             return;
@@ -215,27 +215,30 @@ fn tell_latecomers<D: FnMut(&[u8]) -> Verdict<Join>>(
         events.extend(gate.drive());
         for ev in events {
             if let Event::Admitted(mut sock, _, j) = ev {
-                if let Some(m) = missing.get_mut(j.rank) {
-                    *m = false;
+                if j.rank < size {
+                    told.insert(j.rank);
                 }
                 let _ = write_frame(&mut sock, reply);
             }
         }
-        if !missing.iter().any(|&m| m) {
+        if told.len() >= size {
             return;
         }
         gate.wait(listener, &[], deadline);
     }
 }
 
-fn refuse_all(joined: &mut [Option<(Join, TcpStream)>], msg: &str) {
+/// The ranks that joined so far, with their connections, by rank.
+type Joined = BTreeMap<usize, (Join, TcpStream)>;
+
+fn refuse_all(joined: &mut Joined, msg: &str) {
     tell_all(joined, &Reply::Refused(msg.to_string()));
 }
 
-fn tell_all(joined: &mut [Option<(Join, TcpStream)>], reply: &Reply) {
+fn tell_all(joined: &mut Joined, reply: &Reply) {
     // Rank 0 last: it usually runs this service, and once it hears a refusal its process exits, taking the
     // service with it before the others were told.
-    for (_, sock) in joined.iter_mut().rev().flatten() {
+    for (_, sock) in joined.values_mut().rev() {
         let _ = write_frame(sock, reply);
     }
 }
@@ -313,20 +316,46 @@ fn write_frame<T: Serialize>(sock: &mut TcpStream, v: &T) -> std::io::Result<()>
     sock.write_all(&frame_bytes(v).map_err(std::io::Error::other)?)
 }
 
-fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, String> {
+/// Why no frame was read.
+enum Heard {
+    /// The connection ended before the first byte of an answer.
+    Closed(String),
+    /// Anything else: no answer in time, or a broken one.
+    Failed(String),
+}
+
+fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, Heard> {
+    use std::io::ErrorKind::*;
     let mut len = [0u8; 4];
-    sock.read_exact(&mut len).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => "the connection was closed without an answer".to_string(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "no answer before the deadline".to_string(),
-        _ => format!("no frame length: {e}"),
-    })?;
+    // Byte by byte until the first arrives, so a connection closed mid-length is not taken for one closed
+    // before any answer.
+    let mut got = 0;
+    while got < len.len() {
+        match sock.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Err(Heard::Closed("the connection was closed without an answer".into())),
+            Ok(0) => return Err(Heard::Failed("truncated frame length".into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == Interrupted => {}
+            Err(e) if matches!(e.kind(), WouldBlock | TimedOut) => {
+                return Err(Heard::Failed("no answer before the deadline".into()))
+            }
+            Err(e) if got == 0 && matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) => {
+                return Err(Heard::Closed(format!(
+                    "the connection was reset without an answer: {e}"
+                )))
+            }
+            Err(e) => return Err(Heard::Failed(format!("no frame length: {e}"))),
+        }
+    }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_FRAME {
-        return Err(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
+        return Err(Heard::Failed(format!(
+            "frame of {len} bytes is larger than the {MAX_FRAME} limit"
+        )));
     }
     let mut body = vec![0u8; len];
     sock.read_exact(&mut body)
-        .map_err(|e| format!("truncated frame: {e}"))?;
+        .map_err(|e| Heard::Failed(format!("truncated frame: {e}")))?;
     Ok(body)
 }
 
@@ -335,13 +364,13 @@ const NEWS_TICK: Duration = Duration::from_millis(100);
 
 /// A joined rank whose connection was closed (a rank says nothing after its join, so anything readable is
 /// its end, or bytes no collbench rank sends), without waiting.
-fn closed_rank(joined: &[Option<(Join, TcpStream)>]) -> Option<usize> {
+fn closed_rank(joined: &Joined) -> Option<usize> {
     use std::os::fd::AsRawFd;
-    let ranks: Vec<usize> = (0..joined.len()).filter(|&r| joined[r].is_some()).collect();
-    let mut fds: Vec<libc::pollfd> = ranks
-        .iter()
-        .map(|&r| libc::pollfd {
-            fd: joined[r].as_ref().expect("joined").1.as_raw_fd(),
+    let ranks: Vec<usize> = joined.keys().copied().collect();
+    let mut fds: Vec<libc::pollfd> = joined
+        .values()
+        .map(|(_, sock)| libc::pollfd {
+            fd: sock.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         })
@@ -474,38 +503,113 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
 /// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
 pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
     send_join(&mut sock, root, token, me)?;
-    await_welcome(sock, root, me, deadline)
+    await_welcome(sock, root, token, me, deadline)
 }
 
 /// Sends the preamble and `me` to the rendezvous at `root`.
 pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join) -> Result<()> {
     let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
-    let mut pre = Vec::with_capacity(PREAMBLE_LEN);
-    pre.extend_from_slice(&MAGIC);
-    pre.extend_from_slice(&VERSION.to_le_bytes());
-    pre.extend_from_slice(token);
-    sock.write_all(&pre).map_err(io_err)?;
-    write_frame(sock, me).map_err(io_err)
+    sock.write_all(&join_bytes(token, me).map_err(|e| io_err(std::io::Error::other(e)))?)
+        .map_err(io_err)
 }
 
-/// Waits until `deadline` for the rendezvous's answer to `me`: every rank's info, or why the job cannot start.
-pub fn await_welcome(mut sock: TcpStream, root: &str, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
+/// The preamble and `me`, as sent.
+fn join_bytes(token: &Token, me: &Join) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(PREAMBLE_LEN + 256);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(token);
+    out.extend_from_slice(&frame_bytes(me)?);
+    Ok(out)
+}
+
+/// Waits until `deadline` for the rendezvous's answer to `me` (already sent over `sock`): every rank's info, or
+/// why the job cannot start.
+///
+/// A connection closed before any answer was dropped unauthenticated (the service makes room that way when
+/// strangers flood it) or reset: the rank connects again and sends its join again, until `deadline`. Refusals
+/// for a second mean the service is gone, and end the wait at once.
+pub fn await_welcome(
+    mut sock: TcpStream,
+    root: &str,
+    token: &Token,
+    me: &Join,
+    deadline: Instant,
+) -> Result<Vec<RankInfo>> {
     let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    sock.set_read_timeout(Some(left)).map_err(io_err)?;
-    let frame = read_frame(&mut sock).map_err(|why| {
-        Error::Peer(format!(
+    let mut said = false;
+    loop {
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        sock.set_read_timeout(Some(left)).map_err(io_err)?;
+        let why = match read_frame(&mut sock) {
+            Ok(frame) => return decode_reply(&frame, &who, root),
+            Err(Heard::Failed(why)) => why,
+            Err(Heard::Closed(why)) if Instant::now() < deadline => {
+                if !said {
+                    said = true;
+                    stderr!(
+                        "collbench: {who}: the rendezvous at {root} closed the connection before answering ({why}; \
+                         it drops the oldest unauthenticated connections when strangers flood it); joining again"
+                    );
+                }
+                sock = reconnect(root, deadline, &who)?;
+                // A failed send shows as a closed connection on the next read, and is retried the same way.
+                if let Ok(b) = join_bytes(token, me) {
+                    let _ = sock.write_all(&b);
+                }
+                continue;
+            }
+            Err(Heard::Closed(why)) => why,
+        };
+        return Err(Error::Peer(format!(
             "{who}: no welcome from the rendezvous at {root} ({why}); are all {} ranks running, with the same \
              job token and collbench version?",
             me.size
-        ))
-    })?;
-    decode_reply(&frame, &who, root)
+        )));
+    }
 }
+
+/// Connects to the rendezvous at `root` again after it closed a connection: retries until `deadline`, but a
+/// refusal that lasts [`REFUSED_FOR`] means nothing listens there any more.
+fn reconnect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
+    let mut refused_since: Option<Instant> = None;
+    loop {
+        let addrs = resolve_until(root, deadline).unwrap_or_default();
+        let mut refused = false;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(1)) {
+                Ok(s) => return Ok(s),
+                Err(e) => refused |= e.kind() == std::io::ErrorKind::ConnectionRefused,
+            }
+        }
+        let since = if refused {
+            *refused_since.get_or_insert_with(Instant::now)
+        } else {
+            refused_since = None;
+            Instant::now()
+        };
+        if since.elapsed() >= REFUSED_FOR || Instant::now() >= deadline {
+            return Err(Error::Peer(format!(
+                "{who}: the rendezvous at {root} closed the connection without an answer and {}; rank 0 (or the \
+                 launcher) serving it has most likely exited (see its own error)",
+                if refused {
+                    "now refuses connections"
+                } else {
+                    "cannot be reached again before the bootstrap deadline"
+                }
+            )));
+        }
+        // The service is busy or going away: look again shortly.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How long a rank that lost its connection to the rendezvous accepts refusals before concluding it is gone.
+const REFUSED_FOR: Duration = Duration::from_secs(1);
 
 /// Connects and joins in one go (tests and simple callers).
 pub fn join(root: &str, token: &Token, me: &Join, timeout: Duration) -> Result<Vec<RankInfo>> {
@@ -598,12 +702,41 @@ pub(crate) mod tests {
         send_join(&mut s2, &root, &token, &msg(2)).unwrap();
         drop(s2);
         // Rank 1 hearing of the drop means the service saw it, with rank 0's connection already accepted.
-        let e1 = await_welcome(s1, &root, &msg(1), deadline()).unwrap_err().to_string();
+        let e1 = await_welcome(s1, &root, &token, &msg(1), deadline())
+            .unwrap_err()
+            .to_string();
         assert!(e1.contains("rank 2 (host h"), "{e1}");
         send_join(&mut slow, &root, &token, &msg(0)).unwrap();
-        let e0 = await_welcome(slow, &root, &msg(0), deadline()).unwrap_err().to_string();
+        let e0 = await_welcome(slow, &root, &token, &msg(0), deadline())
+            .unwrap_err()
+            .to_string();
         assert!(e0.contains("rank 2 (host h") && e0.contains("dropped"), "{e0}");
         assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_join_dropped_before_any_answer_is_sent_again_on_a_new_connection() {
+        // A full gate drops the oldest unauthenticated connection, which may be a real rank's: the service
+        // below closes the first connection unread, as the gate does, and answers the second.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [4u8; 16];
+        let server = std::thread::spawn(move || {
+            let (first, _) = l.accept().unwrap();
+            drop(first);
+            let (mut second, _) = l.accept().unwrap();
+            let mut pre = [0u8; PREAMBLE_LEN];
+            second.read_exact(&mut pre).unwrap();
+            let j: Join = serde_json::from_slice(&read_frame(&mut second).ok().expect("a join")).unwrap();
+            write_frame(&mut second, &Reply::Welcome(vec![j.info()])).unwrap();
+        });
+        let me = Join {
+            size: 1,
+            ..join_msg(0, json!({}))
+        };
+        let got = join(&root, &token, &me, Duration::from_secs(20)).unwrap();
+        assert_eq!(got.len(), 1);
+        server.join().unwrap();
     }
 
     #[test]

@@ -139,6 +139,8 @@ pub struct RdmaTransport<F: Fabric> {
     poisoned: Option<String>,
     /// The rank whose abort immediate stopped this transport, if one did.
     aborted_by: Option<usize>,
+    /// The first peer a work completion failed with: the culprit this rank names.
+    failed_with: Option<usize>,
     completions: Vec<Completion>,
 }
 
@@ -182,8 +184,15 @@ impl<F: Fabric> RdmaTransport<F> {
             requests: Requests::default(),
             poisoned: None,
             aborted_by: None,
+            failed_with: None,
             completions: Vec::new(),
         }
+    }
+
+    /// The first peer a work completion failed with (retries exhausted, a remote access error...), if one did
+    /// before any abort was heard: the rank to name as the culprit.
+    pub fn failed_with(&self) -> Option<usize> {
+        self.failed_with
     }
 
     /// The rank whose abort immediate stopped this transport, if one did: its reason is on the control path.
@@ -383,6 +392,10 @@ impl<F: Fabric> RdmaTransport<F> {
                 }
             }
             Completion::Failed { peer, msg } => Err(match peer.and_then(|r| self.peers.get(r)?.as_ref()) {
+                Some(p) if self.aborted_by.is_none() && self.failed_with.is_none() => {
+                    self.failed_with = peer;
+                    format!("{me}: with {}: {msg}", p.name)
+                }
                 Some(p) => format!("{me}: with {}: {msg}", p.name),
                 None => format!("{me}: {msg}"),
             }),

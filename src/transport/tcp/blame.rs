@@ -18,7 +18,7 @@ use crate::error::{stderr, Error};
 use crate::transport::requests::Requests;
 
 /// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
-const LINGER: Duration = Duration::from_secs(1);
+pub(super) const LINGER: Duration = Duration::from_secs(1);
 
 /// What a rank that gave up tells every other: who it is, whom it blames, and its own message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -197,7 +197,8 @@ impl TcpTransport {
             let culprit = self
                 .suspect
                 .and_then(|s| self.peers[s].as_ref())
-                .map(|p| (p.addr.rank, p.addr.host.clone()));
+                .map(|p| (p.addr.rank, p.addr.host.clone()))
+                .or_else(|| self.blamed_elsewhere.clone());
             let mut text = err_text.clone();
             text.truncate(MAX_ABORT_BODY / 2);
             self.notes.push(AbortNote {
@@ -209,6 +210,9 @@ impl TcpTransport {
         }
         self.poison(err_text.clone());
         self.linger();
+        if self.lost_every_peer() {
+            self.blame_self_for_isolation();
+        }
         // A rank that answered a note blaming it reports its answer, not the error that answer caused.
         let own = match self.own_note() {
             Some(n) => n.text.clone(),
@@ -226,6 +230,12 @@ impl TcpTransport {
             },
             _ => Error::Peer(msg),
         }
+    }
+
+    /// Names `rank` (on `host`) as the peer another path of this run failed with (an RDMA work completion that
+    /// failed with it), for the abort note this transport sends next: without it the note would blame this rank.
+    pub fn blame_peer(&mut self, rank: usize, host: String) {
+        self.blamed_elsewhere = Some((rank, host));
     }
 
     /// Queues every note a peer has not been sent, except its own.

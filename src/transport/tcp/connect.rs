@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::drops::Drops;
 use super::gate::{Event, Gate};
 use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN};
 use super::{PeerAddr, TcpConfig, TcpTransport};
@@ -98,18 +99,18 @@ pub fn connect_all(
     // 1. Connect to every lower peer and say hello; the kernel completes these through the peer's
     //    backlog, so no rank waits on another's accept loop here.
     let mut outgoing = Vec::new();
+    let hello = |p: &PeerAddr, s: usize| Hello {
+        token,
+        from: rank as u32,
+        to: p.rank as u32,
+        stream: s as u16,
+        nstreams: ns as u16,
+    };
     for p in mine.iter().filter(|&&p| p < rank).map(|&p| &peers[p]) {
         for s in 0..ns {
             let mut sock = connect_retry(p, deadline, &me)?;
-            let hello = Hello {
-                token,
-                from: rank as u32,
-                to: p.rank as u32,
-                stream: s as u16,
-                nstreams: ns as u16,
-            };
-            sock.write_all(&hello.encode())
-                .map_err(|e| Error::Peer(format!("{me}: sending hello to {p} failed: {e}")))?;
+            // A failed send shows when the ack is read, and is retried there.
+            let _ = sock.write_all(&hello(p, s).encode());
             outgoing.push((p.rank, s, sock));
         }
     }
@@ -123,7 +124,7 @@ pub fn connect_all(
         .set_nonblocking(true)
         .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
     let mut gate = Gate::new(|b: &[u8]| Hello::admit(b, &token), HELLO_DEADLINE);
-    let drop_line = |from: SocketAddr, why: &str| stderr!("collbench: {me}: dropped a connection from {from}: {why}");
+    let mut drops = Drops::new(me.clone());
     while accepted < expected {
         let (res, mut events) = gate.accept_all(&bound.listener);
         res.map_err(|e| Error::io(format!("{me}: accepting on {}", bound.addr), e))?;
@@ -132,7 +133,7 @@ pub fn connect_all(
             let (mut sock, from_addr, h) = match ev {
                 Event::Admitted(sock, from, h) => (sock, from, h),
                 Event::Rejected(from, why) => {
-                    drop_line(from, &why);
+                    drops.note(from, &why);
                     continue;
                 }
             };
@@ -144,7 +145,7 @@ pub fn connect_all(
                 && h.nstreams as usize == ns
                 && socks[h.from as usize][h.stream as usize].is_none();
             if !fits {
-                drop_line(
+                drops.note(
                     from_addr,
                     &format!(
                         "unexpected hello (from rank {}, to rank {}, stream {} of {}; this job has {n} ranks, {ns} \
@@ -184,6 +185,7 @@ pub fn connect_all(
             )));
         }
         if Instant::now() >= deadline {
+            drops.finish();
             let missing = missing();
             return Err(Error::Peer(format!(
                 "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
@@ -197,21 +199,35 @@ pub fn connect_all(
         gate.wait(&bound.listener, &admitted, deadline);
     }
     for (from, why) in gate.close() {
-        drop_line(from, &why);
+        drops.note(from, &why);
     }
+    drops.finish();
 
-    // 3. Collect the acks of our own connections.
+    // 3. Collect the acks of our own connections. One closed before its ack was dropped unauthenticated (the
+    //    peer's listener makes room that way when strangers flood it) or reset: connect and say hello again.
+    let mut said = false;
     for (peer, s, mut sock) in outgoing {
         let p = &peers[peer];
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        sock.set_read_timeout(Some(left))
-            .map_err(|e| Error::io(format!("{me}: configuring socket"), e))?;
-        let mut ack = [0u8; ACK_LEN];
-        sock.read_exact(&mut ack)
-            .map_err(|e| Error::Peer(format!("{me}: no answer to hello from {p}: {e}")))
-            .and_then(|_| decode_ack(&ack).map_err(|why| Error::Peer(format!("{me}: {p} refused us: {why}"))))?;
+        loop {
+            match read_ack(&mut sock, deadline) {
+                Ok(ack) => {
+                    decode_ack(&ack).map_err(|why| Error::Peer(format!("{me}: {p} refused us: {why}")))?;
+                    break;
+                }
+                Err(e) if closed_early(&e) && Instant::now() < deadline => {
+                    if !said {
+                        said = true;
+                        stderr!(
+                            "collbench: {me}: {p} closed a data connection before acking it ({e}; a listener drops \
+                             the oldest unauthenticated connections when strangers flood it); connecting again"
+                        );
+                    }
+                    sock = connect_retry(p, deadline, &me)?;
+                    let _ = sock.write_all(&hello(p, s).encode());
+                }
+                Err(e) => return Err(Error::Peer(format!("{me}: no answer to hello from {p}: {e}"))),
+            }
+        }
         socks[peer][s] = Some(sock);
     }
 
@@ -239,6 +255,27 @@ pub fn connect_all(
     }
     let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
     Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
+}
+
+/// Reads the ack of a hello sent over `sock`, waiting until `deadline`.
+fn read_ack(sock: &mut TcpStream, deadline: Instant) -> std::io::Result<[u8; ACK_LEN]> {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    sock.set_read_timeout(Some(left))?;
+    let mut ack = [0u8; ACK_LEN];
+    sock.read_exact(&mut ack)?;
+    Ok(ack)
+}
+
+/// Whether a failed ack read means the connection was closed or reset (worth a new one), not that the deadline
+/// passed.
+fn closed_early(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+    )
 }
 
 /// Whether the peer of `sock` has closed it (or reset it): nothing is read, only peeked at.

@@ -6,15 +6,26 @@
 //! ([`crate::transport::tcp::handshake::Hello::admit`], [`crate::world::rendezvous::admit_join`]). A decoder
 //! sees the bytes received so far and answers with a [`Verdict`]; it is a pure function, which is what the
 //! fuzz targets exercise.
+//!
+//! A flood of strangers costs the ranks nothing: the gate holds at most [`MAX_PENDING`] candidates (fewer when
+//! the descriptor limit is low), and when full it drops the oldest candidate of the source address holding the
+//! most, never turning the newcomer away; a rank that lost its connection that way connects again (the
+//! callers retry until their deadline). Each newcomer is read as soon as it is accepted, so a rank whose opening
+//! is already there is admitted before anything else happens.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-/// Most candidates held at once; beyond this a newcomer is dropped at once, so a flood of connections cannot
-/// exhaust this process's file descriptors. Far above what a job needs (one per stream of each higher rank).
+/// Most candidates held at once; beyond this the oldest of the busiest source is dropped, so a flood of
+/// connections cannot exhaust this process's file descriptors. Far above what a job needs (one per stream of each
+/// higher rank).
 pub const MAX_PENDING: usize = 4096;
+
+/// Most connections accepted in one [`Gate::accept_all`], so the candidates already held are read in between.
+const ACCEPT_BATCH: usize = 256;
 
 /// What a decoder makes of the bytes a connection sent so far.
 #[derive(Debug, PartialEq, Eq)]
@@ -57,16 +68,27 @@ struct Candidate {
 pub struct Gate<T, D: FnMut(&[u8]) -> Verdict<T>> {
     decode: D,
     limit: Duration,
+    /// Oldest first.
     pending: Vec<Candidate>,
+    /// How many of `pending` come from each source address.
+    per_source: HashMap<IpAddr, usize>,
+    capacity: usize,
 }
 
 impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
     /// A gate giving each connection `limit` to present a complete opening that `decode` admits.
     pub fn new(decode: D, limit: Duration) -> Self {
+        Self::with_capacity(decode, limit, capacity_for_descriptors())
+    }
+
+    /// A gate holding at most `capacity` candidates (at least one).
+    pub fn with_capacity(decode: D, limit: Duration, capacity: usize) -> Self {
         Gate {
             decode,
             limit,
             pending: Vec::new(),
+            per_source: HashMap::new(),
+            capacity: capacity.max(1),
         }
     }
 
@@ -74,13 +96,9 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
     /// accept error that is not "nothing waiting", if any, and the candidates dropped on the way.
     pub fn accept_all(&mut self, listener: &TcpListener) -> (std::io::Result<()>, Vec<Event<T>>) {
         let mut events = Vec::new();
-        loop {
+        for _ in 0..ACCEPT_BATCH {
             match listener.accept() {
-                Ok((sock, from)) => {
-                    if let Some(ev) = self.add(sock, from) {
-                        events.push(ev);
-                    }
-                }
+                Ok((sock, from)) => self.add(sock, from, &mut events),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return (Ok(()), events),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 // The connection died before it was accepted, or the process is out of descriptors for a moment:
@@ -89,48 +107,85 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
                 Err(e) => return (Err(e), events),
             }
         }
+        (Ok(()), events)
     }
 
-    /// Takes a freshly accepted connection in; a rejection when it cannot be held.
-    fn add(&mut self, sock: TcpStream, from: SocketAddr) -> Option<Event<T>> {
-        if self.pending.len() >= MAX_PENDING {
-            return Some(Event::Rejected(
-                from,
-                format!("{MAX_PENDING} connections are already waiting to authenticate"),
-            ));
-        }
+    /// Takes a freshly accepted connection in, making room first by dropping the oldest candidate of the source
+    /// holding the most, then reads what it already sent.
+    fn add(&mut self, sock: TcpStream, from: SocketAddr, events: &mut Vec<Event<T>>) {
         if let Err(e) = sock.set_nonblocking(true) {
-            return Some(Event::Rejected(from, format!("cannot configure the socket: {e}")));
+            events.push(Event::Rejected(from, format!("cannot configure the socket: {e}")));
+            return;
         }
+        while self.pending.len() >= self.capacity {
+            events.push(self.evict());
+        }
+        *self.per_source.entry(from.ip()).or_default() += 1;
         self.pending.push(Candidate {
             sock,
             from,
             buf: Vec::new(),
             deadline: Instant::now() + self.limit,
         });
-        None
+        let last = self.pending.len() - 1;
+        if let Some(outcome) = self.step(last, Instant::now()) {
+            let c = self.remove(last);
+            events.push(settle(c, outcome));
+        }
+    }
+
+    /// Drops the oldest candidate of the source address with the most candidates waiting.
+    fn evict(&mut self) -> Event<T> {
+        let (&busiest, &n) = self
+            .per_source
+            .iter()
+            .max_by_key(|(_, &n)| n)
+            .expect("a full gate holds candidates");
+        let i = self
+            .pending
+            .iter()
+            .position(|c| c.from.ip() == busiest)
+            .expect("a counted source has a candidate");
+        let c = self.remove(i);
+        Event::Rejected(
+            c.from,
+            format!(
+                "dropped unauthenticated to make room: {} connections were waiting, {n} of them from {busiest}, and \
+                 the oldest of the busiest source goes first",
+                self.capacity
+            ),
+        )
+    }
+
+    /// Removes candidate `i`, keeping the others in arrival order.
+    fn remove(&mut self, i: usize) -> Candidate {
+        let c = self.pending.remove(i);
+        if let Some(n) = self.per_source.get_mut(&c.from.ip()) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_source.remove(&c.from.ip());
+            }
+        }
+        c
     }
 
     /// Reads what each candidate sent, without blocking, and settles those that are complete, wrong, closed
     /// or out of time.
     pub fn drive(&mut self) -> Vec<Event<T>> {
         let now = Instant::now();
-        let mut events = Vec::new();
-        let mut i = 0;
-        while i < self.pending.len() {
-            let Some(outcome) = self.step(i, now) else {
-                i += 1;
-                continue;
-            };
-            let c = self.pending.swap_remove(i);
-            events.push(match outcome {
-                Ok(v) => match c.sock.set_nonblocking(false) {
-                    Ok(()) => Event::Admitted(c.sock, c.from, v),
-                    Err(e) => Event::Rejected(c.from, format!("cannot configure the socket: {e}")),
-                },
-                Err(why) => Event::Rejected(c.from, why),
-            });
+        let mut outcomes = Vec::new();
+        for i in 0..self.pending.len() {
+            if let Some(o) = self.step(i, now) {
+                outcomes.push((i, o));
+            }
         }
+        let mut events = Vec::with_capacity(outcomes.len());
+        // From the back, so the indices of those still to remove stay valid.
+        for (i, o) in outcomes.into_iter().rev() {
+            let c = self.remove(i);
+            events.push(settle(c, o));
+        }
+        events.reverse();
         events
     }
 
@@ -244,6 +299,33 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
+}
+
+/// The event of a candidate whose opening was judged.
+fn settle<T>(c: Candidate, outcome: Result<T, String>) -> Event<T> {
+    match outcome {
+        Ok(v) => match c.sock.set_nonblocking(false) {
+            Ok(()) => Event::Admitted(c.sock, c.from, v),
+            Err(e) => Event::Rejected(c.from, format!("cannot configure the socket: {e}")),
+        },
+        Err(why) => Event::Rejected(c.from, why),
+    }
+}
+
+/// How many candidates a gate may hold: [`MAX_PENDING`], or a quarter of the descriptors this process may
+/// still open if that is fewer, so a flood leaves the rank descriptors for its own files and peers.
+fn capacity_for_descriptors() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return MAX_PENDING;
+    }
+    let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count()) as u64;
+    let room = lim.rlim_cur.saturating_sub(open) / 4;
+    (room.min(MAX_PENDING as u64) as usize).max(16)
 }
 
 /// Accept errors that concern one connection or a passing shortage, not the listener.
@@ -364,6 +446,61 @@ mod tests {
             }
             _ => panic!("expected one rejection"),
         }
+    }
+
+    /// A connection to `to` from the loopback address `src` (any of 127.0.0.0/8), that sends `bytes`.
+    fn from(src: [u8; 4], to: SocketAddr, bytes: &[u8]) -> TcpStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::from((src, 0)).into()).unwrap();
+        s.connect(&to.into()).unwrap();
+        let mut s: TcpStream = s.into();
+        s.write_all(bytes).unwrap();
+        s
+    }
+
+    #[test]
+    fn a_full_gate_drops_the_oldest_of_the_busiest_source_and_never_the_newcomer() {
+        let (l, addr) = listener();
+        let mut g = Gate::with_capacity(ping, Duration::from_secs(600), 3);
+        let a = from([127, 0, 0, 2], addr, b"");
+        let b = from([127, 0, 0, 2], addr, b"");
+        let c = from([127, 0, 0, 1], addr, b"");
+        assert!(settle(&mut g, &l, 0).is_empty());
+        while g.len() < 3 {
+            let (r, evs) = g.accept_all(&l);
+            r.unwrap();
+            assert!(evs.is_empty());
+        }
+        // A real peer arriving at a full gate: the oldest stranger of 127.0.0.2 (two waiting) makes room.
+        let d = from([127, 0, 0, 1], addr, b"ping");
+        let evs = settle(&mut g, &l, 2);
+        let mut dropped = Vec::new();
+        let mut admitted = Vec::new();
+        for e in evs {
+            match e {
+                Event::Rejected(from, why) => dropped.push((from, why)),
+                Event::Admitted(_, from, ()) => admitted.push(from),
+            }
+        }
+        assert_eq!(admitted, vec![d.local_addr().unwrap()]);
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
+        assert_eq!(dropped[0].0, a.local_addr().unwrap());
+        assert!(dropped[0].1.contains("to make room") && dropped[0].1.contains("2 of them from 127.0.0.2"));
+        // Now b (127.0.0.2), c and e (127.0.0.1) wait; f finds the gate full, and 127.0.0.1 is the busiest.
+        let e = from([127, 0, 0, 1], addr, b"");
+        while g.len() < 3 {
+            let (r, evs) = g.accept_all(&l);
+            r.unwrap();
+            assert!(evs.is_empty());
+        }
+        let _f = from([127, 0, 0, 1], addr, b"");
+        let evs = settle(&mut g, &l, 1);
+        match &evs[..] {
+            [Event::Rejected(who, _)] => assert_eq!(*who, c.local_addr().unwrap()),
+            _ => panic!("expected one drop"),
+        }
+        assert_eq!(g.len(), 3);
+        drop((b, e));
     }
 
     #[test]

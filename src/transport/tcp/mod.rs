@@ -18,8 +18,10 @@ mod blame;
 pub mod congestion;
 pub mod connect;
 mod diagnose;
+pub mod drops;
 pub mod gate;
 pub mod handshake;
+mod isolation;
 pub mod options;
 mod progress;
 
@@ -124,6 +126,8 @@ pub struct TcpTransport {
     poisoned: Option<String>,
     /// The peer this rank's own failure was about (a timeout or a broken connection).
     suspect: Option<usize>,
+    /// The peer another path found at fault, with its host ([`TcpTransport::blame_peer`]).
+    blamed_elsewhere: Option<(usize, String)>,
     /// Abort notes: this rank's own (once it gave up on its own) and every one heard, one per origin.
     notes: Vec<AbortNote>,
     /// Whom this rank was waiting on when it was poisoned, to answer a note blaming it afterwards.
@@ -168,6 +172,7 @@ impl TcpTransport {
             cfg,
             poisoned: None,
             suspect: None,
+            blamed_elsewhere: None,
             notes: Vec::new(),
             answer: None,
             phase: None,

@@ -1,0 +1,331 @@
+//! What a hostile neighbour or a bad launcher environment does to a job, through the binary: a world size no
+//! job has; a flood of silent connections and garbage on every listener while a 4-rank job sets up (the job
+//! must not notice, and stderr must stay a few lines).
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use collbench::world::env;
+
+/// Rank 0 alone, told the job has `size` ranks, giving up after a one-second bootstrap; its exit code, stderr and
+/// peak resident memory in KiB.
+fn rank0_of(size: &str) -> (Option<i32>, String, i64) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    common::netns::clean_env(&mut cmd)
+        .args(["run", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--iface", "lo"])
+        .args(["--bootstrap-timeout", "1"])
+        .env(env::RANK, "0")
+        .env(env::WORLD_SIZE, size)
+        .env(env::ROOT, format!("127.0.0.1:{port}"))
+        .env(env::JOB_TOKEN, "000102030405060708090a0b0c0d0e0f")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("collbench starts");
+    let stderr = std::thread::spawn({
+        let mut err = child.stderr.take().expect("piped");
+        move || {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut err, &mut s).expect("stderr reads");
+            s
+        }
+    });
+    let mut status = 0;
+    // SAFETY: rusage is plain data that wait4 fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for this test's own child, writing only `status` and `usage`; the Child is not waited on
+    // again (it is forgotten below), so the pid is not reused under it.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    std::mem::forget(child);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, stderr.join().unwrap(), usage.ru_maxrss)
+}
+
+#[test]
+fn a_world_size_beyond_the_bound_exits_2_naming_the_variable_and_the_bound() {
+    // 2^32-1 made rank 0 allocate 584 GB and abort; 2^64-1 panicked with "capacity overflow".
+    for size in ["1048577", "99999999", "4294967295", "18446744073709551615"] {
+        let (code, stderr, _) = rank0_of(size);
+        assert_eq!(code, Some(2), "WORLD_SIZE={size}:\n{stderr}");
+        assert!(
+            stderr.contains(env::WORLD_SIZE) && stderr.contains("at most 1048576"),
+            "WORLD_SIZE={size}:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_world_size_at_the_bound_costs_memory_only_for_the_ranks_that_joined() {
+    // Before, the rendezvous sized a table by the announced size: 157 MB resident at 2^20 ranks. Per joined
+    // rank, rank 0 stays near its usual ~20 MB.
+    let (code, stderr, maxrss_kib) = rank0_of("1048576");
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(maxrss_kib < 64 * 1024, "peak resident {maxrss_kib} KiB:\n{stderr}");
+    assert!(stderr.len() < 4096, "{} bytes of stderr", stderr.len());
+}
+
+/// One rank started through the binary, its stderr read line by line as it comes.
+struct Rank {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+fn start(rank: usize, size: usize, port: u16, token: &env_token::Token) -> Rank {
+    use std::io::BufRead;
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    common::netns::clean_env(&mut cmd)
+        .args([
+            "run", "-b", "8", "-e", "64K", "-n", "3", "-w", "1", "-T", "60", "--iface", "lo",
+        ])
+        .env(env::RANK, rank.to_string())
+        .env(env::WORLD_SIZE, size.to_string())
+        .env(env::ROOT, format!("127.0.0.1:{port}"))
+        .env(env::JOB_TOKEN, collbench::world::token_to_hex(token))
+        .env(collbench::session::SHOW_LISTENERS, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("collbench starts");
+    let err = child.stderr.take().expect("piped");
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stderr = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send(line);
+        }
+        all
+    });
+    Rank { child, lines, stderr }
+}
+
+/// The data listener address the rank announces once bound (before it joins the rendezvous).
+fn listener_of(r: &Rank) -> SocketAddr {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = r
+            .lines
+            .recv_timeout(left)
+            .expect("the rank announces its data listener");
+        if let Some(addr) = line.split(" data listener for tcp@lo on ").nth(1) {
+            return addr.trim().parse().expect("a socket address");
+        }
+    }
+}
+
+mod env_token {
+    pub use collbench::world::Token;
+}
+
+use std::net::{SocketAddr, TcpStream};
+
+/// Silent connections to `to` from the loopback address `src`, opened by 8 threads; those that could be opened
+/// (a listener whose backlog is full makes the rest wait for SYN retries: they give up after 3 s).
+fn silent(src: [u8; 4], to: SocketAddr, n: usize) -> std::thread::JoinHandle<Vec<TcpStream>> {
+    std::thread::spawn(move || {
+        let workers: Vec<_> = (0..8)
+            .map(|w| {
+                std::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    for _ in (w..n).step_by(8) {
+                        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+                        s.bind(&SocketAddr::from((src, 0)).into()).unwrap();
+                        if s.connect_timeout(&to.into(), std::time::Duration::from_secs(3)).is_ok() {
+                            out.push(s.into());
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    })
+}
+
+/// Garbage against `to`, 25 connections of each kind: HTTP, random bytes, a collbench opening with a wrong
+/// token (`wrong`), and the first half of a right one (`half`); kept open. Connections a closed listener
+/// refuses are skipped (the highest rank's listener closes as soon as its set-up is done).
+fn garbage(to: SocketAddr, wrong: &[u8], half: &[u8]) -> Vec<TcpStream> {
+    use std::io::Write;
+    let mut random: Vec<u8> = (0..4).flat_map(|_| collbench::world::new_token()).collect();
+    random[0] = 0xFF;
+    let kinds: [&[u8]; 4] = [b"GET / HTTP/1.0\r\n\r\n", &random, wrong, half];
+    let mut out = Vec::new();
+    for k in kinds {
+        for _ in 0..25 {
+            if let Ok(mut s) = TcpStream::connect_timeout(&to, std::time::Duration::from_secs(3)) {
+                let _ = s.write_all(k);
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// Raises this process's descriptor limit to `need` (the flood holds that many sockets; the ranks inherit it).
+fn raise_nofile(need: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur >= need {
+        return;
+    }
+    let want = libc::rlimit {
+        rlim_cur: need,
+        rlim_max: lim.rlim_max.max(need),
+    };
+    // SAFETY: setrlimit reads only the struct it is given.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) };
+    assert_eq!(
+        rc,
+        0,
+        "this test holds about {need} sockets open; RLIMIT_NOFILE is {} (hard {}) and cannot be raised: {}",
+        lim.rlim_cur,
+        lim.rlim_max,
+        std::io::Error::last_os_error()
+    );
+}
+
+#[test]
+fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_stays_short() {
+    use collbench::transport::tcp::handshake::{Hello, HELLO_LEN};
+    const SILENT: usize = 5000;
+    raise_nofile(16384);
+    let token = collbench::world::new_token();
+    let wrong = collbench::world::new_token();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let root: SocketAddr = ([127, 0, 0, 1], port).into();
+    let rendezvous_opening = |t: &env_token::Token, frame: &[u8]| {
+        let mut b = b"CBRV".to_vec();
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(t);
+        b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        b.extend_from_slice(frame);
+        b
+    };
+    let hello = |t, to| {
+        Hello {
+            token: t,
+            from: 3,
+            to,
+            stream: 0,
+            nstreams: 1,
+        }
+        .encode()
+    };
+
+    // Rank 0 serves the rendezvous; once it announces its data listener both are up. 5,000 silent connections
+    // reach each (half from 127.0.0.1, the ranks' own address, half from 127.0.0.2) before any other rank
+    // starts: the rendezvous's and the listener's unauthenticated slots (4,096) are full when ranks 1-3 come.
+    let r0 = start(0, 4, port, &token);
+    let l0 = listener_of(&r0);
+    let at_root: Vec<TcpStream> = [
+        silent([127, 0, 0, 1], root, SILENT / 2),
+        silent([127, 0, 0, 2], root, SILENT / 2),
+    ]
+    .into_iter()
+    .flat_map(|f| f.join().unwrap())
+    .collect();
+    // Rank 0's data listener is not served before every rank joined: its backlog (4,096) fills, and the rest of
+    // the flood waits in the kernel's SYN retries until set-up starts, so it goes on while the others start.
+    let at_l0 = [
+        silent([127, 0, 0, 1], l0, SILENT / 2),
+        silent([127, 0, 0, 2], l0, SILENT / 2),
+    ];
+    let n_root = at_root.len();
+    let mut held: Vec<TcpStream> = at_root;
+    held.extend(garbage(
+        root,
+        &rendezvous_opening(&wrong, br#"{"rank":1}"#),
+        &rendezvous_opening(&token, b"")[..13],
+    ));
+    let l0_garbage = {
+        let (w, h) = (hello(wrong, 0), hello(token, 0));
+        std::thread::spawn(move || garbage(l0, &w, &h[..HELLO_LEN / 2]))
+    };
+    let mut ranks = vec![r0];
+    for r in 1..4 {
+        let rank = start(r, 4, port, &token);
+        let l = listener_of(&rank);
+        held.extend(garbage(
+            l,
+            &hello(wrong, r as u32),
+            &hello(token, r as u32)[..HELLO_LEN / 2],
+        ));
+        ranks.push(rank);
+    }
+    let mut n_l0 = 0;
+    for f in at_l0 {
+        let socks = f.join().unwrap();
+        n_l0 += socks.len();
+        held.extend(socks);
+    }
+    held.extend(l0_garbage.join().unwrap());
+    // More than the 4,096 slots of each (not always all 5,000: some give up in the SYN retries).
+    assert!(
+        n_root > 4096 && n_l0 > 4096,
+        "silent connections made: {n_root} and {n_l0}"
+    );
+
+    let mut outs = Vec::new();
+    for r in ranks {
+        let out = r.child.wait_with_output().expect("rank ends");
+        outs.push((
+            out.status.code(),
+            common::netns::text(&out.stdout),
+            r.stderr.join().unwrap(),
+        ));
+    }
+    drop(held);
+    for (rank, (code, _, stderr)) in outs.iter().enumerate() {
+        assert_eq!(*code, Some(0), "rank {rank} failed:\n{stderr}");
+        // A line per dropped connection would be thousands: a few named, then one summary per listener.
+        let lines = stderr.lines().count();
+        eprintln!(
+            "rank {rank}: exit {code:?}, stderr {lines} lines, {} bytes",
+            stderr.len()
+        );
+        assert!(
+            lines <= 40 && stderr.len() <= 16 * 1024,
+            "rank {rank}: {lines} lines, {} bytes:\n{stderr}",
+            stderr.len()
+        );
+    }
+    let summaries: Vec<&str> = outs[0]
+        .2
+        .lines()
+        .filter(|l| l.contains(" connections in all ("))
+        .collect();
+    assert_eq!(
+        summaries.len(),
+        2,
+        "one summary for the rendezvous, one for the data listener:\n{}",
+        outs[0].2
+    );
+    let rows: Vec<Vec<&str>> = outs[0]
+        .1
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(!rows.is_empty(), "no results:\n{}", outs[0].1);
+    for r in &rows {
+        assert_eq!((r[8], r[12]), ("0", "0"), "#wrong must be 0: {r:?}");
+    }
+}
