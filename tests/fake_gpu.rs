@@ -385,3 +385,47 @@ fn the_gpu_and_the_nccl_communicator_are_opened_once_per_run_however_many_sweeps
     assert!(contexts > 0, "the fake driver logs the contexts retained");
     assert_eq!(contexts, contexts_once, "GPU opens must not grow with sweeps");
 }
+
+#[test]
+fn all_reduce_perf_runs_nccls_collectives_on_the_device_where_the_libraries_are() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let link = tmp.path().join("all_reduce_perf");
+    let log = tmp.path().join("calls.log");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_collbench"), &link).unwrap();
+    let o = Command::new(&link)
+        .args(["-b", "8", "-e", "1M", "-f", "4", "-g", "1", "-w", "1", "-n", "2"])
+        .current_dir(tmp.path())
+        .env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("FAKE_CALL_LOG", &log)
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("COLLBENCH_CUDA_DEVICE")
+        .output()
+        .expect("all_reduce_perf runs");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("fake-cuda:") && !err.contains("fake-nccl:"),
+        "a panic or a call the fakes refused:\n{err}"
+    );
+    let first = out.lines().next().unwrap_or_default();
+    assert!(first.contains("NCCL's collectives on device memory"), "{out}");
+    // The rank line names the GPU as nccl-tests' does.
+    assert!(out.contains(" device  0 [0000:"), "{out}");
+    // nccl-tests' rows: 8 B to 1 MiB by 4 is 9 sizes (8 B .. 512 KiB), each with #wrong 0 in both placements.
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 9, "{out}");
+    assert!(rows.iter().all(|r| r[8] == "0" && r[12] == "0"), "{out}");
+    assert!(rows.iter().all(|r| r[2] == "float" && r[3] == "sum"), "{out}");
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    assert_eq!(
+        calls(&log, "ncclCommInitRank"),
+        1,
+        "NCCL, not collbench's own path, ran the rows"
+    );
+}
