@@ -203,6 +203,9 @@ fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
         if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {
             eprintln!("collbench: note: {note}");
         }
+        if let Some(note) = bench::options::repeat_note(opts.sweep.repeat) {
+            eprintln!("collbench: note: {note}");
+        }
         let notes = bench::plan::rounded(&bench::plan::points(opts, sess.world.size), sess.world.size);
         if !notes.is_empty() {
             eprintln!(

@@ -4,6 +4,7 @@
 //!
 //! [`input`] reads a results file, [`diff`] pairs points and decides, [`render`] writes the outputs.
 
+pub mod cpu;
 pub mod diff;
 pub mod input;
 pub mod render;
@@ -28,6 +29,13 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     }
     let old = input::read(&args.old)?;
     let new = input::read(&args.new)?;
+    for (pts, name) in [(&old, &args.old), (&new, &args.new)] {
+        if pts.iter().any(|p| p.est.repeats == 2) {
+            if let Some(n) = crate::bench::options::repeat_note(2) {
+                eprintln!("collbench: note: {}: {n}", name.display());
+            }
+        }
+    }
     let d = diff::diff(&old, &new, args.threshold);
     let (old_name, new_name) = (args.old.display().to_string(), args.new.display().to_string());
     if d.changes.is_empty() {
@@ -48,14 +56,26 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         threshold_pct: args.threshold,
     };
     print!("{}", render::text(&h, &d));
+    let cpu = cpu::verdict_line(&cpu::saturation(&args.old, &args.new), d.regressions().next().is_some());
+    if let Some(l) = &cpu {
+        println!("{l}");
+    }
     if let Some(p) = &args.output_file {
-        let mut bytes = serde_json::to_vec_pretty(&render::json(&h, &d))
-            .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
+        let mut doc = render::json(&h, &d);
+        if let (Some(l), Some(o)) = (&cpu, doc.as_object_mut()) {
+            o.insert("cpu_saturation".into(), l.clone().into());
+        }
+        let mut bytes =
+            serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
         write_atomic(p, &bytes)?;
     }
     if let Some(p) = &args.markdown {
-        write_atomic(p, render::markdown(&h, &d).as_bytes())?;
+        let mut md = render::markdown(&h, &d);
+        if let Some(l) = &cpu {
+            md += &format!("\n{l}\n");
+        }
+        write_atomic(p, md.as_bytes())?;
     }
     Ok(if d.regressions().next().is_some() {
         EXIT_WRONG

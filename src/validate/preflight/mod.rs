@@ -6,8 +6,11 @@
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
 //! makes the checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
+pub mod budget;
+pub mod cause;
 pub mod checks;
 pub mod decide;
+pub mod evidence;
 pub mod expect;
 pub mod measure;
 pub mod plan;
