@@ -6,7 +6,7 @@
 //! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
 //! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
 //! - one host shaped to 100 Mbit/s (`cluster.sh shape`): that host, cause the link;
-//! - a clean cluster beside a CPU hog: nothing named (PASS, or WARN for the busy hosts).
+//! - a clean cluster beside a CPU hog: nothing failed (PASS, or a WARN that says the hosts were busy).
 //!
 //! Every rank sees the cgroup v1 cpu hierarchy as a host would (the namespace's own /sys hides the
 //! machine's), so its throttling is measured. These need root; where that is not possible they print why
@@ -348,7 +348,11 @@ fn a_clean_cluster_beside_a_cpu_hog_names_nothing() {
         .collect());
     for run in 0..2 {
         let o = preflight(&c, dir.path(), &format!("hog{run}"), None);
-        assert!(findings(&o).is_empty(), "run {run}: {:?}\n{}", findings(&o), o.stdout);
+        // A slow round trip on hosts this busy may be named only as a warning that says so.
+        for f in findings(&o) {
+            assert_eq!(f["verdict"], "warn", "run {run}: {f}\n{}", o.stdout);
+            assert!(f["detail"].as_str().unwrap().contains("busy"), "run {run}: {f}");
+        }
         let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
         assert!(failed.is_empty(), "run {run}: {failed:?}\n{}", o.stdout);
         assert_eq!(o.code, Some(0), "run {run}: {}", o.stdout);

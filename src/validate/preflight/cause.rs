@@ -53,6 +53,8 @@ const STARVED_MARGIN_PCT: f64 = 20.0;
 pub struct Judged {
     pub cause: Cause,
     pub why: String,
+    /// Only that every host was busy: a warning, not a failure.
+    pub busy: bool,
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -107,6 +109,12 @@ pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<(String, String, S
 /// The most likely cause of a slowness on `targets` (hosts), given every host's evidence `seen`; `stalls`
 /// when the finding is about stalled round trips.
 pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged {
+    judge_metric(targets, seen, stalls, stalls)
+}
+
+/// [`judge`], with `latency_like` for a finding about round trips (latency or stalls), which busy CPUs alone
+/// produce.
+pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, latency_like: bool) -> Judged {
     let mine: Vec<&HostEvidence> = seen.iter().filter(|e| targets.contains(&e.host)).collect();
     let others: Vec<&HostEvidence> = seen.iter().filter(|e| !targets.contains(&e.host)).collect();
     // CPU: throttled by a quota.
@@ -116,6 +124,7 @@ pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged 
         .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
     {
         return Judged {
+            busy: false,
             cause: Cause::Cpu,
             why: format!(
                 "{}'s ranks were throttled by their CPU quota for {:.2} s of the {:.2} s measured ({} periods): a \
@@ -142,6 +151,7 @@ pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged 
     ) {
         if e.busy_pct.unwrap_or(0.0) >= ob + STARVED_MARGIN_PCT {
             return Judged {
+                busy: false,
                 cause: Cause::Cpu,
                 why: format!(
                     "{}'s CPUs were {:.0}% busy against {ob:.0}% on the other hosts: its ranks waited for a core",
@@ -152,7 +162,7 @@ pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged 
         }
     }
     // Loss: retransmitting, more than the others.
-    let share = |e: &HostEvidence| e.tcp.map(|t| t.retrans_share());
+    let share = |e: &HostEvidence| e.tcp.map(|t| t.loss_share());
     let others_loss = median(others.iter().filter_map(|e| share(e)).collect()).unwrap_or(0.0);
     if let Some(e) = mine
         .iter()
@@ -163,12 +173,14 @@ pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged 
         return Judged {
             cause: Cause::Loss,
             why: format!(
-                "{} retransmitted {:.1}% of its TCP segments ({} of {}, {} timeouts) against {:.1}% on the other \
-                 hosts: packets are lost{}",
+                "{} lost {:.1}% of its TCP segments ({} of {} sent were retransmitted, {} of {} received arrived \
+                 out of order after a loss; {} timeouts) against {:.1}% on the other hosts: packets are lost{}",
                 e.host,
-                100.0 * t.retrans_share(),
+                100.0 * t.loss_share(),
                 t.retrans_segs,
                 t.out_segs,
+                t.ofo,
+                t.in_segs,
                 t.timeouts,
                 100.0 * others_loss,
                 if stalls {
@@ -177,18 +189,36 @@ pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged 
                     ""
                 }
             ),
+            busy: false,
         };
     }
     // Configuration: a named host set up unlike the others.
     let diffs = differences(seen);
     if let Some((h, what)) = diffs.iter().find(|(h, _)| targets.contains(h)) {
         return Judged {
+            busy: false,
             cause: Cause::Configuration,
             why: format!("{h} is set up unlike the other hosts: {}", describe(what)),
         };
     }
     let busy = mine.iter().filter_map(|e| e.busy_pct).fold(0.0, f64::max);
+    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    if all_busy && latency_like {
+        // A rank that waits for a core answers late: on hosts this busy a slow round trip is no evidence
+        // against the link.
+        return Judged {
+            cause: Cause::Cpu,
+            why: format!(
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work; {} {busy:.0}%), with no \
+                 throttling and no loss: a rank waiting for a core answers late, so this is not blamed on the link; \
+                 measure again when the hosts are quieter",
+                targets.join(", ")
+            ),
+            busy: true,
+        };
+    }
     Judged {
+        busy: false,
         cause: Cause::Link,
         why: format!(
             "no throttling, no more retransmissions than elsewhere and the same configuration as the other hosts on \
@@ -227,7 +257,7 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
             let j = judge(std::slice::from_ref(&e.host), seen, false);
             let score = match j.cause {
                 Cause::Cpu => e.throttled_share() + e.busy_pct.unwrap_or(0.0) / 1e4,
-                Cause::Loss => e.tcp.map_or(0.0, |t| t.retrans_share()),
+                Cause::Loss => e.tcp.map_or(0.0, |t| t.loss_share()),
                 _ => 0.0,
             };
             (j, score)
@@ -238,6 +268,7 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
         return j;
     }
     Judged {
+        busy: false,
         cause: Cause::Link,
         why: if findings.is_empty() {
             "no host was throttled, retransmitting or set up differently: the network (every link alike, or the \
@@ -392,6 +423,8 @@ mod tests {
                 retrans_segs: 5,
                 in_errs: 0,
                 timeouts: 0,
+                in_segs: 10_000,
+                ofo: 0,
             }),
             config: PathConfig {
                 iface: "eth0".into(),
@@ -433,6 +466,8 @@ mod tests {
             retrans_segs: 900,
             in_errs: 0,
             timeouts: 40,
+            in_segs: 10_000,
+            ofo: 0,
         });
         // Its partners resend what it drops too, but less.
         s[0].tcp.as_mut().unwrap().retrans_segs = 250;
@@ -482,6 +517,24 @@ mod tests {
         let mut s = cluster();
         s[1].busy_pct = Some(97.0);
         assert_eq!(judge(&["h1".into()], &s, false).cause, Cause::Cpu);
+    }
+
+    #[test]
+    fn slow_round_trips_on_hosts_all_busy_are_the_cpu_and_only_a_warning() {
+        let mut s = cluster();
+        for h in &mut s {
+            h.busy_pct = Some(100.0);
+        }
+        let j = judge_metric(&["h0".into()], &s, false, true);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        assert!(j.why.contains("not blamed on the link"), "{}", j.why);
+        // Bandwidth is not excused by busy CPUs alone.
+        let b = judge_metric(&["h0".into()], &s, false, false);
+        assert_eq!((b.cause, b.busy), (Cause::Link, false));
+        // Nor is loss: the lost packets are the evidence.
+        s[0].tcp.as_mut().unwrap().ofo = 3_000;
+        s[0].tcp.as_mut().unwrap().in_segs = 10_000;
+        assert_eq!(judge_metric(&["h0".into()], &s, true, true).cause, Cause::Loss);
     }
 
     #[test]

@@ -24,6 +24,13 @@ pub struct TcpCounters {
     pub in_errs: u64,
     /// Retransmission timeouts: a lost packet nobody acknowledged in time.
     pub timeouts: u64,
+    /// Segments received.
+    #[serde(default)]
+    pub in_segs: u64,
+    /// Segments received out of order (after a gap): data lost on the way to this host. Its partners
+    /// retransmit it, so this is where a host dropping what it receives shows.
+    #[serde(default)]
+    pub ofo: u64,
 }
 
 /// The value under `key` in the two-line table of `kind` (`Tcp:`, `TcpExt:`): a header line of names, then a
@@ -43,6 +50,8 @@ pub fn parse_tcp(snmp: &str, netstat: &str) -> Option<TcpCounters> {
         retrans_segs: field(snmp, "Tcp:", "RetransSegs")?,
         in_errs: field(snmp, "Tcp:", "InErrs").unwrap_or(0),
         timeouts: field(netstat, "TcpExt:", "TCPTimeouts").unwrap_or(0),
+        in_segs: field(snmp, "Tcp:", "InSegs").unwrap_or(0),
+        ofo: field(netstat, "TcpExt:", "TCPOFOQueue").unwrap_or(0),
     })
 }
 
@@ -61,7 +70,23 @@ impl TcpCounters {
             retrans_segs: later.retrans_segs.saturating_sub(self.retrans_segs),
             in_errs: later.in_errs.saturating_sub(self.in_errs),
             timeouts: later.timeouts.saturating_sub(self.timeouts),
+            in_segs: later.in_segs.saturating_sub(self.in_segs),
+            ofo: later.ofo.saturating_sub(self.ofo),
         }
+    }
+
+    /// Segments received out of order as a share of those received (0 when none were).
+    pub fn ofo_share(&self) -> f64 {
+        if self.in_segs == 0 {
+            0.0
+        } else {
+            self.ofo as f64 / self.in_segs as f64
+        }
+    }
+
+    /// How much this host loses: the larger of what it sent again and what reached it out of order.
+    pub fn loss_share(&self) -> f64 {
+        self.retrans_share().max(self.ofo_share())
     }
 
     /// Retransmitted segments as a share of those sent (0 when none were sent).
@@ -247,10 +272,14 @@ impl HostEvidence {
         };
         let tcp = match &self.tcp {
             Some(t) => format!(
-                "TCP {} of {} segments retransmitted ({:.2}%), {} timeouts",
+                "TCP {} of {} segments sent retransmitted ({:.2}%), {} of {} received out of order ({:.2}%), {} \
+                 timeouts",
                 t.retrans_segs,
                 t.out_segs,
                 100.0 * t.retrans_share(),
+                t.ofo,
+                t.in_segs,
+                100.0 * t.ofo_share(),
                 t.timeouts
             ),
             None => "TCP counters unknown".into(),
@@ -346,7 +375,8 @@ mod tests {
 
     const SNMP: &str = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm RtoMin ActiveOpens InSegs OutSegs \
                         RetransSegs InErrs OutRsts\nTcp: 1 200 4 1000 2000 30 2 0\nUdp: InDatagrams\nUdp: 5\n";
-    const NETSTAT: &str = "TcpExt: SyncookiesSent TCPTimeouts\nTcpExt: 0 7\nIpExt: InNoRoutes\nIpExt: 0\n";
+    const NETSTAT: &str =
+        "TcpExt: SyncookiesSent TCPTimeouts TCPOFOQueue\nTcpExt: 0 7 40\nIpExt: InNoRoutes\nIpExt: 0\n";
 
     #[test]
     fn tcp_counters_come_from_the_snmp_and_netstat_tables() {
@@ -357,7 +387,9 @@ mod tests {
                 out_segs: 2000,
                 retrans_segs: 30,
                 in_errs: 2,
-                timeouts: 7
+                timeouts: 7,
+                in_segs: 1000,
+                ofo: 40,
             }
         );
         let later = TcpCounters {
@@ -365,10 +397,14 @@ mod tests {
             retrans_segs: 130,
             in_errs: 2,
             timeouts: 9,
+            in_segs: 2000,
+            ofo: 340,
         };
         let d = c.since(&later);
-        assert_eq!((d.out_segs, d.retrans_segs, d.timeouts), (1000, 100, 2));
+        assert_eq!((d.out_segs, d.retrans_segs, d.timeouts, d.ofo), (1000, 100, 2, 300));
         assert!((d.retrans_share() - 0.1).abs() < 1e-12);
+        // A host dropping what it receives shows as data arriving out of order, not as its retransmissions.
+        assert!((d.ofo_share() - 0.3).abs() < 1e-12 && (d.loss_share() - 0.3).abs() < 1e-12);
         assert_eq!(parse_tcp("Udp: X\nUdp: 1\n", NETSTAT), None);
         assert_eq!(TcpCounters::default().retrans_share(), 0.0);
     }

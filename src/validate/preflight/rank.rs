@@ -618,12 +618,28 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) ->
                         .map_or(t.clone(), |p| p.host.clone())
                 })
                 .collect();
-            let judged = super::cause::judge(&hosts, seen, stalls);
-            let mut c = if one_host {
+            let latency_like = matches!(
+                f,
+                Finding::SlowHost {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                } | Finding::SlowLink {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                }
+            );
+            let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
+            let busy_only = judged.busy;
+            let mut c = if one_host || busy_only {
                 let detail = format!(
                     "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
                      pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
                 );
+                let detail = if one_host {
+                    detail
+                } else {
+                    format!("{line}; the hosts were busy (a warning, not a failure)")
+                };
                 check(name, line.clone(), "no slow host or link".into(), Verdict::Warn, detail)
             } else {
                 check(name, line.clone(), "no slow host or link".into(), Verdict::Fail, line)
