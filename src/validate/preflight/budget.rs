@@ -23,6 +23,9 @@ const MIN_MARGIN_S: f64 = 3.0;
 const SAFETY: f64 = 1.5;
 /// The smallest pairwise message: below it a round trip's latency, not the link, is measured.
 const MIN_PAIRWISE_BYTES: usize = 64 << 10;
+/// What a round trip of the pairwise ping-pong is budgeted beyond its measured time, microseconds: one in
+/// twenty waiting out a 300 ms retransmission timeout, as on a lossy link.
+pub const STALL_ALLOWANCE_US: f64 = 15_000.0;
 /// The fewest timed round trips of the pairwise ping-pong.
 const MIN_LAT_ITERS: usize = 20;
 

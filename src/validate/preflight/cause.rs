@@ -65,9 +65,12 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
-/// The settings in which a host differs from most hosts: per host, (setting, its value, the usual one).
-pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<(String, String, String)>)> {
-    let mut out: Vec<(String, Vec<(String, String, String)>)> = Vec::new();
+/// One setting in which a host differs: (setting, its value, the usual one).
+pub type Difference = (String, String, String);
+
+/// The settings in which a host differs from most hosts, per host.
+pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<Difference>)> {
+    let mut out: Vec<(String, Vec<Difference>)> = Vec::new();
     if seen.len() < 2 {
         return out;
     }
@@ -82,7 +85,7 @@ pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<(String, String, S
                 None => counts.push((v, 1)),
             }
         }
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         if counts.len() < 2 {
             continue;
         }
@@ -267,6 +270,19 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
     if let Some((j, _)) = best {
         return j;
     }
+    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    if all_busy && findings.is_empty() {
+        // Nothing stands out and no link is slow on its own: the collective waited for cores.
+        return Judged {
+            cause: Cause::Cpu,
+            why: format!(
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work), no host was throttled or \
+                 losing packets and the pairwise test found no slow link: the collective waited for cores, not \
+                 the network; measure again when the hosts are quieter"
+            ),
+            busy: true,
+        };
+    }
     Judged {
         busy: false,
         cause: Cause::Link,
@@ -301,7 +317,7 @@ fn names(text: &str, host: &str) -> bool {
     text.match_indices(host).any(|(i, _)| {
         let before = text[..i].chars().last();
         let after = text[i + host.len()..].chars().next();
-        let edge = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '-' || c == '_'));
+        let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
         edge(before) && edge(after)
     })
 }
@@ -535,6 +551,19 @@ mod tests {
         s[0].tcp.as_mut().unwrap().ofo = 3_000;
         s[0].tcp.as_mut().unwrap().in_segs = 10_000;
         assert_eq!(judge_metric(&["h0".into()], &s, true, true).cause, Cause::Loss);
+    }
+
+    #[test]
+    fn a_short_collective_on_busy_hosts_without_a_slow_link_is_the_cpu() {
+        let mut s = cluster();
+        for h in &mut s {
+            h.busy_pct = Some(100.0);
+        }
+        let j = judge_cluster(&s, &[]);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        // With a slow link named, the link it is.
+        let j = judge_cluster(&s, &["tcp@eth0 pairwise: slow link h1 <-> h3".into()]);
+        assert_eq!((j.cause, j.busy), (Cause::Link, false), "{j:?}");
     }
 
     #[test]

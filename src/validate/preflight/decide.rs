@@ -56,6 +56,10 @@ pub fn decide(
     for c in judged.checks.iter_mut() {
         if c.verdict == verdict::Verdict::Fail && c.name.ends_with(" busbw") && !m.evidence.is_empty() {
             let j = super::cause::judge_cluster(&m.evidence, &findings);
+            if j.busy {
+                // A healthy cluster on busy hosts: said, not failed.
+                c.verdict = verdict::Verdict::Warn;
+            }
             super::cause::annotate(c, j, &m.evidence, &[]);
         }
     }

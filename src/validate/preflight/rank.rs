@@ -159,11 +159,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         let hosts = distinct_hosts(&run.ranks);
         // Sized on rank 0, from its probe and clock: every rank must run the same test.
         let cfg = run.agree(id.rank == 0, || {
+            // Sized for the worst the budget must survive: a lossy link's exchanges at half the probed rate,
+            // and round trips that now and then wait out a retransmission timeout.
             budget::size_pairwise(
                 &preflight_pairwise(),
                 hosts,
-                probe.busbw_gbs,
-                2.0 * probe.call_us,
+                probe.busbw_gbs / 2.0,
+                2.0 * probe.call_us + budget::STALL_ALLOWANCE_US,
                 budget.pairwise_s(budget.elapsed_s()),
             )
         })?;
@@ -359,6 +361,7 @@ impl Run<'_> {
         let mut stopped: Option<(usize, usize, u32)> = None;
         'all: for repeat in 0..plan.repeat {
             for (k, phase_opts) in phases.iter().enumerate().skip(1) {
+                #[allow(clippy::needless_range_loop)] // `took` is indexed beside the sweeps, which borrow self
                 for pi in 0..self.open.len() {
                     for i in 0..points(phase_opts, n).len() {
                         let predicted = took[pi][k][i];
