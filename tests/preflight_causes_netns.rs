@@ -228,7 +228,7 @@ fn a_host_under_a_cpu_quota_is_named_with_the_cpu_as_cause() {
     let Some(_one) = namespace_test() else {
         return;
     };
-    let Some(q) = Quota::new(&format!("cbq{}", std::process::id()), 0.05) else {
+    let Some(q) = Quota::new(&format!("cbq{}", std::process::id()), 0.02) else {
         return;
     };
     let c = up("q");

@@ -633,6 +633,19 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) ->
             );
             let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
             let busy_only = judged.busy;
+            // A link slow because one end's ranks are throttled is that host's fault, not the path's.
+            let throttled = seen
+                .iter()
+                .filter(|e| hosts.contains(&e.host))
+                .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
+                .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
+                .map(|e| e.host.clone());
+            let name = match (&throttled, judged.cause, f) {
+                (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
+                    format!("{path} pairwise: slow host {h}")
+                }
+                _ => name,
+            };
             let mut c = if one_host || busy_only {
                 let detail = format!(
                     "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
@@ -650,7 +663,13 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) ->
             super::cause::annotate(&mut c, judged, seen, &hosts);
             c
         })
-        .collect()
+        .fold(Vec::new(), |mut v: Vec<Check>, c| {
+            // One check per host or link, whichever metrics found it.
+            if !v.iter().any(|x| x.name == c.name) {
+                v.push(c);
+            }
+            v
+        })
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
