@@ -195,6 +195,9 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {
             stderr!("collbench: note: {note}");
         }
+        if let Some(note) = bench::options::repeat_note(opts.sweep.repeat) {
+            stderr!("collbench: note: {note}");
+        }
         let notes = bench::plan::rounded(&bench::plan::points(&opts.sweep, sess.world.size), sess.world.size);
         if !notes.is_empty() {
             stderr!(

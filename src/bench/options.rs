@@ -331,6 +331,15 @@ fn repeat(n: u32) -> Result<u32> {
     Ok(n)
 }
 
+/// What to say about `--repeat N` when N is 2: an interval between two sweeps takes Student's t with one
+/// degree of freedom (12.7), so it is too wide to decide anything with.
+pub fn repeat_note(n: u32) -> Option<String> {
+    (n == 2).then(|| {
+        "--repeat 2: the 95% intervals between two sweeps use Student's t with 1 degree of freedom (12.7): too          wide to use; give --repeat 3 or more"
+            .to_string()
+    })
+}
+
 /// `-b`, `-e`, `-f` and `-i` as one sweep.
 fn size_range(args: &RunArgs) -> Result<SizeRange> {
     let min = size_flag("-b/--minbytes", &args.minbytes)?;
@@ -390,4 +399,15 @@ fn size_range(args: &RunArgs) -> Result<SizeRange> {
         _ => {}
     }
     Ok(SizeRange { min, max, step })
+}
+
+#[cfg(test)]
+mod repeat_tests {
+    #[test]
+    fn two_sweeps_are_said_to_be_too_few() {
+        let n = super::repeat_note(2).unwrap();
+        assert!(n.contains("12.7") && n.contains("--repeat 3"), "{n}");
+        assert_eq!(super::repeat_note(3), None);
+        assert_eq!(super::repeat_note(1), None);
+    }
 }

@@ -54,3 +54,5 @@ pub const PAIRWISE_BYTES: usize = 4 << 20;
 pub const PAIRWISE_ITERS: usize = 5;
 /// `pairwise --lat-iters`.
 pub const PAIRWISE_LAT_ITERS: usize = 200;
+/// `preflight --budget`, seconds: a few minutes for a small cluster.
+pub const PREFLIGHT_BUDGET_S: u64 = 180;

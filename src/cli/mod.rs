@@ -303,6 +303,12 @@ pub struct PreflightArgs {
     #[arg(long = "repeat", value_name = "N", default_value_t = 3, help_heading = VERDICT)]
     pub repeat: u32,
 
+    /// Seconds the whole preflight may take: the plan is sized from what the first measurements show, a phase
+    /// that cannot finish in its share stops with a verdict naming what was too slow, and every output file is
+    /// written.
+    #[arg(long = "budget", value_name = "SECONDS", default_value_t = defaults::PREFLIGHT_BUDGET_S, help_heading = VERDICT)]
+    pub budget: u64,
+
     /// Largest message of the bandwidth phase, which measures at a quarter of it, half and all (lowered to
     /// what memory holds).
     #[arg(long = "bandwidth-bytes", value_name = "SIZE", default_value = "64M", help_heading = VERDICT)]

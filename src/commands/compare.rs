@@ -3,7 +3,7 @@
 
 use crate::cli::CompareArgs;
 use crate::compare::{diff, input, render};
-use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::report::file::{check_writable, write_atomic};
 
 /// Runs `collbench compare`; the exit status is 1 when a point regressed, 0 otherwise.
@@ -22,6 +22,13 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     }
     let old = input::read(&args.old)?;
     let new = input::read(&args.new)?;
+    for (pts, name) in [(&old, &args.old), (&new, &args.new)] {
+        if pts.iter().any(|p| p.est.repeats == 2) {
+            if let Some(n) = crate::bench::options::repeat_note(2) {
+                stderr!("collbench: note: {}: {n}", name.display());
+            }
+        }
+    }
     let d = diff::diff(&old, &new, args.threshold);
     let (old_name, new_name) = (args.old.display().to_string(), args.new.display().to_string());
     if d.changes.is_empty() {
@@ -42,14 +49,29 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         threshold_pct: args.threshold,
     };
     print!("{}", render::text(&h, &d));
+    let cpu = crate::compare::cpu::verdict_line(
+        &crate::compare::cpu::saturation(&args.old, &args.new),
+        d.regressions().next().is_some(),
+    );
+    if let Some(l) = &cpu {
+        println!("{l}");
+    }
     if let Some(p) = &args.output_file {
-        let mut bytes = serde_json::to_vec_pretty(&render::json(&h, &d))
-            .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
+        let mut doc = render::json(&h, &d);
+        if let (Some(l), Some(o)) = (&cpu, doc.as_object_mut()) {
+            o.insert("cpu_saturation".into(), l.clone().into());
+        }
+        let mut bytes =
+            serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
         write_atomic(p, &bytes)?;
     }
     if let Some(p) = &args.markdown {
-        write_atomic(p, render::markdown(&h, &d).as_bytes())?;
+        let mut md = render::markdown(&h, &d);
+        if let Some(l) = &cpu {
+            md += &format!("\n{l}\n");
+        }
+        write_atomic(p, md.as_bytes())?;
     }
     Ok(if d.regressions().next().is_some() {
         EXIT_WRONG

@@ -18,6 +18,7 @@ mod install_aliases;
 mod model;
 mod pairwise;
 mod plot;
+mod preflight;
 mod run;
 mod selftest;
 
@@ -35,7 +36,7 @@ pub fn main(argv: &[OsString]) -> i32 {
         Command::Model(args) => model::model(args),
         Command::Compare(args) => compare::compare(args),
         Command::Selftest(args) => selftest::selftest(args),
-        Command::Preflight(args) => crate::validate::preflight::preflight(args, argv),
+        Command::Preflight(args) => preflight::preflight(args, argv),
         Command::Pairwise(args) => pairwise::pairwise(args, argv),
         Command::GpuMatrix(args) => gpu_matrix::gpu_matrix(args),
         Command::Completions(args) => completions::completions(args),

@@ -4,6 +4,7 @@
 //!
 //! [`input`] reads a results file, [`diff`] pairs points and decides, [`render`] writes the outputs.
 
+pub mod cpu;
 pub mod diff;
 pub mod input;
 pub mod render;

@@ -60,6 +60,35 @@ pub struct Prediction {
     /// (predicted - measured) / measured, percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_pct: Option<f64>,
+    /// Parameters this prediction rests on that the data could not identify (held at 0): the time is then
+    /// not a prediction but what is left without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unidentified: Vec<String>,
+}
+
+/// The parameters of `algo` (and gamma, for a reducing `coll`) on `fit` that the data did not identify: held
+/// at 0 because they came out negative or could not be told apart. Gamma held because no non-reducing
+/// collective separates it from beta is not among them: beta then carries the reduction cost.
+pub fn unidentified(fit: &PathFit, coll: Collective, algo: Algo) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(a) = fit.algos.iter().find(|a| a.algo == algo) {
+        if a.alpha_us.fixed.is_some() {
+            v.push(format!("alpha of {}", algo.name()));
+        }
+        if a.beta_us_per_byte.fixed.is_some() {
+            v.push(format!("beta of {}", algo.name()));
+        }
+    }
+    if coll.reduces()
+        && fit
+            .gamma_us_per_byte
+            .fixed
+            .as_deref()
+            .is_some_and(|w| w.contains("negative"))
+    {
+        v.push("gamma".into());
+    }
+    v
 }
 
 /// Where the ring and the latency algorithm of one collective cost the same at the target scale.
@@ -215,6 +244,7 @@ pub fn predict(fit: &PathFit, t: &Target) -> Vec<Prediction> {
                         bound: bound(terms),
                         measured_us: None,
                         error_pct: None,
+                        unidentified: unidentified(fit, coll, algo),
                     });
                 }
             }
@@ -238,6 +268,21 @@ pub fn crossovers(fit: &PathFit, p: usize) -> Vec<Crossover> {
             let t1 = flat(fit, coll, a, p, 1.0).map_or(0.0, |x| x.0);
             (t0, t1 - t0)
         };
+        let mut unknown = unidentified(fit, coll, ring);
+        unknown.extend(unidentified(fit, coll, lat));
+        if !unknown.is_empty() {
+            out.push(Crossover {
+                path: fit.path.clone(),
+                collective: coll,
+                latency_algo: lat.name().to_string(),
+                size: None,
+                note: format!(
+                    "cannot tell which is faster: {} not identified by the data (held at 0)",
+                    unknown.join(", ")
+                ),
+            });
+            continue;
+        }
         let ((ir, sr), (il, sl)) = (line(ring), line(lat));
         let meet = (ir - il) / (sl - sr);
         let (size, note) = if meet.is_finite() && meet > 0.0 && il < ir {

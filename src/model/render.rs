@@ -11,8 +11,13 @@ use crate::sizes::format_size;
 
 /// `value ± sd` in a unit; `(held at 0)` for a parameter that was not fitted.
 fn pm(p: &Param, scale: f64, prec: usize) -> String {
-    if p.fixed.is_some() {
-        return "0 (held)".to_string();
+    if let Some(why) = &p.fixed {
+        // Negative or inseparable: the data cannot identify it, which is not the same as a cost of 0.
+        return if why.contains("negative") || why.contains("cannot be told apart") {
+            "not identified (held at 0)".to_string()
+        } else {
+            "0 (held)".to_string()
+        };
     }
     let sd = if p.sd.is_finite() {
         format!("{:.prec$}", p.sd * scale)
@@ -265,8 +270,17 @@ impl Tables {
                         Cell::same(p.algo.as_str()),
                         level(p.hierarchical),
                         size(p.size),
-                        Cell::same(format!("{:.2}", p.time_us)),
-                        Cell::same(num(p.ci95_us, 2)),
+                        // A time resting on a parameter the data did not identify is marked, not passed off.
+                        Cell::same(if p.unidentified.is_empty() {
+                            format!("{:.2}", p.time_us)
+                        } else {
+                            format!("{:.2}*", p.time_us)
+                        }),
+                        Cell::same(if p.unidentified.is_empty() {
+                            num(p.ci95_us, 2)
+                        } else {
+                            "n/a".into()
+                        }),
                         Cell::same(format!("{:.4}", p.algbw)),
                         Cell::same(format!("{:.4}", p.busbw)),
                         Cell::same(p.bound),
@@ -451,6 +465,9 @@ pub fn text(r: &Report) -> String {
         scale_line(r)
     );
     table::text(&mut s, &t.predictions);
+    if let Some(l) = unidentified_line(r) {
+        let _ = writeln!(s, "# {l}");
+    }
     if !r.crossovers.is_empty() {
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "# ring vs latency algorithm at {} ranks (flat)", r.target_ranks);
@@ -478,6 +495,25 @@ pub fn text(r: &Report) -> String {
     s
 }
 
+/// The footnote of predictions marked `*`: which parameters the data did not identify.
+fn unidentified_line(r: &Report) -> Option<String> {
+    let mut which: Vec<String> = Vec::new();
+    for p in &r.predictions {
+        for u in &p.unidentified {
+            let w = format!("{} on {}", u, p.path);
+            if !which.contains(&w) {
+                which.push(w);
+            }
+        }
+    }
+    (!which.is_empty()).then(|| {
+        format!(
+            "* rests on a parameter the data could not identify ({}; held at 0): not a prediction, and no interval;              measure more sizes or rank counts",
+            which.join(", ")
+        )
+    })
+}
+
 /// The Markdown report.
 pub fn markdown(r: &Report) -> String {
     let t = Tables::of(r);
@@ -497,6 +533,9 @@ pub fn markdown(r: &Report) -> String {
     }
     let _ = writeln!(s, "## Predictions at {}\n", scale_line(r));
     table::markdown(&mut s, &t.predictions);
+    if let Some(l) = unidentified_line(r) {
+        let _ = writeln!(s, "\n{l}");
+    }
     if !r.crossovers.is_empty() {
         let _ = writeln!(s, "\n## Ring vs latency algorithm at {} ranks\n", r.target_ranks);
         table::markdown(&mut s, &t.crossovers);

@@ -368,3 +368,53 @@ fn measured_times_at_the_target_give_errors_at_the_largest_size() {
     );
     assert!(render::markdown(&r).contains("| measured (us) | error |"));
 }
+
+#[test]
+fn a_parameter_the_data_cannot_identify_is_said_and_its_predictions_marked() {
+    let mut r = predict(&synth("tcp@eth0", &ALL4, &[2, 3], 0.0, 1.0), &opts(64)).unwrap();
+    // The ring's alpha as the fit holds it when it comes out negative.
+    let ring = r.fits[0].algos.iter_mut().find(|a| a.algo == Algo::Ring).unwrap();
+    ring.alpha_us = fit::Param {
+        value: 0.0,
+        sd: f64::NAN,
+        fixed: Some("came out negative (-3.2e1); held at 0".into()),
+    };
+    let target = predict::Target {
+        nranks: 64,
+        ranks_per_node: None,
+        local: predict::LocalLink {
+            source: "default".into(),
+            alpha_us: predict::DEFAULT_LOCAL.0,
+            beta_us_per_byte: predict::DEFAULT_LOCAL.1,
+        },
+        local_fit: None,
+    };
+    r.predictions = predict::predict(&r.fits[0], &target);
+    r.crossovers = predict::crossovers(&r.fits[0], 64);
+    let marked: Vec<&predict::Prediction> = r.predictions.iter().filter(|p| p.algo == "ring").collect();
+    assert!(!marked.is_empty());
+    assert!(
+        marked.iter().all(|p| p.unidentified == ["alpha of ring".to_string()]),
+        "{marked:?}"
+    );
+    // The other algorithms' predictions do not rest on it.
+    assert!(r
+        .predictions
+        .iter()
+        .filter(|p| p.algo != "ring")
+        .all(|p| p.unidentified.is_empty()));
+    // No claim about which algorithm is faster rests on it.
+    let ar = r
+        .crossovers
+        .iter()
+        .find(|c| c.collective == Collective::AllReduce)
+        .unwrap();
+    assert!(ar.size.is_none() && ar.note.starts_with("cannot tell"), "{ar:?}");
+    let text = render::text(&r);
+    assert!(text.contains("not identified (held at 0)"), "{text}");
+    assert!(
+        text.contains("* rests on a parameter the data could not identify (alpha of ring on tcp@eth0"),
+        "{text}"
+    );
+    assert!(!text.contains("faster at every size"), "{text}");
+}

@@ -3,10 +3,10 @@
 //! burst of someone else's traffic) lowers one measurement; a fault lowers both. Without this, one slow
 //! round on a shared machine names a healthy link.
 //!
-//! The first pass's rounds that hold a suspect run again whole, so each suspect is measured under the same
-//! load as before (the same pairs at once): a fault that shows only under load, such as an oversubscribed
-//! uplink, shows again, and only a transient goes away. The other pairs' second measurements are load, not
-//! evidence, and are left out.
+//! Each suspect is measured again alone, one pair per round: pairs that shared a round the first time share
+//! nothing the second, so one pair's slowness (or its hosts' busy CPUs) is not blamed on another, and a link
+//! that is slow only beside other traffic is not slow on its own. Measuring only the suspects keeps the cost
+//! small: a clean run has few or none.
 
 use super::{localise, measure, Finding, Link, PairwiseConfig, Participant, Thresholds};
 use crate::algorithm::control;
@@ -89,12 +89,13 @@ pub fn check(pairs: &[(usize, usize)], n: usize, rank: usize) -> Result<()> {
     Ok(())
 }
 
-/// The rounds of `first` (the first pass's) that hold one of `suspects`, in order, whole.
+/// The rounds that measure `suspects` again: each alone, in the order of `first` (the first pass's rounds).
 pub fn rounds(first: &[Vec<(usize, usize)>], suspects: &[(usize, usize)]) -> Vec<Vec<(usize, usize)>> {
     first
         .iter()
-        .filter(|r| r.iter().any(|p| suspects.contains(p)))
-        .cloned()
+        .flatten()
+        .filter(|p| suspects.contains(p))
+        .map(|p| vec![*p])
         .collect()
 }
 
@@ -168,9 +169,9 @@ mod tests {
     #[test]
     fn every_rank_re_measures_the_suspects_rank_0_names() {
         let rep = all_suspect(true);
-        // All six links again: all three rounds (every rank ran the same ones, or the exchanges would have
-        // failed or hung rather than returned).
-        assert_eq!((rep.rounds, rep.remeasure_rounds), (3, 3));
+        // All six links again, each alone (every rank ran the same ones, or the exchanges would have failed or
+        // hung rather than returned).
+        assert_eq!((rep.rounds, rep.remeasure_rounds), (3, 6));
         assert!(rep.links.iter().all(|l| l.remeasured), "{:?}", rep.links);
         // Every link "stalls", so every host is blamed, and what was blamed first still is.
         assert_eq!(rep.findings.len(), 4, "{:?}", rep.findings);
@@ -186,16 +187,18 @@ mod tests {
     }
 
     #[test]
-    fn the_rounds_holding_a_suspect_run_again_whole() {
+    fn each_suspect_is_measured_again_alone() {
         let first = schedule::rounds(4);
         assert_eq!(first.len(), 3);
-        // One suspect: its round, with the other pair of that round as load.
-        let one = rounds(&first, &[(1, 3)]);
-        assert_eq!(one.len(), 1);
-        assert!(one[0].contains(&(1, 3)) && one[0].len() == 2, "{one:?}");
-        assert_eq!(Some(&one[0]), first.iter().find(|r| r.contains(&(1, 3))));
-        // A slow host's three links lie in all three rounds, each once.
-        assert_eq!(rounds(&first, &[(0, 2), (1, 2), (2, 3)]), first);
+        // One suspect: alone, without the pair that shared its round.
+        assert_eq!(rounds(&first, &[(1, 3)]), vec![vec![(1, 3)]]);
+        // Two suspects of one round are not measured together again.
+        let same: Vec<(usize, usize)> = first[0].clone();
+        let again = rounds(&first, &same);
+        assert_eq!(again.len(), 2);
+        assert!(again.iter().all(|r| r.len() == 1), "{again:?}");
+        // A slow host's three links: three rounds of one pair.
+        assert_eq!(rounds(&first, &[(0, 2), (1, 2), (2, 3)]).len(), 3);
         assert!(rounds(&first, &[]).is_empty());
     }
 

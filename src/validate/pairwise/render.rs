@@ -128,7 +128,7 @@ pub fn text(rep: &PairwiseReport) -> String {
     s.push('\n');
     s += &matrix(
         &names,
-        "Stalls: 8 B round trips over 50 ms and 20x the median (retransmission timeouts: lost packets)",
+        "Stalls: 8 B round trips over 50 ms and 20x the median (a lost packet's retransmission timeout, or a rank that answered late)",
         |r, c| link(r, c).map(|l| l.stalls as f64),
         0,
     );

@@ -92,6 +92,8 @@ fn built_in(name: String, p: &PathInfo, measured: String, threshold: &str, ok: b
         source: "built in".into(),
         verdict: if ok { Verdict::Pass } else { Verdict::Fail },
         detail,
+        cause: None,
+        evidence: Vec::new(),
     }
 }
 
@@ -289,6 +291,8 @@ fn latency(inp: &Inputs<'_>, p: &PathInfo, out: &mut Judged) {
                         "the plan measures latency at {} only; use one of those sizes",
                         sizes.join(", ")
                     ),
+                    cause: None,
+                    evidence: Vec::new(),
                 });
             }
         }
@@ -346,6 +350,8 @@ pub fn baseline(old: &[Point], new: &[Point], file: &str, threshold_pct: f64, ou
             } else {
                 format!("regressed: {}", regressed.join(", "))
             },
+            cause: None,
+            evidence: Vec::new(),
         });
     }
     if keys.is_empty() {

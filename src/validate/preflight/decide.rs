@@ -23,6 +23,8 @@ pub struct Measured {
     /// Entries as `collbench run -J` writes them.
     pub connectivity: Value,
     pub results: Value,
+    /// Every host during the collectives' phases (CPU, TCP counters, path configuration).
+    pub evidence: Vec<super::evidence::HostEvidence>,
 }
 
 /// Judges `m` (with `extra` checks, e.g. pairwise) against the expectations and baseline `args` name, prints the
@@ -45,7 +47,30 @@ pub fn decide(
         expect: expect.as_ref(),
         bandwidth_from: m.bandwidth_from,
     });
+    // A collective that falls short is explained by the hosts' evidence, pointing at the pairwise findings.
+    let findings: Vec<String> = extra
+        .iter()
+        .filter(|c| c.verdict == verdict::Verdict::Fail && c.name.contains(" pairwise: "))
+        .map(|c| c.name.clone())
+        .collect();
+    for c in judged.checks.iter_mut() {
+        if c.verdict == verdict::Verdict::Fail && c.name.ends_with(" busbw") && !m.evidence.is_empty() {
+            let j = super::cause::judge_cluster(&m.evidence, &findings);
+            if j.busy && c.source.starts_with("default:") {
+                // A healthy cluster on busy hosts, judged by a default threshold: said, not failed. A
+                // threshold the user set still fails.
+                c.verdict = verdict::Verdict::Warn;
+            }
+            super::cause::annotate(c, j, &m.evidence, &[]);
+        }
+    }
     judged.checks.extend(extra);
+    if args.repeat == 2 {
+        judged.notes.push(
+            "--repeat 2: each interval is the range of two sweeps, of 50% confidence: too weak to decide with;              give --repeat 3 or more"
+                .into(),
+        );
+    }
     if let (Some(old), Some(file)) = (baseline, &args.baseline) {
         if !samples.is_empty() {
             let new = crate::compare::input::parse(&json!({ "results": m.results }), "this preflight")?;
@@ -74,6 +99,7 @@ pub fn decide(
         notes: judged.notes,
         results: m.results.clone(),
         connectivity: m.connectivity.clone(),
+        evidence: m.evidence.clone(),
     };
     print!("{}", render::text(&report));
     if let Some(p) = &args.output_file {
@@ -116,6 +142,8 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
         connectivity: field("connectivity")?,
         results: field("results")?,
         paths,
+        evidence: serde_json::from_value(doc.get("evidence").cloned().unwrap_or(Value::Array(Vec::new())))
+            .map_err(|e| bad(format!("`evidence`: {e}")))?,
     };
     let baseline = args
         .baseline
@@ -134,7 +162,11 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
     let pairwise: Vec<Check> = serde_json::from_value::<Vec<Check>>(doc["checks"].clone())
         .map_err(|e| bad(format!("`checks`: {e}")))?
         .into_iter()
-        .filter(|c| c.name.starts_with(&format!("{} pairwise", c.path)))
+        .filter(|c| {
+            c.name.starts_with(&format!("{} pairwise", c.path))
+                || c.name.starts_with(&format!("{} configuration", c.path))
+                || c.name.ends_with(" within the budget")
+        })
         .collect();
     decide(args, &m, baseline.as_deref(), pairwise, &keys)
 }

@@ -6,8 +6,11 @@
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
 //! makes the checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
+pub mod budget;
+pub mod cause;
 pub mod checks;
 pub mod decide;
+pub mod evidence;
 pub mod expect;
 pub mod measure;
 pub mod plan;
@@ -24,7 +27,6 @@ use crate::error::{stderr, Error, Result};
 use crate::options::{Options, PathKind};
 use crate::report::file::check_writable;
 use crate::sizes::{format_size, format_size_arg};
-use crate::world::env;
 use plan::Plan;
 
 /// What every rank derives from the command line before anything runs.
@@ -39,21 +41,8 @@ pub struct Setup {
     pub baseline: Option<Vec<crate::compare::input::Point>>,
 }
 
-/// Runs `collbench preflight` with the command line `argv` (program name first); returns the exit status.
-pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
-    check_flags(args)?;
-    if let Some(saved) = &args.from_results {
-        return decide::from_results(args, saved);
-    }
-    let setup = setup(args)?;
-    match env::identity_from(|k| std::env::var(k).ok())? {
-        None => launch(&setup, argv),
-        Some(id) => rank::run_rank(&setup, &id),
-    }
-}
-
 /// Flags whose values can be checked without measuring, output files included.
-fn check_flags(args: &PreflightArgs) -> Result<()> {
+pub fn check_flags(args: &PreflightArgs) -> Result<()> {
     if !(1..=MAX_REPEAT).contains(&args.repeat) {
         return Err(Error::usage(
             "--repeat",
@@ -124,7 +113,7 @@ pub fn path_keys(opts: &Options) -> Vec<String> {
     v
 }
 
-fn setup(args: &PreflightArgs) -> Result<Setup> {
+pub fn setup(args: &PreflightArgs) -> Result<Setup> {
     let bw = plan::bandwidth_bytes(&args.bandwidth_bytes)?;
     let base = plan::base_options(args)?;
     // The host is asked only now: validating the options touches nothing outside them.
@@ -151,7 +140,7 @@ fn setup(args: &PreflightArgs) -> Result<Setup> {
 
 /// No launcher: check outputs and memory (lowering the bandwidth sizes to what fits), then spawn `--np` ranks
 /// as `run` does.
-fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
+pub fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
     check_outputs(&setup.args)?;
     let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
     let Some(avail) = crate::memory::available::mem_available() else {

@@ -114,6 +114,22 @@ impl Plan {
         us * f64::from(self.repeat) * paths as f64 / 1e6
     }
 
+    /// Seconds the latency and bandwidth phases (not connectivity, which runs once before the plan is
+    /// sized) should take on `paths` paths of `nranks` ranks at `busbw` GB/s and `call_us` per small call.
+    pub fn measure_s(&self, nranks: usize, paths: usize, busbw: f64, call_us: f64) -> f64 {
+        let bw = if busbw > 0.0 { busbw } else { ASSUMED_BUSBW };
+        let mut us = 0.0;
+        for ph in self.phases.iter().filter(|p| p.name != "connectivity") {
+            let calls = 2.0 * f64::from(ph.warmup + ph.iters + 1);
+            for c in &ph.collectives {
+                for s in ph.sizes() {
+                    us += calls * (call_us + s as f64 * c.bus_factor(nranks) / bw / 1e3);
+                }
+            }
+        }
+        us * f64::from(self.repeat) * paths as f64 / 1e6
+    }
+
     /// The plan as lines for people; `busbw` as for [`Plan::expected_s`].
     pub fn describe(&self, nranks: usize, paths: &[String], busbw: Option<f64>) -> Vec<String> {
         let mut v = vec![format!(

@@ -5,20 +5,27 @@ use std::io::IsTerminal;
 
 use indicatif::ProgressBar;
 
+use super::budget::{self, Budget, Probe};
 use super::checks::PathInfo;
+use super::evidence::{self, HostEvidence};
+use super::plan::{Phase, Plan};
 use super::verdict::{Check, Verdict};
 use super::Setup;
+use crate::collective::Collective;
 use crate::error::{stderr, Error, Result};
 use crate::options::{Options, PathKind, Progress};
 use crate::paths::Paths;
 use crate::report::Record;
 use crate::session::{self, Session};
+use crate::sizes::format_size;
+use crate::transport::control;
 use crate::transport::Transport;
 use crate::validate::pairwise::{self, Finding, PairwiseConfig, PairwiseReport};
 use crate::world::{env, Identity};
 
 /// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
 pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
+    let budget = Budget::new(setup.args.budget);
     let opts = &setup.opts;
     if id.launcher != "local" {
         if id.rank == 0 {
@@ -46,20 +53,14 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         session::Pairs::All
     };
     let mut sess = session::connect_with(id, opts, opts.agreement().to_wire(), exchange, pairs)?;
-    let phases: Vec<Options> = setup
-        .plan
-        .phases
-        .iter()
-        .map(|ph| super::plan::phase_options(&setup.base, ph))
-        .collect();
     // Every path is opened once, here, and borrowed by every phase's sweeps.
-    let mut open = match Paths::open(&mut sess, opts) {
+    let open = match Paths::open(&mut sess, opts) {
         Ok(p) => p,
         Err(e) => return Err(crate::paths::abort_on(&mut sess, 0, e)),
     };
     let paths = path_infos(&sess, &open, opts);
     let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
-    let plan_lines = setup.plan.describe(
+    let mut plan_lines = setup.plan.describe(
         sess.world.size,
         &names,
         // The estimate assumes the slowest path reaches the default threshold.
@@ -71,17 +72,10 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             })
             .try_fold(f64::INFINITY, |m, r| r.map(|r| m.min(r))),
     );
-    let mut plan_lines = plan_lines;
-    if !setup.args.no_pairwise {
-        let c = PairwiseConfig::default();
-        plan_lines.push(format!(
-            "  then the pairwise link test over every TCP path: every pair of hosts in rounds of disjoint pairs, {} MiB \
-             each way at once x {}, 8 B ping-pong x {} (--no-pairwise skips it)",
-            c.bytes >> 20,
-            c.iters,
-            c.lat_iters
-        ));
-    }
+    plan_lines.push(format!(
+        "  within a budget of {} s (--budget): the plan is sized from a first measurement of each path",
+        setup.args.budget
+    ));
     if id.rank == 0 {
         for l in &plan_lines {
             println!("{l}");
@@ -90,90 +84,395 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
-    let mut connectivity: Vec<Record> = Vec::new();
-    let mut records: Vec<Record> = Vec::new();
-    let mut said = Vec::new();
-    for repeat in 0..setup.plan.repeat {
-        for (k, phase_opts) in phases.iter().enumerate() {
-            // Connectivity is asked once; later sweeps measure.
-            if k == 0 && repeat > 0 {
-                continue;
-            }
-            for pi in 0..open.len() {
-                let swept = open.sweep(
-                    pi,
-                    &mut sess,
-                    crate::bench::Sweep {
-                        opts: phase_opts.settings(),
-                        repeat,
-                        ranks: &ranks,
-                        reporters: &mut [],
-                        progress: progress.as_ref(),
-                        only: None,
-                    },
-                    #[cfg(feature = "mpi")]
-                    mpi.as_ref(),
-                );
-                let outcome = match swept {
-                    Ok(o) => o,
-                    Err(e) => {
-                        if let Some(pb) = &progress {
-                            pb.finish_and_clear();
-                        }
-                        // Every peer learns that this rank gave up, as in `run`.
-                        let e = open.abort(pi, &mut sess, e);
-                        if id.rank == 0 {
-                            // What was measured before the failure is judged and kept, the failure as a check.
-                            let failed = Check {
-                                name: format!("{} {}", paths[pi].name, setup.plan.phases[k].name),
-                                path: paths[pi].name.clone(),
-                                measured: "did not finish".into(),
-                                value: None,
-                                lo: None,
-                                hi: None,
-                                unit: String::new(),
-                                threshold: "completes".into(),
-                                source: "built in".into(),
-                                verdict: super::verdict::Verdict::Fail,
-                                detail: e.to_string(),
-                            };
-                            let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
-                            let keys = super::path_keys(opts);
-                            if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
-                                stderr!("collbench: error: keeping what was measured: {w}");
-                            }
-                        }
-                        return Err(e);
-                    }
-                };
-                crate::bench::note_skipped(&mut said, outcome.skipped);
-                if k == 0 {
-                    connectivity.extend(outcome.records);
-                } else {
-                    records.extend(outcome.records);
-                }
-            }
-        }
+    let mut run = Run {
+        setup,
+        sess,
+        open,
+        #[cfg(feature = "mpi")]
+        mpi,
+        progress,
+        ranks,
+        paths,
+        plan_lines,
+        connectivity: Vec::new(),
+        records: Vec::new(),
+        said: Vec::new(),
+        budget_checks: Vec::new(),
+    };
+    // Connectivity, once per path, with the plan as asked for.
+    let conn = super::plan::phase_options(&setup.base, &setup.plan.phases[0]);
+    for pi in 0..run.open.len() {
+        let o = run.sweep(pi, "connectivity", &conn, 0, None)?;
+        run.connectivity.extend(o.records);
     }
-    if let Some(pb) = &progress {
+    // The probe: how fast each path is, so the plan fits the budget.
+    let probe = run.probe()?;
+    let (_, coll_end) = budget.collectives_window(budget.elapsed_s());
+    let (size, npaths) = (run.sess.world.size, run.open.len());
+    let sized = run.agree(id.rank == 0, || {
+        budget::size_plan(
+            setup.plan.phases[2].max,
+            setup.plan.repeat,
+            size,
+            npaths,
+            probe,
+            coll_end - budget.elapsed_s(),
+        )
+    })?;
+    let plan = Plan::new(sized.bw_max, sized.repeat);
+    run.plan_lines.push(format!(
+        "  first measurement: {:.4} GB/s busbw at {} and {:.0} us per small call on the slowest path; {}",
+        probe.busbw_gbs,
+        format_size(super::plan::MIN_BANDWIDTH_BYTES),
+        probe.call_us,
+        if sized.lowered {
+            format!(
+                "the plan is lowered to fit its share of the budget ({:.0} s): bandwidth {} .. {}, {} sweep(s), about \
+                 {:.0} s",
+                coll_end - budget.elapsed_s(),
+                format_size(plan.bandwidth_from()),
+                format_size(sized.bw_max),
+                sized.repeat,
+                sized.expected_s.ceil()
+            )
+        } else {
+            format!("the plan takes about {:.0} s", sized.expected_s.ceil())
+        }
+    ));
+    if id.rank == 0 {
+        println!("{}", run.plan_lines.last().expect("just pushed"));
+    }
+    let phases: Vec<Options> = plan
+        .phases
+        .iter()
+        .map(|ph| super::plan::phase_options(&setup.base, ph))
+        .collect();
+    let started = evidence::start();
+    run.collectives(&budget, &plan, &phases, coll_end)?;
+    if let Some(pb) = &run.progress {
         pb.finish_and_clear();
     }
-    let extra = if setup.args.no_pairwise {
-        Vec::new()
+    let coll_evidence = run.evidence(&started)?;
+    let (extra, reports) = if setup.args.no_pairwise {
+        (Vec::new(), Vec::new())
     } else {
-        pairwise_checks(&mut sess, &PairwiseConfig::default())?
+        let hosts = distinct_hosts(&run.ranks);
+        // Sized on rank 0, from its probe and clock: every rank must run the same test.
+        let cfg = run.agree(id.rank == 0, || {
+            // Sized for the worst the budget must survive: a lossy link's exchanges at half the probed rate,
+            // and round trips that now and then wait out a retransmission timeout.
+            budget::size_pairwise(
+                &preflight_pairwise(),
+                hosts,
+                probe.busbw_gbs / 2.0,
+                2.0 * probe.call_us + budget::STALL_ALLOWANCE_US,
+                budget.pairwise_s(budget.elapsed_s()),
+            )
+        })?;
+        pairwise_checks(&mut run, &cfg)?
     };
     if id.rank != 0 {
         return Ok(0);
     }
-    let m = measured(setup, &sess, &plan_lines, &paths, &connectivity, &records);
+    let mut checks = run.budget_checks.clone();
+    checks.extend(extra);
+    let mut m = measured(
+        setup,
+        &run.sess,
+        &run.plan_lines,
+        &run.paths,
+        &run.connectivity,
+        &run.records,
+    );
+    m.bandwidth_from = plan.bandwidth_from();
+    m.evidence = coll_evidence;
+    super::cause::cluster_line_rates(&mut m.paths, &reports);
     super::decide::decide(
         &setup.args,
         &m,
         setup.baseline.as_deref(),
-        extra,
+        checks,
         &super::path_keys(opts),
     )
+}
+
+/// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
+/// the budget is shared with the collectives.
+fn preflight_pairwise() -> PairwiseConfig {
+    PairwiseConfig {
+        lat_iters: 100,
+        ..PairwiseConfig::default()
+    }
+}
+
+/// How many hosts the ranks run on.
+fn distinct_hosts(ranks: &[crate::report::RankInfo]) -> usize {
+    let mut hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if hosts.len() == 1 {
+        ranks.len()
+    } else {
+        hosts.len()
+    }
+}
+
+/// One rank's preflight in progress: the session, its open paths and what was measured so far.
+struct Run<'a> {
+    setup: &'a Setup,
+    sess: Session,
+    open: Paths,
+    #[cfg(feature = "mpi")]
+    mpi: Option<crate::mpi::Mpi>,
+    progress: Option<ProgressBar>,
+    ranks: Vec<crate::report::RankInfo>,
+    paths: Vec<PathInfo>,
+    plan_lines: Vec<String>,
+    connectivity: Vec<Record>,
+    records: Vec<Record>,
+    said: Vec<String>,
+    /// Phases the budget stopped, as failed checks naming what was too slow (rank 0).
+    budget_checks: Vec<Check>,
+}
+
+impl Run<'_> {
+    /// Sweeps path `pi` with `opts` (one point of it with `only`); on a failure, rank 0 judges and writes
+    /// what was measured before it, the failure as a check, and every rank returns the error.
+    fn sweep(
+        &mut self,
+        pi: usize,
+        phase: &str,
+        opts: &Options,
+        repeat: u32,
+        only: Option<usize>,
+    ) -> Result<crate::bench::Outcome> {
+        let swept = self.open.sweep(
+            pi,
+            &mut self.sess,
+            crate::bench::Sweep {
+                opts: opts.settings(),
+                repeat,
+                ranks: &self.ranks,
+                reporters: &mut [],
+                progress: self.progress.as_ref(),
+                only,
+            },
+            #[cfg(feature = "mpi")]
+            self.mpi.as_ref(),
+        );
+        match swept {
+            Ok(o) => {
+                crate::bench::note_skipped(&mut self.said, o.skipped.clone());
+                Ok(o)
+            }
+            Err(e) => {
+                if let Some(pb) = &self.progress {
+                    pb.finish_and_clear();
+                }
+                // Every peer learns that this rank gave up, as in `run`.
+                let e = self.open.abort(pi, &mut self.sess, e);
+                if self.sess.world.rank == 0 {
+                    // What was measured before the failure is judged and kept, the failure as a check.
+                    let mut failed = bare_check(
+                        format!("{} {phase}", self.paths[pi].name),
+                        &self.paths[pi].name,
+                        "did not finish".into(),
+                        "completes".into(),
+                        "built in".into(),
+                        Verdict::Fail,
+                        e.to_string(),
+                    );
+                    failed.cause = None;
+                    let m = measured(
+                        self.setup,
+                        &self.sess,
+                        &self.plan_lines,
+                        &self.paths,
+                        &self.connectivity,
+                        &self.records,
+                    );
+                    let keys = super::path_keys(&self.setup.opts);
+                    let mut checks = self.budget_checks.clone();
+                    checks.push(failed);
+                    if let Err(w) = super::decide::decide(&self.setup.args, &m, None, checks, &keys) {
+                        stderr!("collbench: error: keeping what was measured: {w}");
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `value` as rank 0 computed it, on every rank (over the control path).
+    fn agree<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &mut self,
+        root: bool,
+        value: impl FnOnce() -> T,
+    ) -> Result<T> {
+        let bytes = if root {
+            serde_json::to_vec(&value()).expect("a plan serialises")
+        } else {
+            Vec::new()
+        };
+        let got = control::broadcast(&mut self.sess.transports[0], &bytes)?;
+        serde_json::from_slice(&got).map_err(|e| {
+            Error::Peer(format!(
+                "rank {}: rank 0 sent an unreadable preflight plan ({e}); were all ranks started with the same \
+                 collbench version?",
+                self.sess.world.rank
+            ))
+        })
+    }
+
+    /// A short all_reduce at 8 B and at the smallest bandwidth size on every path; rank 0's figures of the
+    /// slowest path (the others' are not used).
+    fn probe(&mut self) -> Result<Probe> {
+        let c = [Collective::AllReduce];
+        let small = with_sweep(&self.setup.base, &c, 8, 8, 10, 2);
+        let mb = super::plan::MIN_BANDWIDTH_BYTES;
+        let big = with_sweep(&self.setup.base, &c, mb, mb, 2, 1);
+        let mut p = Probe {
+            busbw_gbs: f64::INFINITY,
+            call_us: 0.0,
+        };
+        for pi in 0..self.open.len() {
+            for r in self.sweep(pi, "first measurement", &small, 0, None)?.records {
+                p.call_us = p.call_us.max(r.out_of_place.time_us.max(r.in_place.time_us));
+            }
+            for r in self.sweep(pi, "first measurement", &big, 0, None)?.records {
+                p.busbw_gbs = p.busbw_gbs.min(r.out_of_place.busbw.min(r.in_place.busbw));
+            }
+        }
+        if !p.busbw_gbs.is_finite() {
+            p.busbw_gbs = 0.0;
+        }
+        Ok(p)
+    }
+
+    /// The latency and bandwidth phases, point by point, repeats interleaved across paths; rank 0 stops them
+    /// when the next point would end after `end_s` (from the budget's start), and the stop becomes a failed
+    /// check naming the slowest point.
+    fn collectives(&mut self, budget: &Budget, plan: &Plan, phases: &[Options], end_s: f64) -> Result<()> {
+        let n = self.sess.world.size;
+        // Seconds each (path, phase, point) took the last time, for predicting the next sweep's.
+        let mut took: Vec<Vec<Vec<f64>>> = (0..self.open.len())
+            .map(|_| phases.iter().map(|o| vec![0.0; points(o, n).len()]).collect())
+            .collect();
+        let mut stopped: Option<(usize, usize, u32)> = None;
+        'all: for repeat in 0..plan.repeat {
+            for (k, phase_opts) in phases.iter().enumerate().skip(1) {
+                #[allow(clippy::needless_range_loop)] // `took` is indexed beside the sweeps, which borrow self
+                for pi in 0..self.open.len() {
+                    for i in 0..points(phase_opts, n).len() {
+                        let predicted = took[pi][k][i];
+                        let go = self.agree(self.sess.world.rank == 0, || {
+                            budget::may_start(budget.elapsed_s(), predicted, end_s)
+                        })?;
+                        if !go {
+                            stopped = Some((pi, k, repeat));
+                            break 'all;
+                        }
+                        let t0 = std::time::Instant::now();
+                        let o = self.sweep(pi, plan.phases[k].name, phase_opts, repeat, Some(i))?;
+                        took[pi][k][i] = t0.elapsed().as_secs_f64();
+                        self.records.extend(o.records);
+                    }
+                }
+            }
+        }
+        if let (Some((pi, k, repeat)), 0) = (stopped, self.sess.world.rank) {
+            let slowest = self
+                .records
+                .iter()
+                .filter(|r| r.path == self.paths[pi].name)
+                .max_by(|a, b| a.out_of_place.time_us.total_cmp(&b.out_of_place.time_us));
+            let what = slowest.map_or("nothing was measured".to_string(), |r| {
+                format!(
+                    "slowest: {} at {}, {:.0} ms per call, {:.4} GB/s busbw",
+                    r.collective,
+                    format_size(r.size),
+                    r.out_of_place.time_us / 1e3,
+                    r.out_of_place.busbw
+                )
+            });
+            let path = self.paths[pi].name.clone();
+            self.budget_checks.push(bare_check(
+                format!("{path} {} within the budget", plan.phases[k].name),
+                &path,
+                format!(
+                    "stopped in sweep {} of {} at {:.0} s",
+                    repeat + 1,
+                    plan.repeat,
+                    budget.elapsed_s()
+                ),
+                format!("ends by {end_s:.0} s"),
+                format!("--budget {} s (the collectives' share)", budget.total_s()),
+                Verdict::Fail,
+                format!(
+                    "{path} was too slow for the {} phase to finish in its share of the budget ({what}); what was \
+                     measured is judged below",
+                    plan.phases[k].name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every host's evidence since `started`, on rank 0 (empty elsewhere), for the first TCP path.
+    fn evidence(&mut self, started: &evidence::Started) -> Result<Vec<HostEvidence>> {
+        let host = self.ranks[self.sess.world.rank].host.clone();
+        let t = &mut self.sess.transports[0];
+        let inv = crate::net::inventory::local();
+        let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
+        let mine = started.finish(&host, config);
+        Ok(evidence::gather(t, &mine)?.unwrap_or_default())
+    }
+}
+
+/// The sweep options' points, as the engine plans them.
+fn points(o: &Options, n: usize) -> Vec<crate::bench::plan::Point> {
+    crate::bench::plan::points(&o.sweep, n)
+}
+
+/// `base` sweeping `colls` at `min..=max` bytes by doubling, `iters` timed after `warmup`, checked once.
+fn with_sweep(base: &Options, colls: &[Collective], min: u64, max: u64, iters: u32, warmup: u32) -> Options {
+    let plan = Phase {
+        name: "probe",
+        collectives: colls.to_vec(),
+        min,
+        max,
+        factor: 2,
+        iters,
+        warmup,
+    };
+    super::plan::phase_options(base, &plan)
+}
+
+/// A check without a number.
+fn bare_check(
+    name: String,
+    path: &str,
+    measured: String,
+    threshold: String,
+    source: String,
+    verdict: Verdict,
+    detail: String,
+) -> Check {
+    Check {
+        name,
+        path: path.to_string(),
+        measured,
+        value: None,
+        lo: None,
+        hi: None,
+        unit: String::new(),
+        threshold,
+        source,
+        verdict,
+        detail,
+        cause: None,
+        evidence: Vec::new(),
+    }
 }
 
 /// What rank 0 measured so far, for the verdict and the files.
@@ -192,29 +491,67 @@ fn measured(
         bandwidth_from: setup.plan.bandwidth_from(),
         connectivity: crate::report::json::entries(connectivity),
         results: crate::report::json::entries(records),
+        evidence: Vec::new(),
     }
 }
 
 /// The pairwise link test over every TCP path of the session, run on every rank: on rank 0 its matrices are
-/// printed and its findings become checks (a slow host or link FAILs; none is one PASS check per path).
-fn pairwise_checks(sess: &mut Session, cfg: &PairwiseConfig) -> Result<Vec<Check>> {
+/// printed and its findings become checks (a slow host or link FAILs; none is one PASS check per path), each
+/// with every host's evidence during the test and its most likely cause; the reports are returned too.
+fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check>, Vec<PairwiseReport>)> {
     let mut checks = Vec::new();
-    for k in 0..sess.transports.len() {
-        let path = sess.transports[k].path();
-        let report = match pairwise::measure(sess, k, cfg) {
+    let mut reports = Vec::new();
+    let host = run.ranks[run.sess.world.rank].host.clone();
+    let inv = crate::net::inventory::local();
+    for k in 0..run.sess.transports.len() {
+        let path = run.sess.transports[k].path();
+        let started = evidence::start();
+        let report = match pairwise::measure(&mut run.sess, k, cfg) {
             Ok(r) => r,
-            Err(e) => return Err(sess.transports[k].abort(e.during(&format!("the pairwise link test of {path}")))),
+            Err(e) => return Err(run.sess.transports[k].abort(e.during(&format!("the pairwise link test of {path}")))),
         };
+        let t = &mut run.sess.transports[k];
+        let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
+        let mine = started.finish(&host, config);
+        let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
             println!("{}", pairwise::render::text(&rep));
-            checks.extend(pairwise_findings(&path, &rep));
+            checks.extend(pairwise_findings(&path, &rep, &seen));
+            checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
+            reports.push(rep);
+        } else {
+            // The others send their inventory for rank 0's configuration checks.
+            inventories(t, &inv)?;
         }
     }
-    Ok(checks)
+    Ok((checks, reports))
 }
 
-/// The checks of one path's pairwise report.
-fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
+/// Every rank's inventory on rank 0 (empty elsewhere).
+fn inventories<T: crate::transport::Transport + ?Sized>(
+    t: &mut T,
+    mine: &crate::net::inventory::HostInventory,
+) -> Result<Vec<crate::net::inventory::HostInventory>> {
+    let bytes = serde_json::to_vec(mine).expect("an inventory serialises");
+    let Some(all) = control::gather(t, &bytes)? else {
+        return Ok(Vec::new());
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| {
+                Error::Peer(format!(
+                    "rank 0: rank {r} sent an unreadable inventory ({e}); were all ranks started with the same \
+                     collbench version?"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The checks of one path's pairwise report, each finding with the evidence of the hosts it names and its
+/// most likely cause (`seen`: every host during the test).
+fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
     let check = |name: String, measured: String, threshold: String, verdict, detail: String| Check {
         name,
         path: path.to_string(),
@@ -227,6 +564,8 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
         source: "pairwise localisation (median and MAD over links and hosts, built in)".into(),
         verdict,
         detail,
+        cause: None,
+        evidence: Vec::new(),
     };
     if rep.links.is_empty() {
         return Vec::new();
@@ -255,21 +594,82 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport) -> Vec<Check> {
         .iter()
         .map(|f| {
             let line = pairwise::render::finding_line(f);
-            let (name, measured) = match f {
-                Finding::SlowHost { host, .. } => (format!("{path} pairwise: slow host {host}"), line.clone()),
-                Finding::SlowLink { a, b, .. } => (format!("{path} pairwise: slow link {a} <-> {b}"), line.clone()),
+            let (name, targets) = match f {
+                Finding::SlowHost { host, .. } => (format!("{path} pairwise: slow host {host}"), vec![host.clone()]),
+                Finding::SlowLink { a, b, .. } => (
+                    format!("{path} pairwise: slow link {a} <-> {b}"),
+                    vec![a.clone(), b.clone()],
+                ),
             };
-            if one_host {
+            let stalls = matches!(
+                f,
+                Finding::SlowHost {
+                    metric: pairwise::Metric::Stalls,
+                    ..
+                } | Finding::SlowLink {
+                    metric: pairwise::Metric::Stalls,
+                    ..
+                }
+            );
+            // Participants are ranks when all share a host: the evidence is that host's.
+            let hosts: Vec<String> = targets
+                .iter()
+                .map(|t| {
+                    rep.hosts
+                        .iter()
+                        .find(|p| &p.name == t)
+                        .map_or(t.clone(), |p| p.host.clone())
+                })
+                .collect();
+            let latency_like = matches!(
+                f,
+                Finding::SlowHost {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                } | Finding::SlowLink {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                }
+            );
+            let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
+            let busy_only = judged.busy;
+            // A link slow because one end's ranks are throttled is that host's fault, not the path's.
+            let throttled = seen
+                .iter()
+                .filter(|e| hosts.contains(&e.host))
+                .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
+                .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
+                .map(|e| e.host.clone());
+            let name = match (&throttled, judged.cause, f) {
+                (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
+                    format!("{path} pairwise: slow host {h}")
+                }
+                _ => name,
+            };
+            let mut c = if one_host || busy_only {
                 let detail = format!(
                     "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
                      pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
                 );
-                check(name, measured, "no slow host or link".into(), Verdict::Warn, detail)
+                let detail = if one_host {
+                    detail
+                } else {
+                    format!("{line}; the hosts were busy (a warning, not a failure)")
+                };
+                check(name, line.clone(), "no slow host or link".into(), Verdict::Warn, detail)
             } else {
-                check(name, measured, "no slow host or link".into(), Verdict::Fail, line)
-            }
+                check(name, line.clone(), "no slow host or link".into(), Verdict::Fail, line)
+            };
+            super::cause::annotate(&mut c, judged, seen, &hosts);
+            c
         })
-        .collect()
+        .fold(Vec::new(), |mut v: Vec<Check>, c| {
+            // One check per host or link, whichever metrics found it.
+            if !v.iter().any(|x| x.name == c.name) {
+                v.push(c);
+            }
+            v
+        })
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
@@ -356,12 +756,12 @@ mod tests {
 
     #[test]
     fn slow_pairs_fail_across_hosts_and_only_warn_on_one_host() {
-        let across = pairwise_findings("tcp@eth0", &report(["h0", "h1", "h2"]));
+        let across = pairwise_findings("tcp@eth0", &report(["h0", "h1", "h2"]), &[]);
         assert!(
             !across.is_empty() && across.iter().all(|c| c.verdict == Verdict::Fail),
             "{across:?}"
         );
-        let local = pairwise_findings("tcp@lo", &report(["vm", "vm", "vm"]));
+        let local = pairwise_findings("tcp@lo", &report(["vm", "vm", "vm"]), &[]);
         assert_eq!(local.len(), across.len());
         assert!(local.iter().all(|c| c.verdict == Verdict::Warn), "{local:?}");
         assert!(local.iter().all(|c| c.detail.contains("one host")), "{local:?}");

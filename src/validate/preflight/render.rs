@@ -32,6 +32,10 @@ pub struct Report {
     pub results: Value,
     /// The connectivity sweep's points, in the same form.
     pub connectivity: Value,
+    /// Every host during the collectives' phases: CPU busy and throttled, TCP retransmissions, the path's
+    /// configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<super::evidence::HostEvidence>,
 }
 
 const COLUMNS: [&str; 5] = ["check", "measured", "threshold", "source", "verdict"];
@@ -78,7 +82,10 @@ pub fn text(r: &Report) -> String {
         out += &format!("  note: {n}\n");
     }
     for c in r.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
-        out += &format!("  {}: {}: {}\n", c.verdict.word(), c.name, c.detail);
+        out += &format!("  {}\n", why(c));
+        for e in &c.evidence {
+            out += &format!("      evidence: {}\n", e.line());
+        }
     }
     let (p, w, f) = counts(&r.checks);
     out += &format!(
@@ -87,6 +94,19 @@ pub fn text(r: &Report) -> String {
         if r.strict { "; --strict: warnings fail" } else { "" }
     );
     out
+}
+
+/// A failed or warned check in one line: the value, the threshold and where it came from, then why.
+pub fn why(c: &Check) -> String {
+    format!(
+        "{}: {}: {} vs {} ({}): {}",
+        c.verdict.word(),
+        c.name,
+        c.measured,
+        c.threshold,
+        c.source,
+        c.detail
+    )
 }
 
 /// The same as Markdown.
@@ -115,7 +135,14 @@ pub fn markdown(r: &Report) -> String {
     if !bad.is_empty() {
         out += "\nWhy:\n\n";
         for c in bad {
-            out += &format!("- **{}** {}: {}\n", c.verdict.word(), c.name, c.detail);
+            out += &format!(
+                "- **{}** {}\n",
+                c.verdict.word(),
+                why(c).split_once(": ").map_or("", |x| x.1)
+            );
+            for e in &c.evidence {
+                out += &format!("  - evidence: {}\n", e.line());
+            }
         }
     }
     out
@@ -150,8 +177,9 @@ pub fn junit(r: &Report) -> String {
         r.checks.len()
     );
     for c in &r.checks {
+        let evidence: String = c.evidence.iter().map(|e| format!("; evidence: {}", e.line())).collect();
         let what = format!(
-            "measured {}; threshold {} ({}); {}",
+            "measured {}; threshold {} ({}); {}{evidence}",
             c.measured, c.threshold, c.source, c.detail
         );
         out += &format!(
@@ -203,6 +231,8 @@ mod tests {
             source: "e.toml line 3".into(),
             verdict,
             detail: "a <tricky> & \"quoted\" detail".into(),
+            cause: None,
+            evidence: Vec::new(),
         }
     }
 
@@ -230,6 +260,7 @@ mod tests {
             notes: vec!["n1".into()],
             results: json!([]),
             connectivity: json!([]),
+            evidence: Vec::new(),
         }
     }
 
@@ -244,7 +275,11 @@ mod tests {
         ] {
             assert!(t.contains(name), "{t}");
         }
-        assert!(t.contains("FAIL: tcp@lo all_reduce busbw: a <tricky>"), "{t}");
+        // The failure line gives the value, the threshold and where it came from.
+        assert!(
+            t.contains("FAIL: tcp@lo all_reduce busbw: 1.000 GB/s [0.9, 1.1] vs >= 2 GB/s (e.toml line 3): a <tricky>"),
+            "{t}"
+        );
         assert!(
             t.contains("Preflight verdict: FAIL (1 passed, 1 warned, 1 failed)"),
             "{t}"

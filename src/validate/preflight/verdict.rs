@@ -44,6 +44,12 @@ pub struct Check {
     pub verdict: Verdict,
     /// Why, in a sentence.
     pub detail: String,
+    /// The most likely cause of a failure or finding, where one is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<super::cause::Cause>,
+    /// Every host involved during the measurement: CPU, TCP counters, path configuration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<super::evidence::HostEvidence>,
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -115,6 +121,8 @@ pub fn threshold_check(
         source,
         verdict,
         detail,
+        cause: None,
+        evidence: Vec::new(),
     }
 }
 

@@ -1,0 +1,607 @@
+//! The most likely cause of a finding or a failed check, read from the evidence of the hosts involved: the
+//! CPU (a rank throttled by its cgroup's quota, or starved on a host busier than the others), loss (TCP
+//! retransmitting more than elsewhere), the configuration (a host whose path is set up differently, or a
+//! warning `collbench info` gives about the path), or else the link itself. Also the checks the hosts'
+//! configuration makes on its own, and the line rate taken from the cluster's own links where the interfaces'
+//! speeds are virtual.
+
+use serde::{Deserialize, Serialize};
+
+use super::checks::PathInfo;
+use super::evidence::HostEvidence;
+use super::verdict::{Check, Verdict};
+use crate::net::advice::{advise, Severity};
+use crate::net::inventory::HostInventory;
+use crate::report::record::{CPU_LIMITED_PCT, THROTTLED_SHARE};
+use crate::validate::pairwise::PairwiseReport;
+
+/// A cause, as findings name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// A rank throttled by its CPU quota, or starved of CPU.
+    Cpu,
+    /// Packets lost: TCP retransmitted.
+    Loss,
+    /// A host set up differently from the others, or a path `collbench info` warns about.
+    Configuration,
+    /// None of the above: the link (NIC, cable, switch port, a rate limit on the way).
+    Link,
+}
+
+impl Cause {
+    /// The word in summaries.
+    pub fn word(self) -> &'static str {
+        match self {
+            Cause::Cpu => "CPU",
+            Cause::Loss => "loss",
+            Cause::Configuration => "configuration",
+            Cause::Link => "the link",
+        }
+    }
+}
+
+/// Retransmitted segments, as a share of those sent, from which a host is losing packets...
+pub const LOSS_SHARE: f64 = 0.01;
+/// ...when also this many times the other hosts' median (a host's partners retransmit what it drops too).
+const LOSS_VS_OTHERS: f64 = 1.5;
+/// A host busier than the others' median by this many points, and [`CPU_LIMITED_PCT`] busy, is starved.
+const STARVED_MARGIN_PCT: f64 = 20.0;
+
+/// A cause and why, in a sentence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judged {
+    pub cause: Cause,
+    pub why: String,
+    /// Only that every host was busy: a warning, not a failure.
+    pub busy: bool,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// One setting in which a host differs: (setting, its value, the usual one).
+pub type Difference = (String, String, String);
+
+/// The settings in which a host differs from most hosts, per host.
+pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<Difference>)> {
+    let mut out: Vec<(String, Vec<Difference>)> = Vec::new();
+    if seen.len() < 2 {
+        return out;
+    }
+    let settings: Vec<Vec<(&str, String)>> = seen.iter().map(|e| e.config.settings()).collect();
+    for k in 0..settings[0].len() {
+        let values: Vec<&String> = settings.iter().map(|s| &s[k].1).collect();
+        // The value most hosts have; with a tie there is no majority to differ from.
+        let mut counts: Vec<(&String, usize)> = Vec::new();
+        for v in &values {
+            match counts.iter_mut().find(|c| c.0 == *v) {
+                Some(c) => c.1 += 1,
+                None => counts.push((v, 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        if counts.len() < 2 {
+            continue;
+        }
+        let usual = counts[0].0;
+        let tie = counts[1].1 == counts[0].1;
+        for (h, v) in seen.iter().zip(&values) {
+            if *v == usual && !tie {
+                continue;
+            }
+            let what = (
+                settings[0][k].0.to_string(),
+                (*v).clone(),
+                if tie { "another".into() } else { usual.clone() },
+            );
+            match out.iter_mut().find(|(x, _)| *x == h.host) {
+                Some((_, w)) => w.push(what),
+                None => out.push((h.host.clone(), vec![what])),
+            }
+        }
+    }
+    out
+}
+
+/// The most likely cause of a slowness on `targets` (hosts), given every host's evidence `seen`; `stalls`
+/// when the finding is about stalled round trips.
+pub fn judge(targets: &[String], seen: &[HostEvidence], stalls: bool) -> Judged {
+    judge_metric(targets, seen, stalls, stalls)
+}
+
+/// [`judge`], with `latency_like` for a finding about round trips (latency or stalls), which busy CPUs alone
+/// produce.
+pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, latency_like: bool) -> Judged {
+    let mine: Vec<&HostEvidence> = seen.iter().filter(|e| targets.contains(&e.host)).collect();
+    let others: Vec<&HostEvidence> = seen.iter().filter(|e| !targets.contains(&e.host)).collect();
+    // CPU: throttled by a quota.
+    if let Some(e) = mine
+        .iter()
+        .filter(|e| e.throttled_share() >= THROTTLED_SHARE)
+        .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
+    {
+        return Judged {
+            busy: false,
+            cause: Cause::Cpu,
+            why: format!(
+                "{}'s ranks were throttled by their CPU quota for {:.2} s of the {:.2} s measured ({} periods): a \
+                 throttled rank answers late{}",
+                e.host,
+                e.throttled_s.unwrap_or(0.0),
+                e.wall_s,
+                e.throttled_periods.unwrap_or(0),
+                if stalls {
+                    ", which stalls round trips without any packet lost"
+                } else {
+                    ""
+                }
+            ),
+        };
+    }
+    // CPU: starved, busier than the others.
+    let others_busy = median(others.iter().filter_map(|e| e.busy_pct).collect());
+    if let (Some(e), Some(ob)) = (
+        mine.iter()
+            .filter(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT))
+            .max_by(|a, b| a.busy_pct.unwrap_or(0.0).total_cmp(&b.busy_pct.unwrap_or(0.0))),
+        others_busy,
+    ) {
+        if e.busy_pct.unwrap_or(0.0) >= ob + STARVED_MARGIN_PCT {
+            return Judged {
+                busy: false,
+                cause: Cause::Cpu,
+                why: format!(
+                    "{}'s CPUs were {:.0}% busy against {ob:.0}% on the other hosts: its ranks waited for a core",
+                    e.host,
+                    e.busy_pct.unwrap_or(0.0)
+                ),
+            };
+        }
+    }
+    // Loss: retransmitting, more than the others.
+    let share = |e: &HostEvidence| e.tcp.map(|t| t.loss_share());
+    let others_loss = median(others.iter().filter_map(|e| share(e)).collect()).unwrap_or(0.0);
+    if let Some(e) = mine
+        .iter()
+        .filter(|e| share(e).is_some_and(|s| s >= LOSS_SHARE && s >= LOSS_VS_OTHERS * others_loss))
+        .max_by(|a, b| share(a).unwrap_or(0.0).total_cmp(&share(b).unwrap_or(0.0)))
+    {
+        let t = e.tcp.unwrap_or_default();
+        return Judged {
+            cause: Cause::Loss,
+            why: format!(
+                "{} lost {:.1}% of its TCP segments ({} of {} sent were retransmitted, {} of {} received arrived \
+                 out of order after a loss; {} timeouts) against {:.1}% on the other hosts: packets are lost{}",
+                e.host,
+                100.0 * t.loss_share(),
+                t.retrans_segs,
+                t.out_segs,
+                t.ofo,
+                t.in_segs,
+                t.timeouts,
+                100.0 * others_loss,
+                if stalls {
+                    ", and each lost small message waits out a retransmission timeout"
+                } else {
+                    ""
+                }
+            ),
+            busy: false,
+        };
+    }
+    // Configuration: a named host set up unlike the others.
+    let diffs = differences(seen);
+    if let Some((h, what)) = diffs.iter().find(|(h, _)| targets.contains(h)) {
+        return Judged {
+            busy: false,
+            cause: Cause::Configuration,
+            why: format!("{h} is set up unlike the other hosts: {}", describe(what)),
+        };
+    }
+    let busy = mine.iter().filter_map(|e| e.busy_pct).fold(0.0, f64::max);
+    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    if all_busy && latency_like {
+        // A rank that waits for a core answers late: on hosts this busy a slow round trip is no evidence
+        // against the link.
+        return Judged {
+            cause: Cause::Cpu,
+            why: format!(
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work; {} {busy:.0}%), with no \
+                 throttling and no loss: a rank waiting for a core answers late, so this is not blamed on the link; \
+                 measure again when the hosts are quieter",
+                targets.join(", ")
+            ),
+            busy: true,
+        };
+    }
+    Judged {
+        busy: false,
+        cause: Cause::Link,
+        why: format!(
+            "no throttling, no more retransmissions than elsewhere and the same configuration as the other hosts on \
+             {}: the link itself (NIC, cable, switch port, a rate limit on the way){}",
+            targets.join(", "),
+            if busy >= CPU_LIMITED_PCT {
+                format!("; note the CPUs were {busy:.0}% busy, as on the other hosts")
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// `MTU 9000 (others 1500), TSO off (others on)`.
+fn describe(what: &[(String, String, String)]) -> String {
+    what.iter()
+        .map(|(k, v, usual)| format!("{k} {v} (others {usual})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The cause of a collective falling short on every host: the host whose evidence stands out (throttled,
+/// retransmitting, set up differently), else the link, pointing at the pairwise findings where there are any.
+pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
+    // Each host's own cause; the strongest wins: CPU, then loss, then configuration, each by its figure.
+    let rank = |c: Cause| match c {
+        Cause::Cpu => 0,
+        Cause::Loss => 1,
+        Cause::Configuration => 2,
+        Cause::Link => 3,
+    };
+    let best = seen
+        .iter()
+        .map(|e| {
+            let j = judge(std::slice::from_ref(&e.host), seen, false);
+            let score = match j.cause {
+                Cause::Cpu => e.throttled_share() + e.busy_pct.unwrap_or(0.0) / 1e4,
+                Cause::Loss => e.tcp.map_or(0.0, |t| t.loss_share()),
+                _ => 0.0,
+            };
+            (j, score)
+        })
+        .filter(|(j, _)| j.cause != Cause::Link)
+        .min_by(|a, b| rank(a.0.cause).cmp(&rank(b.0.cause)).then(b.1.total_cmp(&a.1)));
+    if let Some((j, _)) = best {
+        return j;
+    }
+    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    if all_busy && findings.is_empty() {
+        // Nothing stands out and no link is slow on its own: the collective waited for cores.
+        return Judged {
+            cause: Cause::Cpu,
+            why: format!(
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work), no host was throttled or \
+                 losing packets and the pairwise test found no slow link: the collective waited for cores, not \
+                 the network; measure again when the hosts are quieter"
+            ),
+            busy: true,
+        };
+    }
+    Judged {
+        busy: false,
+        cause: Cause::Link,
+        why: if findings.is_empty() {
+            "no host was throttled, retransmitting or set up differently: the network (every link alike, or the \
+             switch)"
+                .into()
+        } else {
+            format!(
+                "no host was throttled, retransmitting or set up differently: the slow link(s) the pairwise test \
+                 names ({})",
+                findings.join("; ")
+            )
+        },
+    }
+}
+
+/// The cause written into a check: its field, the evidence of `hosts` (every host when empty), and a
+/// sentence in its detail.
+pub fn annotate(c: &mut Check, j: Judged, seen: &[HostEvidence], hosts: &[String]) {
+    c.detail = format!("{}; most likely cause: {}: {}", c.detail, j.cause.word(), j.why);
+    c.cause = Some(j.cause);
+    c.evidence = seen
+        .iter()
+        .filter(|e| hosts.is_empty() || hosts.contains(&e.host))
+        .cloned()
+        .collect();
+}
+
+/// Whether `text` names `host` as a whole word (`h1` is not named by `h10`).
+fn names(text: &str, host: &str) -> bool {
+    text.match_indices(host).any(|(i, _)| {
+        let before = text[..i].chars().last();
+        let after = text[i + host.len()..].chars().next();
+        let edge = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
+        edge(before) && edge(after)
+    })
+}
+
+/// The configuration's own checks on a path: each host set up unlike the others (a warning), and each
+/// warning `collbench info` gives about the path's interfaces or the ranks' CPUs (a failure).
+pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInventory]) -> Vec<Check> {
+    let mut out = Vec::new();
+    let check = |name: String, measured: String, threshold: &str, source: &str, verdict, detail: String| Check {
+        name,
+        path: path.to_string(),
+        measured,
+        value: None,
+        lo: None,
+        hi: None,
+        unit: String::new(),
+        threshold: threshold.into(),
+        source: source.into(),
+        verdict,
+        detail,
+        cause: Some(Cause::Configuration),
+        evidence: Vec::new(),
+    };
+    for (h, what) in differences(seen) {
+        let mut c = check(
+            format!("{path} configuration of {h}"),
+            describe(&what),
+            "as on the other hosts",
+            "the hosts' path settings (built in)",
+            Verdict::Warn,
+            format!("{h} sets up {path} unlike the other hosts: {}", describe(&what)),
+        );
+        c.evidence = seen.iter().filter(|e| e.host == h).cloned().collect();
+        out.push(c);
+    }
+    // One inventory per host, with its ranks counted.
+    let mut hosts: Vec<HostInventory> = Vec::new();
+    let mut ranks: Vec<(String, usize)> = Vec::new();
+    for inv in inventories {
+        match ranks.iter_mut().find(|(h, _)| *h == inv.host) {
+            Some((_, n)) => *n += 1,
+            None => {
+                ranks.push((inv.host.clone(), 1));
+                hosts.push(inv.clone());
+            }
+        }
+    }
+    let ifaces: Vec<(String, String)> = seen.iter().map(|e| (e.host.clone(), e.config.iface.clone())).collect();
+    let on_path = |what: &str| seen.iter().any(|e| names(what, &e.config.iface)) || what.contains("CPU quota");
+    let mut k = 0;
+    for a in advise(&hosts, &ranks, &ifaces) {
+        if a.severity != Severity::Warning || !on_path(&a.what) {
+            continue;
+        }
+        k += 1;
+        let named: Vec<String> = seen
+            .iter()
+            .filter(|e| names(&a.what, &e.host))
+            .map(|e| e.host.clone())
+            .collect();
+        let mut c = check(
+            format!("{path} configuration warning {k}"),
+            a.what.clone(),
+            "no warning from `collbench info`",
+            "collbench info's checks (built in)",
+            Verdict::Fail,
+            format!("{}; {}", a.what, a.advice),
+        );
+        c.evidence = seen.iter().filter(|e| named.contains(&e.host)).cloned().collect();
+        out.push(c);
+    }
+    out
+}
+
+/// Paths whose line rate is unknown (virtual interfaces) get the cluster's own: the upper median of each
+/// host's best link in the pairwise test, said so. Only across hosts: ranks of one host share its CPUs, and
+/// their pairs measure the scheduler.
+pub fn cluster_line_rates(paths: &mut [PathInfo], reports: &[PairwiseReport]) {
+    for p in paths.iter_mut().filter(|p| p.line_rate_gbs.is_none()) {
+        let Some(rep) = reports.iter().find(|r| r.path == p.name && r.unit == "hosts") else {
+            continue;
+        };
+        let best: Vec<f64> = (0..rep.hosts.len())
+            .filter_map(|h| {
+                rep.links
+                    .iter()
+                    .filter(|l| l.a == h || l.b == h)
+                    .map(|l| l.bw_gbs)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            })
+            .collect();
+        let Some(rate) = median(best).filter(|r| *r > 0.0) else {
+            continue;
+        };
+        p.line_rate_gbs = Some(rate);
+        p.rate_from = format!(
+            "the median of the cluster's own links ({} hosts' best link in the pairwise test; {})",
+            rep.hosts.len(),
+            p.rate_from
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::preflight::evidence::{PathConfig, TcpCounters};
+
+    fn host(name: &str) -> HostEvidence {
+        HostEvidence {
+            host: name.into(),
+            wall_s: 10.0,
+            busy_pct: Some(40.0),
+            cpu_s: 2.0,
+            throttled_s: Some(0.0),
+            throttled_periods: Some(0),
+            tcp: Some(TcpCounters {
+                out_segs: 10_000,
+                retrans_segs: 5,
+                in_errs: 0,
+                timeouts: 0,
+                in_segs: 10_000,
+                ofo: 0,
+            }),
+            config: PathConfig {
+                iface: "eth0".into(),
+                kind: "veth".into(),
+                mtu: Some(1500),
+                speed_mbps: Some(10_000),
+                speed_virtual: true,
+                tso: Some(true),
+                gso: Some(true),
+                gro: Some(true),
+                congestion: Some("cubic".into()),
+                underlay: None,
+                underlay_mtu: None,
+            },
+        }
+    }
+
+    fn cluster() -> Vec<HostEvidence> {
+        ["h0", "h1", "h2", "h3"].iter().map(|h| host(h)).collect()
+    }
+
+    #[test]
+    fn a_throttled_host_is_the_cpu_even_for_stalls() {
+        let mut s = cluster();
+        s[1].throttled_s = Some(9.0);
+        s[1].throttled_periods = Some(2193);
+        let j = judge(&["h1".into()], &s, true);
+        assert_eq!(j.cause, Cause::Cpu, "{j:?}");
+        assert!(j.why.contains("h1") && j.why.contains("2193 periods") && j.why.contains("without any packet lost"));
+        // The same figures on a host the finding does not name do not make it the CPU.
+        assert_eq!(judge(&["h2".into()], &s, false).cause, Cause::Link);
+    }
+
+    #[test]
+    fn a_host_retransmitting_more_than_the_others_is_loss() {
+        let mut s = cluster();
+        s[2].tcp = Some(TcpCounters {
+            out_segs: 10_000,
+            retrans_segs: 900,
+            in_errs: 0,
+            timeouts: 40,
+            in_segs: 10_000,
+            ofo: 0,
+        });
+        // Its partners resend what it drops too, but less.
+        s[0].tcp.as_mut().unwrap().retrans_segs = 250;
+        let j = judge(&["h2".into()], &s, true);
+        assert_eq!(j.cause, Cause::Loss, "{j:?}");
+        assert!(j.why.contains("9.0%"), "{}", j.why);
+        assert_eq!(judge(&["h1".into()], &s, false).cause, Cause::Link);
+        // The cluster-wide cause of a slow collective names the same host.
+        let c = judge_cluster(&s, &[]);
+        assert_eq!(c.cause, Cause::Loss);
+        assert!(c.why.starts_with("h2 "), "{}", c.why);
+    }
+
+    #[test]
+    fn a_host_set_up_unlike_the_others_is_configuration() {
+        let mut s = cluster();
+        s[3].config.mtu = Some(9000);
+        s[3].config.gro = Some(false);
+        let d = differences(&s);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].0, "h3");
+        let j = judge(&["h3".into()], &s, false);
+        assert_eq!(j.cause, Cause::Configuration);
+        assert!(
+            j.why.contains("MTU 9000 (others 1500)") && j.why.contains("GRO off (others on)"),
+            "{}",
+            j.why
+        );
+        let checks = config_checks("tcp@eth0", &s, &[]);
+        assert_eq!(checks.len(), 1);
+        assert_eq!(
+            (checks[0].name.as_str(), checks[0].verdict),
+            ("tcp@eth0 configuration of h3", Verdict::Warn)
+        );
+    }
+
+    #[test]
+    fn busy_hosts_alike_are_not_the_cause_but_said() {
+        let mut s = cluster();
+        for h in &mut s {
+            h.busy_pct = Some(99.0);
+        }
+        let j = judge(&["h1".into()], &s, false);
+        assert_eq!(j.cause, Cause::Link);
+        assert!(j.why.contains("99% busy"), "{}", j.why);
+        // One host much busier than the others is starved.
+        let mut s = cluster();
+        s[1].busy_pct = Some(97.0);
+        assert_eq!(judge(&["h1".into()], &s, false).cause, Cause::Cpu);
+    }
+
+    #[test]
+    fn slow_round_trips_on_hosts_all_busy_are_the_cpu_and_only_a_warning() {
+        let mut s = cluster();
+        for h in &mut s {
+            h.busy_pct = Some(100.0);
+        }
+        let j = judge_metric(&["h0".into()], &s, false, true);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        assert!(j.why.contains("not blamed on the link"), "{}", j.why);
+        // Bandwidth is not excused by busy CPUs alone.
+        let b = judge_metric(&["h0".into()], &s, false, false);
+        assert_eq!((b.cause, b.busy), (Cause::Link, false));
+        // Nor is loss: the lost packets are the evidence.
+        s[0].tcp.as_mut().unwrap().ofo = 3_000;
+        s[0].tcp.as_mut().unwrap().in_segs = 10_000;
+        assert_eq!(judge_metric(&["h0".into()], &s, true, true).cause, Cause::Loss);
+    }
+
+    #[test]
+    fn a_short_collective_on_busy_hosts_without_a_slow_link_is_the_cpu() {
+        let mut s = cluster();
+        for h in &mut s {
+            h.busy_pct = Some(100.0);
+        }
+        let j = judge_cluster(&s, &[]);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        // With a slow link named, the link it is.
+        let j = judge_cluster(&s, &["tcp@eth0 pairwise: slow link h1 <-> h3".into()]);
+        assert_eq!((j.cause, j.busy), (Cause::Link, false), "{j:?}");
+    }
+
+    #[test]
+    fn host_names_are_whole_words() {
+        assert!(names("MTU 1500 on c-h1 (eth0)", "c-h1"));
+        assert!(!names("MTU 1500 on c-h10 (eth0)", "c-h1"));
+        assert!(names("c-h1", "c-h1"));
+    }
+
+    #[test]
+    fn virtual_speeds_take_the_cluster_links_median() {
+        use crate::validate::pairwise::localise::tests::matrix;
+        let (parts, links) = matrix(4, |a, b, _| if a == 3 || b == 3 { 0.01 } else { 0.05 }, |_, _, _| 30.0);
+        let rep = PairwiseReport {
+            schema: String::new(),
+            path: "tcp@eth0".into(),
+            unit: "hosts".into(),
+            config: Default::default(),
+            hosts: parts,
+            links,
+            findings: Vec::new(),
+            dismissed: Vec::new(),
+            thresholds: Default::default(),
+            rounds: 3,
+            remeasure_rounds: 0,
+            elapsed_s: 1.0,
+        };
+        let mut paths = vec![PathInfo {
+            name: "tcp@eth0".into(),
+            given: "tcp@eth0".into(),
+            line_rate_gbs: None,
+            rate_from: "link speed of eth0 unknown".into(),
+        }];
+        cluster_line_rates(&mut paths, &[rep]);
+        assert!((paths[0].line_rate_gbs.unwrap() - 0.05).abs() < 1e-3, "{paths:?}");
+        assert!(
+            paths[0].rate_from.contains("median of the cluster's own links"),
+            "{paths:?}"
+        );
+    }
+}

@@ -1,0 +1,439 @@
+//! What each host looked like while a part of the preflight measured: its CPUs (busy, and its ranks'
+//! cgroup throttled), its TCP retransmissions (kernel counters of its network namespace), and the
+//! configuration of the interface the path uses (MTU, speed, offloads, congestion control, the underlay under
+//! an overlay). Every rank samples before and after; rank 0 gathers one entry per host, which findings carry
+//! beside their verdict and the cause is read from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::usage;
+use crate::error::{Error, Result};
+use crate::net::classify::{encapsulation, IfaceKind};
+use crate::net::inventory::HostInventory;
+use crate::transport::control;
+use crate::transport::Transport;
+
+/// TCP counters of one network namespace (`/proc/net/snmp`'s `Tcp:` and `/proc/net/netstat`'s `TcpExt:`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpCounters {
+    /// Segments sent.
+    pub out_segs: u64,
+    /// Segments sent again: what loss costs the sender.
+    pub retrans_segs: u64,
+    /// Segments received with errors (bad checksums and the like).
+    pub in_errs: u64,
+    /// Retransmission timeouts: a lost packet nobody acknowledged in time.
+    pub timeouts: u64,
+    /// Segments received.
+    #[serde(default)]
+    pub in_segs: u64,
+    /// Segments received out of order (after a gap): data lost on the way to this host. Its partners
+    /// retransmit it, so this is where a host dropping what it receives shows.
+    #[serde(default)]
+    pub ofo: u64,
+}
+
+/// The value under `key` in the two-line table of `kind` (`Tcp:`, `TcpExt:`): a header line of names, then a
+/// line of numbers, as /proc/net/snmp and /proc/net/netstat write them.
+fn field(text: &str, kind: &str, key: &str) -> Option<u64> {
+    let mut lines = text.lines().filter(|l| l.starts_with(kind));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|n| n == key)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// Parses the counters from the text of /proc/net/snmp and /proc/net/netstat; `None` without a `Tcp:` table.
+pub fn parse_tcp(snmp: &str, netstat: &str) -> Option<TcpCounters> {
+    Some(TcpCounters {
+        out_segs: field(snmp, "Tcp:", "OutSegs")?,
+        retrans_segs: field(snmp, "Tcp:", "RetransSegs")?,
+        in_errs: field(snmp, "Tcp:", "InErrs").unwrap_or(0),
+        timeouts: field(netstat, "TcpExt:", "TCPTimeouts").unwrap_or(0),
+        in_segs: field(snmp, "Tcp:", "InSegs").unwrap_or(0),
+        ofo: field(netstat, "TcpExt:", "TCPOFOQueue").unwrap_or(0),
+    })
+}
+
+/// This network namespace's counters now.
+fn tcp_now() -> Option<TcpCounters> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let netstat = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    parse_tcp(&snmp, &netstat)
+}
+
+impl TcpCounters {
+    /// What happened between `self` and `later`.
+    pub fn since(&self, later: &TcpCounters) -> TcpCounters {
+        TcpCounters {
+            out_segs: later.out_segs.saturating_sub(self.out_segs),
+            retrans_segs: later.retrans_segs.saturating_sub(self.retrans_segs),
+            in_errs: later.in_errs.saturating_sub(self.in_errs),
+            timeouts: later.timeouts.saturating_sub(self.timeouts),
+            in_segs: later.in_segs.saturating_sub(self.in_segs),
+            ofo: later.ofo.saturating_sub(self.ofo),
+        }
+    }
+
+    /// Segments received out of order as a share of those received (0 when none were).
+    pub fn ofo_share(&self) -> f64 {
+        if self.in_segs == 0 {
+            0.0
+        } else {
+            self.ofo as f64 / self.in_segs as f64
+        }
+    }
+
+    /// How much this host loses: the larger of what it sent again and what reached it out of order.
+    pub fn loss_share(&self) -> f64 {
+        self.retrans_share().max(self.ofo_share())
+    }
+
+    /// Retransmitted segments as a share of those sent (0 when none were sent).
+    pub fn retrans_share(&self) -> f64 {
+        if self.out_segs == 0 {
+            0.0
+        } else {
+            self.retrans_segs as f64 / self.out_segs as f64
+        }
+    }
+}
+
+/// How the path's interface is set up on one host.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PathConfig {
+    pub iface: String,
+    /// The interface's kind as `info` classifies it (`ethernet`, `veth`, `vxlan`, ...).
+    pub kind: String,
+    pub mtu: Option<u32>,
+    /// Mbit/s as the driver reports it; `virtual` says it is a placeholder, not a wire's.
+    pub speed_mbps: Option<u64>,
+    pub speed_virtual: bool,
+    /// Segmentation and receive offloads (TSO, GSO, GRO); `None` where the driver does not say.
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    pub gro: Option<bool>,
+    /// The congestion control new connections get (`--tcp-congestion`, else the host's default).
+    pub congestion: Option<String>,
+    /// For an overlay: the underlay it is carried over (the largest live wire interface) and its MTU.
+    pub underlay: Option<String>,
+    pub underlay_mtu: Option<u32>,
+}
+
+impl PathConfig {
+    /// The settings that should be the same on every host of a path, as (name, value) for comparing and
+    /// showing.
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+        let on = |v: Option<bool>| opt(v.map(|b| if b { "on" } else { "off" }.to_string()));
+        vec![
+            ("MTU", opt(self.mtu.map(|m| m.to_string()))),
+            (
+                "speed",
+                opt(self
+                    .speed_mbps
+                    .map(|s| format!("{s} Mb/s{}", if self.speed_virtual { " (virtual)" } else { "" }))),
+            ),
+            ("TSO", on(self.tso)),
+            ("GSO", on(self.gso)),
+            ("GRO", on(self.gro)),
+            ("congestion control", opt(self.congestion.clone())),
+            ("underlay MTU", opt(self.underlay_mtu.map(|m| m.to_string()))),
+        ]
+    }
+
+    /// One line for people: `eth0 (veth): MTU 1500, speed 10000 Mb/s (virtual), TSO on, ...`.
+    pub fn line(&self) -> String {
+        let s: Vec<String> = self.settings().into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let under = self.underlay.as_ref().map(|u| format!(" over {u}")).unwrap_or_default();
+        format!("{} ({}{under}): {}", self.iface, self.kind, s.join(", "))
+    }
+}
+
+/// The path configuration of `iface` in `inv`, with the offloads and congestion control read from the host.
+pub fn path_config(inv: &HostInventory, iface: &str, congestion: Option<&str>) -> PathConfig {
+    let me = inv.ifaces.iter().find(|i| i.name == iface);
+    let kind = me.map(|i| i.kind.clone());
+    let virt = kind.as_ref().is_some_and(|k| {
+        matches!(
+            k,
+            IfaceKind::Loopback
+                | IfaceKind::Vxlan
+                | IfaceKind::Geneve
+                | IfaceKind::WireGuard
+                | IfaceKind::Veth
+                | IfaceKind::Bridge
+                | IfaceKind::Tun
+                | IfaceKind::Cni(_)
+        )
+    });
+    // An overlay rides on the host's largest live wire interface, as `info` judges its MTU.
+    let under = kind.as_ref().and_then(|k| encapsulation(iface, k)).and_then(|_| {
+        inv.ifaces
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.kind,
+                    IfaceKind::Ethernet | IfaceKind::Veth | IfaceKind::IpoIb | IfaceKind::Bond | IfaceKind::Vlan
+                ) && i.oper_state.as_deref() != Some("down")
+                    && i.name != iface
+            })
+            .max_by_key(|i| i.mtu)
+    });
+    let off = |cmd| offload(iface, cmd);
+    PathConfig {
+        iface: iface.to_string(),
+        kind: kind.as_ref().map_or_else(|| "unknown".into(), ToString::to_string),
+        mtu: me.and_then(|i| i.mtu),
+        speed_mbps: me.and_then(|i| i.speed_mbps),
+        speed_virtual: virt,
+        tso: off(ETHTOOL_GTSO),
+        gso: off(ETHTOOL_GGSO),
+        gro: off(ETHTOOL_GGRO),
+        congestion: congestion.map(String::from).or_else(|| {
+            std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+                .ok()
+                .map(|s| s.trim().to_string())
+        }),
+        underlay: under.map(|u| u.name.clone()),
+        underlay_mtu: under.and_then(|u| u.mtu),
+    }
+}
+
+const ETHTOOL_GTSO: u32 = 0x1e;
+const ETHTOOL_GGSO: u32 = 0x23;
+const ETHTOOL_GGRO: u32 = 0x2b;
+
+/// `struct ethtool_value` of linux/ethtool.h.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// One offload's state by the legacy ethtool ioctl; `None` where the interface or driver does not answer.
+fn offload(iface: &str, cmd: u32) -> Option<bool> {
+    let name = iface.as_bytes();
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    // SAFETY: a datagram socket only to carry the ioctl; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    let mut value = EthtoolValue { cmd, data: 0 };
+    // SAFETY: ifreq is plain data, valid all-zero.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: SIOCETHTOOL reads the name and writes `value`, which outlives the call; fd is ours.
+    let rc = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut req) };
+    // SAFETY: closing the socket opened above, once.
+    unsafe { libc::close(fd) };
+    (rc == 0).then_some(value.data != 0)
+}
+
+/// One host during one measurement.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostEvidence {
+    pub host: String,
+    /// Seconds the measurement took on this host.
+    pub wall_s: f64,
+    /// How busy the host's CPUs were, by every process (%).
+    pub busy_pct: Option<f64>,
+    /// CPU seconds collbench's ranks on this host used.
+    pub cpu_s: f64,
+    /// Time the ranks' cgroup was held back by its CPU quota, and in how many periods.
+    pub throttled_s: Option<f64>,
+    pub throttled_periods: Option<u64>,
+    /// The host's TCP counters over the measurement.
+    pub tcp: Option<TcpCounters>,
+    pub config: PathConfig,
+}
+
+impl HostEvidence {
+    /// The share of the measurement the ranks were throttled (0 when not known).
+    pub fn throttled_share(&self) -> f64 {
+        match self.throttled_s {
+            Some(t) if self.wall_s > 0.0 => t / self.wall_s,
+            _ => 0.0,
+        }
+    }
+
+    /// One line for people: CPU, TCP, configuration.
+    pub fn line(&self) -> String {
+        let busy = self.busy_pct.map_or("?".into(), |b| format!("{b:.0}%"));
+        let throttled = match (self.throttled_s, self.throttled_periods) {
+            (Some(s), Some(p)) => format!("throttled {s:.2} s of {:.2} s ({p} periods)", self.wall_s),
+            _ => "throttling unknown".into(),
+        };
+        let tcp = match &self.tcp {
+            Some(t) => format!(
+                "TCP {} of {} segments sent retransmitted ({:.2}%), {} of {} received out of order ({:.2}%), {} \
+                 timeouts",
+                t.retrans_segs,
+                t.out_segs,
+                100.0 * t.retrans_share(),
+                t.ofo,
+                t.in_segs,
+                100.0 * t.ofo_share(),
+                t.timeouts
+            ),
+            None => "TCP counters unknown".into(),
+        };
+        format!(
+            "{}: CPUs {busy} busy, {throttled}; {tcp}; {}",
+            self.host,
+            self.config.line()
+        )
+    }
+}
+
+/// The counters one rank read when a measurement began.
+pub struct Started {
+    cpu: usage::Sample,
+    tcp: Option<TcpCounters>,
+}
+
+/// Samples now, at the start of a measurement.
+pub fn start() -> Started {
+    Started {
+        cpu: usage::Sample::now(),
+        tcp: tcp_now(),
+    }
+}
+
+impl Started {
+    /// This rank's evidence from its start to now, with its path's configuration.
+    pub fn finish(&self, host: &str, config: PathConfig) -> HostEvidence {
+        let u = self.cpu.usage_since(host, 0.0, 0.0);
+        let tcp = match (self.tcp, tcp_now()) {
+            (Some(a), Some(b)) => Some(a.since(&b)),
+            _ => None,
+        };
+        HostEvidence {
+            host: host.to_string(),
+            wall_s: u.wall_s,
+            busy_pct: u.host_busy_pct,
+            cpu_s: u.cpu_s,
+            throttled_s: u.throttled_s,
+            throttled_periods: u.throttled_periods,
+            tcp,
+            config,
+        }
+    }
+}
+
+/// Every rank's evidence on rank 0, one entry per host (its ranks' CPU time added up, the most throttled
+/// rank's throttling, the first rank's counters: ranks of one host share its namespace); `None` elsewhere.
+pub fn gather<T: Transport + ?Sized>(t: &mut T, mine: &HostEvidence) -> Result<Option<Vec<HostEvidence>>> {
+    let bytes = serde_json::to_vec(mine).expect("evidence serialises");
+    let Some(all) = control::gather(t, &bytes)? else {
+        return Ok(None);
+    };
+    let mut per_rank = Vec::with_capacity(all.len());
+    for (r, b) in all.iter().enumerate() {
+        per_rank.push(serde_json::from_slice::<HostEvidence>(b).map_err(|e| {
+            Error::Peer(format!(
+                "rank 0: rank {r} sent unreadable evidence ({e}); were all ranks started with the same collbench \
+                 version?"
+            ))
+        })?);
+    }
+    Ok(Some(by_host(per_rank)))
+}
+
+/// One entry per host, in the order hosts first appear.
+pub fn by_host(per_rank: Vec<HostEvidence>) -> Vec<HostEvidence> {
+    let mut out: Vec<HostEvidence> = Vec::new();
+    for e in per_rank {
+        match out.iter_mut().find(|h| h.host == e.host) {
+            None => out.push(e),
+            Some(h) => {
+                h.cpu_s += e.cpu_s;
+                h.wall_s = h.wall_s.max(e.wall_s);
+                if e.throttled_s.unwrap_or(0.0) > h.throttled_s.unwrap_or(0.0) {
+                    h.throttled_s = e.throttled_s;
+                    h.throttled_periods = e.throttled_periods;
+                }
+                h.busy_pct = match (h.busy_pct, e.busy_pct) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNMP: &str = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm RtoMin ActiveOpens InSegs OutSegs \
+                        RetransSegs InErrs OutRsts\nTcp: 1 200 4 1000 2000 30 2 0\nUdp: InDatagrams\nUdp: 5\n";
+    const NETSTAT: &str =
+        "TcpExt: SyncookiesSent TCPTimeouts TCPOFOQueue\nTcpExt: 0 7 40\nIpExt: InNoRoutes\nIpExt: 0\n";
+
+    #[test]
+    fn tcp_counters_come_from_the_snmp_and_netstat_tables() {
+        let c = parse_tcp(SNMP, NETSTAT).unwrap();
+        assert_eq!(
+            c,
+            TcpCounters {
+                out_segs: 2000,
+                retrans_segs: 30,
+                in_errs: 2,
+                timeouts: 7,
+                in_segs: 1000,
+                ofo: 40,
+            }
+        );
+        let later = TcpCounters {
+            out_segs: 3000,
+            retrans_segs: 130,
+            in_errs: 2,
+            timeouts: 9,
+            in_segs: 2000,
+            ofo: 340,
+        };
+        let d = c.since(&later);
+        assert_eq!((d.out_segs, d.retrans_segs, d.timeouts, d.ofo), (1000, 100, 2, 300));
+        assert!((d.retrans_share() - 0.1).abs() < 1e-12);
+        // A host dropping what it receives shows as data arriving out of order, not as its retransmissions.
+        assert!((d.ofo_share() - 0.3).abs() < 1e-12 && (d.loss_share() - 0.3).abs() < 1e-12);
+        assert_eq!(parse_tcp("Udp: X\nUdp: 1\n", NETSTAT), None);
+        assert_eq!(TcpCounters::default().retrans_share(), 0.0);
+    }
+
+    #[test]
+    fn ranks_of_one_host_make_one_entry() {
+        let e = |host: &str, cpu: f64, thr: Option<f64>| HostEvidence {
+            host: host.into(),
+            wall_s: 2.0,
+            cpu_s: cpu,
+            throttled_s: thr,
+            throttled_periods: thr.map(|t| (t * 10.0) as u64),
+            ..Default::default()
+        };
+        let v = by_host(vec![e("a", 1.0, Some(0.1)), e("b", 1.0, None), e("a", 0.5, Some(1.5))]);
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            (v[0].cpu_s, v[0].throttled_s, v[0].throttled_periods),
+            (1.5, Some(1.5), Some(15))
+        );
+        assert!((v[0].throttled_share() - 0.75).abs() < 1e-12);
+        assert!(v[0].line().contains("throttled 1.50 s"), "{}", v[0].line());
+    }
+
+    #[test]
+    fn loopback_offloads_are_read_or_unknown_never_a_failure() {
+        // Whatever the machine says, asking never fails: a value or None.
+        let _ = offload("lo", ETHTOOL_GGSO);
+        assert_eq!(offload("", ETHTOOL_GGSO), None);
+        assert_eq!(offload("a-name-longer-than-ifnamsiz", ETHTOOL_GGSO), None);
+    }
+}

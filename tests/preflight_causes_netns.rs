@@ -1,0 +1,364 @@
+//! `collbench preflight` with its defaults (no expectations file, no `--line-rate`) and a short `--budget` on a
+//! cluster of four network-namespace hosts (`tests/netns/cluster.sh`), one rank each, every eth0 shaped to
+//! 400 Mbit/s, with one fault at a time. Each test asserts the host or link named, that nothing else is
+//! named, the cause given, that every output file was written, and that the preflight kept its budget:
+//! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU;
+//! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
+//! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
+//! - one host shaped to 100 Mbit/s (`cluster.sh shape`): that host, cause the link;
+//! - a clean cluster beside a CPU hog: nothing failed (PASS, or a WARN that says the hosts were busy).
+//!
+//! Every rank sees the cgroup v1 cpu hierarchy as a host would (the namespace's own /sys hides the
+//! machine's), so its throttling is measured. These need root; where that is not possible they print why
+//! and pass, except in CI (`CI=true`), where that is a failure.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::netns::{cannot_run, namespace_test, spawn, wait_all, Cluster, Done};
+use serde_json::Value;
+
+const HOSTS: usize = 4;
+const RATE: &str = "400mbit";
+const SLOW: &str = "100mbit";
+/// The preflight's budget, seconds, and what the launch around it (namespaces, process start, exit) may add.
+const BUDGET_S: u64 = 45;
+const SLACK_S: f64 = 15.0;
+/// Past this the ranks are killed and the test fails: a preflight that does not keep its budget.
+const DEADLINE: Duration = Duration::from_secs(120);
+const ROOT_PORT: &str = "29600";
+/// The cgroup v1 cpu hierarchy, as this machine mounts it.
+const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
+
+/// The shell each rank starts in: the cgroup v1 cpu hierarchy mounted where a host has it (the namespace's
+/// fresh /sys has none), the rank moved into `$CB_CGROUP` when set, then collbench.
+const WRAP: &str = "set -e; if ! mountpoint -q /sys/fs/cgroup/cpu; then mount -t tmpfs cgroups /sys/fs/cgroup; \
+                    mkdir -p /sys/fs/cgroup/cpu; mount -t cgroup -o cpu cpu /sys/fs/cgroup/cpu; fi; \
+                    if [ -n \"$CB_CGROUP\" ]; then echo $$ > /sys/fs/cgroup/cpu/$CB_CGROUP/cgroup.procs; fi; \
+                    exec \"$@\"";
+
+fn up(tag: &str) -> Cluster {
+    Cluster::up("cbc", tag, HOSTS, &["--rate", RATE])
+}
+
+/// What rank 0 reported, and how long the whole preflight took.
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    json: Value,
+    elapsed_s: f64,
+}
+
+/// A cgroup under the v1 cpu controller limited to `cores` CPUs; removed on drop.
+struct Quota(PathBuf);
+
+impl Quota {
+    fn new(name: &str, cores: f64) -> Option<Quota> {
+        let root = Path::new(CPU_CGROUPS);
+        if !root.join("cpu.cfs_quota_us").is_file() {
+            cannot_run(&format!(
+                "no cgroup v1 cpu controller at {CPU_CGROUPS} (cpu.cfs_quota_us) to put a host's ranks under a quota"
+            ));
+            return None;
+        }
+        let dir = root.join(name);
+        let _ = std::fs::create_dir(&dir);
+        std::fs::write(dir.join("cpu.cfs_period_us"), "100000").unwrap();
+        std::fs::write(dir.join("cpu.cfs_quota_us"), format!("{}", (cores * 100_000.0) as u64)).unwrap();
+        Some(Quota(dir))
+    }
+
+    fn name(&self) -> String {
+        self.0.file_name().unwrap().to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        // Its processes are gone (the ranks exited or the cluster's teardown killed them); move any stray one
+        // out so the folder can go.
+        if let Ok(procs) = std::fs::read_to_string(self.0.join("cgroup.procs")) {
+            for p in procs.lines() {
+                let _ = std::fs::write(Path::new(CPU_CGROUPS).join("cgroup.procs"), p);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Runs the default preflight over eth0 with `--budget BUDGET_S`, one rank per host, host `quota.0`'s rank in
+/// cgroup `quota.1`; checks every rank but 0 exited 0 and every output file was written.
+fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)>) -> Outcome {
+    let json = dir.join(format!("{label}.json"));
+    let junit = dir.join(format!("{label}.xml"));
+    let md = dir.join(format!("{label}.md"));
+    let budget = BUDGET_S.to_string();
+    let args = [
+        "-c",
+        WRAP,
+        "sh",
+        assert_cmd::cargo::cargo_bin("collbench").to_str().unwrap(),
+        "preflight",
+        "--transport",
+        "tcp@eth0",
+        "--budget",
+        &budget,
+        "--no-progress",
+        "-J",
+        json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]
+    .map(String::from);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let master = c.addr(0, "eth0");
+    let t0 = Instant::now();
+    let procs = (0..HOSTS)
+        .map(|h| {
+            let mut cmd = c.exec_rank(h, &master, ROOT_PORT, Path::new("/bin/sh"), &args);
+            match quota {
+                Some((q, g)) if q == h => cmd.env("CB_CGROUP", g.name()),
+                _ => cmd.env_remove("CB_CGROUP"),
+            };
+            spawn(cmd, &format!("{label}{h}"), dir)
+        })
+        .collect();
+    let done = wait_all(procs, DEADLINE);
+    let elapsed_s = t0.elapsed().as_secs_f64();
+    // For the accuracy table in a test log (--nocapture); no assertion rests on speed but the budget's.
+    eprintln!("{label}: preflight took {elapsed_s:.1} s with --budget {BUDGET_S}");
+    for (h, d) in done.iter().enumerate().skip(1) {
+        assert_eq!(d.status.code(), Some(0), "{label}: rank {h}:\n{}", logs(&done));
+    }
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&done)));
+    for f in [&junit, &md] {
+        assert!(
+            f.is_file(),
+            "{label}: {} was not written:\n{}",
+            f.display(),
+            logs(&done)
+        );
+    }
+    Outcome {
+        code: done[0].status.code(),
+        stdout: done[0].stdout.clone(),
+        json: serde_json::from_str(&text).unwrap(),
+        elapsed_s,
+    }
+}
+
+fn logs(done: &[Done]) -> String {
+    done.iter()
+        .enumerate()
+        .map(|(h, d)| format!("--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}", d.stdout, d.stderr))
+        .collect()
+}
+
+/// The checks that failed or warned.
+fn bad(o: &Outcome) -> Vec<&Value> {
+    o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] != "pass")
+        .collect()
+}
+
+/// The pairwise findings' checks (failed or warned).
+fn findings(o: &Outcome) -> Vec<&Value> {
+    bad(o)
+        .into_iter()
+        .filter(|c| c["name"].as_str().unwrap().contains(" pairwise: "))
+        .collect()
+}
+
+/// Whether `text` names host `h` of `c` (as a whole name: h1 is not h10).
+fn names(c: &Cluster, text: &str, h: usize) -> bool {
+    let host = c.host(h);
+    text.match_indices(&host)
+        .any(|(i, _)| !text[i + host.len()..].starts_with(|ch: char| ch.is_ascii_digit()))
+}
+
+/// Checks the preflight kept its budget.
+fn within_budget(o: &Outcome) {
+    assert!(
+        o.elapsed_s <= BUDGET_S as f64 + SLACK_S,
+        "took {:.0} s with --budget {BUDGET_S}:\n{}",
+        o.elapsed_s,
+        o.stdout
+    );
+}
+
+/// Checks that exactly one finding failed, `name`, with `cause`, carrying evidence, and that no failed check
+/// names a host outside `hosts`.
+fn named_only(c: &Cluster, o: &Outcome, name: &str, cause: &str, hosts: &[usize]) {
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    // Blame is a failed finding; a warning that says the hosts were busy blames nothing.
+    let f: Vec<&Value> = findings(o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let got: Vec<&str> = f.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(got, [name], "{}", o.stdout);
+    assert_eq!(f[0]["verdict"], "fail", "{}", o.stdout);
+    assert_eq!(f[0]["cause"], cause, "{}", f[0]);
+    assert!(
+        !f[0]["evidence"].as_array().unwrap().is_empty(),
+        "a finding without evidence: {}",
+        f[0]
+    );
+    for x in bad(o).into_iter().filter(|x| x["verdict"] == "fail") {
+        let text = x.to_string();
+        for h in (0..HOSTS).filter(|h| !hosts.contains(h)) {
+            let about: String = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+            assert!(!names(c, &about, h), "{} is named: {text}\n{}", c.host(h), o.stdout);
+        }
+    }
+    // Every failure line gives the value, the threshold and where it came from.
+    for line in o.stdout.lines().filter(|l| l.trim_start().starts_with("FAIL: ")) {
+        assert!(line.contains(" vs ") && line.contains(" ("), "{line}");
+    }
+    within_budget(o);
+}
+
+#[test]
+fn a_host_under_a_cpu_quota_is_named_with_the_cpu_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let Some(q) = Quota::new(&format!("cbq{}", std::process::id()), 0.02) else {
+        return;
+    };
+    let c = up("q");
+    let dir = tempfile::tempdir().unwrap();
+    let o = preflight(&c, dir.path(), "quota", Some((1, &q)));
+    named_only(
+        &c,
+        &o,
+        &format!("tcp@eth0 pairwise: slow host {}", c.host(1)),
+        "cpu",
+        &[1],
+    );
+    let f = findings(&o)[0];
+    let ev = f["evidence"].as_array().unwrap();
+    assert!(
+        ev.iter()
+            .any(|e| e["host"] == c.host(1).as_str() && e["throttled_periods"].as_u64() > Some(0)),
+        "{f}"
+    );
+}
+
+#[test]
+fn a_host_dropping_packets_is_named_with_loss_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("l");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["loss", "2", "0.1"]);
+    let o = preflight(&c, dir.path(), "loss", None);
+    named_only(
+        &c,
+        &o,
+        &format!("tcp@eth0 pairwise: slow host {}", c.host(2)),
+        "loss",
+        &[2],
+    );
+}
+
+#[test]
+fn a_pair_shaped_is_named_as_that_link_with_the_link_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("p");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape-pair", "1", "3", SLOW]);
+    c.run(&["shape-pair", "3", "1", SLOW]);
+    let o = preflight(&c, dir.path(), "pair", None);
+    named_only(
+        &c,
+        &o,
+        &format!("tcp@eth0 pairwise: slow link {} <-> {}", c.host(1), c.host(3)),
+        "link",
+        &[1, 3],
+    );
+}
+
+#[test]
+fn a_host_shaped_is_named_with_the_link_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("s");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape", "2", SLOW]);
+    let o = preflight(&c, dir.path(), "host", None);
+    named_only(
+        &c,
+        &o,
+        &format!("tcp@eth0 pairwise: slow host {}", c.host(2)),
+        "link",
+        &[2],
+    );
+    // Without an expectations file the collectives are judged too, against the cluster's own links.
+    let checks = o.json["checks"].as_array().unwrap();
+    let busbw: Vec<&Value> = checks
+        .iter()
+        .filter(|x| x["name"].as_str().unwrap().ends_with("busbw"))
+        .collect();
+    assert!(!busbw.is_empty(), "{}", o.stdout);
+    assert!(
+        busbw.iter().all(|x| x["source"]
+            .as_str()
+            .unwrap()
+            .contains("median of the cluster's own links")),
+        "{busbw:?}"
+    );
+}
+
+/// Busy loops beside the cluster, stopped on drop.
+struct Hog(Vec<Child>);
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_clean_cluster_beside_a_cpu_hog_names_nothing() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("c");
+    let dir = tempfile::tempdir().unwrap();
+    // One busy loop per core: the hosts' CPUs are as busy as a shared machine's.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let _hog = Hog((0..cores)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect());
+    for run in 0..2 {
+        let o = preflight(&c, dir.path(), &format!("hog{run}"), None);
+        // A slow round trip on hosts this busy may be named only as a warning that says so.
+        for f in findings(&o) {
+            assert_eq!(f["verdict"], "warn", "run {run}: {f}\n{}", o.stdout);
+            assert!(f["detail"].as_str().unwrap().contains("busy"), "run {run}: {f}");
+        }
+        let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+        assert!(failed.is_empty(), "run {run}: {failed:?}\n{}", o.stdout);
+        assert_eq!(o.code, Some(0), "run {run}: {}", o.stdout);
+        within_budget(&o);
+    }
+}
