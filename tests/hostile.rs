@@ -139,7 +139,9 @@ fn silent(src: [u8; 4], to: SocketAddr, n: usize) -> std::thread::JoinHandle<Vec
                     for _ in (w..n).step_by(8) {
                         let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
                         s.bind(&SocketAddr::from((src, 0)).into()).unwrap();
-                        if s.connect_timeout(&to.into(), std::time::Duration::from_secs(3)).is_ok() {
+                        if s.connect_timeout(&to.into(), std::time::Duration::from_secs(20))
+                            .is_ok()
+                        {
                             out.push(s.into());
                         }
                     }
