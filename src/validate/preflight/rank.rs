@@ -640,11 +640,20 @@ fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) ->
                 .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
                 .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
                 .map(|e| e.host.clone());
-            let name = match (&throttled, judged.cause, f) {
+            let (name, line) = match (&throttled, judged.cause, f) {
                 (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
-                    format!("{path} pairwise: slow host {h}")
+                    // The blame moves to the throttled end: the line names it alone, with the link's figures.
+                    let figures = line.split_once(": ").map_or(line.as_str(), |(_, r)| r);
+                    let figures = figures.split(';').next().unwrap_or(figures);
+                    (
+                        format!("{path} pairwise: slow host {h}"),
+                        format!(
+                            "SLOW HOST {h}: one of its links measured {figures} while its ranks were throttled \
+                             by their CPU quota"
+                        ),
+                    )
                 }
-                _ => name,
+                _ => (name, line),
             };
             let mut c = if one_host || busy_only {
                 let detail = format!(
