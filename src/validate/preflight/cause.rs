@@ -327,19 +327,8 @@ fn names(text: &str, host: &str) -> bool {
 pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInventory]) -> Vec<Check> {
     let mut out = Vec::new();
     let check = |name: String, measured: String, threshold: &str, source: &str, verdict, detail: String| Check {
-        name,
-        path: path.to_string(),
-        measured,
-        value: None,
-        lo: None,
-        hi: None,
-        unit: String::new(),
-        threshold: threshold.into(),
-        source: source.into(),
-        verdict,
-        detail,
         cause: Some(Cause::Configuration),
-        evidence: Vec::new(),
+        ..super::rank::bare_check(name, path, measured, threshold.into(), source.into(), verdict, detail)
     };
     for (h, what) in differences(seen) {
         let mut c = check(

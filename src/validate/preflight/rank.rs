@@ -449,7 +449,7 @@ fn with_sweep(base: &Options, colls: &[Collective], min: u64, max: u64, iters: u
 }
 
 /// A check without a number.
-fn bare_check(
+pub(super) fn bare_check(
     name: String,
     path: &str,
     measured: String,
@@ -552,20 +552,9 @@ fn inventories<T: crate::transport::Transport + ?Sized>(
 /// The checks of one path's pairwise report, each finding with the evidence of the hosts it names and its
 /// most likely cause (`seen`: every host during the test).
 fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
-    let check = |name: String, measured: String, threshold: String, verdict, detail: String| Check {
-        name,
-        path: path.to_string(),
-        measured,
-        value: None,
-        lo: None,
-        hi: None,
-        unit: String::new(),
-        threshold,
-        source: "pairwise localisation (median and MAD over links and hosts, built in)".into(),
-        verdict,
-        detail,
-        cause: None,
-        evidence: Vec::new(),
+    let check = |name: String, measured: String, threshold: String, verdict, detail: String| {
+        let source = "pairwise localisation (median and MAD over links and hosts, built in)".to_string();
+        bare_check(name, path, measured, threshold, source, verdict, detail)
     };
     if rep.links.is_empty() {
         return Vec::new();
