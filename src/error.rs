@@ -76,7 +76,7 @@ impl Error {
 }
 
 /// Writes one line to stderr and ignores a failure: a closed stderr (`2>&1 >/dev/null | head -2`) or a
-/// full one must not end a run that still has results to measure and write. Use [`stderr!`].
+/// full one must not end a run that still has results to measure and write. Use the crate's `stderr!` macro.
 pub fn stderr_line(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{args}");

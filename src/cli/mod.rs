@@ -109,7 +109,7 @@ pub struct PairwiseArgs {
     pub np: usize,
 
     /// The path to measure: tcp, tcp@SPEC (the interface SPEC picks on each host: a name, a glob such as
-    /// en*, or a list tried in order such as 'ib0|eth0'), or rdma@DEVICE[:PORT] (collbench's verbs
+    /// en*, or a list tried in order such as 'ib0|eth0'), or `rdma@DEVICE[:PORT]` (collbench's verbs
     /// transport, one queue pair per pair of ranks, set up over a TCP control path).
     #[arg(long = "transport", value_name = "PATH", default_value = "tcp")]
     pub transport: String,
