@@ -328,7 +328,7 @@ pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInven
     let mut out = Vec::new();
     let check = |name: String, measured: String, threshold: &str, source: &str, verdict, detail: String| Check {
         cause: Some(Cause::Configuration),
-        ..super::rank::bare_check(name, path, measured, threshold.into(), source.into(), verdict, detail)
+        ..super::verdict::bare_check(name, path, measured, threshold.into(), source.into(), verdict, detail)
     };
     for (h, what) in differences(seen) {
         let mut c = check(

@@ -4,7 +4,7 @@
 //!
 //! [`plan`] says what runs, [`rank`] runs it on each rank with `run`'s machinery, [`expect`] reads the
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
-//! makes the checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
+//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
 pub mod budget;
 pub mod cause;
@@ -12,6 +12,7 @@ pub mod checks;
 pub mod decide;
 pub mod evidence;
 pub mod expect;
+pub mod findings;
 pub mod measure;
 pub mod plan;
 pub mod rank;

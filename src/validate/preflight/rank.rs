@@ -9,7 +9,7 @@ use super::budget::{self, Budget, Probe};
 use super::checks::PathInfo;
 use super::evidence::{self, HostEvidence};
 use super::plan::{Phase, Plan};
-use super::verdict::{Check, Verdict};
+use super::verdict::{bare_check, Check, Verdict};
 use super::Setup;
 use crate::collective::Collective;
 use crate::error::{stderr, Error, Result};
@@ -20,7 +20,7 @@ use crate::session::{self, Session};
 use crate::sizes::format_size;
 use crate::transport::control;
 use crate::transport::Transport;
-use crate::validate::pairwise::{self, Finding, PairwiseConfig, PairwiseReport};
+use crate::validate::pairwise::{self, PairwiseConfig, PairwiseReport};
 use crate::world::{env, Identity};
 
 /// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
@@ -448,33 +448,6 @@ fn with_sweep(base: &Options, colls: &[Collective], min: u64, max: u64, iters: u
     super::plan::phase_options(base, &plan)
 }
 
-/// A check without a number.
-pub(super) fn bare_check(
-    name: String,
-    path: &str,
-    measured: String,
-    threshold: String,
-    source: String,
-    verdict: Verdict,
-    detail: String,
-) -> Check {
-    Check {
-        name,
-        path: path.to_string(),
-        measured,
-        value: None,
-        lo: None,
-        hi: None,
-        unit: String::new(),
-        threshold,
-        source,
-        verdict,
-        detail,
-        cause: None,
-        evidence: Vec::new(),
-    }
-}
-
 /// What rank 0 measured so far, for the verdict and the files.
 fn measured(
     setup: &Setup,
@@ -516,7 +489,7 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
         let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
             println!("{}", pairwise::render::text(&rep));
-            checks.extend(pairwise_findings(&path, &rep, &seen));
+            checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
             checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
             reports.push(rep);
         } else {
@@ -547,127 +520,6 @@ fn inventories<T: crate::transport::Transport + ?Sized>(
             })
         })
         .collect()
-}
-
-/// The checks of one path's pairwise report, each finding with the evidence of the hosts it names and its
-/// most likely cause (`seen`: every host during the test).
-fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
-    let check = |name: String, measured: String, threshold: String, verdict, detail: String| {
-        let source = "pairwise localisation (median and MAD over links and hosts, built in)".to_string();
-        bare_check(name, path, measured, threshold, source, verdict, detail)
-    };
-    if rep.links.is_empty() {
-        return Vec::new();
-    }
-    if rep.findings.is_empty() {
-        let mut bw: Vec<f64> = rep.links.iter().map(|l| l.bw_gbs).collect();
-        let mut lat: Vec<f64> = rep.links.iter().map(|l| l.latency_us).collect();
-        let min_bw = bw.iter().copied().fold(f64::INFINITY, f64::min);
-        return vec![check(
-            format!("{path} pairwise links"),
-            format!(
-                "{} links: {:.4} GB/s median (lowest {min_bw:.4}), {:.1} us median latency",
-                rep.links.len(),
-                pairwise::localise::median(&mut bw),
-                pairwise::localise::median(&mut lat)
-            ),
-            "no slow host or link".into(),
-            Verdict::Pass,
-            format!("every {} pair measured in {} rounds", rep.unit, rep.rounds),
-        )];
-    }
-    // Ranks that all share one host talk over its loopback: their differences are the CPU scheduler's, not a
-    // cable's or a switch port's, so they are shown as warnings rather than failing the run.
-    let one_host = rep.hosts.windows(2).all(|w| w[0].host == w[1].host);
-    rep.findings
-        .iter()
-        .map(|f| {
-            let line = pairwise::render::finding_line(f);
-            let (name, targets) = match f {
-                Finding::SlowHost { host, .. } => (format!("{path} pairwise: slow host {host}"), vec![host.clone()]),
-                Finding::SlowLink { a, b, .. } => (
-                    format!("{path} pairwise: slow link {a} <-> {b}"),
-                    vec![a.clone(), b.clone()],
-                ),
-            };
-            let stalls = matches!(
-                f,
-                Finding::SlowHost {
-                    metric: pairwise::Metric::Stalls,
-                    ..
-                } | Finding::SlowLink {
-                    metric: pairwise::Metric::Stalls,
-                    ..
-                }
-            );
-            // Participants are ranks when all share a host: the evidence is that host's.
-            let hosts: Vec<String> = targets
-                .iter()
-                .map(|t| {
-                    rep.hosts
-                        .iter()
-                        .find(|p| &p.name == t)
-                        .map_or(t.clone(), |p| p.host.clone())
-                })
-                .collect();
-            let latency_like = matches!(
-                f,
-                Finding::SlowHost {
-                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
-                    ..
-                } | Finding::SlowLink {
-                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
-                    ..
-                }
-            );
-            let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
-            let busy_only = judged.busy;
-            // A link slow because one end's ranks are throttled is that host's fault, not the path's.
-            let throttled = seen
-                .iter()
-                .filter(|e| hosts.contains(&e.host))
-                .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
-                .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
-                .map(|e| e.host.clone());
-            let (name, line) = match (&throttled, judged.cause, f) {
-                (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
-                    // The blame moves to the throttled end: the line names it alone, with the link's figures.
-                    let figures = line.split_once(": ").map_or(line.as_str(), |(_, r)| r);
-                    let figures = figures.split(';').next().unwrap_or(figures);
-                    (
-                        format!("{path} pairwise: slow host {h}"),
-                        format!(
-                            "SLOW HOST {h}: one of its links measured {figures} while its ranks were throttled \
-                             by their CPU quota"
-                        ),
-                    )
-                }
-                _ => (name, line),
-            };
-            let mut c = if one_host || busy_only {
-                let detail = format!(
-                    "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
-                     pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
-                );
-                let detail = if one_host {
-                    detail
-                } else {
-                    format!("{line}; the hosts were busy (a warning, not a failure)")
-                };
-                check(name, line.clone(), "no slow host or link".into(), Verdict::Warn, detail)
-            } else {
-                check(name, line.clone(), "no slow host or link".into(), Verdict::Fail, line)
-            };
-            super::cause::annotate(&mut c, judged, seen, &hosts);
-            c
-        })
-        .fold(Vec::new(), |mut v: Vec<Check>, c| {
-            // One check per host or link, whichever metrics found it.
-            if !v.iter().any(|x| x.name == c.name) {
-                v.push(c);
-            }
-            v
-        })
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
@@ -721,47 +573,4 @@ fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::validate::pairwise::localise::{self, tests::matrix, Thresholds};
-
-    /// Three participants, the links of participant 0 slow, on `hosts` (one per participant).
-    fn report(hosts: [&str; 3]) -> PairwiseReport {
-        let (mut parts, links) = matrix(3, |a, b, _| if a == 0 || b == 0 { 0.25 } else { 1.0 }, |_, _, _| 30.0);
-        for (p, h) in parts.iter_mut().zip(hosts) {
-            p.host = h.to_string();
-        }
-        let findings = localise::findings(&parts, &links, &Thresholds::default());
-        assert!(!findings.is_empty(), "the synthetic matrix has a slow participant");
-        PairwiseReport {
-            schema: pairwise::SCHEMA.into(),
-            path: "tcp@lo".into(),
-            unit: "ranks".into(),
-            config: PairwiseConfig::default(),
-            hosts: parts,
-            links,
-            findings,
-            dismissed: Vec::new(),
-            thresholds: Thresholds::default(),
-            rounds: 3,
-            remeasure_rounds: 0,
-            elapsed_s: 1.0,
-        }
-    }
-
-    #[test]
-    fn slow_pairs_fail_across_hosts_and_only_warn_on_one_host() {
-        let across = pairwise_findings("tcp@eth0", &report(["h0", "h1", "h2"]), &[]);
-        assert!(
-            !across.is_empty() && across.iter().all(|c| c.verdict == Verdict::Fail),
-            "{across:?}"
-        );
-        let local = pairwise_findings("tcp@lo", &report(["vm", "vm", "vm"]), &[]);
-        assert_eq!(local.len(), across.len());
-        assert!(local.iter().all(|c| c.verdict == Verdict::Warn), "{local:?}");
-        assert!(local.iter().all(|c| c.detail.contains("one host")), "{local:?}");
-    }
 }

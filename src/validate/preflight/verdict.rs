@@ -140,6 +140,33 @@ pub fn exit_code(overall: Verdict, strict: bool) -> i32 {
     }
 }
 
+/// A check without a number.
+pub(super) fn bare_check(
+    name: String,
+    path: &str,
+    measured: String,
+    threshold: String,
+    source: String,
+    verdict: Verdict,
+    detail: String,
+) -> Check {
+    Check {
+        name,
+        path: path.to_string(),
+        measured,
+        value: None,
+        lo: None,
+        hi: None,
+        unit: String::new(),
+        threshold,
+        source,
+        verdict,
+        detail,
+        cause: None,
+        evidence: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

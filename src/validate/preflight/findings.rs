@@ -1,0 +1,171 @@
+//! A pairwise report's findings as preflight checks: each slow host or link with the evidence of the hosts it
+//! names and its most likely cause, a warning where every rank shares one host or the hosts were only busy.
+
+use super::evidence::HostEvidence;
+use super::verdict::{bare_check, Check, Verdict};
+use crate::validate::pairwise::{self, Finding, PairwiseReport};
+
+/// The checks of one path's pairwise report, each finding with the evidence of the hosts it names and its
+/// most likely cause (`seen`: every host during the test).
+pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
+    let check = |name: String, measured: String, threshold: String, verdict, detail: String| {
+        let source = "pairwise localisation (median and MAD over links and hosts, built in)".to_string();
+        bare_check(name, path, measured, threshold, source, verdict, detail)
+    };
+    if rep.links.is_empty() {
+        return Vec::new();
+    }
+    if rep.findings.is_empty() {
+        let mut bw: Vec<f64> = rep.links.iter().map(|l| l.bw_gbs).collect();
+        let mut lat: Vec<f64> = rep.links.iter().map(|l| l.latency_us).collect();
+        let min_bw = bw.iter().copied().fold(f64::INFINITY, f64::min);
+        return vec![check(
+            format!("{path} pairwise links"),
+            format!(
+                "{} links: {:.4} GB/s median (lowest {min_bw:.4}), {:.1} us median latency",
+                rep.links.len(),
+                pairwise::localise::median(&mut bw),
+                pairwise::localise::median(&mut lat)
+            ),
+            "no slow host or link".into(),
+            Verdict::Pass,
+            format!("every {} pair measured in {} rounds", rep.unit, rep.rounds),
+        )];
+    }
+    // Ranks that all share one host talk over its loopback: their differences are the CPU scheduler's, not a
+    // cable's or a switch port's, so they are shown as warnings rather than failing the run.
+    let one_host = rep.hosts.windows(2).all(|w| w[0].host == w[1].host);
+    rep.findings
+        .iter()
+        .map(|f| {
+            let line = pairwise::render::finding_line(f);
+            let (name, targets) = match f {
+                Finding::SlowHost { host, .. } => (format!("{path} pairwise: slow host {host}"), vec![host.clone()]),
+                Finding::SlowLink { a, b, .. } => (
+                    format!("{path} pairwise: slow link {a} <-> {b}"),
+                    vec![a.clone(), b.clone()],
+                ),
+            };
+            let stalls = matches!(
+                f,
+                Finding::SlowHost {
+                    metric: pairwise::Metric::Stalls,
+                    ..
+                } | Finding::SlowLink {
+                    metric: pairwise::Metric::Stalls,
+                    ..
+                }
+            );
+            // Participants are ranks when all share a host: the evidence is that host's.
+            let hosts: Vec<String> = targets
+                .iter()
+                .map(|t| {
+                    rep.hosts
+                        .iter()
+                        .find(|p| &p.name == t)
+                        .map_or(t.clone(), |p| p.host.clone())
+                })
+                .collect();
+            let latency_like = matches!(
+                f,
+                Finding::SlowHost {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                } | Finding::SlowLink {
+                    metric: pairwise::Metric::Latency | pairwise::Metric::Stalls,
+                    ..
+                }
+            );
+            let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
+            let busy_only = judged.busy;
+            // A link slow because one end's ranks are throttled is that host's fault, not the path's.
+            let throttled = seen
+                .iter()
+                .filter(|e| hosts.contains(&e.host))
+                .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
+                .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
+                .map(|e| e.host.clone());
+            let (name, line) = match (&throttled, judged.cause, f) {
+                (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
+                    // The blame moves to the throttled end: the line names it alone, with the link's figures.
+                    let figures = line.split_once(": ").map_or(line.as_str(), |(_, r)| r);
+                    let figures = figures.split(';').next().unwrap_or(figures);
+                    (
+                        format!("{path} pairwise: slow host {h}"),
+                        format!(
+                            "SLOW HOST {h}: one of its links measured {figures} while its ranks were throttled \
+                             by their CPU quota"
+                        ),
+                    )
+                }
+                _ => (name, line),
+            };
+            let mut c = if one_host || busy_only {
+                let detail = format!(
+                    "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
+                     pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
+                );
+                let detail = if one_host {
+                    detail
+                } else {
+                    format!("{line}; the hosts were busy (a warning, not a failure)")
+                };
+                check(name, line.clone(), "no slow host or link".into(), Verdict::Warn, detail)
+            } else {
+                check(name, line.clone(), "no slow host or link".into(), Verdict::Fail, line)
+            };
+            super::cause::annotate(&mut c, judged, seen, &hosts);
+            c
+        })
+        .fold(Vec::new(), |mut v: Vec<Check>, c| {
+            // One check per host or link, whichever metrics found it.
+            if !v.iter().any(|x| x.name == c.name) {
+                v.push(c);
+            }
+            v
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::pairwise::localise::{self, tests::matrix, Thresholds};
+    use crate::validate::pairwise::PairwiseConfig;
+
+    /// Three participants, the links of participant 0 slow, on `hosts` (one per participant).
+    fn report(hosts: [&str; 3]) -> PairwiseReport {
+        let (mut parts, links) = matrix(3, |a, b, _| if a == 0 || b == 0 { 0.25 } else { 1.0 }, |_, _, _| 30.0);
+        for (p, h) in parts.iter_mut().zip(hosts) {
+            p.host = h.to_string();
+        }
+        let findings = localise::findings(&parts, &links, &Thresholds::default());
+        assert!(!findings.is_empty(), "the synthetic matrix has a slow participant");
+        PairwiseReport {
+            schema: pairwise::SCHEMA.into(),
+            path: "tcp@lo".into(),
+            unit: "ranks".into(),
+            config: PairwiseConfig::default(),
+            hosts: parts,
+            links,
+            findings,
+            dismissed: Vec::new(),
+            thresholds: Thresholds::default(),
+            rounds: 3,
+            remeasure_rounds: 0,
+            elapsed_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn slow_pairs_fail_across_hosts_and_only_warn_on_one_host() {
+        let across = pairwise_findings("tcp@eth0", &report(["h0", "h1", "h2"]), &[]);
+        assert!(
+            !across.is_empty() && across.iter().all(|c| c.verdict == Verdict::Fail),
+            "{across:?}"
+        );
+        let local = pairwise_findings("tcp@lo", &report(["vm", "vm", "vm"]), &[]);
+        assert_eq!(local.len(), across.len());
+        assert!(local.iter().all(|c| c.verdict == Verdict::Warn), "{local:?}");
+        assert!(local.iter().all(|c| c.detail.contains("one host")), "{local:?}");
+    }
+}
