@@ -370,6 +370,80 @@ fn bootstrap_deadlines_name_the_right_flag_and_count() {
     );
 }
 
+/// One rank of a 3-rank job started by hand, rendezvous at `root`, a 3 s bootstrap deadline; `extra` last.
+fn job_rank(rank: usize, root: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["run", "--no-progress", "-e", "8", "-T", "5", "--bootstrap-timeout", "3"])
+        .args(["--connect-timeout", "3"])
+        .args(extra)
+        .env("COLLBENCH_RANK", rank.to_string())
+        .env("COLLBENCH_WORLD_SIZE", "3")
+        .env("COLLBENCH_ROOT", root)
+        .env("COLLBENCH_JOB_TOKEN", "00112233445566778899aabbccddeeff")
+        .env_remove("COLLBENCH_JOB_TOKEN_FILE")
+        .stdin(Stdio::null());
+    c
+}
+
+/// The state letter of process `pid` (`T` when stopped), from /proc.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+}
+
+#[test]
+fn a_rendezvous_stopped_through_its_deadline_blames_itself_not_the_ranks() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let root = format!("127.0.0.1:{port}");
+    // Rank 0 serves the rendezvous, sends its own join and stops itself (SIGSTOP).
+    let mut r0 = job_rank(0, &root, &["--fault", "0:bootstrap:stop"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err0 = BufReader::new(r0.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("--fault") {
+        let mut l = String::new();
+        assert!(
+            err0.read_line(&mut l).unwrap() > 0,
+            "rank 0 ended before its fault:\n{said}"
+        );
+        said.push_str(&l);
+    }
+    // Ranks 1 and 2 come while it stands still, and give up at their deadline.
+    for r in [1, 2] {
+        let o = job_rank(r, &root, &[]).output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "rank {r}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("no welcome from the rendezvous"),
+            "rank {r}: {}",
+            stderr(&o)
+        );
+    }
+    let pid = r0.id();
+    assert_eq!(proc_state(pid), Some('T'), "rank 0 should still be stopped");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err0, &mut rest).unwrap();
+    said.push_str(&rest);
+    let status = r0.wait().unwrap();
+    assert_eq!(status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("did not run for") && said.contains("Culprit: this process (the rendezvous), not the ranks"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("did they start"),
+        "rank 0 blamed the ranks that came: {said}"
+    );
+}
+
 #[test]
 fn a_usage_error_every_rank_sees_is_printed_once() {
     for args in [

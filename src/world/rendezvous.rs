@@ -87,10 +87,16 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     let mut count = 0;
     // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
     let mut gate = Gate::new(|b: &[u8]| admit_join(b, &token), OPENING_DEADLINE);
+    let mut unserved = Unserved::new();
     while count < size {
+        unserved.tick();
         let (res, mut events) = gate.accept_all(&listener);
         res.map_err(|e| Error::io(format!("rendezvous at {where_}: accept"), e))?;
         events.extend(gate.drive());
+        // Stopped or starved through the deadline: joins queued meanwhile may be from ranks that gave up
+        // waiting, so they are read (each joined rank hears the verdict) but do not start the job.
+        unserved.tick();
+        let stood_still = Instant::now() >= deadline && unserved.blames_itself(timeout);
         for ev in events {
             let (mut sock, j) = match ev {
                 Event::Admitted(sock, _, j) => (sock, j),
@@ -120,9 +126,10 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             joined.insert(j.rank, (j, sock));
             count += 1;
         }
-        if count == size {
+        if count == size && !stood_still {
             break;
         }
+        unserved.tick();
         if Instant::now() >= deadline {
             let missing = missing_ranks(size, &joined);
             for (from, why) in gate.close() {
@@ -131,12 +138,30 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             drops.finish();
             let unjoined = (0..size).filter(|r| !joined.contains_key(r)).count();
             let they = if unjoined == 1 { "it" } else { "they" };
+            let ranks = if unjoined == 1 { "rank" } else { "ranks" };
+            let head = if unserved.blames_itself(timeout) {
+                // This process was stopped or starved while the ranks tried: they are not the ones to blame.
+                let had_not = if unjoined == 0 {
+                    String::new()
+                } else {
+                    format!("; {ranks} {missing} had not joined")
+                };
+                format!(
+                    "this process, which serves the rendezvous, did not run for {:.1} s of the {:.1} s bootstrap \
+                     deadline (stopped, or starved of CPU), so ranks that came meanwhile may have given up \
+                     unanswered{had_not}. Culprit: this process (the rendezvous), not the ranks",
+                    unserved.total.as_secs_f64(),
+                    timeout.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "{ranks} {missing} did not join within {:.1} s; did {they} start, and can {they} reach this \
+                     address?",
+                    timeout.as_secs_f64()
+                )
+            };
             let msg = format!(
-                "rendezvous at {where_}: {} {} did not join within {:.1} s; did {they} start, and can {they} \
-                 reach this address?{}",
-                if unjoined == 1 { "rank" } else { "ranks" },
-                missing,
-                timeout.as_secs_f64(),
+                "rendezvous at {where_}: {head}{}",
                 if drops.total() == 0 {
                     String::new()
                 } else {
@@ -361,6 +386,44 @@ fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, Heard> {
 
 /// How often the rendezvous looks at joined ranks while it waits for the others.
 const NEWS_TICK: Duration = Duration::from_millis(100);
+
+/// How long the rendezvous loop did not come round (the process stopped, or starved of CPU): the loop
+/// wakes at least every [`NEWS_TICK`], so a longer gap is time in which no rank could be answered.
+struct Unserved {
+    last: Instant,
+    total: Duration,
+}
+
+impl Unserved {
+    /// A gap past the tick by more than this is counted (a busy machine's scheduling delays are not).
+    const SLACK: Duration = Duration::from_millis(500);
+
+    fn new() -> Unserved {
+        Unserved {
+            last: Instant::now(),
+            total: Duration::ZERO,
+        }
+    }
+
+    /// Called between the steps of each pass of the loop: a process stops wherever it is.
+    fn tick(&mut self) {
+        self.count(Instant::now());
+    }
+
+    fn count(&mut self, now: Instant) {
+        let gap = now.saturating_duration_since(self.last);
+        if gap > NEWS_TICK + Self::SLACK {
+            self.total += gap - NEWS_TICK;
+        }
+        self.last = now;
+    }
+
+    /// Whether the ranks that did not join are more likely missing because nobody answered them: the loop
+    /// stood still for at least a quarter of the deadline (and a second).
+    fn blames_itself(&self, timeout: Duration) -> bool {
+        self.total >= Duration::from_secs(1).max(timeout / 4)
+    }
+}
 
 /// A joined rank whose connection was closed (a rank says nothing after its join, so anything readable is
 /// its end, or bytes no collbench rank sends), without waiting.
@@ -623,6 +686,27 @@ pub fn join(root: &str, token: &Token, me: &Join, timeout: Duration) -> Result<V
 pub(crate) mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_loop_that_stood_still_for_a_quarter_of_the_deadline_blames_itself() {
+        let t0 = Instant::now();
+        let mut u = Unserved {
+            last: t0,
+            total: Duration::ZERO,
+        };
+        // Passes 400 ms apart, as on a busy machine: within the slack, nothing counted.
+        for i in 1..=20 {
+            u.count(t0 + Duration::from_millis(400 * i));
+        }
+        assert_eq!(u.total, Duration::ZERO);
+        assert!(!u.blames_itself(Duration::from_secs(4)));
+        // Stopped for 14 s: that gap, less the tick, is time nobody was answered.
+        u.count(u.last + Duration::from_secs(14));
+        assert_eq!(u.total, Duration::from_secs(14) - NEWS_TICK);
+        assert!(u.blames_itself(Duration::from_secs(6)));
+        // The same stall in a 2-minute deadline leaves the ranks plenty of time: they are to blame.
+        assert!(!u.blames_itself(Duration::from_secs(120)));
+    }
 
     /// A join of `rank` in a job of 2 with these consensus fields (shared with `disagreement`'s tests).
     pub(crate) fn join_msg(rank: usize, consensus: serde_json::Value) -> Join {
