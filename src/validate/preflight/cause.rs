@@ -176,15 +176,19 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
         return Judged {
             cause: Cause::Loss,
             why: format!(
-                "{} lost {:.1}% of its TCP segments ({} of {} sent were retransmitted, {} of {} received arrived \
-                 out of order after a loss; {} timeouts) against {:.1}% on the other hosts: packets are lost{}",
+                "{} shows packet loss: {} of {} segments it received arrived out of order behind a lost one \
+                 ({:.1}%), {} of {} it sent were retransmitted ({:.2}%), {} timeouts; the larger share is {:.1}% \
+                 against {:.1}% on the other hosts (a share of segments touched by loss, not the loss rate): \
+                 packets are lost{}",
                 e.host,
-                100.0 * t.loss_share(),
-                t.retrans_segs,
-                t.out_segs,
                 t.ofo,
                 t.in_segs,
+                100.0 * t.ofo_share(),
+                t.retrans_segs,
+                t.out_segs,
+                100.0 * t.retrans_share(),
                 t.timeouts,
+                100.0 * t.loss_share(),
                 100.0 * others_loss,
                 if stalls {
                     ", and each lost small message waits out a retransmission timeout"
