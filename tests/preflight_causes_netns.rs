@@ -144,12 +144,37 @@ fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)
             logs(&done)
         );
     }
+    let json: Value = serde_json::from_str(&text).unwrap();
+    keep_outcome(c, label, done[0].status.code(), elapsed_s, &json);
     Outcome {
         code: done[0].status.code(),
         stdout: done[0].stdout.clone(),
-        json: serde_json::from_str(&text).unwrap(),
+        json,
         elapsed_s,
     }
+}
+
+/// For the accuracy table (tests/bench/preflight-accuracy.sh): with `COLLBENCH_PREFLIGHT_OUTCOMES=DIR` each
+/// preflight's report, exit status, time and the cluster's host names are kept in DIR, one file per run,
+/// before any assertion, so a failed run is counted too.
+fn keep_outcome(c: &Cluster, label: &str, code: Option<i32>, elapsed_s: f64, json: &Value) {
+    let Some(dir) = std::env::var_os("COLLBENCH_PREFLIGHT_OUTCOMES") else {
+        return;
+    };
+    let hosts: Vec<String> = (0..HOSTS).map(|h| c.host(h)).collect();
+    let kept = serde_json::json!({
+        "scenario": label,
+        "hosts": hosts,
+        "code": code,
+        "elapsed_s": elapsed_s,
+        "budget_s": BUDGET_S,
+        "report": json,
+    });
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = Path::new(&dir).join(format!("{label}-{stamp}.json"));
+    std::fs::write(&path, kept.to_string()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 fn logs(done: &[Done]) -> String {
