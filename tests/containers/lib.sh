@@ -339,7 +339,12 @@ check_image() {
       set -- $probe; name=$1; shift
       said=$(collbench "$@" 2>&1 </dev/null); rc=$?
       echo "probe $name $rc $(printf "%s" "$said" | tr "\n" " ")"
-    done') || die "the image's collbench could not be asked: $out"
+    done
+    for a in all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf sendrecv_perf; do
+      echo "alias $a $(readlink -f "$(command -v "$a")")"
+    done
+    echo "alias-run $(all_reduce_perf -b 8 -e 8 -n 1 -w 0 2>/dev/null | grep -c "^# Out of bounds values : 0 OK")"') ||
+    die "the image's collbench could not be asked: $out"
   printf '%s\n' "$out" >"$work/image-check.txt"
   image_version=$(head -n 1 <<<"$out")
   [ "$image_version" = "$version" ] || die "the image's collbench says '$image_version', the binary beside it '$version'"
@@ -356,5 +361,11 @@ check_image() {
     fi
   done
   [ ${#missing[@]} = 0 ] || die "the image's collbench lacks features: $(printf '%s; ' "${missing[@]}")"
-  log "image's collbench: $image_version, features ${features[*]}, links ${linked:-none of libmpi, libibverbs, librdmacm}, nothing missing"
+  # The nccl-tests names (collbench install-aliases in k8s/Containerfile) lead to the image's collbench, and
+  # all_reduce_perf runs as nccl-tests does, its table closed by nccl-tests' line.
+  local aliases
+  aliases=$(grep -c '^alias [a-z_]*_perf /usr/local/bin/collbench$' <<<"$out" || true)
+  [ "$aliases" = 7 ] || die "the image has $aliases of the 7 nccl-tests names leading to collbench: $(grep '^alias ' <<<"$out" | tr '\n' ';')"
+  grep -qx 'alias-run 1' <<<"$out" || die "all_reduce_perf in the image did not end its table with '# Out of bounds values : 0 OK': $(grep '^alias-run' <<<"$out")"
+  log "image's collbench: $image_version, features ${features[*]}, links ${linked:-none of libmpi, libibverbs, librdmacm}, nothing missing, the 7 nccl-tests names"
 }
