@@ -134,8 +134,11 @@ pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> Stri
         }
         let _ = write!(
             s,
-            "\n{} wrong elements in {} points; finished {}.\n",
-            sum.wrong, sum.out_of_bounds, sum.end_time
+            "\n{} wrong elements, in {} of {} points; finished {}.\n",
+            sum.wrong,
+            sum.out_of_bounds,
+            records.len(),
+            sum.end_time
         );
         if let Some(m) = &sum.model_markdown {
             s.push('\n');

@@ -23,6 +23,8 @@ pub struct TableReporter<W: Write> {
     repeats: u64,
     /// Rows of the table being printed, for its footer.
     table: Vec<Record>,
+    /// Rows printed in every table, for the closing total.
+    points: u64,
     /// `--interleave point`: the paths take turns at every point, so a table holds every path's rows of one
     /// collective and sweep, each row naming its path in a last column.
     by_point: bool,
@@ -38,6 +40,7 @@ impl<W: Write> TableReporter<W> {
             percentiles: false,
             repeats: 1,
             table: Vec::new(),
+            points: 0,
             by_point: false,
             cputime: false,
         }
@@ -154,6 +157,7 @@ impl<W: Write> Reporter for TableReporter<W> {
             ));
         }
         self.table.push(rec.clone());
+        self.points += 1;
         self.lines(lines)
     }
 
@@ -165,9 +169,11 @@ impl<W: Write> Reporter for TableReporter<W> {
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
         self.lines([
             "#".to_string(),
+            // Says how many points were checked as well as how many had wrong elements: "0 in 0 point(s)"
+            // read as if nothing had been measured.
             format!(
-                "# {:<20} : {} in {} point(s) {verdict}",
-                "Total wrong elements", summary.wrong, summary.out_of_bounds
+                "# {:<20} : {} in {} of {} point(s) {verdict}",
+                "Total wrong elements", summary.wrong, summary.out_of_bounds, self.points
             ),
             format!("# {:<20} : {}", "End time", summary.end_time),
             "#".to_string(),
@@ -600,7 +606,7 @@ mod tests {
             "# Avg bus bandwidth    : 123.956",
             "#   (collbench: bus GB/s averaged over 1 size >= 2 MiB: 123.956)",
             "#",
-            "# Total wrong elements : 1234567 in 1 point(s) FAILED",
+            "# Total wrong elements : 1234567 in 1 of 2 point(s) FAILED",
             "# End time             : 2025-03-04T05:07:00Z",
             "#",
         ];
@@ -652,7 +658,7 @@ mod tests {
         );
         // collbench's: sizes from 1 MiB, in words nccl-tests' parsers do not look for.
         assert!(out.contains("#   (collbench: bus GB/s averaged over 2 sizes >= 1 MiB: 15.5)\n"));
-        assert!(out.contains("# Total wrong elements : 7 in 2 point(s) FAILED\n"));
+        assert!(out.contains("# Total wrong elements : 7 in 2 of 3 point(s) FAILED\n"));
         // The sixth whitespace field is the value, as parsers of nccl-tests output expect.
         let avg_line = footer[1].split_whitespace().collect::<Vec<_>>();
         assert_eq!(avg_line[5], "10.6667");
