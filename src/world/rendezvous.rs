@@ -147,8 +147,8 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                     format!("; {ranks} {missing} had not joined")
                 };
                 format!(
-                    "this process, which serves the rendezvous, did not run for {:.1} s of the {:.1} s bootstrap \
-                     deadline (stopped, or starved of CPU), so ranks that came meanwhile may have given up \
+                    "this process, which serves the rendezvous, did not run for {:.1} s while its {:.1} s bootstrap \
+                     deadline ran (stopped, or starved of CPU), so ranks that came meanwhile may have given up \
                      unanswered{had_not}. Culprit: this process (the rendezvous), not the ranks",
                     unserved.total.as_secs_f64(),
                     timeout.as_secs_f64()
