@@ -391,15 +391,21 @@ fn proc_state(pid: u32) -> Option<char> {
     stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
 }
 
-#[test]
-fn a_rendezvous_stopped_through_its_deadline_blames_itself_not_the_ranks() {
+/// Starts rank 0 of a 3-rank job on a free port with `--fault 0:bootstrap:stop` and reads its stderr up to
+/// the fault line; None when the port was taken meanwhile. Gives the rendezvous address, the stopped rank,
+/// its stderr and what it said so far.
+fn stopped_rank0() -> Option<(
+    String,
+    std::process::Child,
+    BufReader<std::process::ChildStderr>,
+    String,
+)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let root = format!("127.0.0.1:{port}");
-    // Rank 0 serves the rendezvous, sends its own join and stops itself (SIGSTOP).
     let mut r0 = job_rank(0, &root, &["--fault", "0:bootstrap:stop"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -409,12 +415,23 @@ fn a_rendezvous_stopped_through_its_deadline_blames_itself_not_the_ranks() {
     let mut said = String::new();
     while !said.contains("--fault") {
         let mut l = String::new();
-        assert!(
-            err0.read_line(&mut l).unwrap() > 0,
-            "rank 0 ended before its fault:\n{said}"
-        );
+        if err0.read_line(&mut l).unwrap() == 0 {
+            r0.wait().unwrap();
+            assert!(said.contains("in use"), "rank 0 ended before its fault:\n{said}");
+            return None;
+        }
         said.push_str(&l);
     }
+    Some((root, r0, err0, said))
+}
+
+#[test]
+fn a_rendezvous_stopped_through_its_deadline_blames_itself_not_the_ranks() {
+    // Rank 0 serves the rendezvous, sends its own join and stops itself (SIGSTOP). The port was free a moment
+    // ago; another test's listener may take it first, so a port found in use is tried again.
+    let (root, mut r0, mut err0, mut said) = (0..5)
+        .find_map(|_| stopped_rank0())
+        .expect("five free ports taken at once");
     // Ranks 1 and 2 come while it stands still, and give up at their deadline.
     for r in [1, 2] {
         let o = job_rank(r, &root, &[]).output().unwrap();

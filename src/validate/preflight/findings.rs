@@ -101,12 +101,11 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
                 _ => (name, line),
             };
             let mut c = if one_host || busy_only {
-                let detail = format!(
-                    "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
-                     pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
-                );
                 let detail = if one_host {
-                    detail
+                    format!(
+                        "{line}; every rank runs on one host, so these pairs share its loopback and CPUs: a slower \
+                         pair here means ranks waited for a core, not a bad link (a warning, not a failure)"
+                    )
                 } else {
                     format!("{line}; the hosts were busy (a warning, not a failure)")
                 };
