@@ -28,13 +28,16 @@
 //! - `compare`: two results files against each other, regressions with significance (`collbench compare`).
 //! - `net`: interfaces (discovery, classification, the default choice), host inventory, advice.
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
-//! - [`session`]: one rank's bootstrap and connected TCP paths. `paths`: every path of a run (tcp, rdma,
-//!   mpi, nccl) opened once, and the sweeps that borrow them. `run`: one rank's run (sweeps, then the
-//!   summary, model and charts) and the local launcher's checks.
+//! - [`session`]: one rank's bootstrap and connected TCP paths, and the MPI library where it was started.
+//!   `paths`: every path of a run opened once, each kind of path (tcp, rdma, mpi, nccl) one file there with
+//!   its checks, opening, sweeps, line rate and failure attribution. `start`: one rank's start-up (host
+//!   checks, MPI, bootstrap, paths), shared by run, preflight and pairwise. `run`: one rank's run (sweeps,
+//!   then the summary, model and charts) and the local launcher's checks.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - `gpumatrix`: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - `validate`: findings about the network: the pairwise link matrix and the slow host or link
-//!   (`collbench pairwise`), and the pre-flight verdict (`collbench preflight`).
+//!   (`collbench pairwise`, its ranks' work in `validate::pairwise::command`), and the pre-flight verdict
+//!   (`collbench preflight`).
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
 //! - [`alias`]: collbench under nccl-tests' names (`all_reduce_perf`, ...): its flags, output and exit
 //!   status, and `collbench install-aliases`.
@@ -64,13 +67,14 @@
 //! 14. `bench`: the sweep runner
 //! 15. `options`: the run options, assembled from their parts
 //! 16. `session`: one rank connected
-//! 17. `paths`: every path opened once
-//! 18. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
-//! 19. `plot`: charts
-//! 20. `run`, `docgen`: a rank's run; the generated reference
-//! 21. `validate`: pairwise and preflight
-//! 22. `alias`: nccl-tests' names and flags, on top of `run`
-//! 23. `commands`: the subcommands' entry points
+//! 17. `paths`: every path opened once, one file per kind
+//! 18. `start`: one rank's start-up
+//! 19. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
+//! 20. `plot`: charts
+//! 21. `run`, `docgen`: a rank's run; the generated reference
+//! 22. `validate`: pairwise and preflight
+//! 23. `alias`: nccl-tests' names and flags, on top of `run`
+//! 24. `commands`: the subcommands' entry points
 
 pub mod algorithm;
 pub mod alias;
@@ -102,6 +106,7 @@ mod run;
 pub mod selftest;
 pub mod session;
 pub mod sizes;
+mod start;
 pub mod transport;
 mod validate;
 pub mod world;

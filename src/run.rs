@@ -9,22 +9,18 @@ use indicatif::ProgressBar;
 use crate::bench::tally::Tally;
 use crate::bench::{self, Sweep};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::options::{Interleave, Options, PathKind, Progress};
-use crate::paths::{self, Paths};
+use crate::options::{Interleave, Options, Progress};
+use crate::paths;
 use crate::report::{self, RankInfo, Reporter, RunInfo};
-use crate::session;
+use crate::session::{self, Pairs};
+use crate::start::{Rank, Start};
 use crate::transport::Transport;
-use crate::world::{env, local, Identity};
+use crate::world::{local, Identity};
 
 /// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
 pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
-    if opts.paths.transports.contains(&PathKind::Mpi) {
-        return Err(Error::usage(
-            "--transport",
-            "mpi needs ranks started by an MPI launcher (mpirun, or srun with PMI/PMIx); collbench's own local \
-             launcher cannot start MPI ranks. Try: mpirun -np 4 collbench run --transport tcp,mpi",
-        ));
-    }
+    // Each path's own checks (an MPI launcher for mpi, the device and port of an rdma path) come first.
+    paths::check_local_launch(opts)?;
     if let Some(avail) = crate::memory::available::mem_available() {
         opts.check_memory(opts.np, avail)?;
     }
@@ -32,17 +28,6 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     check_root(opts, opts.np)?;
     if let Some(name) = &opts.tcp.iface {
         crate::net::iface::address_of(name)?;
-    }
-    // RDMA devices are checked before any rank starts (a missing device names what was looked for).
-    #[cfg(feature = "rdma")]
-    for p in &opts.paths.transports {
-        if let PathKind::Rdma { device, port } = p {
-            crate::transport::rdma::connect::check_target(&crate::paths::rdma_target(
-                device,
-                *port,
-                opts.rdma.gid_index,
-            ))?;
-        }
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if opts.np > cpus {
@@ -99,13 +84,6 @@ fn with_devices(mut ranks: Vec<RankInfo>, devices: Option<Vec<String>>) -> Vec<R
     ranks
 }
 
-/// With device memory and an rdma path: how rdma paths move device buffers (staged) and whether this host could
-/// carry GPUDirect RDMA; `None` otherwise, so host-memory and tcp-only runs report nothing new.
-fn rdma_route(opts: &Options) -> Option<String> {
-    let rdma = opts.paths.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. }));
-    (rdma && opts.buffers.memory == crate::memory::MemoryKind::Cuda).then(crate::memory::gpudirect::explain_host)
-}
-
 /// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
 fn check_outputs(opts: &Options) -> Result<()> {
     if let Some(p) = &opts.outputs.json {
@@ -132,29 +110,19 @@ fn now_rfc3339() -> String {
 /// status.
 pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
     let start_time = now_rfc3339();
-    // The embedded launcher checked the files and the memory already; under any other launcher each rank
-    // checks memory for the ranks its launcher says share this host, before anything is allocated.
-    if id.launcher != "local" {
-        if id.rank == 0 {
-            check_outputs(opts)?;
-        }
-        if let Some(avail) = crate::memory::available::mem_available() {
-            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
-            opts.check_memory(local, avail)?;
-        }
-    }
+    let start = Start {
+        opts,
+        agreement: opts.agreement().to_wire(),
+        pairs: Pairs::Needed,
+        check_outputs: &|| check_outputs(opts),
+        check_memory: &|local, avail| opts.check_memory(local, avail),
+    };
+    start.check_host(id)?;
     // Every rank sees the same options and size, so every rank would say the same: rank 0 alone says it.
     if let Err(e) = check_root(opts, id.size) {
         return if id.rank == 0 { Err(e) } else { Ok(e.exit_code()) };
     }
-    #[cfg(feature = "mpi")]
-    let mpi = init_mpi(opts, id)?;
-    let exchange = session::Exchange::choose(
-        id,
-        #[cfg(feature = "mpi")]
-        mpi.as_ref(),
-    )?;
-    let mut sess = session::connect(id, opts, opts.agreement().to_wire(), exchange)?;
+    let mut sess = start.connect(id)?;
     if let Err(e) = distinct_paths(&sess, opts) {
         // Ranks on one host resolve the same interfaces and would all print the same error: rank 0 says it.
         let one_host = sess.world.ranks.iter().all(|r| r.host == sess.world.host);
@@ -185,7 +153,9 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
             ranks: with_devices(sess.world.ranks.clone(), devices),
             params: report::RunParams::from_options(opts),
             legacy_options: None,
-            rdma_route: rdma_route(opts),
+            // With device memory and an rdma path: how it moves device buffers and whether this host could
+            // carry GPUDirect RDMA; nothing for host-memory and tcp-only runs.
+            rdma_route: paths::device_route(opts),
             min_bw: opts.nccl_tests.as_ref().and_then(|s| s.min_bw),
         };
         for r in &mut reporters {
@@ -208,10 +178,7 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         }
     }
     // Every path is opened once, here, and borrowed by every sweep below.
-    let mut paths = match Paths::open(&mut sess, opts) {
-        Ok(p) => p,
-        Err(e) => return Err(paths::abort_on(&mut sess, 0, e)),
-    };
+    let Rank { mut sess, mut paths } = start.open(sess)?;
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
@@ -241,8 +208,6 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
                         progress: progress.as_ref(),
                         only,
                     },
-                    #[cfg(feature = "mpi")]
-                    mpi.as_ref(),
                 );
                 match swept {
                     Ok(outcome) => {
@@ -368,28 +333,6 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// MPI, when a path or the bootstrap needs it; an MPI world that is not the launcher's job is refused.
-#[cfg(feature = "mpi")]
-pub fn init_mpi(opts: &Options, id: &Identity) -> Result<Option<crate::mpi::Mpi>> {
-    if !opts.paths.transports.contains(&PathKind::Mpi) && id.root.is_some() {
-        return Ok(None);
-    }
-    let m = crate::mpi::Mpi::init()?;
-    if m.size() != id.size {
-        return Err(Error::usage(
-            "--transport",
-            format!(
-                "MPI sees {} rank(s) but {} says the job has {}: MPI needs ranks started by an MPI launcher \
-                 (mpirun, or srun with PMI/PMIx)",
-                m.size(),
-                id.launcher,
-                id.size
-            ),
-        ));
-    }
-    Ok(Some(m))
 }
 
 /// Rank 0's reporters: the table on stdout and every file asked for.

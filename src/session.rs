@@ -23,6 +23,48 @@ pub struct Session {
     pub path_connect_s: Vec<f64>,
     /// The rank pairs every TCP path connected.
     pub links: Links,
+    /// The MPI library, where this rank started it: it carries the `mpi` path's collectives.
+    pub mpi: MpiHandle,
+}
+
+/// The MPI library when this rank started it (feature `mpi`), held by the session so nothing else passes it
+/// around; empty in a build without the feature.
+#[derive(Default)]
+pub struct MpiHandle {
+    #[cfg(feature = "mpi")]
+    mpi: Option<crate::mpi::Mpi>,
+}
+
+impl MpiHandle {
+    /// MPI, when a path needs it (`needed`) or when the launcher named no rendezvous (so endpoints go through
+    /// MPI); an MPI world that is not the launcher's job is refused. Without the feature: nothing.
+    pub fn start(needed: bool, id: &Identity) -> Result<MpiHandle> {
+        #[cfg(feature = "mpi")]
+        if needed || id.root.is_none() {
+            let m = crate::mpi::Mpi::init()?;
+            if m.size() != id.size {
+                return Err(Error::usage(
+                    "--transport",
+                    format!(
+                        "MPI sees {} rank(s) but {} says the job has {}: MPI needs ranks started by an MPI launcher \
+                         (mpirun, or srun with PMI/PMIx)",
+                        m.size(),
+                        id.launcher,
+                        id.size
+                    ),
+                ));
+            }
+            return Ok(MpiHandle { mpi: Some(m) });
+        }
+        let _ = (needed, id);
+        Ok(MpiHandle::default())
+    }
+
+    /// The library, where it was started.
+    #[cfg(feature = "mpi")]
+    pub fn get(&self) -> Option<&crate::mpi::Mpi> {
+        self.mpi.as_ref()
+    }
 }
 
 /// Transport tuning taken from the options.
@@ -48,16 +90,17 @@ pub enum Exchange<'a> {
 }
 
 impl<'a> Exchange<'a> {
-    /// The rendezvous when the launcher named one; else MPI when it is available; else an error saying
-    /// what to set.
-    pub fn choose(id: &'a Identity, #[cfg(feature = "mpi")] mpi: Option<&'a crate::mpi::Mpi>) -> Result<Self> {
+    /// The rendezvous when the launcher named one; else MPI when it was started; else an error saying what
+    /// to set.
+    pub fn choose(id: &'a Identity, mpi: &'a MpiHandle) -> Result<Self> {
         if let Some(root) = &id.root {
             return Ok(Exchange::Rendezvous(root));
         }
         #[cfg(feature = "mpi")]
-        if let Some(m) = mpi {
+        if let Some(m) = mpi.get() {
             return Ok(Exchange::Mpi(m));
         }
+        let _ = mpi;
         Err(Error::usage(
             world::env::ROOT,
             format!(
@@ -82,7 +125,7 @@ impl<'a> Exchange<'a> {
 pub fn tcp_paths(opts: &Options) -> Vec<PathKind> {
     let v: Vec<PathKind> = opts.paths.transports.iter().filter(|p| p.is_tcp()).cloned().collect();
     if v.is_empty() {
-        vec![PathKind::Tcp(None)]
+        vec![PathKind::default()]
     } else {
         v
     }
@@ -105,8 +148,8 @@ fn plan_paths(opts: &Options, single_host: bool, reaches_rendezvous: Option<IpAd
             let by_spec = |spec: &str, flag: &str, reason: String| {
                 net::iface::resolve(spec, flag).map(|(name, addr)| Choice { name, addr, reason })
             };
-            Ok(match (p, &opts.tcp.iface) {
-                (PathKind::Tcp(Some(spec)), _) => PathBind {
+            Ok(match (p.tcp_spec(), &opts.tcp.iface) {
+                (Some(spec), _) => PathBind {
                     choice: by_spec(spec, "--transport", format!("chosen by tcp@{spec}"))?,
                     label: Some(p.to_string()),
                 },
@@ -204,13 +247,14 @@ pub fn path_lines(paths: &[PathKind], ranks: &[RankInfo]) -> Vec<String> {
         .collect()
 }
 
-/// Bootstraps rank `id` and connects every TCP path.
+/// Bootstraps rank `id` (through the rendezvous, else through `mpi`) and connects every TCP path; the
+/// session keeps `mpi`.
 ///
 /// A path's listener binds to the interface its SPEC picks (`tcp@SPEC`, else `--iface SPEC`), or else to the
 /// default choice (`net::choose`): loopback for a single-host job, else IPoIB, the interface that reaches
 /// the rendezvous, the default route's, the first by name. Rank 0 says on stderr what each host bound.
-pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, exchange: Exchange<'_>) -> Result<Session> {
-    connect_with(id, opts, consensus, exchange, Pairs::Needed)
+pub fn connect(id: &Identity, opts: &Options, consensus: serde_json::Value, mpi: MpiHandle) -> Result<Session> {
+    connect_with(id, opts, consensus, mpi, Pairs::Needed)
 }
 
 /// Which rank pairs a session connects.
@@ -227,9 +271,10 @@ pub fn connect_with(
     id: &Identity,
     opts: &Options,
     consensus: serde_json::Value,
-    exchange: Exchange<'_>,
+    mpi: MpiHandle,
     pairs: Pairs,
 ) -> Result<Session> {
+    let exchange = Exchange::choose(id, &mpi)?;
     world::launcher_abort::outlive_launcher_abort(|k| std::env::var(k).ok());
     let started = Instant::now();
     let deadline = started + opts.deadlines.bootstrap_timeout;
@@ -302,6 +347,7 @@ pub fn connect_with(
         connect_s: connect_started.elapsed().as_secs_f64(),
         path_connect_s,
         links,
+        mpi,
     })
 }
 
@@ -444,9 +490,9 @@ pub fn run_threads_with<R: Send>(
             .iter()
             .map(|id| {
                 let (f, consensus) = (&f, consensus.clone());
+                // Thread ranks have a rendezvous: MPI is never started for them.
                 s.spawn(move || {
-                    let ex = Exchange::Rendezvous(id.root.as_deref().expect("thread ranks have a rendezvous"));
-                    connect_with(id, opts, consensus, ex, pairs).map(|mut sess| f(&mut sess))
+                    connect_with(id, opts, consensus, MpiHandle::default(), pairs).map(|mut sess| f(&mut sess))
                 })
             })
             .collect();
@@ -521,7 +567,7 @@ mod tests {
 
     #[test]
     fn rank_0_says_which_interface_each_host_bound_and_why() {
-        let paths = [PathKind::Tcp(None), PathKind::Tcp(Some("ib0|eth0".into()))];
+        let paths: [PathKind; 2] = ["tcp".parse().unwrap(), "tcp@ib0|eth0".parse().unwrap()];
         let spec = "chosen by tcp@ib0|eth0";
         let same = [
             rank(0, "a", &[("ib0", "IPoIB preferred"), ("ib0", spec)]),
@@ -562,11 +608,7 @@ mod tests {
             launcher: "mpirun (OpenMPI)".into(),
             serves_root: false,
         };
-        let e = match Exchange::choose(
-            &id,
-            #[cfg(feature = "mpi")]
-            None,
-        ) {
+        let e = match Exchange::choose(&id, &MpiHandle::default()) {
             Err(e) => e.to_string(),
             Ok(_) => panic!("must refuse"),
         };

@@ -7,7 +7,8 @@ use collbench::algorithm::{Algo, Args};
 use collbench::bench::{self, Outcome, Sweep};
 use collbench::collective::Collective;
 use collbench::engine::pieces::Plan;
-use collbench::engine::staged::{Staged, STAGING_CHUNK};
+use collbench::engine::call::HostAlloc;
+use collbench::engine::staged::{StagedAlloc, STAGING_CHUNK};
 use collbench::engine::Engine;
 use collbench::engine::Native;
 use collbench::memory::emulated::{Emulated, Observer};
@@ -74,15 +75,13 @@ fn staged_sweep_on(n: usize, opts: &Options, plan: Plan, dev: impl Fn(usize) -> 
         let rank = sess.world.rank;
         let mut engine = Native::new(&mut sess.transports[0], &opts.algorithm);
         let dev = dev(rank);
-        bench::sweep_on(&mut engine, sweep(opts, &ranks), |send, recv| {
-            let staged = Staged::new(dev, rank, send, recv, plan)?;
-            if opts.buffers.reduce_on_device {
-                staged.reducing_on_device(n)
-            } else {
-                Ok(staged)
-            }
-        })
-        .expect("the sweep runs")
+        let alloc = StagedAlloc {
+            dev,
+            rank,
+            plan,
+            reduce_on_device: opts.buffers.reduce_on_device.then_some(n),
+        };
+        bench::sweep(&mut engine, sweep(opts, &ranks), alloc).expect("the sweep runs")
     })
     .into_iter()
     .map(|r| r.expect("the ranks connect"))
@@ -178,7 +177,7 @@ fn host_memory_reports_no_staging() {
     let outs = session::run_threads(2, &o, |sess| {
         let ranks = sess.world.ranks.clone();
         let mut engine = Native::new(&mut sess.transports[0], &o.algorithm);
-        bench::sweep(&mut engine, sweep(&o, &ranks)).expect("the sweep runs")
+        bench::sweep(&mut engine, sweep(&o, &ranks), HostAlloc).expect("the sweep runs")
     });
     let recs = &outs[0].as_ref().expect("ranks connect").records;
     assert!(recs
@@ -391,10 +390,13 @@ fn device_reductions_overlap_the_host_exchanges_of_other_pieces() {
             device,
             seen: Vec::new(),
         };
-        let out = bench::sweep_on(&mut engine, sweep(&o, &ranks), |send, recv| {
-            Staged::new(dev, rank, send, recv, plan)?.reducing_on_device(2)
-        })
-        .expect("the sweep runs");
+        let alloc = StagedAlloc {
+            dev,
+            rank,
+            plan,
+            reduce_on_device: Some(2),
+        };
+        let out = bench::sweep(&mut engine, sweep(&o, &ranks), alloc).expect("the sweep runs");
         assert_eq!(out.wrong, 0);
         engine.seen
     });

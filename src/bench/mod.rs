@@ -13,7 +13,7 @@ pub mod usage;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::algorithm::options::AlgoOptions;
-use crate::engine::call::{Buffers, Memory};
+use crate::engine::call::{Alloc, Memory};
 use crate::engine::options::BufferOptions;
 use crate::engine::Engine;
 use crate::error::{stderr, Error, Result};
@@ -84,19 +84,9 @@ pub fn show_progress(pb: &ProgressBar, len: usize) {
     );
 }
 
-/// Runs every point of `s.opts.sweep` on engine `e` in host memory. Every rank returns the same `wrong` total.
-pub fn sweep<E: Engine>(e: &mut E, s: Sweep<'_>) -> Result<Outcome> {
-    // -u: room for calls that start up to 8 B (the widest element) per unaligned element later.
-    let pad = s.opts.sweep.iteration.shift_bytes(8);
-    sweep_on(e, s, |send, recv| Ok(Buffers::new(send, recv, pad)))
-}
-
-/// [`sweep`] on the memory `alloc` returns for the sweep's largest send and receive buffers (bytes).
-pub fn sweep_on<E: Engine, M: Memory>(
-    e: &mut E,
-    s: Sweep<'_>,
-    alloc: impl FnOnce(usize, usize) -> Result<M>,
-) -> Result<Outcome> {
+/// Runs every point of `s.opts.sweep` on engine `e`, on the memory `alloc` makes for the sweep's largest send
+/// and receive buffers. Every rank returns the same `wrong` total.
+pub fn sweep<E: Engine, A: Alloc>(e: &mut E, s: Sweep<'_>, alloc: A) -> Result<Outcome> {
     let Sweep {
         opts,
         repeat,
@@ -118,7 +108,8 @@ pub fn sweep_on<E: Engine, M: Memory>(
         points = points.get(i).copied().into_iter().collect();
     }
     let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
-    let mut bufs = alloc(send_bytes, recv_bytes)?;
+    // -u: room for calls that start up to 8 B (the widest element) per unaligned element later.
+    let mut bufs = alloc.alloc(send_bytes, recv_bytes, opts.sweep.iteration.shift_bytes(8))?;
     if let (Some(pb), None) = (progress, only) {
         show_progress(pb, points.len());
     }

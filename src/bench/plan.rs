@@ -82,7 +82,7 @@ pub fn uses(opts: Settings<'_>, nranks: usize) -> Vec<Use> {
 /// control exchanges need, or every pair when an RDMA path will swap queue-pair records with every peer
 /// over the first TCP path.
 pub fn links(opts: Settings<'_>, nranks: usize) -> Links {
-    if opts.paths.transports.iter().any(|p| matches!(p, PathKind::Rdma { .. })) {
+    if opts.paths.transports.iter().any(|p| p.traits().set_up_with_every_peer) {
         return Links::full(nranks, "all pairs: RDMA set-up talks to every peer");
     }
     if !opts.paths.transports.iter().any(PathKind::is_tcp) {

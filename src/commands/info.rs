@@ -39,18 +39,9 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     let mut opts = Options::default();
     opts.tcp.iface = args.iface.clone();
     opts.deadlines.timeout = Duration::from_secs(args.timeout);
-    #[cfg(feature = "mpi")]
-    let mpi = if id.root.is_none() {
-        Some(crate::mpi::Mpi::init()?)
-    } else {
-        None
-    };
-    let exchange = session::Exchange::choose(
-        &id,
-        #[cfg(feature = "mpi")]
-        mpi.as_ref(),
-    )?;
-    let mut sess = session::connect(&id, &opts, serde_json::json!({"command": "info"}), exchange)?;
+    // MPI only carries the endpoints, where the launcher named no rendezvous.
+    let mpi = session::MpiHandle::start(false, &id)?;
+    let mut sess = session::connect(&id, &opts, serde_json::json!({"command": "info"}), mpi)?;
     let bytes = serde_json::to_vec(&mine).expect("an inventory serialises");
     let Some(all) = control::gather(&mut sess.transports[0], &bytes)? else {
         return Ok(EXIT_OK);

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 
 use crate::cli::RunArgs;
 use crate::error::Result;
-use crate::options::{Options, PathKind};
+use crate::options::Options;
 use crate::run::{launch_local, run_rank};
 use crate::world::env;
 
@@ -19,10 +19,8 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     if !opts.buffers.emulate_device {
         crate::memory::kind::check_run_memory(&args.memory)?;
     }
-    // NCCL likewise: a missing libnccl stops the run before any rank starts.
-    if opts.paths.transports.contains(&PathKind::Nccl) {
-        crate::nccl::check_run(opts.buffers.memory)?;
-    }
+    // Each path's likewise (a missing libnccl stops the run before any rank starts).
+    crate::paths::check_host(&opts)?;
     match env::identity_from(|k| std::env::var(k).ok())? {
         None => launch_local(&opts, argv),
         Some(id) => run_rank(&opts, &id, argv),

@@ -1,5 +1,6 @@
 //! One call's shape ([`Call`]) and the memory it runs on ([`Memory`]: host [`Buffers`] directly, device
-//! memory staged): what an engine is handed for one collective, independent of how a sweep plans it.
+//! memory staged), made by an [`Alloc`] once a sweep knows its sizes: what an engine is handed for one
+//! collective, independent of how a sweep plans it.
 
 use crate::algorithm::{Algo, Args};
 use crate::collective::{Collective, Layout};
@@ -55,6 +56,29 @@ impl Buffers {
     /// The receive buffer as calls see it, writable.
     pub fn recv_mut(&mut self) -> &mut [u8] {
         &mut self.recv[self.shift..]
+    }
+}
+
+/// Makes a sweep's buffers once the runner knows their sizes: host memory ([`HostAlloc`]), or device memory
+/// staged through host memory ([`super::staged::StagedAlloc`]) or handed over directly
+/// ([`super::direct::DirectAlloc`]). The one way the sweep runner is given its memory.
+pub trait Alloc {
+    /// The memory it makes.
+    type Memory: Memory;
+    /// Send and receive buffers of `send` and `recv` bytes; host buffers get `pad` bytes more for calls
+    /// shifted past the alignment (`-u`).
+    fn alloc(self, send: usize, recv: usize, pad: usize) -> Result<Self::Memory>;
+}
+
+/// Host memory: [`Buffers`] the algorithms run on directly.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostAlloc;
+
+impl Alloc for HostAlloc {
+    type Memory = Buffers;
+
+    fn alloc(self, send: usize, recv: usize, pad: usize) -> Result<Buffers> {
+        Ok(Buffers::new(send, recv, pad))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::Engine;
 use crate::algorithm::Algo;
-use crate::engine::call::{Buffers, Call, Memory};
+use crate::engine::call::{Alloc, Buffers, Call, Memory};
 use crate::error::{Error, Result};
 use crate::memory::device::Device;
 
@@ -53,6 +53,21 @@ impl<D: Device> Direct<D> {
     pub(super) fn download_call(&mut self, call: &Call) -> Result<()> {
         let r = self.dev.download(&self.recv, 0, &mut self.host.recv[..call.recv_len]);
         r.map_err(self.fail())
+    }
+}
+
+/// Makes a sweep's [`Direct`] buffers on a device, for `rank`.
+pub struct DirectAlloc<D: Device> {
+    pub dev: D,
+    pub rank: usize,
+}
+
+impl<D: Device> Alloc for DirectAlloc<D> {
+    type Memory = Direct<D>;
+
+    /// Device memory is not shifted: `pad` does not apply.
+    fn alloc(self, send: usize, recv: usize, _pad: usize) -> Result<Direct<D>> {
+        Direct::new(self.dev, self.rank, send, recv)
     }
 }
 

@@ -54,7 +54,9 @@ impl BufferOptions {
             ));
         }
         let memory = memory_kind(&args.memory, &paths.transports)?;
-        if args.emulate_device && (memory != MemoryKind::Cuda || paths.transports.contains(&PathKind::Nccl)) {
+        // The emulated device stands in for staging only: a path that takes device buffers directly needs a GPU.
+        let direct = paths.transports.iter().any(|p| !p.traits().own_transport && p.traits().device_memory);
+        if args.emulate_device && (memory != MemoryKind::Cuda || direct) {
             return Err(Error::usage(
                 "--emulate-device",
                 "a testing aid for the staged path: it needs --memory cuda and tcp or rdma paths only (nccl needs \
@@ -97,13 +99,13 @@ impl BufferOptions {
 /// through host memory, nccl takes them directly, mpi hands host pointers to the MPI library.
 pub(crate) fn memory_kind(value: &str, transports: &[PathKind]) -> Result<MemoryKind> {
     let kind: MemoryKind = value.parse().map_err(|m| Error::usage("--memory", m))?;
-    if kind == MemoryKind::Host && transports.contains(&PathKind::Nccl) {
+    if let (MemoryKind::Host, Some(p)) = (kind, transports.iter().find(|p| !p.traits().host_memory)) {
         return Err(Error::usage(
             "--transport",
-            "nccl runs on device buffers: add --memory cuda (NCCL's collectives take GPU memory only)",
+            format!("{p} runs on device buffers: add --memory cuda (NCCL's collectives take GPU memory only)"),
         ));
     }
-    if kind == MemoryKind::Cuda && transports.contains(&PathKind::Mpi) {
+    if kind == MemoryKind::Cuda && transports.iter().any(|p| !p.traits().device_memory) {
         // Staging around MPI_Allreduce would measure the same copies as the tcp path plus MPI's host
         // collectives; not built, so refused rather than silently run on host memory.
         return Err(Error::usage(

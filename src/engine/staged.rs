@@ -18,7 +18,7 @@ use super::pieces::{self, Piece, Plan};
 use super::Engine;
 use crate::algorithm::Algo;
 use crate::collective::Collective;
-use crate::engine::call::{Buffers, Call, Memory, Staging};
+use crate::engine::call::{Alloc, Buffers, Call, Memory, Staging};
 use crate::error::Result;
 use crate::memory::device::Device;
 
@@ -84,6 +84,28 @@ impl<D: Device> Staged<D> {
         if self.planned.as_ref() != Some(call) {
             self.pieces = pieces::split(call, self.plan);
             self.planned = Some(*call);
+        }
+    }
+}
+
+/// Makes a sweep's [`Staged`] buffers on a device, for `rank`: calls split by `plan`, reductions on the device
+/// in a job of `reduce_on_device` ranks where given (`--reduce-on device`).
+pub struct StagedAlloc<D: Device> {
+    pub dev: D,
+    pub rank: usize,
+    pub plan: Plan,
+    pub reduce_on_device: Option<usize>,
+}
+
+impl<D: Device> Alloc for StagedAlloc<D> {
+    type Memory = Staged<D>;
+
+    /// Device memory is not shifted: `pad` does not apply.
+    fn alloc(self, send: usize, recv: usize, _pad: usize) -> Result<Staged<D>> {
+        let staged = Staged::new(self.dev, self.rank, send, recv, self.plan)?;
+        match self.reduce_on_device {
+            Some(nranks) => staged.reducing_on_device(nranks),
+            None => Ok(staged),
         }
     }
 }

@@ -159,6 +159,14 @@ impl Agreement {
     pub fn to_wire(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("the agreement serialises to JSON: no maps, no paths")
     }
+
+    /// [`Agreement::to_wire`] with a command's own part (`pairwise`'s test) under `key`, compared like every
+    /// other field.
+    pub fn to_wire_with(&self, key: &str, part: &impl Serialize) -> serde_json::Value {
+        let mut wire = self.to_wire();
+        wire[key] = serde_json::to_value(part).expect("a command's part serialises to JSON");
+        wire
+    }
 }
 
 /// A value as its `Display` text.

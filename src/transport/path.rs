@@ -22,6 +22,31 @@ pub enum PathKind {
     Nccl,
 }
 
+/// What a kind of path is, as the modules below the paths (`crate::paths`, where each kind is opened and run)
+/// need to know it: the one table of these facts, so no other module matches on the kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Traits {
+    /// collbench's own transport carries it (tcp, rdma): its algorithms run over it, device buffers are
+    /// staged through host memory, and the pairwise link test can measure it.
+    pub own_transport: bool,
+    /// It is set up by swapping records with every peer over the first TCP path (rdma), so the session
+    /// connects every pair.
+    pub set_up_with_every_peer: bool,
+    /// It runs on host buffers (all but nccl).
+    pub host_memory: bool,
+    /// It runs on device buffers, staged or directly (all but mpi).
+    pub device_memory: bool,
+    /// It runs the MPI library's collectives (mpi): ranks must be started by an MPI launcher.
+    pub needs_mpi: bool,
+}
+
+impl Default for PathKind {
+    /// Plain `tcp`: collbench's TCP transport on `--iface` or the default interface.
+    fn default() -> Self {
+        PathKind::Tcp(None)
+    }
+}
+
 impl PathKind {
     /// Every kind of path, as `--transport all` expands (this build's).
     pub fn all() -> Vec<PathKind> {
@@ -35,6 +60,99 @@ impl PathKind {
     /// Whether this is a TCP path.
     pub fn is_tcp(&self) -> bool {
         matches!(self, PathKind::Tcp(_))
+    }
+
+    /// The interface SPEC of a `tcp@SPEC` path; `None` for plain `tcp` and every other kind.
+    pub fn tcp_spec(&self) -> Option<&str> {
+        match self {
+            PathKind::Tcp(spec) => spec.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// What this kind of path is ([`Traits`]).
+    pub fn traits(&self) -> Traits {
+        let own = |every_peer| Traits {
+            own_transport: true,
+            set_up_with_every_peer: every_peer,
+            host_memory: true,
+            device_memory: true,
+            needs_mpi: false,
+        };
+        match self {
+            PathKind::Tcp(_) => own(false),
+            PathKind::Rdma { .. } => own(true),
+            PathKind::Mpi => Traits {
+                own_transport: false,
+                set_up_with_every_peer: false,
+                host_memory: true,
+                device_memory: false,
+                needs_mpi: true,
+            },
+            PathKind::Nccl => Traits {
+                own_transport: false,
+                set_up_with_every_peer: false,
+                host_memory: false,
+                device_memory: true,
+                needs_mpi: false,
+            },
+        }
+    }
+
+    /// The path `s` names, whether or not this build has its feature (see [`PathKind::built`]); `FromStr`
+    /// is both.
+    pub fn named(s: &str) -> std::result::Result<PathKind, String> {
+        let s = s.trim();
+        match s.split_once('@') {
+            Some(("tcp", "")) => Err(format!(
+                "'{s}' names no interface; give tcp@IFACE with a name (tcp@eth0), a glob (tcp@en*) or a list tried \
+                 in order (tcp@ib0|eth0)"
+            )),
+            // The SPEC, normalised, is the path's label on every host: ranks compare it.
+            Some(("tcp", spec)) => IfaceSpec::parse(spec)
+                .map(|p| PathKind::Tcp(Some(p.to_string())))
+                .map_err(|e| format!("'{s}': {e}")),
+            Some(("rdma", target)) => parse_rdma(target),
+            Some((kind, _)) => Err(format!(
+                "'{s}': only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target; '{kind}@' is not a path \
+                 this collbench knows"
+            )),
+            None => match s.to_ascii_lowercase().as_str() {
+                "tcp" => Ok(PathKind::Tcp(None)),
+                "mpi" => Ok(PathKind::Mpi),
+                "nccl" => Ok(PathKind::Nccl),
+                "rdma" => Err(
+                    "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
+                               `ibv_devices`)"
+                        .into(),
+                ),
+                other => Err(format!(
+                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl)"
+                )),
+            },
+        }
+    }
+
+    /// Refuses a path whose feature this build lacks, saying how to build one that has it.
+    pub fn built(self) -> std::result::Result<PathKind, String> {
+        let missing = match &self {
+            PathKind::Tcp(_) => None,
+            PathKind::Mpi => (!cfg!(feature = "mpi")).then(|| {
+                "this collbench was built without MPI; rebuild with `cargo build --release --features \
+                              mpi` (needs an MPI library such as libopenmpi-dev)"
+                    .to_string()
+            }),
+            PathKind::Nccl => (!cfg!(feature = "cuda")).then(nccl_not_built_message),
+            PathKind::Rdma { .. } => (!cfg!(feature = "rdma")).then(|| {
+                "this collbench was built without RDMA; rebuild with `cargo build --release --features rdma` \
+                    (needs libibverbs-dev, librdmacm-dev, pkg-config and libclang-dev)"
+                    .to_string()
+            }),
+        };
+        match missing {
+            Some(m) => Err(m),
+            None => Ok(self),
+        }
     }
 }
 
@@ -60,45 +178,11 @@ impl std::str::FromStr for PathKind {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        let s = s.trim();
-        match s.split_once('@') {
-            Some(("tcp", "")) => Err(format!(
-                "'{s}' names no interface; give tcp@IFACE with a name (tcp@eth0), a glob (tcp@en*) or a list tried \
-                 in order (tcp@ib0|eth0)"
-            )),
-            // The SPEC, normalised, is the path's label on every host: ranks compare it.
-            Some(("tcp", spec)) => IfaceSpec::parse(spec)
-                .map(|p| PathKind::Tcp(Some(p.to_string())))
-                .map_err(|e| format!("'{s}': {e}")),
-            Some(("rdma", target)) => parse_rdma(target),
-            Some((kind, _)) => Err(format!(
-                "'{s}': only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target; '{kind}@' is not a path \
-                 this collbench knows"
-            )),
-            None => match s.to_ascii_lowercase().as_str() {
-                "tcp" => Ok(PathKind::Tcp(None)),
-                "mpi" if cfg!(feature = "mpi") => Ok(PathKind::Mpi),
-                "mpi" => Err(
-                    "this collbench was built without MPI; rebuild with `cargo build --release --features \
-                              mpi` (needs an MPI library such as libopenmpi-dev)"
-                        .into(),
-                ),
-                "nccl" if cfg!(feature = "cuda") => Ok(PathKind::Nccl),
-                "nccl" => Err(nccl_not_built_message()),
-                "rdma" => Err(
-                    "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
-                               `ibv_devices`)"
-                        .into(),
-                ),
-                other => Err(format!(
-                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl)"
-                )),
-            },
-        }
+        PathKind::named(s)?.built()
     }
 }
 
-/// `DEVICE[:PORT]` of `rdma@DEVICE[:PORT]` (port 1 when not given); refused in a build without RDMA.
+/// `DEVICE[:PORT]` of `rdma@DEVICE[:PORT]` (port 1 when not given).
 fn parse_rdma(target: &str) -> std::result::Result<PathKind, String> {
     let (device, port) = match target.split_once(':') {
         Some((d, p)) => (
@@ -114,13 +198,6 @@ fn parse_rdma(target: &str) -> std::result::Result<PathKind, String> {
         return Err(format!(
             "'rdma@{target}': expected rdma@DEVICE[:PORT] with a device name such as mlx5_0 (see `ibv_devices`)"
         ));
-    }
-    if !cfg!(feature = "rdma") {
-        return Err(
-            "this collbench was built without RDMA; rebuild with `cargo build --release --features rdma` \
-                    (needs libibverbs-dev, librdmacm-dev, pkg-config and libclang-dev)"
-                .into(),
-        );
     }
     Ok(PathKind::Rdma {
         device: device.to_string(),

@@ -8,6 +8,7 @@
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
+pub mod command;
 pub mod confirm;
 pub mod localise;
 pub mod measure;

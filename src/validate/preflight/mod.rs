@@ -56,12 +56,13 @@ pub fn check_flags(args: &PreflightArgs) -> Result<()> {
             format!("{} is not a percentage of 0 or more (e.g. 5)", args.baseline_threshold),
         ));
     }
-    // `run`'s advice for nccl (add --memory cuda) does not apply here: preflight has no device buffers.
+    // `run`'s advice for nccl (add --memory cuda) does not apply here: preflight has no device buffers. Read
+    // before the build's features are: the advice holds in a build without nccl too.
     if args
         .link
         .transport
         .iter()
-        .any(|t| t.trim().eq_ignore_ascii_case("nccl"))
+        .any(|t| PathKind::named(t).is_ok_and(|p| !p.traits().host_memory))
     {
         return Err(Error::usage(
             "--transport",
@@ -108,7 +109,7 @@ pub fn check_outputs(args: &PreflightArgs) -> Result<()> {
 /// `tcp` with `--iface NAME` also `tcp@NAME`.
 pub fn path_keys(opts: &Options) -> Vec<String> {
     let mut v: Vec<String> = opts.paths.transports.iter().map(|p| p.to_string()).collect();
-    if let (true, Some(i)) = (opts.paths.transports.contains(&PathKind::Tcp(None)), &opts.tcp.iface) {
+    if let (true, Some(i)) = (opts.paths.transports.contains(&PathKind::default()), &opts.tcp.iface) {
         v.push(format!("tcp@{i}"));
     }
     v

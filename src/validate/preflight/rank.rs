@@ -13,51 +13,41 @@ use super::verdict::{bare_check, Check, Verdict};
 use super::Setup;
 use crate::collective::Collective;
 use crate::error::{stderr, Error, Result};
-use crate::options::{Options, PathKind, Progress};
+use crate::options::{Options, Progress};
 use crate::paths::Paths;
 use crate::report::Record;
 use crate::session::{self, Session};
 use crate::sizes::format_size;
+use crate::start::{Rank, Start};
 use crate::transport::control;
 use crate::transport::Transport;
 use crate::validate::pairwise::{self, PairwiseConfig, PairwiseReport};
-use crate::world::{env, Identity};
+use crate::world::Identity;
 
 /// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
 pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     let budget = Budget::new(setup.args.budget);
     let opts = &setup.opts;
-    if id.launcher != "local" {
-        if id.rank == 0 {
-            super::check_outputs(&setup.args)?;
-        }
-        if let Some(avail) = crate::memory::available::mem_available() {
-            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+    let start = Start {
+        opts,
+        agreement: opts.agreement().to_wire(),
+        // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
+        pairs: if setup.args.no_pairwise {
+            session::Pairs::Needed
+        } else {
+            session::Pairs::All
+        },
+        check_outputs: &|| super::check_outputs(&setup.args),
+        // The bandwidth phase sizes the buffers: a shortfall names its flag.
+        check_memory: &|local, avail| {
             opts.check_memory(local, avail).map_err(|e| match e {
                 Error::Usage { message, .. } => Error::usage("--bandwidth-bytes", message),
                 other => other,
-            })?;
-        }
-    }
-    #[cfg(feature = "mpi")]
-    let mpi = crate::run::init_mpi(opts, id)?;
-    let exchange = session::Exchange::choose(
-        id,
-        #[cfg(feature = "mpi")]
-        mpi.as_ref(),
-    )?;
-    // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
-    let pairs = if setup.args.no_pairwise {
-        session::Pairs::Needed
-    } else {
-        session::Pairs::All
+            })
+        },
     };
-    let mut sess = session::connect_with(id, opts, opts.agreement().to_wire(), exchange, pairs)?;
     // Every path is opened once, here, and borrowed by every phase's sweeps.
-    let open = match Paths::open(&mut sess, opts) {
-        Ok(p) => p,
-        Err(e) => return Err(crate::paths::abort_on(&mut sess, 0, e)),
-    };
+    let Rank { sess, paths: open } = start.rank(id)?;
     let paths = path_infos(&sess, &open, opts);
     let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
     let mut plan_lines = setup.plan.describe(
@@ -88,8 +78,6 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         setup,
         sess,
         open,
-        #[cfg(feature = "mpi")]
-        mpi,
         progress,
         ranks,
         paths,
@@ -222,8 +210,6 @@ struct Run<'a> {
     setup: &'a Setup,
     sess: Session,
     open: Paths,
-    #[cfg(feature = "mpi")]
-    mpi: Option<crate::mpi::Mpi>,
     progress: Option<ProgressBar>,
     ranks: Vec<crate::report::RankInfo>,
     paths: Vec<PathInfo>,
@@ -257,8 +243,6 @@ impl Run<'_> {
                 progress: self.progress.as_ref(),
                 only,
             },
-            #[cfg(feature = "mpi")]
-            self.mpi.as_ref(),
         );
         match swept {
             Ok(o) => {
@@ -524,50 +508,15 @@ fn inventories<T: crate::transport::Transport + ?Sized>(
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.
 fn path_infos(sess: &Session, open: &Paths, opts: &Options) -> Vec<PathInfo> {
-    let given_rate = opts.paths.line_rate_gbit.map(|g| (g / 8.0, "--line-rate".to_string()));
     open.iter()
         .map(|o| {
-            let p = &o.kind;
-            let (name, rate) = match (p, o.tcp_index()) {
-                (PathKind::Tcp(_), Some(k)) => {
-                    let t = &sess.transports[k];
-                    // The interface rank 0 bound.
-                    let iface = t.iface().to_string();
-                    let rate = given_rate.clone().or_else(|| {
-                        crate::net::iface::line_rate_gbs(&iface).map(|r| (r, format!("link speed of {iface}")))
-                    });
-                    (t.path(), rate.ok_or(format!("link speed of {iface} unknown")))
-                }
-                #[cfg(feature = "rdma")]
-                (PathKind::Rdma { device, port }, _) => {
-                    let sys = std::path::Path::new(crate::transport::rdma::sysfs::SYSFS_IB);
-                    let rate = given_rate.clone().or_else(|| {
-                        crate::transport::rdma::sysfs::port_info(sys, device, *port)
-                            .and_then(|i| i.rate_gbit())
-                            .or_else(|| {
-                                // No sysfs tree (a container without /sys/class/infiniband): ask the device.
-                                let ctx = crate::transport::rdma::verbs::Context::open(device).ok()?;
-                                ctx.query_port(*port).ok()?.rate_gbit
-                            })
-                            .map(|g| (g / 8.0, format!("rate of {device} port {port}")))
-                    });
-                    (
-                        p.to_string(),
-                        rate.ok_or(format!("rate of {device} port {port} unknown")),
-                    )
-                }
-                _ => (
-                    p.to_string(),
-                    given_rate.clone().ok_or(format!("line rate of {p} unknown")),
-                ),
-            };
-            let (line_rate_gbs, rate_from) = match rate {
+            let (line_rate_gbs, rate_from) = match o.line_rate(sess, opts.paths.line_rate_gbit) {
                 Ok((r, from)) => (Some(r), from),
                 Err(why) => (None, why),
             };
             PathInfo {
-                name,
-                given: p.to_string(),
+                name: o.name.clone(),
+                given: o.kind.to_string(),
                 line_rate_gbs,
                 rate_from,
             }

@@ -1,0 +1,75 @@
+//! One rank's start-up, the same for `run`, `preflight` and `pairwise`: what a launched rank checks on its
+//! host, MPI where a path or the bootstrap needs it, the bootstrap and the TCP connections, then every path
+//! opened, a failure to open one made known to every peer. [`Start::rank`] is the whole sequence; `run` takes
+//! its steps one by one to do its own work between them.
+
+use crate::error::Result;
+use crate::options::Options;
+use crate::paths::{self, Paths};
+use crate::session::{self, MpiHandle, Pairs, Session};
+use crate::world::{env, Identity};
+
+/// How a command starts each of its ranks.
+pub struct Start<'a> {
+    /// The options every rank connects and opens its paths with.
+    pub opts: &'a Options,
+    /// What every rank must agree on, compared at the rendezvous (or through MPI) before any data moves:
+    /// [`crate::options::Agreement::to_wire`], with a command's own part where it has one.
+    pub agreement: serde_json::Value,
+    /// The rank pairs the TCP paths connect.
+    pub pairs: Pairs,
+    /// Rank 0's check of the command's output files (collbench's own launcher checked them already).
+    pub check_outputs: &'a dyn Fn() -> Result<()>,
+    /// A rank's check that its buffers fit: given the ranks its launcher puts on this host and the bytes of
+    /// memory available (collbench's own launcher checked them already).
+    pub check_memory: &'a dyn Fn(usize, u64) -> Result<()>,
+}
+
+/// A rank connected to the job, with every path of its options open.
+pub struct Rank {
+    pub sess: Session,
+    pub paths: Paths,
+}
+
+impl Start<'_> {
+    /// The whole start-up: [`Start::check_host`], [`Start::connect`], [`Start::open`].
+    pub fn rank(&self, id: &Identity) -> Result<Rank> {
+        self.check_host(id)?;
+        let sess = self.connect(id)?;
+        self.open(sess)
+    }
+
+    /// Under any launcher but collbench's own (which checked before it started the ranks): rank 0 checks the
+    /// output files, and each rank that its buffers fit beside the others its launcher says share this host,
+    /// before anything is allocated.
+    pub fn check_host(&self, id: &Identity) -> Result<()> {
+        if id.launcher == "local" {
+            return Ok(());
+        }
+        if id.rank == 0 {
+            (self.check_outputs)()?;
+        }
+        if let Some(avail) = crate::memory::available::mem_available() {
+            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+            (self.check_memory)(local, avail)?;
+        }
+        Ok(())
+    }
+
+    /// MPI where a path needs it or the launcher named no rendezvous, then the bootstrap and the TCP
+    /// connections: a rank that knows its peers, its paths not open yet.
+    pub fn connect(&self, id: &Identity) -> Result<Session> {
+        let needs_mpi = self.opts.paths.transports.iter().any(|p| p.traits().needs_mpi);
+        let mpi = MpiHandle::start(needs_mpi, id)?;
+        session::connect_with(id, self.opts, self.agreement.clone(), mpi, self.pairs)
+    }
+
+    /// Every path opened once over `sess`, to be borrowed by every sweep; a failure is made known to every
+    /// peer over the control path, so all ranks name the same culprit.
+    pub fn open(&self, mut sess: Session) -> Result<Rank> {
+        match Paths::open(&mut sess, self.opts) {
+            Ok(paths) => Ok(Rank { sess, paths }),
+            Err(e) => Err(paths::abort_on(&mut sess, 0, e)),
+        }
+    }
+}
