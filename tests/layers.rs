@@ -1,7 +1,8 @@
 //! The layering that src/lib.rs's Layout doc states is the code's: every top-level module imports only from
 //! modules in lower layers. The layers are read from the doc itself (its `# Layers` list), so the doc and
 //! this check cannot drift apart; an import that goes sideways or up fails here, naming the file and line.
-//! There are no exceptions.
+//! There are no exceptions. The same kind of check keeps each kind of path in one place: `PathKind`'s variants
+//! are matched only in its own file and in the path module's one exhaustive match.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -138,5 +139,99 @@ fn the_checker_reads_layers_and_finds_imports() {
             (2, "sizes".to_string()),
             (2, "net".to_string())
         ]
+    );
+}
+
+/// The variants of `PathKind`, read from its definition in src/transport/path.rs.
+fn path_kind_variants(def: &str) -> Vec<String> {
+    let body = def
+        .split("pub enum PathKind {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("src/transport/path.rs defines `pub enum PathKind`");
+    body.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//") && !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let name: String = l.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// `PathKind::VARIANT` mentions in `code` (comments removed), as (line, variant).
+fn variant_mentions(code: &str, variants: &[String]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for (at, _) in code.match_indices("PathKind::") {
+            let after = &code[at + "PathKind::".len()..];
+            let name: String = after.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+            if variants.contains(&name) {
+                out.push((i + 1, name));
+            }
+        }
+    }
+    out
+}
+
+/// A kind of path is one file in src/paths/ plus its variant: the kinds are matched (or built by variant) only
+/// in src/transport/path.rs (the enum, its parsing and its traits) and in the one exhaustive match of
+/// src/paths/mod.rs (`fn kind`, no catch-all arm, so a new kind does not compile until its file is written).
+/// The options' unit tests may build values.
+#[test]
+fn path_kinds_are_matched_only_in_the_path_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let def = std::fs::read_to_string(root.join("src/transport/path.rs")).unwrap();
+    let variants = path_kind_variants(&def);
+    assert!(
+        ["Tcp", "Mpi", "Rdma", "Nccl"].iter().all(|v| variants.iter().any(|x| x == v)),
+        "{variants:?}"
+    );
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let allowed = ["transport/path.rs", "paths/mod.rs", "options/tests.rs"];
+    let mut wrong = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root.join("src")).unwrap().to_string_lossy().replace('\\', "/");
+        if allowed.contains(&rel.as_str()) {
+            continue;
+        }
+        for (line, v) in variant_mentions(&std::fs::read_to_string(f).unwrap(), &variants) {
+            wrong.push(format!("src/{rel}:{line}: PathKind::{v}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a kind of path is matched outside src/paths/mod.rs's `fn kind` (give the kind's file or its traits in \
+         src/transport/path.rs the job instead):\n{}",
+        wrong.join("\n")
+    );
+    // In the path module, every variant is named once, in `fn kind`'s match, which has no catch-all.
+    let paths = std::fs::read_to_string(root.join("src/paths/mod.rs")).unwrap();
+    let body = paths
+        .split("fn kind(kind: &PathKind)")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("src/paths/mod.rs has `fn kind(kind: &PathKind)`");
+    assert!(!body.contains("_ =>"), "`fn kind` has a catch-all arm:\n{body}");
+    let mut named: Vec<String> = variant_mentions(&paths, &variants).into_iter().map(|(_, v)| v).collect();
+    let in_kind: Vec<String> = variant_mentions(body, &variants).into_iter().map(|(_, v)| v).collect();
+    named.sort();
+    let mut want = variants.clone();
+    want.sort();
+    assert_eq!(named, want, "src/paths/mod.rs names each kind once, in `fn kind`");
+    assert_eq!(in_kind.len(), variants.len(), "`fn kind` matches every kind: {body}");
+}
+
+#[test]
+fn the_path_kind_checker_reads_variants_and_mentions() {
+    let def = "pub enum PathKind {\n    /// doc\n    Tcp(Option<String>),\n    Mpi,\n    Rdma { device: String, port: u8 },\n}\n";
+    let v = path_kind_variants(def);
+    assert_eq!(v, ["Tcp", "Mpi", "Rdma"]);
+    let code = "let a = PathKind::Mpi; // PathKind::Tcp\nlet b = PathKind::default();\nmatches!(p, PathKind::Rdma { .. })\n";
+    assert_eq!(
+        variant_mentions(code, &v),
+        vec![(1, "Mpi".to_string()), (3, "Rdma".to_string())]
     );
 }
