@@ -185,7 +185,9 @@ fn path_kinds_are_matched_only_in_the_path_module() {
     let def = std::fs::read_to_string(root.join("src/transport/path.rs")).unwrap();
     let variants = path_kind_variants(&def);
     assert!(
-        ["Tcp", "Mpi", "Rdma", "Nccl"].iter().all(|v| variants.iter().any(|x| x == v)),
+        ["Tcp", "Mpi", "Rdma", "Nccl"]
+            .iter()
+            .all(|v| variants.iter().any(|x| x == v)),
         "{variants:?}"
     );
     let mut files = Vec::new();
@@ -193,7 +195,11 @@ fn path_kinds_are_matched_only_in_the_path_module() {
     let allowed = ["transport/path.rs", "paths/mod.rs", "options/tests.rs"];
     let mut wrong = Vec::new();
     for f in &files {
-        let rel = f.strip_prefix(root.join("src")).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = f
+            .strip_prefix(root.join("src"))
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         if allowed.contains(&rel.as_str()) {
             continue;
         }
@@ -215,7 +221,10 @@ fn path_kinds_are_matched_only_in_the_path_module() {
         .and_then(|rest| rest.split("\n}").next())
         .expect("src/paths/mod.rs has `fn kind(kind: &PathKind)`");
     assert!(!body.contains("_ =>"), "`fn kind` has a catch-all arm:\n{body}");
-    let mut named: Vec<String> = variant_mentions(&paths, &variants).into_iter().map(|(_, v)| v).collect();
+    let mut named: Vec<String> = variant_mentions(&paths, &variants)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
     let in_kind: Vec<String> = variant_mentions(body, &variants).into_iter().map(|(_, v)| v).collect();
     named.sort();
     let mut want = variants.clone();
@@ -229,7 +238,8 @@ fn the_path_kind_checker_reads_variants_and_mentions() {
     let def = "pub enum PathKind {\n    /// doc\n    Tcp(Option<String>),\n    Mpi,\n    Rdma { device: String, port: u8 },\n}\n";
     let v = path_kind_variants(def);
     assert_eq!(v, ["Tcp", "Mpi", "Rdma"]);
-    let code = "let a = PathKind::Mpi; // PathKind::Tcp\nlet b = PathKind::default();\nmatches!(p, PathKind::Rdma { .. })\n";
+    let code =
+        "let a = PathKind::Mpi; // PathKind::Tcp\nlet b = PathKind::default();\nmatches!(p, PathKind::Rdma { .. })\n";
     assert_eq!(
         variant_mentions(code, &v),
         vec![(1, "Mpi".to_string()), (3, "Rdma".to_string())]

@@ -6,8 +6,8 @@
 use collbench::algorithm::{Algo, Args};
 use collbench::bench::{self, Outcome, Sweep};
 use collbench::collective::Collective;
-use collbench::engine::pieces::Plan;
 use collbench::engine::call::HostAlloc;
+use collbench::engine::pieces::Plan;
 use collbench::engine::staged::{StagedAlloc, STAGING_CHUNK};
 use collbench::engine::Engine;
 use collbench::engine::Native;

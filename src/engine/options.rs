@@ -55,7 +55,10 @@ impl BufferOptions {
         }
         let memory = memory_kind(&args.memory, &paths.transports)?;
         // The emulated device stands in for staging only: a path that takes device buffers directly needs a GPU.
-        let direct = paths.transports.iter().any(|p| !p.traits().own_transport && p.traits().device_memory);
+        let direct = paths
+            .transports
+            .iter()
+            .any(|p| !p.traits().own_transport && p.traits().device_memory);
         if args.emulate_device && (memory != MemoryKind::Cuda || direct) {
             return Err(Error::usage(
                 "--emulate-device",

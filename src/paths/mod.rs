@@ -19,10 +19,10 @@
 mod mpi;
 #[cfg(feature = "cuda")]
 mod nccl;
-#[cfg(feature = "rdma")]
-mod rdma;
 #[cfg(not(all(feature = "mpi", feature = "rdma", feature = "cuda")))]
 mod not_built;
+#[cfg(feature = "rdma")]
+mod rdma;
 mod staging;
 mod tcp;
 
@@ -149,7 +149,10 @@ pub fn check_host(opts: &Options) -> Result<()> {
 
 /// Checks every path can run here before collbench's own launcher starts local ranks.
 pub fn check_local_launch(opts: &Options) -> Result<()> {
-    opts.paths.transports.iter().try_for_each(|p| kind(p).check_local_launch(opts))
+    opts.paths
+        .transports
+        .iter()
+        .try_for_each(|p| kind(p).check_local_launch(opts))
 }
 
 /// How the paths move device buffers, where one says (rdma with `--memory cuda`); `None` otherwise.

@@ -12,7 +12,9 @@ use crate::transport::Transport;
 
 /// The file's kind: a TCP path as `--transport` gave it.
 pub(super) fn unit(kind: &PathKind) -> Box<dyn Kind> {
-    Box::new(Tcp { given: kind.to_string() })
+    Box::new(Tcp {
+        given: kind.to_string(),
+    })
 }
 
 struct Tcp {
@@ -78,6 +80,11 @@ impl Open for TcpPath {
 
     /// Known or not, a TCP path has a rate in the summary (0 when unknown).
     fn run_line_rate(&self, sess: &Session, given_gbit: Option<f64>) -> Option<f64> {
-        Some(given_gbit.map(|g| g / 8.0).or_else(|| self.speed(sess).1).unwrap_or(0.0))
+        Some(
+            given_gbit
+                .map(|g| g / 8.0)
+                .or_else(|| self.speed(sess).1)
+                .unwrap_or(0.0),
+        )
     }
 }
