@@ -43,7 +43,8 @@
 //!   status, and `collbench install-aliases`.
 //! - [`commands`]: the subcommands' entry points, one file each, and the program's one error handler
 //!   (`main.rs` only calls [`commands::main`]).
-//! - [`error`]: errors and exit codes; `fault`: the hidden `--fault` testing aid.
+//! - [`error`]: errors and exit codes; `fault`: the hidden `--fault` testing aid; `input`: files users name
+//!   (`--expect`, ...), read with a size bound and refused when they are not regular files.
 //!
 //! Public modules are the ones the binary, the integration tests in tests/ and the fuzz targets use; the
 //! others (marked as plain code above) are private to the crate.
@@ -53,7 +54,7 @@
 //! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
 //! 2. `sizes`: byte sizes
-//! 3. `flags`: shared flag parsers
+//! 3. `flags`, `input`: shared flag parsers; files users name, read with a size bound
 //! 4. `cli`: clap definitions
 //! 5. `reduce`, `net`: element types and kernels; the host's interfaces
 //! 6. `collective`, `memory`: collective specs; buffers and devices
@@ -89,6 +90,7 @@ pub mod error;
 mod fault;
 mod flags;
 mod gpumatrix;
+mod input;
 pub mod memory;
 mod model;
 #[cfg(feature = "mpi")]

@@ -263,6 +263,34 @@ fn bad_expectations_exit_2_naming_file_line_and_key() {
 }
 
 #[test]
+fn an_expectations_file_beyond_the_bound_or_not_a_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // 30,000 valid entries: over the 1 MiB bound, so refused before parsing (parsing used to take minutes).
+    let big = write(dir.path(), "big.toml", &"[[expect]]\nmax_cv = 0.5\n".repeat(50_000));
+    let out = preflight(&["--np", "2", "--expect", p(&big)]);
+    let se = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("--expect") && se.contains("more than 1048576 bytes") && se.contains("big.toml"),
+        "{se}"
+    );
+    assert!(text(&out.stdout).is_empty(), "nothing ran: {}", text(&out.stdout));
+    // A FIFO with no writer would block the open forever; a directory is no file.
+    let fifo = dir.path().join("fifo.toml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (f, kind) in [(fifo.as_path(), "a FIFO"), (dir.path(), "a directory")] {
+        let out = preflight(&["--np", "2", "--expect", p(f)]);
+        let se = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{se}");
+        assert!(se.contains("--expect") && se.contains(kind), "{se}");
+    }
+}
+
+#[test]
 fn sweep_flags_the_plan_fixes_are_refused() {
     for flag in ["-b", "--maxbytes", "--collective", "--iters"] {
         let out = preflight(&[flag, "8"]);

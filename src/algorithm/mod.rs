@@ -69,6 +69,20 @@ impl Algo {
         Algo::Pairwise,
     ];
 
+    /// The length of the longest name, so a table column holds every algorithm (`halving_doubling`).
+    pub const LONGEST_NAME: usize = {
+        let mut w = Algo::Library.name().len();
+        let mut i = 0;
+        while i < Algo::NATIVE.len() {
+            let n = Algo::NATIVE[i].name().len();
+            if n > w {
+                w = n;
+            }
+            i += 1;
+        }
+        w
+    };
+
     /// The algorithms `coll` can run.
     pub fn available(coll: Collective) -> &'static [Algo] {
         match coll {

@@ -346,7 +346,8 @@ pub fn translate(
     if let Some(bw) = env("NCCL_TESTS_MIN_BW") {
         // nccl-tests reads it with atof: what does not parse is 0, which any run passes.
         let gbs: f64 = bw.trim().parse().unwrap_or(0.0);
-        run.extend(["--nccl-tests-min-bw".into(), gbs.to_string()]);
+        // One argument: a negative value as a separate word would read as a flag (`-1`).
+        run.push(format!("--nccl-tests-min-bw={gbs}"));
     }
     Ok(Parsed::Run { args: run, notes })
 }
@@ -393,7 +394,7 @@ mod tests {
         ] {
             assert_eq!(value(&d, f).as_deref(), Some(v), "{f}: {d:?}");
         }
-        assert_eq!(value(&d, "--nccl-tests-min-bw").as_deref(), Some("12.5"));
+        assert!(d.contains(&"--nccl-tests-min-bw=12.5".to_string()), "{d:?}");
         let r = run_args(&[
             "-b",
             "8",

@@ -132,8 +132,8 @@ pub struct Point {
     /// Mean over repeats of the reported (out-of-place) time, microseconds.
     pub time_us: f64,
     /// Lower end of the band around `time_us`, which covers every repeat's 95% confidence interval, so
-    /// both the iteration noise and the spread between repeats. Can be <= 0 when an interval is wider
-    /// than its time.
+    /// both the iteration noise and the spread between repeats. Each interval is taken on log time
+    /// ([`log_band`]), so the band stays above zero time however wide the interval.
     pub time_lo_us: f64,
     /// Upper end of the band around `time_us`.
     pub time_hi_us: f64,
@@ -142,7 +142,7 @@ pub struct Point {
     /// Lower end of the time band as a busbw band (busbw falls as time rises, so it comes from
     /// `time_hi_us`).
     pub busbw_lo: f64,
-    /// Upper end of the busbw band, from `time_lo_us`; infinite when that is <= 0.
+    /// Upper end of the busbw band, from `time_lo_us`.
     pub busbw_hi: f64,
     /// Entries (whole-sweep repeats) combined into this point.
     pub repeats: usize,
@@ -349,17 +349,26 @@ fn line_rate(line_rates: &[(String, f64)], path: &str) -> Option<f64> {
         .map(|(_, r)| *r)
 }
 
+/// A time and the half-width of its 95% interval as a band on log time: `time x exp(-+ci/time)`. For a
+/// narrow interval this is `time -+ ci`; for one as wide as its time or wider (8-byte points on a busy
+/// machine) it stays above zero, where `time - ci` would reach zero or below and turn into an unbounded
+/// busbw band. Times are positive and their spread multiplicative, so log time is their natural scale.
+pub fn log_band(time_us: f64, ci95_us: f64) -> (f64, f64) {
+    if !(time_us > 0.0 && ci95_us.is_finite()) {
+        return (time_us, time_us);
+    }
+    let r = ci95_us.abs() / time_us;
+    (time_us * (-r).exp(), time_us * r.exp())
+}
+
 /// Combines the samples of one path and size: the mean time, a band from the lowest lower bound to the
-/// highest upper bound of the repeats' intervals, and the busbw at the mean time.
+/// highest upper bound of the repeats' intervals ([`log_band`]), and the busbw at the mean time.
 pub fn combine(group: &[&Sample]) -> Point {
     let n = group.len() as f64;
     let time = group.iter().map(|s| s.time_us).sum::<f64>() / n;
-    let ci = |s: &Sample| if s.ci95_us.is_finite() { s.ci95_us.abs() } else { 0.0 };
-    let lo = group.iter().map(|s| s.time_us - ci(s)).fold(f64::INFINITY, f64::min);
-    let hi = group
-        .iter()
-        .map(|s| s.time_us + ci(s))
-        .fold(f64::NEG_INFINITY, f64::max);
+    let bands: Vec<(f64, f64)> = group.iter().map(|s| log_band(s.time_us, s.ci95_us)).collect();
+    let lo = bands.iter().map(|b| b.0).fold(f64::INFINITY, f64::min);
+    let hi = bands.iter().map(|b| b.1).fold(f64::NEG_INFINITY, f64::max);
     // busbw x time is the same for every sample of one size (bytes x factor), so its mean gives the
     // busbw at the mean time.
     let bw_time = group.iter().map(|s| s.busbw * s.time_us).sum::<f64>() / n;
@@ -377,8 +386,8 @@ pub fn combine(group: &[&Sample]) -> Point {
     }
 }
 
-/// A time band as a busbw band: busbw x time / (time + upper) and busbw x time / (time - lower); the
-/// upper busbw bound is infinite when the time band reaches 0.
+/// A time band as a busbw band: busbw x time / upper time and busbw x time / lower time; the upper busbw
+/// bound is infinite only for a time band that reaches 0, which [`log_band`] never gives.
 pub fn busbw_band(busbw: f64, time_us: f64, time_lo_us: f64, time_hi_us: f64) -> (f64, f64) {
     let lo = busbw * time_us / time_hi_us;
     let hi = if time_lo_us > 0.0 {
@@ -530,7 +539,8 @@ mod tests {
         assert_eq!((ag.collective.as_str(), ag.op.as_deref()), ("all_gather", None));
         // Out-of-place figures, with the record's interval (testutil: 0.5 us).
         let p = &ag.series[0].points[0];
-        assert_eq!((p.time_us, p.time_lo_us, p.time_hi_us, p.busbw), (5.0, 4.5, 5.5, 2.0));
+        assert_eq!((p.time_us, p.busbw), (5.0, 2.0));
+        assert_eq!((p.time_lo_us, p.time_hi_us), log_band(5.0, 0.5));
     }
 
     #[test]
@@ -547,19 +557,38 @@ mod tests {
 
     #[test]
     fn busbw_band_follows_the_time_band_inversely() {
-        // 10 us +- 2 us at 4 GB/s: 4 x 10/12 .. 4 x 10/8.
+        // 10 us between 8 and 12 us at 4 GB/s: 4 x 10/12 .. 4 x 10/8.
         let (lo, hi) = busbw_band(4.0, 10.0, 8.0, 12.0);
         assert!(close(lo, 10.0 / 3.0) && close(hi, 5.0), "{lo} {hi}");
-        // An interval reaching zero time has no finite upper busbw.
-        let (lo, hi) = busbw_band(4.0, 10.0, -1.0, 21.0);
-        assert!(close(lo, 4.0 * 10.0 / 21.0));
-        assert_eq!(hi, f64::INFINITY);
         let p = combine(&[&sample("a", 8, 10.0, 0.0, 4.0)]);
         assert_eq!(
             (p.busbw_lo, p.busbw, p.busbw_hi),
             (4.0, 4.0, 4.0),
             "no interval, no band"
         );
+    }
+
+    #[test]
+    fn an_interval_wider_than_its_time_keeps_a_positive_time_and_a_finite_busbw_band() {
+        // 8 B on a busy machine: 20 us +- 60 us. On linear time the band would reach -40 us and the busbw
+        // band would run to infinity, over the whole chart.
+        let (lo, hi) = log_band(20.0, 60.0);
+        assert!(
+            lo > 0.0 && close(lo, 20.0 * (-3.0f64).exp()) && close(hi, 20.0 * 3.0f64.exp()),
+            "{lo} {hi}"
+        );
+        let p = combine(&[&sample("a", 8, 20.0, 60.0, 0.001)]);
+        assert!(p.time_lo_us > 0.0 && p.busbw_hi.is_finite(), "{p:?}");
+        assert!(
+            close(p.busbw_hi, 0.001 * 3.0f64.exp()),
+            "a small busbw keeps a small band: {p:?}"
+        );
+        // A narrow interval is as on linear time, to first order.
+        let (lo, hi) = log_band(100.0, 1.0);
+        assert!((lo - 99.0).abs() < 0.01 && (hi - 101.0).abs() < 0.01, "{lo} {hi}");
+        // Without a time or an interval there is no band.
+        assert_eq!(log_band(0.0, 1.0), (0.0, 0.0));
+        assert_eq!(log_band(5.0, f64::NAN), (5.0, 5.0));
     }
 
     #[test]
@@ -576,9 +605,11 @@ mod tests {
         let p = &pts[0];
         assert_eq!(p.repeats, 3);
         assert!(close(p.time_us, 10.0));
-        assert_eq!((p.time_lo_us, p.time_hi_us), (7.0, 14.0), "from 8-1 to 12+2");
+        // From the lowest repeat's lower end to the highest one's upper end, each on log time.
+        let (lo, hi) = (log_band(8.0, 1.0).0, log_band(12.0, 2.0).1);
+        assert!(close(p.time_lo_us, lo) && close(p.time_hi_us, hi), "{p:?}");
         assert!(close(p.busbw, 4.0), "busbw at the mean time: {}", p.busbw);
-        assert!(close(p.busbw_lo, 4.0 * 10.0 / 14.0) && close(p.busbw_hi, 4.0 * 10.0 / 7.0));
+        assert!(close(p.busbw_lo, 4.0 * 10.0 / hi) && close(p.busbw_hi, 4.0 * 10.0 / lo));
         // Repeats of other paths or sizes stay apart.
         let mut more = s.to_vec();
         more.push(sample("b", 1 << 20, 10.0, 0.0, 4.0));
@@ -643,7 +674,7 @@ mod tests {
             (20.0, 20.0),
             "no ci95_us: no band"
         );
-        assert_eq!((lo.points[1].time_lo_us, lo.points[1].time_hi_us), (36.0, 44.0));
+        assert_eq!((lo.points[1].time_lo_us, lo.points[1].time_hi_us), log_band(40.0, 4.0));
         // The "nan" time is left out; the line rate comes from the comparison: 0.025 / 2% = 1.25 GB/s.
         let eth = &t.series[1];
         assert_eq!(eth.points.len(), 1);

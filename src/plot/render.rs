@@ -396,6 +396,11 @@ where
     Ok(())
 }
 
+/// How a path's band is filled, on the chart and in the legend alike.
+fn band_style(colour: RGBColor) -> ShapeStyle {
+    colour.mix(0.18).filled()
+}
+
 /// A series' band as one translucent polygon: upper edge left to right, lower edge back.
 fn band<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
@@ -413,7 +418,7 @@ where
     let lower = series.points.iter().rev().map(|p| (log2(p.size), bounds(p).0));
     let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
     chart
-        .draw_series(std::iter::once(Polygon::new(outline, colour.mix(0.18).filled())))
+        .draw_series(std::iter::once(Polygon::new(outline, band_style(colour))))
         .map_err(err)?;
     Ok(())
 }
@@ -466,8 +471,9 @@ enum Entry {
         dash: (u32, u32),
         label: String,
     },
-    /// What the shading means.
-    Band(String),
+    /// What the shading means, with the colours of the shaded paths (their swatches overlap as the bands
+    /// do on the chart, so the legend shows what an overlap looks like).
+    Band { label: String, colours: Vec<RGBColor> },
 }
 
 impl Entry {
@@ -476,7 +482,7 @@ impl Entry {
             Entry::Path { label, .. }
             | Entry::Rate { label, .. }
             | Entry::Predicted { label, .. }
-            | Entry::Band(label) => label,
+            | Entry::Band { label, .. } => label,
         }
     }
 }
@@ -539,11 +545,18 @@ fn legend_entries(chart: Chart, table: &Table, scale: &BusBwScale) -> Vec<Entry>
         .flat_map(|s| s.points.iter())
         .any(|p| p.time_hi_us > p.time_lo_us);
     if banded {
-        entries.push(Entry::Band(if repeats > 1 {
-            format!("band: 95% CI, {repeats} sweeps combined")
-        } else {
-            "band: 95% CI".to_string()
-        }));
+        let colours = (0..table.series.len())
+            .filter(|&i| table.series[i].predicted.is_none())
+            .map(colour)
+            .collect();
+        entries.push(Entry::Band {
+            label: if repeats > 1 {
+                format!("band: 95% CI, {repeats} sweeps combined")
+            } else {
+                "band: 95% CI".to_string()
+            },
+            colours,
+        });
     }
     entries
 }
@@ -595,10 +608,17 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, entries: &[Ent
                 ))
                 .map_err(err)?;
             }
-            Entry::Band(_) => {
-                let grey = RGBColor(120, 120, 120).mix(0.3).filled();
-                area.draw(&Rectangle::new([(x, y - 7), (x + SWATCH_W, y + 7)], grey))
-                    .map_err(err)?;
+            Entry::Band { colours, .. } => {
+                // Each path's band colour as on the chart, shifted so neighbours overlap by half: where two
+                // bands overlap on the chart they mix as they do here.
+                let shown = &colours[..colours.len().min(3)];
+                let step = SWATCH_W / (shown.len() as i32 + 1).max(2);
+                for (k, c) in shown.iter().enumerate() {
+                    let x0 = x + k as i32 * step;
+                    let w = SWATCH_W - (shown.len() as i32 - 1) * step;
+                    area.draw(&Rectangle::new([(x0, y - 7), (x0 + w, y + 7)], band_style(*c)))
+                        .map_err(err)?;
+                }
             }
         }
         area.draw_text(entry.label(), &font, (x + SWATCH_W + 10, y))
@@ -693,6 +713,18 @@ mod tests {
         // One rate for every path is said once.
         let t = table(&[Some(2.5), Some(2.5)]);
         assert!(labels(Chart::BusBw, &t).contains(&"line rate 2.50 GB/s: all paths".to_string()));
+    }
+
+    #[test]
+    fn the_band_swatch_shows_each_paths_band_colour_as_the_chart_fills_it() {
+        let t = table(&[None, None, None]);
+        let entries = legend_entries(Chart::Latency, &t, &busbw_scale(&t));
+        let Some(Entry::Band { colours, .. }) = entries.last() else {
+            panic!("no band entry")
+        };
+        // One swatch per path, in its own colour, not one grey for all: overlapping bands mix colours on the
+        // chart, and the overlapping swatches show what that looks like.
+        assert_eq!(colours, &[colour(0), colour(1), colour(2)]);
     }
 
     #[test]

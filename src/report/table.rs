@@ -398,6 +398,10 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     lines
 }
 
+/// The algorithm column's width: every name fits, so the columns after it (p50, p99, path) stay under
+/// their headers for parsers that slice by position.
+const ALGO: usize = crate::algorithm::Algo::LONGEST_NAME;
+
 /// nccl-tests' three column-header lines (group, names, units), plus collbench's extra columns.
 fn column_headers(percentiles: bool) -> [String; 3] {
     let group = format!(
@@ -405,7 +409,7 @@ fn column_headers(percentiles: bool) -> [String; 3] {
         "", "", "", "", ""
     );
     let mut names = format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>ALGO$}",
         "size",
         "count",
         "type",
@@ -416,7 +420,7 @@ fn column_headers(percentiles: bool) -> [String; 3] {
         "algo"
     );
     let mut units = format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>ALGO$}",
         "(B)",
         "(elements)",
         "",
@@ -444,7 +448,7 @@ fn row(rec: &Record, percentiles: bool) -> String {
     let op = rec.op.map_or("none", |o| o.name());
     let root = rec.root.map_or(-1, |r| r as i64);
     let mut s = format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>12}",
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}  {:>ALGO$}",
         rec.size,
         rec.count,
         rec.dtype.name(),
@@ -590,18 +594,18 @@ mod tests {
         let want = [
             "# all_gather on tcp@lo, 4 ranks",
             "#                                                              out-of-place                       in-place",
-            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong          algo",
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong              algo",
             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
-            "        1024            64     float    none      -1    12.35    0.75    1.50     N/A    12.35    1.25    2.50     N/A         bruck",
+            "        1024            64     float    none      -1    12.35    0.75    1.50     N/A    12.35    1.25    2.50     N/A             bruck",
             "# Out of bounds values : 0 OK",
             "# Avg bus bandwidth    : 2",
             "#   (collbench: bus GB/s averaged over all 1 size, none >= 1 MiB: 2)",
             "#",
             "# broadcast on tcp@eth0, 4 ranks",
             "#                                                              out-of-place                       in-place",
-            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong          algo",
+            "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong              algo",
             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)",
-            "     2097152        524288     float    none       0  12345.7   61.73  123.46       0  12345.7   62.23  124.46  1.23457e+06          ring",
+            "     2097152        524288     float    none       0  12345.7   61.73  123.46       0  12345.7   62.23  124.46  1.23457e+06              ring",
             "# Out of bounds values : 1 FAILED",
             "# Avg bus bandwidth    : 123.956",
             "#   (collbench: bus GB/s averaged over 1 size >= 2 MiB: 123.956)",
@@ -615,8 +619,19 @@ mod tests {
 
     #[test]
     fn columns_line_up_with_their_headers() {
+        // Every algorithm's name, the longest (halving_doubling) included, leaves p50/p99 under their headers.
+        for algo in crate::algorithm::Algo::NATIVE
+            .iter()
+            .chain([&crate::algorithm::Algo::Library])
+        {
+            columns_line_up_with(algo.name());
+        }
+    }
+
+    fn columns_line_up_with(algo: &str) {
         let mut rec = record(Collective::AllReduce, 8, 5.0, 0.01, Some(0));
         rec.in_place.wrong = None;
+        rec.algo = algo.into();
         let out = render(true, &[rec]);
         let names = out.lines().find(|l| l.contains("#wrong")).unwrap();
         let row = out.lines().find(|l| l.trim_start().starts_with("8 ")).unwrap();
@@ -628,13 +643,13 @@ mod tests {
                 .collect()
         };
         // Index 0 is the header's leading '#'.
-        assert_eq!(ends(names)[1..], ends(row), "\n{names}\n{row}");
+        assert_eq!(ends(names)[1..], ends(row), "{algo}:\n{names}\n{row}");
         assert_eq!(ends(row).len(), 18);
         let fields: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&fields[..5], &["8", "2", "float", "sum", "-1"]);
         assert_eq!(fields[8], "0");
         assert_eq!(fields[12], "N/A");
-        assert_eq!(&fields[13..], &["ring", "4.75", "8.00", "4.75", "8.00"]);
+        assert_eq!(&fields[13..], &[algo, "4.75", "8.00", "4.75", "8.00"]);
     }
 
     #[test]

@@ -58,7 +58,7 @@ fn parse_num(name: &str, v: &str) -> Result<usize> {
 /// Reads the identity from `get` (the process environment in production), or `None` when no launcher
 /// variables are present at all (then collbench launches its own local ranks).
 pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Identity>> {
-    let (launcher, rank, size, size_var) = match get(RANK) {
+    let (launcher, rank, size, rank_var, size_var) = match get(RANK) {
         Some(r) => {
             let size = get(WORLD_SIZE).ok_or_else(|| {
                 Error::usage(
@@ -71,6 +71,7 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
                 launcher,
                 parse_num(RANK, &r)?,
                 parse_num(WORLD_SIZE, &size)?,
+                RANK,
                 WORLD_SIZE,
             )
         }
@@ -91,12 +92,9 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
                     ),
                     )
                 })?;
-            (
-                name.to_string(),
-                parse_num(rank_var, &rank_s)?,
-                parse_num(size_var, &size_s)?,
-                size_var,
-            )
+            let (rank, size) = (parse_num(rank_var, &rank_s)?, parse_num(size_var, &size_s)?);
+            agrees_with_rank_world_size(&get, name, (rank_var, rank), (size_var, size))?;
+            (name.to_string(), rank, size, rank_var, size_var)
         }
     };
     if size == 0 {
@@ -114,24 +112,11 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
     }
     if rank >= size {
         return Err(Error::usage(
-            RANK,
-            format!("{launcher} gives rank {rank}, not below the job size {size}"),
+            rank_var,
+            format!("{launcher} gives rank {rank} ({rank_var}), not below the job size {size} ({size_var})"),
         ));
     }
-    let root = match (get(ROOT), get("MASTER_ADDR")) {
-        (Some(r), _) => Some(r.trim().to_string()),
-        (None, Some(addr)) => {
-            let port = get("MASTER_PORT").unwrap_or_else(|| DEFAULT_PORT.to_string());
-            Some(format!("{}:{}", addr.trim(), port.trim()))
-        }
-        // Under mpirun, MPI itself can exchange the endpoints (feature "mpi"); the session decides.
-        (None, None) => None,
-    };
-    if let Some(r) = &root {
-        if !r.contains(':') {
-            return Err(Error::usage(ROOT, format!("'{r}' has no port; expected HOST:PORT")));
-        }
-    }
+    let root = rendezvous_address(&get)?;
     let (token, token_from) = token(&get, root.as_deref().unwrap_or(""), size)?;
     // Rank 0 serves the rendezvous, except under collbench's own launcher, which serves it itself.
     let serves_root = rank == 0 && get(LAUNCHER).as_deref() != Some("local");
@@ -144,6 +129,75 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
         launcher,
         serves_root,
     }))
+}
+
+/// A launcher's rank and size, checked against RANK/WORLD_SIZE where those are set too: the launcher's win
+/// (it is the innermost), but when the two disagree one of them describes another job (a stale
+/// environment, a hand-set pair under mpirun), and a silent choice would run a job of the wrong size.
+fn agrees_with_rank_world_size(
+    get: &impl Fn(&str) -> Option<String>,
+    launcher: &str,
+    (rank_var, rank): (&str, usize),
+    (size_var, size): (&str, usize),
+) -> Result<()> {
+    if rank_var == "RANK" {
+        return Ok(());
+    }
+    let (Some(r), Some(w)) = (get("RANK"), get("WORLD_SIZE")) else {
+        return Ok(());
+    };
+    let given = (r.trim().parse::<usize>().ok(), w.trim().parse::<usize>().ok());
+    if given == (Some(rank), Some(size)) {
+        return Ok(());
+    }
+    Err(Error::usage(
+        rank_var,
+        format!(
+            "{launcher} says rank {rank} of {size} ({rank_var}, {size_var}) but RANK={} WORLD_SIZE={} say otherwise; \
+             unset the pair that does not describe this job (or set {RANK} and {WORLD_SIZE}, which win over both)",
+            r.trim(),
+            w.trim()
+        ),
+    ))
+}
+
+/// The rendezvous `HOST:PORT`: [`ROOT`], else `MASTER_ADDR` with `MASTER_PORT` (or [`DEFAULT_PORT`]); `None`
+/// when neither is set. An empty host or a port outside 1..=65535 is refused naming the variable, rather
+/// than waited on until the bootstrap deadline.
+fn rendezvous_address(get: &impl Fn(&str) -> Option<String>) -> Result<Option<String>> {
+    let (host, port, host_var, port_var) = match (get(ROOT), get("MASTER_ADDR")) {
+        (Some(r), _) => {
+            let r = r.trim().to_string();
+            let Some((h, p)) = r.rsplit_once(':') else {
+                return Err(Error::usage(ROOT, format!("'{r}' has no port; expected HOST:PORT")));
+            };
+            (h.to_string(), p.to_string(), ROOT, ROOT)
+        }
+        (None, Some(addr)) => {
+            let port = get("MASTER_PORT").unwrap_or_else(|| DEFAULT_PORT.to_string());
+            (
+                addr.trim().to_string(),
+                port.trim().to_string(),
+                "MASTER_ADDR",
+                "MASTER_PORT",
+            )
+        }
+        // Under mpirun, MPI itself can exchange the endpoints (feature "mpi"); the session decides.
+        (None, None) => return Ok(None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(Error::usage(
+            host_var,
+            "names no host; give an address or name of rank 0's host",
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(Some(format!("{host}:{p}"))),
+        _ => Err(Error::usage(
+            port_var,
+            format!("port '{port}' is not a TCP port; give a number from 1 to 65535"),
+        )),
+    }
 }
 
 /// Ranks on this host, where the launcher says (OpenMPI, MPICH/Hydra, Slurm); for the memory check.
@@ -319,6 +373,74 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn a_rendezvous_port_or_host_that_cannot_be_reached_is_refused_naming_the_variable() {
+        let base = [(RANK, "0"), (WORLD_SIZE, "2"), (JOB_TOKEN, TOK)];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            identity_from(env(&all))
+        };
+        for (extra, var) in [
+            (&[("MASTER_ADDR", "h"), ("MASTER_PORT", "99999")][..], "MASTER_PORT"),
+            (&[("MASTER_ADDR", "h"), ("MASTER_PORT", "-1")][..], "MASTER_PORT"),
+            (&[("MASTER_ADDR", "h"), ("MASTER_PORT", "0")][..], "MASTER_PORT"),
+            (&[("MASTER_ADDR", "h"), ("MASTER_PORT", "")][..], "MASTER_PORT"),
+            (&[("MASTER_ADDR", "")][..], "MASTER_ADDR"),
+            (&[("MASTER_ADDR", " ")][..], "MASTER_ADDR"),
+            (&[(ROOT, "h:0")][..], ROOT),
+            (&[(ROOT, ":5000")][..], ROOT),
+            (&[(ROOT, "h:65536")][..], ROOT),
+        ] {
+            let e = with(extra).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{extra:?}: {e}");
+            assert!(e.to_string().starts_with(&format!("{var}: ")), "{extra:?}: {e}");
+        }
+        let id = with(&[("MASTER_ADDR", " h "), ("MASTER_PORT", "65535")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(id.root.as_deref(), Some("h:65535"));
+        let id = with(&[(ROOT, "[::1]:5000")]).unwrap().unwrap();
+        assert_eq!(id.root.as_deref(), Some("[::1]:5000"));
+    }
+
+    #[test]
+    fn a_launcher_that_disagrees_with_rank_and_world_size_is_refused_naming_both() {
+        let e = identity_from(env(&[
+            ("OMPI_COMM_WORLD_RANK", "0"),
+            ("OMPI_COMM_WORLD_SIZE", "1"),
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+        ]))
+        .unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE);
+        assert!(
+            msg.starts_with("OMPI_COMM_WORLD_RANK: ") && msg.contains("RANK=1 WORLD_SIZE=2") && msg.contains("unset"),
+            "{msg}"
+        );
+        // Agreeing pairs are one job seen twice.
+        let id = identity_from(env(&[
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "h"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((id.rank, id.size), (1, 2));
+        // A rank beyond the size names the launcher's own variables.
+        let e = identity_from(env(&[("OMPI_COMM_WORLD_RANK", "4"), ("OMPI_COMM_WORLD_SIZE", "4")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("OMPI_COMM_WORLD_RANK: ") && e.contains("OMPI_COMM_WORLD_SIZE"),
+            "{e}"
+        );
     }
 
     #[test]

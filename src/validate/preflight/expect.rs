@@ -100,25 +100,45 @@ struct RawLatency {
 /// Reads and parses `path`; `paths` are the path names an entry may use besides `*`.
 pub fn read(path: &std::path::Path, paths: &[String]) -> Result<Expectations> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(
-            "--expect",
-            format!("cannot read the expectations file {shown}: {e}; check the path"),
-        )
-    })?;
+    let text = crate::input::read_to_string(path, MAX_FILE_BYTES)
+        .map_err(|e| Error::usage("--expect", format!("the expectations file: {e}; check the path")))?;
     parse(&text, &shown, paths)
 }
 
-/// 1-based line of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+/// The largest expectations file read (1 MiB, about 30,000 entries): far more than any cluster needs, and
+/// small enough that a wrong path (a log, a device) is refused at once rather than parsed for minutes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The byte offsets where each line of a text starts, so a span's line is a binary search: counting the
+/// newlines before every key would make a file of n entries cost n^2.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn of(text: &str) -> Lines {
+        let starts = std::iter::once(0)
+            .chain(
+                text.bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        Lines(starts)
+    }
+
+    /// 1-based line of byte offset `at`.
+    fn of_offset(&self, at: usize) -> usize {
+        self.0.partition_point(|&start| start <= at)
+    }
 }
 
 /// Parses the text of an expectations file named `file`.
 pub fn parse(text: &str, file: &str, paths: &[String]) -> Result<Expectations> {
     let at = |line: usize| format!("{file} line {line}");
+    let lines = Lines::of(text);
+    let line_of = |at: usize| lines.of_offset(at);
     let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        let line = e.span().map_or(1, |s| line_of(s.start));
         Error::usage(
             at(line),
             format!("{}; see launch/preflight-expect.toml for the keys", e.message().trim()),
@@ -126,9 +146,9 @@ pub fn parse(text: &str, file: &str, paths: &[String]) -> Result<Expectations> {
     })?;
     let mut entries = Vec::new();
     for e in raw.expect {
-        let entry_line = line_of(text, e.span().start);
+        let entry_line = line_of(e.span().start);
         let e = e.into_inner();
-        let line = |s: std::ops::Range<usize>| line_of(text, s.start);
+        let line = |s: std::ops::Range<usize>| line_of(s.start);
         let path = match &e.path {
             None => "*".to_string(),
             Some(p) if p.get_ref() == "*" || paths.contains(p.get_ref()) => p.get_ref().clone(),
@@ -190,7 +210,7 @@ pub fn parse(text: &str, file: &str, paths: &[String]) -> Result<Expectations> {
             .transpose()?;
         let mut latency = Vec::new();
         for l in &e.latency {
-            let ll = line_of(text, l.span().start);
+            let ll = line_of(l.span().start);
             if collective == Some(Collective::AllGather) {
                 return Err(Error::usage(
                     at(ll),
@@ -425,6 +445,16 @@ mod tests {
         assert_eq!(e.entries[0].min_busbw.map(|b| b.0), Some(MinBusbw::PctOfLine(70.0)));
         assert_eq!(e.entries[1].latency.len(), 2);
         assert_eq!(e.entries[2].min_busbw.map(|b| b.0), Some(MinBusbw::Gbs(0.01)));
+    }
+
+    #[test]
+    fn lines_are_found_by_offset_as_counting_newlines_would() {
+        let text = "a\nbc\n\nd";
+        let lines = Lines::of(text);
+        for at in 0..=text.len() + 2 {
+            let counted = text[..at.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1;
+            assert_eq!(lines.of_offset(at), counted, "offset {at}");
+        }
     }
 
     #[test]
