@@ -196,7 +196,7 @@ pub fn sweep_on<E: Engine, M: Memory>(
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;
     out.wrong = u64::from_le_bytes(total.as_slice().try_into().map_err(|_| {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank {}: rank 0 sent a malformed verdict; mixed collbench versions?",
             e.rank()
         ))
@@ -218,7 +218,7 @@ fn gather_json<E: Engine, T: serde::Serialize + serde::de::DeserializeOwned>(
         .enumerate()
         .map(|(r, b)| {
             serde_json::from_slice(b).map_err(|err| {
-                Error::Peer(format!(
+                Error::peer(format!(
                     "rank {r} sent an unreadable {what} ({err}); mixed collbench versions?"
                 ))
             })

@@ -330,16 +330,16 @@ pub fn connect<C: Transport + ?Sized>(
         transport::sendrecv(ctrl, to, &(bytes.len() as u64).to_le_bytes(), from, &mut len)?;
         let len = u64::from_le_bytes(len);
         if len > 1 << 16 {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{me}: rank {from} announced an RDMA endpoint of {len} bytes; mixed collbench versions?"
             )));
         }
         let mut theirs = vec![0u8; len as usize];
         transport::sendrecv(ctrl, to, &bytes, from, &mut theirs)?;
         let ep: QpEndpoint = serde_json::from_slice(&theirs)
-            .map_err(|e| Error::Peer(format!("{me}: unreadable RDMA endpoint from rank {from}: {e}")))?;
+            .map_err(|e| Error::peer(format!("{me}: unreadable RDMA endpoint from rank {from}: {e}")))?;
         ep.validate(rank, from, lanes)
-            .map_err(|e| Error::Peer(format!("{me}: {e}")))?;
+            .map_err(|e| Error::peer(format!("{me}: {e}")))?;
         remotes[from] = Some(ep);
     }
 
@@ -353,7 +353,7 @@ pub fn connect<C: Transport + ?Sized>(
             names.push(None);
             continue;
         };
-        let ctx_err = |m: String| Error::Peer(format!("{me}: connecting to rank {peer}: {m}"));
+        let ctx_err = |m: String| Error::peer(format!("{me}: connecting to rank {peer}: {m}"));
         if remote.window.shape.slots > shape.slots {
             return Err(ctx_err(format!(
                 "its window has {} slots, this rank's {}: were all ranks started with the same options?",

@@ -226,7 +226,7 @@ impl<F: Fabric> RdmaTransport<F> {
             p.recvq.clear();
         }
         self.poisoned = Some(msg.clone());
-        Error::Peer(msg)
+        Error::peer(msg)
     }
 
     /// Writes an abort immediate to every peer on its least busy queue pair (a peer whose send queues are
@@ -272,7 +272,7 @@ impl<F: Fabric> RdmaTransport<F> {
     fn unusable(&self) -> Option<Error> {
         self.poisoned
             .as_ref()
-            .map(|m| Error::Peer(format!("transport unusable after an earlier error: {m}")))
+            .map(|m| Error::peer(format!("transport unusable after an earlier error: {m}")))
     }
 
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, send: bool) -> Result<Request> {
@@ -283,7 +283,7 @@ impl<F: Fabric> RdmaTransport<F> {
             Some(Some(p)) if send => p.remote,
             Some(Some(_)) => self.local,
             _ => {
-                return Err(Error::Peer(format!(
+                return Err(Error::peer(format!(
                     "{}: internal error: no queue pair to rank {peer} (world size {})",
                     self.me(),
                     self.peers.len()
@@ -292,7 +292,7 @@ impl<F: Fabric> RdmaTransport<F> {
         };
         let nfrags = shape.fragments(len);
         let parts = u32::try_from(nfrags)
-            .map_err(|_| Error::Peer(format!("{}: message of {len} bytes has too many fragments", self.me())))?;
+            .map_err(|_| Error::peer(format!("{}: message of {len} bytes has too many fragments", self.me())))?;
         let req = self.requests.open(parts);
         let msg = Msg {
             slot: req.0,
