@@ -21,7 +21,7 @@ pub enum Error {
     Usage { flag: String, message: String },
     /// A peer, a connection or a deadline failed; its facts (phase, culprit, peer, operation) are typed.
     #[error("{0}")]
-    Peer(PeerFailure),
+    Peer(Box<PeerFailure>),
     /// A local I/O failure with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -51,10 +51,10 @@ impl Error {
     /// A peer, connection or deadline failure saying `message`; [`Error::during`], [`Error::blaming`] and
     /// [`Error::with_peer`] add the facts it is about.
     pub fn peer(message: impl Into<String>) -> Self {
-        Error::Peer(PeerFailure {
+        Error::Peer(Box::new(PeerFailure {
             message: message.into(),
             ..PeerFailure::default()
-        })
+        }))
     }
 
     /// The same error with the phase it happened in (`all_reduce of 4 MiB`), which its message then opens
@@ -106,7 +106,7 @@ impl Error {
     /// The facts of a peer failure; `None` for usage and I/O errors.
     pub fn failure(&self) -> Option<&PeerFailure> {
         match self {
-            Error::Peer(f) => Some(f),
+            Error::Peer(f) => Some(f.as_ref()),
             _ => None,
         }
     }

@@ -178,7 +178,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 ..PeerFailure::default()
             };
             tell_all(&mut joined, &Reply::Failed(failure.to_string()));
-            return Err(Error::Peer(failure));
+            return Err(Error::Peer(Box::new(failure)));
         }
         // A joined rank says nothing until the answer, so a readable joined socket means it went away: look
         // between waits (a short tick, since the gate's wait does not watch joined ranks).

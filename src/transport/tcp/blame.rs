@@ -195,7 +195,7 @@ impl TcpTransport {
     pub(super) fn poison_from_notes(&mut self) -> Error {
         let failure = self.verdict_failure((None, String::new())).unwrap_or_default();
         self.poison(failure.to_string());
-        Error::Peer(failure)
+        Error::Peer(Box::new(failure))
     }
 
     /// Gives up: tells every peer (an abort frame with `err`, or the notes this rank heard, relayed), hears
@@ -252,7 +252,7 @@ impl TcpTransport {
                 context: format!("{context} (culprit: rank {} (host {}))", self.rank, self.host),
                 source,
             },
-            _ => Error::Peer(failure),
+            _ => Error::Peer(Box::new(failure)),
         }
     }
 
