@@ -19,9 +19,9 @@ pub enum Error {
     /// A flag or environment variable has a bad value. `flag` names it (`-b`, `--np`, `COLLBENCH_RANK`).
     #[error("{flag}: {message}")]
     Usage { flag: String, message: String },
-    /// A peer, a connection or a deadline failed; the message names rank, host, peer and operation.
+    /// A peer, a connection or a deadline failed; its facts (phase, culprit, peer, operation) are typed.
     #[error("{0}")]
-    Peer(String),
+    Peer(Box<PeerFailure>),
     /// A local I/O failure with what was being done.
     #[error("{context}: {source}")]
     Io {
@@ -48,19 +48,65 @@ impl Error {
         }
     }
 
-    /// The same error, its message prefixed with the phase it happened in (`during all_reduce of 4 MiB`);
-    /// only peer failures, whose messages are about the run, say where they happened.
-    pub fn during(self, phase: &str) -> Error {
-        match self {
-            Error::Peer(m) if !m.starts_with("during ") => Error::Peer(format!("during {phase}: {m}")),
-            other => other,
-        }
+    /// A peer, connection or deadline failure saying `message`; [`Error::during`], [`Error::blaming`] and
+    /// [`Error::with_peer`] add the facts it is about.
+    pub fn peer(message: impl Into<String>) -> Self {
+        Error::Peer(Box::new(PeerFailure {
+            message: message.into(),
+            ..PeerFailure::default()
+        }))
     }
 
-    /// The phase a peer failure happened in (`during all_reduce of 4 MiB`), as [`Error::during`] added it.
+    /// The same error with the phase it happened in (`all_reduce of 4 MiB`), which its message then opens
+    /// with (`during all_reduce of 4 MiB: `); only peer failures, whose messages are about the run, say where
+    /// they happened, and the first phase given is kept.
+    pub fn during(mut self, phase: &str) -> Error {
+        if let Error::Peer(f) = &mut self {
+            f.phase.get_or_insert_with(|| phase.to_string());
+        }
+        self
+    }
+
+    /// The same error naming `rank` on `host` as the culprit, which its message then ends with
+    /// (`. Culprit: rank R (host H)`); other errors are returned unchanged.
+    pub fn blaming(mut self, rank: usize, host: impl Into<String>) -> Error {
+        if let Error::Peer(f) = &mut self {
+            f.culprit = Some(Culprit::Rank(Party::new(rank, host)));
+        }
+        self
+    }
+
+    /// The same error noting `rank` on `host` as the peer this rank was dealing with (its message already
+    /// says so in words); other errors are returned unchanged.
+    pub fn with_peer(mut self, rank: usize, host: impl Into<String>) -> Error {
+        if let Error::Peer(f) = &mut self {
+            f.peer = Some(Party::new(rank, host));
+        }
+        self
+    }
+
+    /// The same error noting what was being done or waited for (its message already says so in words).
+    pub fn waiting_for(mut self, operation: impl Into<String>) -> Error {
+        if let Error::Peer(f) = &mut self {
+            f.operation = Some(operation.into());
+        }
+        self
+    }
+
+    /// The phase a peer failure happened in (`all_reduce of 4 MiB`), as [`Error::during`] set it.
     pub fn phase(&self) -> Option<&str> {
+        self.failure().and_then(|f| f.phase.as_deref())
+    }
+
+    /// The culprit a peer failure names, if it names one.
+    pub fn culprit(&self) -> Option<&Culprit> {
+        self.failure().and_then(|f| f.culprit.as_ref())
+    }
+
+    /// The facts of a peer failure; `None` for usage and I/O errors.
+    pub fn failure(&self) -> Option<&PeerFailure> {
         match self {
-            Error::Peer(m) if m.starts_with("during ") => m.split_once(": ").map(|(p, _)| p),
+            Error::Peer(f) => Some(f.as_ref()),
             _ => None,
         }
     }
@@ -72,6 +118,88 @@ impl Error {
             Error::Peer(_) => EXIT_PEER,
             Error::Io { .. } => EXIT_IO,
         }
+    }
+}
+
+/// A rank and the host it runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Party {
+    /// The rank.
+    pub rank: usize,
+    /// Its host name.
+    pub host: String,
+}
+
+impl Party {
+    /// `rank` on `host`.
+    pub fn new(rank: usize, host: impl Into<String>) -> Self {
+        Party {
+            rank,
+            host: host.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Party {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {} (host {})", self.rank, self.host)
+    }
+}
+
+/// Whom a failure is blamed on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Culprit {
+    /// One rank of the job.
+    Rank(Party),
+    /// The process serving the rendezvous, which could not serve it (stopped or starved), not any rank.
+    Rendezvous,
+}
+
+impl std::fmt::Display for Culprit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Culprit::Rank(p) => p.fmt(f),
+            Culprit::Rendezvous => f.write_str("this process (the rendezvous), not the ranks"),
+        }
+    }
+}
+
+/// What a peer, connection or deadline failure is about, and what happened. Its message is rendered from
+/// these facts: `during PHASE: MESSAGE. Culprit: CULPRIT AFTER`, each part present when its fact is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PeerFailure {
+    /// The phase of the run it happened in (`all_reduce of 4 MiB`, `connection set-up of tcp@lo`).
+    pub phase: Option<String>,
+    /// The one party every rank names as the cause, when one is named.
+    pub culprit: Option<Culprit>,
+    /// The peer this rank was dealing with (waiting on, connecting to) when it failed, if one.
+    pub peer: Option<Party>,
+    /// What was being done or waited for, if known.
+    pub operation: Option<String>,
+    /// What happened: the message without its phase and culprit.
+    pub message: String,
+    /// Facts told after the culprit (connections refused meanwhile), with their leading space.
+    pub after: String,
+}
+
+impl PeerFailure {
+    /// The message without its phase: what happened, the culprit and what follows it.
+    pub fn unphased(&self) -> String {
+        let mut s = self.message.clone();
+        if let Some(c) = &self.culprit {
+            s.push_str(&format!(". Culprit: {c}"));
+        }
+        s.push_str(&self.after);
+        s
+    }
+}
+
+impl std::fmt::Display for PeerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(p) = &self.phase {
+            write!(f, "during {p}: ")?;
+        }
+        f.write_str(&self.unphased())
     }
 }
 
@@ -93,3 +221,56 @@ pub(crate) use stderr;
 
 /// Result with collbench's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_failure_renders_its_phase_message_and_culprit() {
+        let e = Error::peer("rank 1 (host h1): rank 2 (host h2) is unresponsive")
+            .during("all_reduce of 4 MiB")
+            .blaming(2, "h2");
+        assert_eq!(
+            e.to_string(),
+            "during all_reduce of 4 MiB: rank 1 (host h1): rank 2 (host h2) is unresponsive. Culprit: rank 2 (host h2)"
+        );
+        assert_eq!(e.phase(), Some("all_reduce of 4 MiB"));
+        assert_eq!(e.culprit(), Some(&Culprit::Rank(Party::new(2, "h2"))));
+        assert_eq!(e.exit_code(), EXIT_PEER);
+    }
+
+    #[test]
+    fn the_first_phase_stays_and_a_message_that_reads_like_one_is_not_one() {
+        let e = Error::peer("lost")
+            .during("connection set-up of tcp@lo")
+            .during("the pairwise test");
+        assert_eq!(e.phase(), Some("connection set-up of tcp@lo"));
+        assert_eq!(e.to_string(), "during connection set-up of tcp@lo: lost");
+        // Text is never parsed back: only `during` sets the phase.
+        let quoted = Error::peer("during the bootstrap: rank 2 dropped its connection");
+        assert_eq!(quoted.phase(), None);
+    }
+
+    #[test]
+    fn usage_and_io_errors_take_no_peer_facts() {
+        let u = Error::usage("--np", "must be at least 1").during("x").blaming(1, "h");
+        assert_eq!(u.to_string(), "--np: must be at least 1");
+        assert!(u.phase().is_none() && u.culprit().is_none() && u.failure().is_none());
+    }
+
+    #[test]
+    fn facts_told_after_the_culprit_follow_it() {
+        let f = PeerFailure {
+            message: "rendezvous at x: the service stood still".into(),
+            culprit: Some(Culprit::Rendezvous),
+            after: " Refused on the way: 1 connection(s): wrong job token".into(),
+            ..PeerFailure::default()
+        };
+        assert_eq!(
+            f.to_string(),
+            "rendezvous at x: the service stood still. Culprit: this process (the rendezvous), not the ranks \
+             Refused on the way: 1 connection(s): wrong job token"
+        );
+    }
+}

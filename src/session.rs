@@ -305,13 +305,13 @@ pub fn connect_with(
             .iter()
             .map(|ri| {
                 let ep = ri.endpoints.get(k).ok_or_else(|| {
-                    Error::Peer(format!(
+                    Error::peer(format!(
                         "rank {} (host {}) published no endpoint for TCP path {k}",
                         ri.rank, ri.host
                     ))
                 })?;
                 let addr = ep.addr.parse().map_err(|_| {
-                    Error::Peer(format!(
+                    Error::peer(format!(
                         "rank {} published an unusable data address '{}' (host {})",
                         ri.rank, ep.addr, ri.host
                     ))
@@ -426,7 +426,7 @@ fn via_mpi(
     // MPI's own channel is trusted: rank 0's random token reaches every rank through it.
     let tok = m.broadcast_bytes(&world::new_token());
     let token: world::Token = tok.as_slice().try_into().map_err(|_| {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank {} (host {host}): rank 0 sent a malformed job token through MPI; mixed collbench versions?",
             id.rank
         ))
@@ -445,7 +445,7 @@ fn via_mpi(
         .iter()
         .enumerate()
         .map(|(r, b)| {
-            serde_json::from_slice(b).map_err(|e| Error::Peer(format!("rank {r} sent an unreadable endpoint: {e}")))
+            serde_json::from_slice(b).map_err(|e| Error::peer(format!("rank {r} sent an unreadable endpoint: {e}")))
         })
         .collect::<Result<_>>()?;
     let refs: Vec<&rendezvous::Join> = joins.iter().collect();

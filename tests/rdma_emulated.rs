@@ -780,7 +780,9 @@ mod enforcement {
         };
         let (mut a, mut b) = (RcQp::new(&pd, &cq, caps).unwrap(), RcQp::new(&pd, &cq, caps).unwrap());
         // SAFETY: a zero-length write reads no memory.
-        let e = unsafe { a.post_write_imm(1, std::ptr::null(), 0, Some(0), (8, 0), 0) }.unwrap_err();
+        let e = unsafe { a.post_write_imm(1, std::ptr::null(), 0, Some(0), (8, 0), 0) }
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ibv_post_send"), "{e}");
         assert!(b.post_recv(1).is_err(), "a QP in RESET takes no receive");
         let rtr = |dest_qpn| RtrParams {
@@ -841,5 +843,110 @@ mod enforcement {
         // SAFETY: the provider checks the lkey before reading anything.
         unsafe { c.post_write_imm(13, src.as_ptr(), 16, Some(0xdead), remote, 3) }.unwrap();
         assert_eq!(completions(&cq, 1), [(13, st::IBV_WC_LOC_PROT_ERR, 0)]);
+    }
+
+    /// Runs `test` (a child test of this module) in a child process with the provider; returns its stderr.
+    fn child(test: &str) -> Option<String> {
+        let dir = super::provider()?;
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env("LD_LIBRARY_PATH", dir)
+            .env("FAKEVERBS_NETDEV", "lo")
+            .env(CHILD, "1")
+            .output()
+            .expect("the test binary runs");
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success() && out.contains("1 passed"), "{out}\n{err}");
+        Some(err.into_owned())
+    }
+
+    /// Freeing a parent before its children is refused, as by hardware (EBUSY), and said on stderr; the
+    /// wrappers, whose objects keep their parents, free children first whatever order their handles drop in.
+    #[test]
+    fn objects_are_freed_children_first_whatever_order_their_handles_drop_in() {
+        let Some(err) = child("enforcement::teardown_in_child") else {
+            return;
+        };
+        // Each line once: from the raw verbs called out of order, none from the wrappers dropped out of order.
+        for why in [
+            "fakeverbs: ibv_close_device: 1 PD(s) and 1 CQ(s) made from this context are still allocated",
+            "fakeverbs: ibv_dealloc_pd: MRs or QPs still use this PD",
+            "fakeverbs: ibv_destroy_cq: QPs still use this CQ",
+        ] {
+            assert_eq!(err.matches(why).count(), 1, "'{why}' once:\n{err}");
+        }
+        assert!(!err.contains("collbench: ibv_"), "a wrapper's free was refused:\n{err}");
+    }
+
+    #[test]
+    fn teardown_in_child() {
+        use rdma_sys as sys;
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        // The provider's rule, with the raw verbs: no parent is freed while a child of it is left.
+        let mut n = 0;
+        // SAFETY: n is a valid out-pointer; the provider has one device.
+        let list = unsafe { sys::ibv_get_device_list(&mut n) };
+        assert!(!list.is_null() && n == 1);
+        // SAFETY: the list has one valid device; the context stays valid after the list is freed.
+        let raw = unsafe { sys::ibv_open_device(*list) };
+        // SAFETY: from ibv_get_device_list.
+        unsafe { sys::ibv_free_device_list(list) };
+        assert!(!raw.is_null());
+        let mut buf = [0u8; 64];
+        let local = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 as i32;
+        // SAFETY: each call gets the objects made just before it, all still allocated; buf outlives its MR.
+        let (pd, mr, cq) = unsafe {
+            let pd = sys::ibv_alloc_pd(raw);
+            let mr = sys::ibv_reg_mr(pd, buf.as_mut_ptr().cast(), buf.len(), local);
+            let cq = sys::ibv_create_cq(raw, 4, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+            (pd, mr, cq)
+        };
+        assert!(!pd.is_null() && !mr.is_null() && !cq.is_null());
+        // SAFETY: zeroed is a valid init attr; fields set below.
+        let mut a: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        a.send_cq = cq;
+        a.recv_cq = cq;
+        a.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+        a.cap.max_send_wr = 1;
+        a.cap.max_recv_wr = 1;
+        a.cap.max_send_sge = 1;
+        a.cap.max_recv_sge = 1;
+        // SAFETY: pd and cq are allocated; a is initialised.
+        let qp = unsafe { sys::ibv_create_qp(pd, &mut a) };
+        assert!(!qp.is_null());
+        // SAFETY: every object is still allocated; a refused free leaves it so.
+        unsafe {
+            assert_eq!(sys::ibv_close_device(raw), libc::EBUSY, "the context has a PD and a CQ");
+            assert_eq!(sys::ibv_dealloc_pd(pd), libc::EBUSY, "the PD has an MR and a QP");
+            assert_eq!(sys::ibv_destroy_cq(cq), libc::EBUSY, "the CQ has a QP");
+        }
+        // SAFETY: children first: each object is freed once, after everything made from it.
+        unsafe {
+            assert_eq!(sys::ibv_destroy_qp(qp), 0);
+            assert_eq!(sys::ibv_dereg_mr(mr), 0);
+            assert_eq!(sys::ibv_destroy_cq(cq), 0);
+            assert_eq!(sys::ibv_dealloc_pd(pd), 0);
+            assert_eq!(sys::ibv_close_device(raw), 0);
+        }
+
+        // The wrappers, their handles dropped parents first: each object still goes after its children.
+        let ctx = Context::open("emu_roce0").unwrap();
+        let pd = Pd::new(&ctx).unwrap();
+        let cq = Cq::new(&ctx, 16).unwrap();
+        let caps = QpCaps {
+            send_wr: 1,
+            recv_wr: 1,
+            inline: 0,
+        };
+        let qp = RcQp::new(&pd, &cq, caps).unwrap();
+        // SAFETY: buf outlives the region (dropped below, before the end of this function).
+        let mr = unsafe { Mr::register(&pd, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        drop(ctx);
+        drop(pd);
+        drop(cq);
+        drop(qp);
+        drop(mr);
     }
 }

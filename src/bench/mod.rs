@@ -187,7 +187,7 @@ pub fn sweep<E: Engine, A: Alloc>(e: &mut E, s: Sweep<'_>, alloc: A) -> Result<O
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;
     out.wrong = u64::from_le_bytes(total.as_slice().try_into().map_err(|_| {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank {}: rank 0 sent a malformed verdict; mixed collbench versions?",
             e.rank()
         ))
@@ -209,7 +209,7 @@ fn gather_json<E: Engine, T: serde::Serialize + serde::de::DeserializeOwned>(
         .enumerate()
         .map(|(r, b)| {
             serde_json::from_slice(b).map_err(|err| {
-                Error::Peer(format!(
+                Error::peer(format!(
                     "rank {r} sent an unreadable {what} ({err}); mixed collbench versions?"
                 ))
             })

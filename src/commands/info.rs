@@ -50,7 +50,7 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     let mut hosts: Vec<HostInventory> = Vec::new();
     for (r, b) in all.iter().enumerate() {
         let inv: HostInventory = serde_json::from_slice(b)
-            .map_err(|e| Error::Peer(format!("rank {r} sent an unreadable inventory ({e}); mixed versions?")))?;
+            .map_err(|e| Error::peer(format!("rank {r} sent an unreadable inventory ({e}); mixed versions?")))?;
         if !hosts.iter().any(|h| h.host == inv.host) {
             hosts.push(inv);
         }

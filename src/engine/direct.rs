@@ -73,7 +73,7 @@ impl<D: Device> Alloc for DirectAlloc<D> {
 
 /// A device failure on `rank`, naming the device.
 pub(super) fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
-    Error::Peer(format!("rank {rank} ({}): {m}", dev.describe()))
+    Error::peer(format!("rank {rank} ({}): {m}", dev.describe()))
 }
 
 impl<D: Device> Memory for Direct<D> {

@@ -74,7 +74,7 @@ fn check(call: &str, rc: i32, rank: usize) -> Result<()> {
     if rc == ffi::MPI_SUCCESS as i32 {
         Ok(())
     } else {
-        Err(Error::Peer(format!(
+        Err(Error::peer(format!(
             "rank {rank} (host {}): {call} failed with MPI error {rc}",
             crate::net::hostname()
         )))

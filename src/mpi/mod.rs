@@ -21,9 +21,8 @@ pub struct Mpi {
 impl Mpi {
     /// Initialises MPI (once per process).
     pub fn init() -> Result<Mpi> {
-        let universe = mpi::initialize().ok_or_else(|| {
-            Error::Peer("MPI was already initialised in this process; collbench initialises it once".into())
-        })?;
+        let universe = mpi::initialize()
+            .ok_or_else(|| Error::peer("MPI was already initialised in this process; collbench initialises it once"))?;
         Ok(Mpi {
             world: universe.world(),
             _universe: universe,

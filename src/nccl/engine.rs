@@ -39,7 +39,7 @@ impl NcclComm {
     pub fn open<T: Transport + ?Sized>(ctrl: &mut T, device: Option<&str>) -> Result<Self> {
         let (rank, n) = (ctrl.rank(), ctrl.size());
         let host = crate::net::hostname();
-        let fail = move |m: String| Error::Peer(format!("rank {rank} (host {host}): nccl: {m}"));
+        let fail = move |m: String| Error::peer(format!("rank {rank} (host {host}): nccl: {m}"));
         let nccl = Nccl::load().map_err(|m| Error::usage("--transport", m))?;
         let gpu = Gpu::open(device).map_err(&fail)?;
         let mut id = UniqueId { internal: [0; 128] };
@@ -83,7 +83,7 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
     }
 
     fn fail(&self, m: String) -> Error {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank {} (host {}, cuda:{} {}): nccl: {m}",
             self.rank(),
             crate::net::hostname(),

@@ -142,7 +142,7 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         "# collbench selftest --gpu: device {} {} (compute {}, {} SMs), seed {seed}",
         device.ordinal, device.name, device.capability, device.sms
     );
-    let fail = |m: String| Error::Peer(format!("selftest --gpu on device {}: {m}", gpu.ordinal));
+    let fail = |m: String| Error::peer(format!("selftest --gpu on device {}: {m}", gpu.ordinal));
     // A missing or mismatched NVRTC is the environment's, like a missing driver: a usage error (exit 2).
     let kernels = Kernels::load(&gpu).map_err(|m| Error::usage("--gpu", m))?;
     let mut rng = Rng::new(seed);

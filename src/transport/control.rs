@@ -14,7 +14,7 @@ const MAX_CONTROL: u64 = 16 << 20;
 fn control_len(len: [u8; 8], me: usize, peer: usize) -> Result<usize> {
     let n = u64::from_le_bytes(len);
     if n > MAX_CONTROL {
-        return Err(Error::Peer(format!(
+        return Err(Error::peer(format!(
             "rank {me}: rank {peer} announced a control message of {n} bytes (limit {MAX_CONTROL}); the ranks \
              disagree on the protocol: were they all started with the same collbench version?"
         )));
@@ -94,7 +94,7 @@ pub fn gather<T: Transport + ?Sized>(t: &mut T, data: &[u8]) -> Result<Option<Ve
 /// Splits rank 0's gathered message into the n entries it must hold.
 fn split_entries(mut blob: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
     let bad = |what: String| {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank 0: the gathered control message {what}; the ranks disagree on the protocol: were they all \
              started with the same collbench version?"
         ))

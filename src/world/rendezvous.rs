@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::rank_info::{Endpoint, RankInfo};
-use crate::error::{stderr, Error, Result};
+use crate::error::{stderr, Culprit, Error, PeerFailure, Result};
 use crate::transport::tcp::drops::Drops;
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
@@ -112,7 +112,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 );
                 let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
                 refuse_all(&mut joined, &msg);
-                return Err(Error::Peer(msg));
+                return Err(Error::peer(msg));
             }
             if j.rank >= size || joined.contains_key(&j.rank) {
                 let msg = format!(
@@ -121,7 +121,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 );
                 let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
                 refuse_all(&mut joined, &msg);
-                return Err(Error::Peer(msg));
+                return Err(Error::peer(msg));
             }
             joined.insert(j.rank, (j, sock));
             count += 1;
@@ -139,30 +139,34 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             let unjoined = (0..size).filter(|r| !joined.contains_key(r)).count();
             let they = if unjoined == 1 { "it" } else { "they" };
             let ranks = if unjoined == 1 { "rank" } else { "ranks" };
-            let head = if unserved.blames_itself(timeout) {
+            let (head, culprit) = if unserved.blames_itself(timeout) {
                 // This process was stopped or starved while the ranks tried: they are not the ones to blame.
                 let had_not = if unjoined == 0 {
                     String::new()
                 } else {
                     format!("; {ranks} {missing} had not joined")
                 };
-                format!(
+                let head = format!(
                     "this process, which serves the rendezvous, did not run for {:.1} s while its {:.1} s bootstrap \
                      deadline ran (stopped, or starved of CPU), so ranks that came meanwhile may have given up \
-                     unanswered{had_not}. Culprit: this process (the rendezvous), not the ranks",
+                     unanswered{had_not}",
                     unserved.total.as_secs_f64(),
                     timeout.as_secs_f64()
-                )
+                );
+                (head, Some(Culprit::Rendezvous))
             } else {
-                format!(
+                let head = format!(
                     "{ranks} {missing} did not join within {:.1} s; did {they} start, and can {they} reach this \
                      address?",
                     timeout.as_secs_f64()
-                )
+                );
+                (head, None)
             };
-            let msg = format!(
-                "rendezvous at {where_}: {head}{}",
-                if drops.total() == 0 {
+            let failure = PeerFailure {
+                message: format!("rendezvous at {where_}: {head}"),
+                culprit,
+                operation: Some("the ranks' joins".into()),
+                after: if drops.total() == 0 {
                     String::new()
                 } else {
                     format!(
@@ -170,10 +174,11 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                         drops.total(),
                         drops.summary()
                     )
-                }
-            );
-            tell_all(&mut joined, &Reply::Failed(msg.clone()));
-            return Err(Error::Peer(msg));
+                },
+                ..PeerFailure::default()
+            };
+            tell_all(&mut joined, &Reply::Failed(failure.to_string()));
+            return Err(Error::Peer(Box::new(failure)));
         }
         // A joined rank says nothing until the answer, so a readable joined socket means it went away: look
         // between waits (a short tick, since the gate's wait does not watch joined ranks).
@@ -181,20 +186,21 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         if let Some(r) = closed_rank(&joined) {
             let j = &joined[&r].0;
             let missing = missing_ranks(size, &joined);
-            let msg = format!(
-                "during the bootstrap: rank {r} (host {}, pid {}) dropped its connection to the rendezvous at \
-                 {where_} after joining (it exited or was killed) while ranks {} had not joined yet. \
-                 Culprit: rank {r} (host {})",
-                j.host, j.pid, missing, j.host
-            );
+            let err = Error::peer(format!(
+                "rank {r} (host {}, pid {}) dropped its connection to the rendezvous at {where_} after joining (it \
+                 exited or was killed) while ranks {} had not joined yet",
+                j.host, j.pid, missing
+            ))
+            .during("the bootstrap")
+            .blaming(r, j.host.clone());
             joined.remove(&r);
-            let reply = Reply::Failed(msg.clone());
+            let reply = Reply::Failed(err.to_string());
             tell_all(&mut joined, &reply);
             // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
             let mut late = joined.keys().copied().collect::<BTreeSet<usize>>();
             late.insert(r);
             tell_latecomers(&listener, gate, size, late, &reply, deadline);
-            return Err(Error::Peer(msg));
+            return Err(err);
         }
     }
     for (from, why) in gate.close() {
@@ -323,8 +329,8 @@ pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Vec<RankInfo>
             "options",
             format!("{who}: the rendezvous refused the job: {msg}"),
         )),
-        Ok(Reply::Failed(msg)) => Err(Error::Peer(format!("{who}: the job could not start: {msg}"))),
-        Err(e) => Err(Error::Peer(format!(
+        Ok(Reply::Failed(msg)) => Err(Error::peer(format!("{who}: the job could not start: {msg}"))),
+        Err(e) => Err(Error::peer(format!(
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
     }
@@ -552,11 +558,12 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
             Err(e) => format!("cannot resolve it: {e}"),
         };
         if Instant::now() >= deadline {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{who}: cannot reach the rendezvous at {root} after trying for {:.1} s ({err}); is rank 0 (or the \
                  launcher) running, and is the address right? Raise --bootstrap-timeout if ranks start far apart",
                 started.elapsed().as_secs_f64()
-            )));
+            ))
+            .waiting_for("a connection to the rendezvous"));
         }
         // The service may not be listening yet; try again shortly.
         std::thread::sleep(Duration::from_millis(50));
@@ -572,7 +579,7 @@ pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadl
 /// Sends the preamble and `me` to the rendezvous at `root`.
 pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join) -> Result<()> {
     let who = format!("rank {} (host {})", me.rank, me.host);
-    let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
+    let io_err = |e: std::io::Error| Error::peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     sock.write_all(&join_bytes(token, me).map_err(|e| io_err(std::io::Error::other(e)))?)
         .map_err(io_err)
 }
@@ -601,7 +608,7 @@ pub fn await_welcome(
     deadline: Instant,
 ) -> Result<Vec<RankInfo>> {
     let who = format!("rank {} (host {})", me.rank, me.host);
-    let io_err = |e: std::io::Error| Error::Peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
+    let io_err = |e: std::io::Error| Error::peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     let mut said = false;
     loop {
         let left = deadline
@@ -628,11 +635,12 @@ pub fn await_welcome(
             }
             Err(Heard::Closed(why)) => why,
         };
-        return Err(Error::Peer(format!(
+        return Err(Error::peer(format!(
             "{who}: no welcome from the rendezvous at {root} ({why}); are all {} ranks running, with the same \
              job token and collbench version?",
             me.size
-        )));
+        ))
+        .waiting_for("the rendezvous's welcome"));
     }
 }
 
@@ -656,7 +664,7 @@ fn reconnect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
             Instant::now()
         };
         if since.elapsed() >= REFUSED_FOR || Instant::now() >= deadline {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{who}: the rendezvous at {root} closed the connection without an answer and {}; rank 0 (or the \
                  launcher) serving it has most likely exited (see its own error)",
                 if refused {

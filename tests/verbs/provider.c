@@ -166,6 +166,7 @@ struct fcq {
 	struct ibv_cq ibv;
 	struct ibv_wc *ring;
 	int cap, head, count, overflowed;
+	int destroyed;
 };
 
 struct swqe {
@@ -219,6 +220,7 @@ struct fctx {
 	struct fqp *qps[MAX_QPS + 1];
 	int next_qp;
 	struct fmr *mrs;
+	int pds, cqs; /* allocated and not yet freed: closing the context refuses while any is left */
 	uint32_t next_key;
 	pthread_t acceptor;
 	enum fault_kind fault;
@@ -999,6 +1001,14 @@ struct ibv_context *ibv_open_device(struct ibv_device *d)
 int ibv_close_device(struct ibv_context *ibctx)
 {
 	struct fctx *c = (struct fctx *)ibctx;
+	pthread_mutex_lock(&c->mu);
+	int pds = c->pds, cqs = c->cqs;
+	pthread_mutex_unlock(&c->mu);
+	/* Stricter than rdma-core, which frees what is left and leaves its handles dangling: say so instead. */
+	if (pds || cqs) {
+		diag("ibv_close_device: %d PD(s) and %d CQ(s) made from this context are still allocated", pds, cqs);
+		return EBUSY;
+	}
 	/* The acceptor and any detached thread may still hold the context: it is left allocated. */
 	shutdown(c->listen_fd, SHUT_RDWR);
 	return 0;
@@ -1086,8 +1096,12 @@ int _ibv_query_gid_ex(struct ibv_context *ibctx, uint32_t port, uint32_t index, 
 
 struct ibv_pd *ibv_alloc_pd(struct ibv_context *ibctx)
 {
+	struct fctx *c = (struct fctx *)ibctx;
 	struct fpd *p = calloc(1, sizeof(*p));
 	p->ibv.context = ibctx;
+	pthread_mutex_lock(&c->mu);
+	c->pds++;
+	pthread_mutex_unlock(&c->mu);
 	return &p->ibv;
 }
 
@@ -1100,6 +1114,8 @@ int ibv_dealloc_pd(struct ibv_pd *pd)
 		busy |= m->ibv.pd == pd;
 	for (int i = 1; i <= MAX_QPS; i++)
 		busy |= c->qps[i] && !c->qps[i]->destroyed && c->qps[i]->ibv.pd == pd;
+	if (!busy)
+		c->pds--;
 	pthread_mutex_unlock(&c->mu);
 	if (busy) {
 		diag("ibv_dealloc_pd: MRs or QPs still use this PD");
@@ -1172,13 +1188,31 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *ibctx, int cqe, void *cq_contex
 	cq->ibv.context = ibctx;
 	cq->ibv.cq_context = cq_context;
 	cq->ibv.cqe = cqe;
+	struct fctx *c = (struct fctx *)ibctx;
+	pthread_mutex_lock(&c->mu);
+	c->cqs++;
+	pthread_mutex_unlock(&c->mu);
 	return &cq->ibv;
 }
 
-int ibv_destroy_cq(struct ibv_cq *cq)
+int ibv_destroy_cq(struct ibv_cq *ibcq)
 {
+	struct fcq *cq = (struct fcq *)ibcq;
+	struct fctx *c = (struct fctx *)ibcq->context;
+	pthread_mutex_lock(&c->mu);
+	int busy = 0;
+	for (int i = 1; i <= MAX_QPS; i++)
+		busy |= c->qps[i] && !c->qps[i]->destroyed && (c->qps[i]->scq == cq || c->qps[i]->rcq == cq);
+	if (!busy && !cq->destroyed) {
+		cq->destroyed = 1;
+		c->cqs--;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (busy) {
+		diag("ibv_destroy_cq: QPs still use this CQ");
+		return EBUSY;
+	}
 	/* Left allocated: a detached thread may still complete into it after its QPs went away. */
-	(void)cq;
 	return 0;
 }
 

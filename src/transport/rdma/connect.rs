@@ -6,9 +6,11 @@
 //! the peer's lane i), receives are posted, and a barrier makes sure no rank writes before its peer is ready.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::advice::completion_error;
 use super::endpoint::{QpEndpoint, QpNumbers, RemoteWindow, ENDPOINT_VERSION};
+use super::error::RdmaError;
 use super::mr_cache::MrCache;
 use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::qp::{LocalPort, Qp, Rts};
@@ -46,6 +48,8 @@ struct Lane {
     in_flight: VecDeque<Option<(usize, usize)>>,
 }
 
+/// Field order is drop order where the verbs cannot see it: the queue pairs stop first (nothing writes into
+/// the buffers after), then each region is deregistered before its buffer is freed.
 struct PeerConn {
     lanes: Vec<Lane>,
     remote: RemoteWindow,
@@ -57,17 +61,16 @@ struct PeerConn {
     window: HostBuf,
 }
 
-/// The verbs fabric: one device, one completion queue, some queue pairs per peer. Field order is drop
-/// order: queue pairs and regions go before the completion queue, protection domain and device.
+/// The verbs fabric: one device, one completion queue, some queue pairs per peer. The verbs objects keep
+/// what they were made from ([`super::verbs`]), so they are freed in a valid order whatever the field order.
 pub struct VerbsFabric {
     peers: Vec<Option<PeerConn>>,
     /// Queue pair number to (peer, lane).
     by_qpn: HashMap<u32, (usize, usize)>,
     cache: MrCache<Mr>,
     wc: Vec<rdma_sys::ibv_wc>,
-    cq: Cq,
-    pd: Pd,
-    _ctx: Context,
+    cq: Arc<Cq>,
+    pd: Arc<Pd>,
     local_slot_bytes: usize,
 }
 
@@ -75,12 +78,17 @@ pub struct VerbsFabric {
 unsafe impl Send for VerbsFabric {}
 
 impl Fabric for VerbsFabric {
-    unsafe fn write_data(&mut self, w: &Write) -> std::result::Result<(), String> {
-        let p = self.peers[w.peer].as_mut().ok_or("no queue pair to that rank")?;
+    unsafe fn write_data(&mut self, w: &Write) -> std::result::Result<(), RdmaError> {
+        let p = self.peers[w.peer]
+            .as_mut()
+            .ok_or_else(|| RdmaError::refused("no queue pair to that rank"))?;
         let remote = (p.remote.addr + p.remote.shape.offset(w.slot) as u64, p.remote.rkey);
         // SAFETY: off + len <= msg_len, inside the message the caller keeps valid.
         let src = unsafe { w.msg.add(w.off) };
-        let lane = p.lanes.get_mut(w.qp).ok_or("no such queue pair to that rank")?;
+        let lane = p
+            .lanes
+            .get_mut(w.qp)
+            .ok_or_else(|| RdmaError::refused("no such queue pair to that rank"))?;
         let qp = lane.qp.sender();
         if w.len > 0 && w.len <= qp.max_inline as usize {
             lane.in_flight.push_back(None);
@@ -117,10 +125,15 @@ impl Fabric for VerbsFabric {
         }
     }
 
-    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> std::result::Result<(), String> {
-        let p = self.peers[peer].as_mut().ok_or("no queue pair to that rank")?;
+    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> std::result::Result<(), RdmaError> {
+        let p = self.peers[peer]
+            .as_mut()
+            .ok_or_else(|| RdmaError::refused("no queue pair to that rank"))?;
         let remote = (p.remote.addr, p.remote.rkey);
-        let lane = p.lanes.get_mut(qp).ok_or("no such queue pair to that rank")?;
+        let lane = p
+            .lanes
+            .get_mut(qp)
+            .ok_or_else(|| RdmaError::refused("no such queue pair to that rank"))?;
         lane.in_flight.push_back(None);
         // SAFETY: a zero-length write reads no memory.
         unsafe {
@@ -130,7 +143,7 @@ impl Fabric for VerbsFabric {
         }
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> std::result::Result<(), String> {
+    fn poll(&mut self, out: &mut Vec<Completion>) -> std::result::Result<(), RdmaError> {
         let n = self.cq.poll(&mut self.wc)?;
         for wc in &self.wc[..n] {
             let peer = self.by_qpn.get(&wc.qp_num).copied();
@@ -142,12 +155,15 @@ impl Fabric for VerbsFabric {
                 continue;
             }
             let Some((peer, qp)) = peer else {
-                return Err(format!("completion for unknown queue pair {}", wc.qp_num));
+                return Err(RdmaError::refused(format!(
+                    "completion for unknown queue pair {}",
+                    wc.qp_num
+                )));
             };
             let lane = self.peers[peer]
                 .as_mut()
                 .and_then(|p| p.lanes.get_mut(qp))
-                .ok_or("completion for this rank's own queue pair")?;
+                .ok_or_else(|| RdmaError::refused("completion for this rank's own queue pair"))?;
             if wc.wr_id & RECV_TAG != 0 {
                 // Put the receive back at once: credits bound how many the peer can use meanwhile.
                 lane.qp.receiver().post_recv(RECV_TAG | peer as u64)?;
@@ -194,14 +210,14 @@ fn staging_stride(slot_bytes: u32) -> usize {
 
 /// Checks, before any rank starts, that `target` can be opened and its port is up.
 pub fn check_target(target: &Target) -> Result<()> {
-    let err = |m: String| Error::usage("--transport", m);
+    let err = |m: RdmaError| Error::usage("--transport", m.to_string());
     let ctx = Context::open(&target.device).map_err(err)?;
     let port = ctx.query_port(target.port).map_err(err)?;
     if !port.active {
-        return Err(err(format!(
+        return Err(err(RdmaError::refused(format!(
             "port {} of {} is not active; check the link and the subnet manager with `ibstat`",
             target.port, target.device
-        )));
+        ))));
     }
     Ok(())
 }
@@ -238,14 +254,14 @@ pub fn connect<C: Transport + ?Sized>(
     let (rank, n) = (ctrl.rank(), ctrl.size());
     let path = format!("rdma@{}:{}", target.device, target.port);
     let me = format!("rank {rank} (host {host}, {path})");
-    let env_err = |m: String| Error::usage("--transport", format!("{me}: {m}"));
+    let env_err = |m: RdmaError| Error::usage("--transport", format!("{me}: {m}"));
     let ctx = Context::open(&target.device).map_err(env_err)?;
     let port = ctx.query_port(target.port).map_err(env_err)?;
     if !port.active {
-        return Err(env_err(format!(
+        return Err(env_err(RdmaError::refused(format!(
             "port {} of {} is not active; check the link and the subnet manager with `ibstat`",
             target.port, target.device
-        )));
+        ))));
     }
     let (gid_index, gid) = match (port.link_layer, target.gid_index) {
         (LinkLayer::InfiniBand, None) => (0, ctx.query_gid(target.port, 0).unwrap_or([0; 16])),
@@ -285,7 +301,7 @@ pub fn connect<C: Transport + ?Sized>(
             let rc = RcQp::new(&pd, &cq, caps).map_err(env_err)?;
             let qp = Qp::new(rc).init(target.port).map_err(env_err)?;
             let mut psn = [0u8; 4];
-            getrandom::getrandom(&mut psn).map_err(|e| env_err(format!("random PSN: {e}")))?;
+            getrandom::getrandom(&mut psn).map_err(|e| env_err(RdmaError::refused(format!("random PSN: {e}"))))?;
             qps.push((qp, u32::from_le_bytes(psn) & 0xff_ffff));
         }
         let mut window = HostBuf::new(shape.bytes());
@@ -330,16 +346,16 @@ pub fn connect<C: Transport + ?Sized>(
         transport::sendrecv(ctrl, to, &(bytes.len() as u64).to_le_bytes(), from, &mut len)?;
         let len = u64::from_le_bytes(len);
         if len > 1 << 16 {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{me}: rank {from} announced an RDMA endpoint of {len} bytes; mixed collbench versions?"
             )));
         }
         let mut theirs = vec![0u8; len as usize];
         transport::sendrecv(ctrl, to, &bytes, from, &mut theirs)?;
         let ep: QpEndpoint = serde_json::from_slice(&theirs)
-            .map_err(|e| Error::Peer(format!("{me}: unreadable RDMA endpoint from rank {from}: {e}")))?;
+            .map_err(|e| Error::peer(format!("{me}: unreadable RDMA endpoint from rank {from}: {e}")))?;
         ep.validate(rank, from, lanes)
-            .map_err(|e| Error::Peer(format!("{me}: {e}")))?;
+            .map_err(|e| Error::peer(format!("{me}: {e}")))?;
         remotes[from] = Some(ep);
     }
 
@@ -353,12 +369,12 @@ pub fn connect<C: Transport + ?Sized>(
             names.push(None);
             continue;
         };
-        let ctx_err = |m: String| Error::Peer(format!("{me}: connecting to rank {peer}: {m}"));
+        let ctx_err = |m: RdmaError| Error::peer(format!("{me}: connecting to rank {peer}: {m}"));
         if remote.window.shape.slots > shape.slots {
-            return Err(ctx_err(format!(
+            return Err(ctx_err(RdmaError::refused(format!(
                 "its window has {} slots, this rank's {}: were all ranks started with the same options?",
                 remote.window.shape.slots, shape.slots
-            )));
+            ))));
         }
         let mut conns = Vec::with_capacity(lanes);
         for (lane, (qp, psn)) in pend.qps.into_iter().enumerate() {
@@ -398,7 +414,6 @@ pub fn connect<C: Transport + ?Sized>(
         wc,
         cq,
         pd,
-        _ctx: ctx,
         local_slot_bytes: shape.slot_bytes as usize,
     };
     Ok(RdmaTransport::new(rank, host.to_string(), path, fabric, names, cfg))

@@ -4,6 +4,8 @@
 //! never overwrite a slot the receiver has not consumed. The receiver gives credits back once it has copied
 //! slots out; a return of more credits than were spent means the ranks disagree on the protocol.
 
+use super::error::RdmaError;
+
 /// The sender's side, per peer.
 #[derive(Clone, Debug)]
 pub struct SendCredits {
@@ -40,12 +42,12 @@ impl SendCredits {
     }
 
     /// Takes back `count` credits the receiver returned; refuses more than are outstanding.
-    pub fn give_back(&mut self, count: u32) -> Result<(), String> {
+    pub fn give_back(&mut self, count: u32) -> Result<(), RdmaError> {
         let outstanding = self.slots - self.available;
         if count == 0 || count > outstanding {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "protocol error: the peer returned {count} credit(s) while {outstanding} were outstanding"
-            ));
+            )));
         }
         self.available += count;
         Ok(())
@@ -110,9 +112,9 @@ mod tests {
     #[test]
     fn returning_more_than_outstanding_is_a_protocol_error() {
         let mut c = SendCredits::new(4);
-        assert!(c.give_back(1).unwrap_err().contains("0 were outstanding"));
+        assert!(c.give_back(1).unwrap_err().to_string().contains("0 were outstanding"));
         c.take();
-        assert!(c.give_back(2).unwrap_err().contains("returned 2"));
+        assert!(c.give_back(2).unwrap_err().to_string().contains("returned 2"));
         assert!(c.give_back(0).is_err());
         c.give_back(1).unwrap();
         assert_eq!(c.available(), 4);

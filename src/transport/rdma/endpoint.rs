@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::RdmaError;
 use super::window::WindowShape;
 
 /// Version of the record; ranks of different versions refuse each other.
@@ -59,56 +60,59 @@ const MAX_24: u32 = (1 << 24) - 1;
 impl QpEndpoint {
     /// Checks the record is usable by rank `me` connecting `qps` queue pairs to rank `peer`; the error says
     /// which field is wrong.
-    pub fn validate(&self, me: usize, peer: usize, qps: usize) -> Result<(), String> {
+    pub fn validate(&self, me: usize, peer: usize, qps: usize) -> Result<(), RdmaError> {
         let who = format!("rank {peer}'s RDMA endpoint");
         if self.version != ENDPOINT_VERSION {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "{who} has version {}, this rank speaks {ENDPOINT_VERSION}: mixed collbench versions?",
                 self.version
-            ));
+            )));
         }
         if self.from != peer || self.to != me {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "{who} is addressed from rank {} to rank {} (expected from {peer} to {me}): the ranks disagree on \
                  the exchange order",
                 self.from, self.to
-            ));
+            )));
         }
         if self.qps.len() != qps {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "{who} has {} queue pair(s), this rank {qps}: were all ranks started with the same --rdma-qps?",
                 self.qps.len()
-            ));
+            )));
         }
         for (lane, q) in self.qps.iter().enumerate() {
             if q.qpn == 0 || q.qpn > MAX_24 {
-                return Err(format!(
+                return Err(RdmaError::refused(format!(
                     "{who} has queue pair number {} for lane {lane} (must be 1 to {MAX_24})",
                     q.qpn
-                ));
+                )));
             }
             if q.psn > MAX_24 {
-                return Err(format!(
+                return Err(RdmaError::refused(format!(
                     "{who} has packet sequence number {} for lane {lane} (must fit 24 bits)",
                     q.psn
-                ));
+                )));
             }
         }
         if !matches!(self.mtu, 256 | 512 | 1024 | 2048 | 4096) {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "{who} has MTU {} (must be 256, 512, 1024, 2048 or 4096)",
                 self.mtu
-            ));
+            )));
         }
         if self.lid == 0 && self.gid == [0; 16] {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "{who} has neither a LID nor a GID: its port is not addressable (down, or no subnet manager?)"
-            ));
+            )));
         }
         let w = &self.window;
-        WindowShape::new(w.shape.slots, w.shape.slot_bytes).map_err(|e| format!("{who}: {e}"))?;
+        WindowShape::new(w.shape.slots, w.shape.slot_bytes).map_err(|e| e.at(who.as_str()))?;
         if w.addr == 0 || w.addr.checked_add(w.shape.bytes() as u64).is_none() {
-            return Err(format!("{who} has an unusable window address {:#x}", w.addr));
+            return Err(RdmaError::refused(format!(
+                "{who} has an unusable window address {:#x}",
+                w.addr
+            )));
         }
         Ok(())
     }
@@ -125,14 +129,17 @@ pub fn gid_to_hex(gid: &[u8; 16]) -> String {
 }
 
 /// Parses 32 hex digits, with or without the colons sysfs writes between groups.
-pub fn gid_from_hex(s: &str) -> Result<[u8; 16], String> {
+pub fn gid_from_hex(s: &str) -> Result<[u8; 16], RdmaError> {
     let digits: String = s.trim().chars().filter(|c| *c != ':').collect();
     if digits.len() != 32 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(format!("'{}' is not a GID (32 hex digits)", s.trim()));
+        return Err(RdmaError::refused(format!(
+            "'{}' is not a GID (32 hex digits)",
+            s.trim()
+        )));
     }
     let mut out = [0u8; 16];
     for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+        *b = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|e| RdmaError::refused(e.to_string()))?;
     }
     Ok(out)
 }
@@ -193,7 +200,7 @@ mod tests {
     fn a_queue_pair_count_other_than_this_ranks_is_refused() {
         let e = sample();
         for qps in [1, 2, 4] {
-            let err = e.validate(0, 1, qps).unwrap_err();
+            let err = e.validate(0, 1, qps).unwrap_err().to_string();
             assert!(
                 err.contains("has 3 queue pair(s), this rank") && err.contains("--rdma-qps"),
                 "{err}"
@@ -201,13 +208,17 @@ mod tests {
         }
         let mut none = sample();
         none.qps.clear();
-        assert!(none.validate(0, 1, 1).unwrap_err().contains("has 0 queue pair(s)"));
+        assert!(none
+            .validate(0, 1, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("has 0 queue pair(s)"));
         // A version-1 record (one qpn/psn, no list) is refused, not misread.
         let old = serde_json::to_string(&e)
             .unwrap()
             .replace("\"version\":2", "\"version\":1");
         let old: QpEndpoint = serde_json::from_str(&old).unwrap();
-        assert!(old.validate(0, 1, 3).unwrap_err().contains("version 1"));
+        assert!(old.validate(0, 1, 3).unwrap_err().to_string().contains("version 1"));
     }
 
     #[test]
@@ -238,7 +249,7 @@ mod tests {
         for (break_it, want) in cases {
             let mut e = sample();
             break_it(&mut e);
-            let err = e.validate(0, 1, 3).unwrap_err();
+            let err = e.validate(0, 1, 3).unwrap_err().to_string();
             assert!(err.contains(want) && err.contains("rank 1"), "{err} (wanted {want})");
         }
         let mut ib = sample();

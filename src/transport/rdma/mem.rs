@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::error::RdmaError;
 use super::proto::{Completion, Fabric, RdmaConfig, RdmaTransport, Write};
 use super::window::{Imm, WindowShape};
 
@@ -103,9 +104,9 @@ impl MemFabric {
         (self.rng % below as u64) as usize
     }
 
-    fn check(&self, peer: usize, qp: usize) -> Result<(), String> {
+    fn check(&self, peer: usize, qp: usize) -> Result<(), RdmaError> {
         if qp >= self.lanes || peer >= self.bases.len() || peer == self.rank {
-            return Err(format!("no queue pair {qp} to rank {peer}"));
+            return Err(RdmaError::refused(format!("no queue pair {qp} to rank {peer}")));
         }
         Ok(())
     }
@@ -125,7 +126,7 @@ impl Fabric for MemFabric {
         self.shut = true;
     }
 
-    unsafe fn write_data(&mut self, w: &Write) -> Result<(), String> {
+    unsafe fn write_data(&mut self, w: &Write) -> Result<(), RdmaError> {
         let Write {
             peer,
             qp,
@@ -150,7 +151,7 @@ impl Fabric for MemFabric {
         Ok(())
     }
 
-    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), String> {
+    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), RdmaError> {
         self.check(peer, qp)?;
         let hub = self.hub.clone();
         let mut hub = hub.lock().unwrap();
@@ -168,7 +169,7 @@ impl Fabric for MemFabric {
         Ok(())
     }
 
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), RdmaError> {
         self.polls += 1;
         let hub = self.hub.clone();
         let mut hub = hub.lock().unwrap();

@@ -5,7 +5,7 @@
 //! Everything that needs no hardware is plain Rust and tested in every build: the receive window and
 //! immediate encoding ([`window`]), credits ([`credit`]), endpoint records ([`endpoint`]), queue-pair states
 //! ([`qp`]), the device tree in sysfs and GID choice ([`sysfs`]), the registration cache ([`mr_cache`]),
-//! error advice ([`advice`]) and the protocol engine itself ([`proto`], over any [`proto::Fabric`]).
+//! error advice ([`advice`]), typed errors ([`error`]) and the protocol engine itself ([`proto`], over any [`proto::Fabric`]).
 //! The verbs calls (`verbs`) and connection set-up (`connect`) need the `rdma` feature.
 //!
 //! Data moves with one copy on the receiving side (window slot to the posted buffer); sends are zero-copy
@@ -16,6 +16,7 @@ pub mod advice;
 pub mod connect;
 pub mod credit;
 pub mod endpoint;
+pub mod error;
 #[cfg(test)]
 pub(crate) mod mem;
 pub mod mr_cache;
@@ -30,4 +31,5 @@ pub mod window;
 #[cfg(test)]
 mod tests;
 
+pub use error::RdmaError;
 pub use proto::{RdmaConfig, RdmaTransport};

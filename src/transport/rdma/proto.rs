@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::credit::{RecvCredits, SendCredits};
+use super::error::RdmaError;
 use super::window::{Imm, WindowShape};
 use crate::error::{Error, Result};
 use crate::transport::requests::Requests;
@@ -40,11 +41,11 @@ pub trait Fabric {
     /// # Safety
     /// The whole message `w.msg..w.msg+w.msg_len` must stay valid and unmodified until that completion, or
     /// until [`Fabric::shutdown`].
-    unsafe fn write_data(&mut self, w: &Write) -> Result<(), String>;
+    unsafe fn write_data(&mut self, w: &Write) -> Result<(), RdmaError>;
     /// Sends immediate `imm` alone (a credit return or an abort) to `peer` on its queue pair `qp`.
-    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), String>;
+    fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), RdmaError>;
     /// Appends the completions that are ready to `out`.
-    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), String>;
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), RdmaError>;
     /// Start of `slot` of the window this rank keeps for `peer`.
     fn slot(&self, peer: usize, slot: u32) -> *const u8;
     /// Nothing moved: give the CPU away briefly before polling again.
@@ -226,7 +227,7 @@ impl<F: Fabric> RdmaTransport<F> {
             p.recvq.clear();
         }
         self.poisoned = Some(msg.clone());
-        Error::Peer(msg)
+        Error::peer(msg)
     }
 
     /// Writes an abort immediate to every peer on its least busy queue pair (a peer whose send queues are
@@ -272,7 +273,7 @@ impl<F: Fabric> RdmaTransport<F> {
     fn unusable(&self) -> Option<Error> {
         self.poisoned
             .as_ref()
-            .map(|m| Error::Peer(format!("transport unusable after an earlier error: {m}")))
+            .map(|m| Error::peer(format!("transport unusable after an earlier error: {m}")))
     }
 
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, send: bool) -> Result<Request> {
@@ -283,7 +284,7 @@ impl<F: Fabric> RdmaTransport<F> {
             Some(Some(p)) if send => p.remote,
             Some(Some(_)) => self.local,
             _ => {
-                return Err(Error::Peer(format!(
+                return Err(Error::peer(format!(
                     "{}: internal error: no queue pair to rank {peer} (world size {})",
                     self.me(),
                     self.peers.len()
@@ -292,7 +293,7 @@ impl<F: Fabric> RdmaTransport<F> {
         };
         let nfrags = shape.fragments(len);
         let parts = u32::try_from(nfrags)
-            .map_err(|_| Error::Peer(format!("{}: message of {len} bytes has too many fragments", self.me())))?;
+            .map_err(|_| Error::peer(format!("{}: message of {len} bytes has too many fragments", self.me())))?;
         let req = self.requests.open(parts);
         let msg = Msg {
             slot: req.0,
@@ -317,7 +318,7 @@ impl<F: Fabric> RdmaTransport<F> {
         completions.clear();
         let polled = self.fabric.poll(&mut completions);
         let r = polled
-            .map_err(|e| format!("{}: polling the completion queue: {e}", self.me()))
+            .map_err(|e| e.at(format!("{}: polling the completion queue", self.me())))
             .and_then(|_| {
                 let mut moved = !completions.is_empty();
                 for c in completions.drain(..) {
@@ -329,36 +330,42 @@ impl<F: Fabric> RdmaTransport<F> {
                 Ok(moved)
             });
         self.completions = completions;
-        r.map_err(|m| self.poison(m))
+        r.map_err(|m| self.poison(m.to_string()))
     }
 
-    fn complete(&mut self, c: Completion) -> std::result::Result<(), String> {
+    fn complete(&mut self, c: Completion) -> std::result::Result<(), RdmaError> {
         let me = self.me();
         match c {
             Completion::Sent { peer, qp, wr_id } => {
                 let Some(Some(p)) = self.peers.get_mut(peer) else {
-                    return Err(format!("{me}: completion for unknown peer {peer}"));
+                    return Err(RdmaError::refused(format!("{me}: completion for unknown peer {peer}")));
                 };
                 let Some(busy) = p.sq_in_flight.get_mut(qp) else {
-                    return Err(format!(
+                    return Err(RdmaError::refused(format!(
                         "{me}: completion for queue pair {qp} of {}, which has {}",
                         p.name,
                         p.sq_in_flight.len()
-                    ));
+                    )));
                 };
                 *busy = busy.saturating_sub(1);
                 if wr_id & CREDIT_WR == 0 && !self.requests.part_done(wr_id as usize) {
-                    return Err(format!("{me}: completion of an unknown write {wr_id} to {}", p.name));
+                    return Err(RdmaError::refused(format!(
+                        "{me}: completion of an unknown write {wr_id} to {}",
+                        p.name
+                    )));
                 }
                 Ok(())
             }
             Completion::Received { peer, imm } => {
                 let local = self.local;
                 let Some(Some(p)) = self.peers.get_mut(peer) else {
-                    return Err(format!("{me}: a write from unknown peer {peer}"));
+                    return Err(RdmaError::refused(format!("{me}: a write from unknown peer {peer}")));
                 };
                 match Imm::decode(imm) {
-                    Imm::Credit { count } => p.credits.give_back(count).map_err(|e| format!("{me}: {} {e}", p.name)),
+                    Imm::Credit { count } => p
+                        .credits
+                        .give_back(count)
+                        .map_err(|e| RdmaError::refused(format!("{me}: {} {e}", p.name))),
                     Imm::Abort { origin } => {
                         self.aborted_by = Some(peer);
                         let via = if origin as usize == peer {
@@ -366,11 +373,11 @@ impl<F: Fabric> RdmaTransport<F> {
                         } else {
                             format!(" on behalf of rank {origin}")
                         };
-                        Err(format!(
+                        Err(RdmaError::refused(format!(
                             "{me}: {} gave up{via}: its transport failed and it told this rank so; it reports why \
                              over the control path",
                             p.name
-                        ))
+                        )))
                     }
                     Imm::Data { slot, len } => {
                         // Fragments may come in any order across queue pairs, but credits keep each in a slot of
@@ -381,28 +388,30 @@ impl<F: Fabric> RdmaTransport<F> {
                                 *s = Some(len);
                                 Ok(())
                             }
-                            _ => Err(format!(
+                            _ => Err(RdmaError::refused(format!(
                                 "{me}: protocol error: {} wrote {len} bytes into slot {slot} of a window of {local} with \
                                  {unread} unread (slot {} is next); were all ranks started with the same version?",
                                 p.name,
                                 p.rcredits.next_slot()
-                            )),
+                            ))),
                         }
                     }
                 }
             }
-            Completion::Failed { peer, msg } => Err(match peer.and_then(|r| self.peers.get(r)?.as_ref()) {
-                Some(p) if self.aborted_by.is_none() && self.failed_with.is_none() => {
-                    self.failed_with = peer;
-                    format!("{me}: with {}: {msg}", p.name)
-                }
-                Some(p) => format!("{me}: with {}: {msg}", p.name),
-                None => format!("{me}: {msg}"),
-            }),
+            Completion::Failed { peer, msg } => Err(RdmaError::Refused(
+                match peer.and_then(|r| self.peers.get(r)?.as_ref()) {
+                    Some(p) if self.aborted_by.is_none() && self.failed_with.is_none() => {
+                        self.failed_with = peer;
+                        format!("{me}: with {}: {msg}", p.name)
+                    }
+                    Some(p) => format!("{me}: with {}: {msg}", p.name),
+                    None => format!("{me}: {msg}"),
+                },
+            )),
         }
     }
 
-    fn drive_peer(&mut self, peer: usize) -> std::result::Result<bool, String> {
+    fn drive_peer(&mut self, peer: usize) -> std::result::Result<bool, RdmaError> {
         let me = self.me();
         let local = self.local;
         let sq_depth = self.cfg.sq_depth;
@@ -416,12 +425,12 @@ impl<F: Fabric> RdmaTransport<F> {
             let Some(got) = p.arrived[next as usize] else { break };
             let (off, want) = local.fragment(m.len, m.done);
             if got as usize != want {
-                return Err(format!(
+                return Err(RdmaError::refused(format!(
                     "{me}: protocol error: {} sent a fragment of {got} bytes where this rank expected {want} (fragment \
                      {} of a {}-byte message); the ranks disagree on the schedule: were they all started with the same \
                      options and version?",
                     p.name, m.done, m.len
-                ));
+                )));
             }
             let src = self.fabric.slot(peer, next);
             // SAFETY: the slot holds `got` bytes the peer wrote (its completion was polled); the destination is
@@ -442,7 +451,7 @@ impl<F: Fabric> RdmaTransport<F> {
             let count = p.rcredits.take_owed();
             self.fabric
                 .write_imm(peer, qp, CREDIT_WR, Imm::Credit { count }.encode())
-                .map_err(|e| format!("{me}: returning credits to {}: {e}", p.name))?;
+                .map_err(|e| e.at(format!("{me}: returning credits to {}", p.name)))?;
             p.sq_in_flight[qp] += 1;
             moved = true;
         }
@@ -472,7 +481,7 @@ impl<F: Fabric> RdmaTransport<F> {
             unsafe {
                 self.fabric
                     .write_data(&w)
-                    .map_err(|e| format!("{me}: writing to {}: {e}", p.name))?;
+                    .map_err(|e| e.at(format!("{me}: writing to {}", p.name)))?;
             }
             p.sq_in_flight[qp] += 1;
             p.next_qp = (qp + 1) % p.sq_in_flight.len();

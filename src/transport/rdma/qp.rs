@@ -18,6 +18,7 @@
 use std::marker::PhantomData;
 
 use super::endpoint::{path_mtu, QpEndpoint};
+use super::error::RdmaError;
 use super::sysfs::LinkLayer;
 
 /// State: just created.
@@ -70,11 +71,11 @@ pub struct RtsParams {
 /// The verbs calls a state transition makes; `Err` carries the message naming the failing verb.
 pub trait QpOps {
     /// RESET -> INIT on `port` with remote-write access.
-    fn modify_to_init(&mut self, port: u8) -> Result<(), String>;
+    fn modify_to_init(&mut self, port: u8) -> Result<(), RdmaError>;
     /// INIT -> RTR.
-    fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), String>;
+    fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), RdmaError>;
     /// RTR -> RTS.
-    fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), String>;
+    fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), RdmaError>;
 }
 
 /// A queue pair in state `S`.
@@ -115,7 +116,7 @@ impl<O: QpOps> Qp<Reset, O> {
     }
 
     /// RESET -> INIT.
-    pub fn init(mut self, port: u8) -> Result<Qp<Init, O>, String> {
+    pub fn init(mut self, port: u8) -> Result<Qp<Init, O>, RdmaError> {
         self.ops.modify_to_init(port)?;
         Ok(self.into_state())
     }
@@ -128,7 +129,7 @@ impl<O: QpOps> Qp<Init, O> {
         remote: &QpEndpoint,
         lane: usize,
         local: &LocalPort,
-    ) -> Result<Qp<Rtr, O>, String> {
+    ) -> Result<Qp<Rtr, O>, RdmaError> {
         self.ops.modify_to_rtr(&rtr_params(remote, lane, local)?)?;
         Ok(self.into_state())
     }
@@ -136,7 +137,7 @@ impl<O: QpOps> Qp<Init, O> {
 
 impl<O: QpOps> Qp<Rtr, O> {
     /// RTR -> RTS, sending from packet sequence number `psn` (the one this side published).
-    pub fn ready_to_send(mut self, psn: u32) -> Result<Qp<Rts, O>, String> {
+    pub fn ready_to_send(mut self, psn: u32) -> Result<Qp<Rts, O>, RdmaError> {
         self.ops.modify_to_rts(&rts_params(psn))?;
         Ok(self.into_state())
     }
@@ -151,13 +152,13 @@ impl<O: QpOps> Qp<Rts, O> {
 
 /// INIT -> RTR parameters for connecting to queue pair `lane` of `remote` from `local`; refused when the
 /// record has no such lane.
-pub fn rtr_params(remote: &QpEndpoint, lane: usize, local: &LocalPort) -> Result<RtrParams, String> {
+pub fn rtr_params(remote: &QpEndpoint, lane: usize, local: &LocalPort) -> Result<RtrParams, RdmaError> {
     let Some(q) = remote.qps.get(lane) else {
-        return Err(format!(
+        return Err(RdmaError::refused(format!(
             "rank {}'s endpoint has {} queue pair(s), none for lane {lane}",
             remote.from,
             remote.qps.len()
-        ));
+        )));
     };
     let by_gid = local.link_layer == LinkLayer::Ethernet || remote.lid == 0;
     Ok(RtrParams {
@@ -196,26 +197,28 @@ mod tests {
     }
 
     impl Recorder {
-        fn step(&mut self, name: &'static str, detail: String) -> Result<(), String> {
+        fn step(&mut self, name: &'static str, detail: String) -> Result<(), RdmaError> {
             self.calls.push(format!("{name} {detail}"));
             if self.fail_at == Some(name) {
-                return Err(format!("ibv_modify_qp to {name} failed: Invalid argument (EINVAL)"));
+                return Err(RdmaError::refused(format!(
+                    "ibv_modify_qp to {name} failed: Invalid argument (EINVAL)"
+                )));
             }
             Ok(())
         }
     }
 
     impl QpOps for Recorder {
-        fn modify_to_init(&mut self, port: u8) -> Result<(), String> {
+        fn modify_to_init(&mut self, port: u8) -> Result<(), RdmaError> {
             self.step("INIT", format!("port {port}"))
         }
-        fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), String> {
+        fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), RdmaError> {
             self.step(
                 "RTR",
                 format!("qpn {} mtu {} grh {}", p.dest_qpn, p.path_mtu, p.grh.is_some()),
             )
         }
-        fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), String> {
+        fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), RdmaError> {
             self.step("RTS", format!("psn {}", p.sq_psn))
         }
     }
@@ -273,7 +276,7 @@ mod tests {
             .ready_to_receive(&remote(0), 2, &local(LinkLayer::Ethernet))
             .err()
             .expect("no third lane");
-        assert!(err.contains("none for lane 2"), "{err}");
+        assert!(err.to_string().contains("none for lane 2"), "{err}");
     }
 
     #[test]
@@ -287,7 +290,7 @@ mod tests {
             .ready_to_receive(&remote(0), 0, &local(LinkLayer::Ethernet))
             .err()
             .expect("RTR fails");
-        assert!(err.contains("ibv_modify_qp to RTR"), "{err}");
+        assert!(err.to_string().contains("ibv_modify_qp to RTR"), "{err}");
     }
 
     #[test]

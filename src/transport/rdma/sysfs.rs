@@ -3,6 +3,8 @@
 //! Plain file reading, so it needs no verbs library: the default build uses it to say what is there, and
 //! every function takes the directory to read so tests use a fake tree.
 
+use super::error::RdmaError;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -139,7 +141,7 @@ pub fn gids(root: &Path, dev: &str, port: u8) -> Vec<GidEntry> {
 /// Picks the GID index to use: `wanted` when given (it must exist); on an Ethernet link layer the first
 /// RoCE v2 entry whose address is IPv4-mapped, else the first RoCE v2 entry (as NCCL does by default);
 /// on InfiniBand index 0.
-pub fn select_gid(entries: &[GidEntry], link: LinkLayer, wanted: Option<u8>) -> Result<GidEntry, String> {
+pub fn select_gid(entries: &[GidEntry], link: LinkLayer, wanted: Option<u8>) -> Result<GidEntry, RdmaError> {
     let listing = || {
         if entries.is_empty() {
             "the table is empty".to_string()
@@ -160,10 +162,10 @@ pub fn select_gid(entries: &[GidEntry], link: LinkLayer, wanted: Option<u8>) -> 
     };
     if let Some(i) = wanted {
         return entries.iter().find(|g| g.index == i).cloned().ok_or_else(|| {
-            format!(
+            RdmaError::refused(format!(
                 "GID index {i} is not in use on this port (entries: {}); list them with `show_gids`",
                 listing()
-            )
+            ))
         });
     }
     let pick = match link {
@@ -174,11 +176,11 @@ pub fn select_gid(entries: &[GidEntry], link: LinkLayer, wanted: Option<u8>) -> 
         _ => entries.iter().find(|g| g.index == 0).or(entries.first()),
     };
     pick.cloned().ok_or_else(|| {
-        format!(
+        RdmaError::refused(format!(
             "no usable GID on this port (entries: {}); is an IP address configured on the RoCE interface? \
              Check with `show_gids`, or pick one by index",
             listing()
-        )
+        ))
     })
 }
 
@@ -267,10 +269,11 @@ mod tests {
         let v1: Vec<_> = g.iter().filter(|e| e.kind != GidKind::RoceV2).cloned().collect();
         assert!(select_gid(&v1, LinkLayer::Ethernet, None)
             .unwrap_err()
+            .to_string()
             .contains("show_gids"));
         assert_eq!(select_gid(&g, LinkLayer::InfiniBand, None).unwrap().index, 0);
         assert_eq!(select_gid(&g, LinkLayer::Ethernet, Some(2)).unwrap().index, 2);
-        let e = select_gid(&g, LinkLayer::Ethernet, Some(9)).unwrap_err();
+        let e = select_gid(&g, LinkLayer::Ethernet, Some(9)).unwrap_err().to_string();
         assert!(e.contains("GID index 9") && e.contains("3 (RoceV2, IPv4)"), "{e}");
     }
 

@@ -1,15 +1,22 @@
 //! Thin owners of ibverbs objects (feature `rdma`): device context, protection domain, completion queue,
 //! memory region, reliable-connected queue pair. Each frees its object on drop; every failure is the
 //! failing verb with the OS error and advice ([`super::advice`]).
+//!
+//! Teardown order is in the types: each object holds an [`Arc`] to what it was made from (a PD or CQ its
+//! context, an MR its PD, a QP its PD and CQ), so the verbs library frees a parent only once nothing made
+//! from it is left, whatever order the owners drop their handles in.
 
 use std::ffi::CStr;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
 use rdma_sys as sys;
 
 use super::advice::verb_error;
+use super::error::RdmaError;
 use super::qp::{QpOps, RtrParams, RtsParams};
 use super::sysfs::{self, GidEntry, GidKind, LinkLayer};
+use crate::error::stderr;
 
 extern "C" {
     // rdma-core's exported form of the inline `ibv_query_gid_ex` (IBVERBS_1.11); rdma-sys does not bind it.
@@ -23,17 +30,25 @@ extern "C" {
     ) -> libc::c_int;
 }
 
+/// Says on stderr when a verb that frees an object refused (EBUSY: something made from it is still
+/// allocated): never expected, since each object keeps what it was made from, and then worth seeing.
+fn freed(rc: libc::c_int, verb: &str) {
+    if rc != 0 {
+        stderr!("collbench: {}", verb_error(verb, rc));
+    }
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// A null pointer from `verb` as its error.
-fn non_null<T>(p: *mut T, verb: &str) -> Result<NonNull<T>, String> {
-    NonNull::new(p).ok_or_else(|| verb_error(verb, errno()))
+fn non_null<T>(p: *mut T, verb: &'static str) -> Result<NonNull<T>, RdmaError> {
+    NonNull::new(p).ok_or_else(|| RdmaError::verb(verb, errno()))
 }
 
 /// The names of the devices the verbs library sees (`ibv_get_device_list`); empty when it sees none.
-pub fn device_names() -> Result<Vec<String>, String> {
+pub fn device_names() -> Result<Vec<String>, RdmaError> {
     let mut n = 0;
     // SAFETY: n is a valid out-pointer; the list is freed below.
     let list = unsafe { sys::ibv_get_device_list(&mut n) };
@@ -43,7 +58,7 @@ pub fn device_names() -> Result<Vec<String>, String> {
         return if e == libc::ENOSYS || e == libc::ENODEV || e == libc::ENOENT {
             Ok(Vec::new())
         } else {
-            Err(verb_error("ibv_get_device_list", e))
+            Err(RdmaError::verb("ibv_get_device_list", e))
         };
     }
     let mut names = Vec::new();
@@ -165,7 +180,7 @@ fn port_rate_gbit(width: u8, speed: u8) -> Option<f64> {
     Some(lanes * per_lane)
 }
 
-/// An open device.
+/// An open device; shared ([`Arc`]) by the protection domains and completion queues made from it.
 pub struct Context {
     ctx: NonNull<sys::ibv_context>,
     /// The device's name.
@@ -174,10 +189,13 @@ pub struct Context {
 
 // SAFETY: verbs objects may be used from any thread; collbench uses each from one thread at a time.
 unsafe impl Send for Context {}
+// SAFETY: libibverbs' verbs are thread-safe; shared references only query the device and keep it open for
+// the objects made from it.
+unsafe impl Sync for Context {}
 
 impl Context {
     /// Opens device `name`, or says what was looked for when it is not there.
-    pub fn open(name: &str) -> Result<Context, String> {
+    pub fn open(name: &str) -> Result<Arc<Context>, RdmaError> {
         let names = device_names()?;
         let mut n = 0;
         // SAFETY: as in device_names.
@@ -192,7 +210,7 @@ impl Context {
                     if found.is_null() {
                         let e = errno();
                         sys::ibv_free_device_list(list);
-                        return Err(format!("{name}: {}", verb_error("ibv_open_device", e)));
+                        return Err(RdmaError::verb("ibv_open_device", e).at(name));
                     }
                 }
             }
@@ -202,30 +220,26 @@ impl Context {
             unsafe { sys::ibv_free_device_list(list) };
         }
         match NonNull::new(found) {
-            Some(ctx) => Ok(Context {
+            Some(ctx) => Ok(Arc::new(Context {
                 ctx,
                 name: name.to_string(),
-            }),
-            None => Err(sysfs::describe_missing(
+            })),
+            None => Err(RdmaError::NoDevice(sysfs::describe_missing(
                 std::path::Path::new(sysfs::SYSFS_IB),
                 name,
                 &names,
-            )),
+            ))),
         }
     }
 
     /// `ibv_query_port`.
-    pub fn query_port(&self, port: u8) -> Result<PortAttr, String> {
+    pub fn query_port(&self, port: u8) -> Result<PortAttr, RdmaError> {
         // SAFETY: zeroed is a valid ibv_port_attr.
         let mut a: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: the context is open; the call writes only `a`.
         let rc = unsafe { sys::___ibv_query_port(self.ctx.as_ptr(), port, &mut a) };
         if rc != 0 {
-            return Err(format!(
-                "{} port {port}: {}",
-                self.name,
-                verb_error("ibv_query_port", rc)
-            ));
+            return Err(RdmaError::verb("ibv_query_port", rc).at(format!("{} port {port}", self.name)));
         }
         Ok(PortAttr {
             active: a.state == sys::ibv_port_state::IBV_PORT_ACTIVE,
@@ -293,17 +307,13 @@ impl Context {
     }
 
     /// `ibv_query_gid`.
-    pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], String> {
+    pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], RdmaError> {
         // SAFETY: zeroed is a valid gid.
         let mut g: sys::ibv_gid = unsafe { std::mem::zeroed() };
         // SAFETY: the context is open; the call writes only `g`.
         let rc = unsafe { sys::ibv_query_gid(self.ctx.as_ptr(), port, index as i32, &mut g) };
         if rc != 0 {
-            return Err(format!(
-                "{} port {port}: {}",
-                self.name,
-                verb_error("ibv_query_gid", errno())
-            ));
+            return Err(RdmaError::verb("ibv_query_gid", errno()).at(format!("{} port {port}", self.name)));
         }
         // SAFETY: raw is the union's byte view.
         Ok(unsafe { g.raw })
@@ -312,34 +322,50 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: opened in open(); every object made from it is dropped first (fields order in owners).
-        unsafe { sys::ibv_close_device(self.ctx.as_ptr()) };
+        // SAFETY: opened in open(); every PD and CQ made from it holds an Arc to it, so none is left.
+        let rc = unsafe { sys::ibv_close_device(self.ctx.as_ptr()) };
+        freed(rc, "ibv_close_device");
     }
 }
 
-/// A protection domain.
-pub struct Pd(NonNull<sys::ibv_pd>);
+/// A protection domain; keeps its device open, and is kept by the regions and queue pairs made in it.
+pub struct Pd {
+    pd: NonNull<sys::ibv_pd>,
+    _ctx: Arc<Context>,
+}
 
 // SAFETY: as for Context.
 unsafe impl Send for Pd {}
+// SAFETY: as for Context: shared references only keep the domain allocated for its regions and queue pairs.
+unsafe impl Sync for Pd {}
 
 impl Pd {
     /// `ibv_alloc_pd`.
-    pub fn new(ctx: &Context) -> Result<Pd, String> {
-        // SAFETY: the context is open.
-        non_null(unsafe { sys::ibv_alloc_pd(ctx.ctx.as_ptr()) }, "ibv_alloc_pd").map(Pd)
+    pub fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>, RdmaError> {
+        // SAFETY: the context is open (`ctx` keeps it so).
+        let pd = non_null(unsafe { sys::ibv_alloc_pd(ctx.ctx.as_ptr()) }, "ibv_alloc_pd")?;
+        Ok(Arc::new(Pd {
+            pd,
+            _ctx: Arc::clone(ctx),
+        }))
     }
 }
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        // SAFETY: allocated in new().
-        unsafe { sys::ibv_dealloc_pd(self.0.as_ptr()) };
+        // SAFETY: allocated in new(); every region and queue pair in it holds an Arc to it, so none is left
+        // (ibv_dealloc_pd would refuse with EBUSY otherwise), and the context is still open (held in `_ctx`,
+        // dropped after this body).
+        let rc = unsafe { sys::ibv_dealloc_pd(self.pd.as_ptr()) };
+        freed(rc, "ibv_dealloc_pd");
     }
 }
 
-/// A registered memory region.
-pub struct Mr(NonNull<sys::ibv_mr>);
+/// A registered memory region; keeps its protection domain.
+pub struct Mr {
+    mr: NonNull<sys::ibv_mr>,
+    _pd: Arc<Pd>,
+}
 
 // SAFETY: as for Context.
 unsafe impl Send for Mr {}
@@ -349,53 +375,66 @@ impl Mr {
     ///
     /// # Safety
     /// The memory must stay mapped while the region exists.
-    pub unsafe fn register(pd: &Pd, addr: *mut u8, len: usize) -> Result<Mr, String> {
+    pub unsafe fn register(pd: &Arc<Pd>, addr: *mut u8, len: usize) -> Result<Mr, RdmaError> {
         let access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
-        // SAFETY: the caller keeps the memory mapped; the pd is valid.
-        let mr = unsafe { sys::ibv_reg_mr(pd.0.as_ptr(), addr.cast(), len.max(1), access as i32) };
-        non_null(mr, "ibv_reg_mr").map(Mr)
+        // SAFETY: the caller keeps the memory mapped; the pd is valid (`pd` keeps it allocated).
+        let mr = unsafe { sys::ibv_reg_mr(pd.pd.as_ptr(), addr.cast(), len.max(1), access as i32) };
+        Ok(Mr {
+            mr: non_null(mr, "ibv_reg_mr")?,
+            _pd: Arc::clone(pd),
+        })
     }
 
     /// Local key.
     pub fn lkey(&self) -> u32 {
         // SAFETY: valid until drop.
-        unsafe { self.0.as_ref().lkey }
+        unsafe { self.mr.as_ref().lkey }
     }
 
     /// Remote key.
     pub fn rkey(&self) -> u32 {
         // SAFETY: valid until drop.
-        unsafe { self.0.as_ref().rkey }
+        unsafe { self.mr.as_ref().rkey }
     }
 }
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: registered in register().
-        unsafe { sys::ibv_dereg_mr(self.0.as_ptr()) };
+        // SAFETY: registered in register(); its protection domain is still allocated (held in `_pd`, dropped
+        // after this body).
+        let rc = unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
+        freed(rc, "ibv_dereg_mr");
     }
 }
 
-/// A completion queue.
-pub struct Cq(NonNull<sys::ibv_cq>);
+/// A completion queue; keeps its device open, and is kept by the queue pairs that complete into it.
+pub struct Cq {
+    cq: NonNull<sys::ibv_cq>,
+    _ctx: Arc<Context>,
+}
 
 // SAFETY: as for Context.
 unsafe impl Send for Cq {}
+// SAFETY: as for Context: ibv_poll_cq is thread-safe, and collbench polls each queue from one thread.
+unsafe impl Sync for Cq {}
 
 impl Cq {
     /// `ibv_create_cq` with room for `entries` completions.
-    pub fn new(ctx: &Context, entries: u32) -> Result<Cq, String> {
-        // SAFETY: the context is open; no channel (completions are polled).
+    pub fn new(ctx: &Arc<Context>, entries: u32) -> Result<Arc<Cq>, RdmaError> {
+        // SAFETY: the context is open (`ctx` keeps it so); no channel (completions are polled).
         let cq = unsafe { sys::ibv_create_cq(ctx.ctx.as_ptr(), entries as i32, ptr::null_mut(), ptr::null_mut(), 0) };
-        non_null(cq, "ibv_create_cq").map(Cq)
+        Ok(Arc::new(Cq {
+            cq: non_null(cq, "ibv_create_cq")?,
+            _ctx: Arc::clone(ctx),
+        }))
     }
 
     /// Polls up to `wc.len()` completions; returns how many.
-    pub fn poll(&self, wc: &mut [sys::ibv_wc]) -> Result<usize, String> {
-        // SAFETY: wc has room for wc.len() entries.
-        let rc = unsafe { sys::ibv_poll_cq(self.0.as_ptr(), wc.len() as i32, wc.as_mut_ptr()) };
+    pub fn poll(&self, wc: &mut [sys::ibv_wc]) -> Result<usize, RdmaError> {
+        // SAFETY: wc has room for wc.len() entries; the queue is valid until drop.
+        let rc = unsafe { sys::ibv_poll_cq(self.cq.as_ptr(), wc.len() as i32, wc.as_mut_ptr()) };
         if rc < 0 {
-            return Err(verb_error("ibv_poll_cq", errno()));
+            return Err(RdmaError::verb("ibv_poll_cq", errno()));
         }
         Ok(rc as usize)
     }
@@ -403,8 +442,10 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: created in new(); queue pairs using it are dropped first.
-        unsafe { sys::ibv_destroy_cq(self.0.as_ptr()) };
+        // SAFETY: created in new(); every queue pair using it holds an Arc to it, so none is left (the verbs
+        // refuse with EBUSY otherwise), and the context is still open (held in `_ctx`, dropped after this body).
+        let rc = unsafe { sys::ibv_destroy_cq(self.cq.as_ptr()) };
+        freed(rc, "ibv_destroy_cq");
     }
 }
 
@@ -416,11 +457,14 @@ pub struct QpCaps {
     pub inline: u32,
 }
 
-/// A reliable-connected queue pair (its state is tracked by [`super::qp::Qp`]).
+/// A reliable-connected queue pair (its state is tracked by [`super::qp::Qp`]); keeps its protection domain
+/// and completion queue.
 pub struct RcQp {
     qp: NonNull<sys::ibv_qp>,
     /// Inline bytes the device granted.
     pub max_inline: u32,
+    _pd: Arc<Pd>,
+    _cq: Arc<Cq>,
 }
 
 // SAFETY: as for Context.
@@ -428,11 +472,11 @@ unsafe impl Send for RcQp {}
 
 impl RcQp {
     /// `ibv_create_qp` of type RC on `cq` (both directions), every send signalled.
-    pub fn new(pd: &Pd, cq: &Cq, caps: QpCaps) -> Result<RcQp, String> {
+    pub fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, caps: QpCaps) -> Result<RcQp, RdmaError> {
         // SAFETY: zeroed is a valid init attr; fields set below.
         let mut a: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        a.send_cq = cq.0.as_ptr();
-        a.recv_cq = cq.0.as_ptr();
+        a.send_cq = cq.cq.as_ptr();
+        a.recv_cq = cq.cq.as_ptr();
         a.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
         a.sq_sig_all = 1;
         a.cap.max_send_wr = caps.send_wr;
@@ -441,10 +485,12 @@ impl RcQp {
         a.cap.max_recv_sge = 1;
         a.cap.max_inline_data = caps.inline;
         // SAFETY: pd and cq are valid; a is initialised; the library writes the granted caps back.
-        let qp = non_null(unsafe { sys::ibv_create_qp(pd.0.as_ptr(), &mut a) }, "ibv_create_qp")?;
+        let qp = non_null(unsafe { sys::ibv_create_qp(pd.pd.as_ptr(), &mut a) }, "ibv_create_qp")?;
         Ok(RcQp {
             qp,
             max_inline: a.cap.max_inline_data,
+            _pd: Arc::clone(pd),
+            _cq: Arc::clone(cq),
         })
     }
 
@@ -454,11 +500,11 @@ impl RcQp {
         unsafe { self.qp.as_ref().qp_num }
     }
 
-    fn modify(&mut self, a: &mut sys::ibv_qp_attr, mask: u32, verb: &str) -> Result<(), String> {
+    fn modify(&mut self, a: &mut sys::ibv_qp_attr, mask: u32, verb: &'static str) -> Result<(), RdmaError> {
         // SAFETY: the queue pair is valid; a is initialised for the fields in mask.
         let rc = unsafe { sys::ibv_modify_qp(self.qp.as_ptr(), a, mask as i32) };
         if rc != 0 {
-            return Err(verb_error(verb, rc));
+            return Err(RdmaError::verb(verb, rc));
         }
         Ok(())
     }
@@ -473,7 +519,7 @@ impl RcQp {
     }
 
     /// Posts a receive with no buffer (writes with immediate carry their data to the window, not here).
-    pub fn post_recv(&mut self, wr_id: u64) -> Result<(), String> {
+    pub fn post_recv(&mut self, wr_id: u64) -> Result<(), RdmaError> {
         let mut wr = sys::ibv_recv_wr {
             wr_id,
             next: ptr::null_mut(),
@@ -484,7 +530,7 @@ impl RcQp {
         // SAFETY: wr is valid for the call.
         let rc = unsafe { sys::ibv_post_recv(self.qp.as_ptr(), &mut wr, &mut bad) };
         if rc != 0 {
-            return Err(verb_error("ibv_post_recv", rc));
+            return Err(RdmaError::verb("ibv_post_recv", rc));
         }
         Ok(())
     }
@@ -502,7 +548,7 @@ impl RcQp {
         lkey: Option<u32>,
         remote: (u64, u32),
         imm: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), RdmaError> {
         let mut sge = sys::ibv_sge {
             addr: src as u64,
             length: len as u32,
@@ -529,14 +575,14 @@ impl RcQp {
         // SAFETY: wr and sge live for the call; the caller keeps src valid as documented.
         let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
         if rc != 0 {
-            return Err(verb_error("ibv_post_send", rc));
+            return Err(RdmaError::verb("ibv_post_send", rc));
         }
         Ok(())
     }
 }
 
 impl QpOps for RcQp {
-    fn modify_to_init(&mut self, port: u8) -> Result<(), String> {
+    fn modify_to_init(&mut self, port: u8) -> Result<(), RdmaError> {
         // SAFETY: zeroed attr, fields set below.
         let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = sys::ibv_qp_state::IBV_QPS_INIT;
@@ -549,7 +595,7 @@ impl QpOps for RcQp {
         self.modify(&mut a, mask, "ibv_modify_qp(INIT)")
     }
 
-    fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), String> {
+    fn modify_to_rtr(&mut self, p: &RtrParams) -> Result<(), RdmaError> {
         // SAFETY: zeroed attr, fields set below.
         let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTR;
@@ -583,7 +629,7 @@ impl QpOps for RcQp {
         self.modify(&mut a, mask, "ibv_modify_qp(RTR)")
     }
 
-    fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), String> {
+    fn modify_to_rts(&mut self, p: &RtsParams) -> Result<(), RdmaError> {
         // SAFETY: zeroed attr, fields set below.
         let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
@@ -605,7 +651,9 @@ impl QpOps for RcQp {
 
 impl Drop for RcQp {
     fn drop(&mut self) {
-        // SAFETY: created in new().
-        unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
+        // SAFETY: created in new(); its protection domain and completion queue are still allocated (held in
+        // `_pd` and `_cq`, dropped after this body).
+        let rc = unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
+        freed(rc, "ibv_destroy_qp");
     }
 }

@@ -7,6 +7,8 @@
 //! receive buffer and returns the slot to the sender as a credit (an immediate with the credit bit set).
 //! A credit immediate with the abort bit set too says the sender gave up (see [`Imm::Abort`]).
 
+use super::error::RdmaError;
+
 use std::fmt;
 
 /// Most slots a window may have: the slot index has 7 bits in the immediate.
@@ -84,14 +86,16 @@ impl fmt::Display for WindowShape {
 
 impl WindowShape {
     /// A shape, refused (with the reason) when it cannot be encoded in an immediate.
-    pub fn new(slots: u32, slot_bytes: u32) -> Result<Self, String> {
+    pub fn new(slots: u32, slot_bytes: u32) -> Result<Self, RdmaError> {
         if !(1..=MAX_SLOTS).contains(&slots) {
-            return Err(format!("a receive window needs 1 to {MAX_SLOTS} slots (got {slots})"));
+            return Err(RdmaError::refused(format!(
+                "a receive window needs 1 to {MAX_SLOTS} slots (got {slots})"
+            )));
         }
         if !(1..=MAX_SLOT_BYTES).contains(&slot_bytes) {
-            return Err(format!(
+            return Err(RdmaError::refused(format!(
                 "a window slot must hold 1 to {MAX_SLOT_BYTES} bytes (got {slot_bytes})"
-            ));
+            )));
         }
         Ok(WindowShape { slots, slot_bytes })
     }
@@ -159,9 +163,15 @@ mod tests {
 
     #[test]
     fn shapes_that_do_not_fit_an_immediate_are_refused() {
-        assert!(WindowShape::new(0, 64).unwrap_err().contains("slots"));
-        assert!(WindowShape::new(MAX_SLOTS + 1, 64).unwrap_err().contains("slots"));
-        assert!(WindowShape::new(8, 0).unwrap_err().contains("slot must hold"));
+        assert!(WindowShape::new(0, 64).unwrap_err().to_string().contains("slots"));
+        assert!(WindowShape::new(MAX_SLOTS + 1, 64)
+            .unwrap_err()
+            .to_string()
+            .contains("slots"));
+        assert!(WindowShape::new(8, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("slot must hold"));
         assert!(WindowShape::new(8, MAX_SLOT_BYTES + 1).is_err());
         let w = WindowShape::new(8, 1 << 20).unwrap();
         assert_eq!(w.bytes(), 8 << 20);

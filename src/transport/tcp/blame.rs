@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::progress::MAX_ABORT_BODY;
 use super::TcpTransport;
-use crate::error::{stderr, Error};
+use crate::error::{stderr, Culprit, Error, Party, PeerFailure};
 use crate::transport::requests::Requests;
 
 /// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
@@ -29,7 +29,10 @@ pub struct AbortNote {
     pub origin_host: String,
     /// The rank it was waiting on (and its host), if its failure was about one peer.
     pub culprit: Option<(usize, String)>,
-    /// Its error, with the phase it was in.
+    /// The phase it gave up in (`all_reduce of 4 MiB`), if it knew one.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Its error, without the phase.
     pub text: String,
 }
 
@@ -39,6 +42,14 @@ impl AbortNote {
         match &self.culprit {
             Some((r, h)) => (*r, h),
             None => (self.origin, &self.origin_host),
+        }
+    }
+
+    /// What it said, as a message opens: its phase (`during all_reduce of 4 MiB: `), then its text.
+    fn said(&self) -> String {
+        match &self.phase {
+            Some(p) => format!("during {p}: {}", self.text),
+            None => self.text.clone(),
         }
     }
 }
@@ -110,6 +121,7 @@ impl TcpTransport {
             origin: self.rank,
             origin_host: self.host.clone(),
             culprit: Some((p.addr.rank, p.addr.host.clone())),
+            phase: None,
             text: format!(
                 "{}: was itself waiting on {addr}, with {pending}; nothing had moved to or from it for {:.1} s",
                 self.me(),
@@ -133,46 +145,57 @@ impl TcpTransport {
             self.waiting_note()
         };
         let Some(mut note) = answer else { return };
-        if let Some(ph) = &self.phase {
-            note.text = format!("{ph}: {}", note.text);
-        }
+        note.phase.clone_from(&self.phase);
         self.suspect = note.culprit.as_ref().map(|c| c.0);
         // Appended: queue_notes sends each peer the notes past those it was sent, by position.
         self.notes.push(note);
     }
 
-    /// The message of the verdict as this rank reports it; `own` is this rank's error ("" for its note's).
-    fn verdict_message(&self, own: &str) -> Option<String> {
+    /// The failure of the verdict as this rank reports it; `own` is this rank's error (its phase and the
+    /// rest of its message), which its own note replaces when it has one.
+    fn verdict_failure(&self, own: (Option<String>, String)) -> Option<PeerFailure> {
         let v = self.verdict()?;
         let (c, ch) = v.blamed();
         let own_note = self.own_note();
-        let own = match own_note {
-            Some(n) if own.is_empty() => n.text.as_str(),
-            _ => own,
+        let (phase, own) = match own_note {
+            Some(n) => (n.phase.clone(), n.text.clone()),
+            None => own,
         };
-        Some(if v.origin == self.rank {
-            format!("{own}. Culprit: rank {c} (host {ch})")
+        let (phase, message) = if v.origin == self.rank {
+            (phase, own)
         } else if own_note.is_some() {
             // This rank gave up (or answered) on its own: its observation first, then where the waits lead.
-            format!(
-                "{own}; following whom each rank waited on leads to rank {} (host {}): {}. Culprit: rank {c} (host {ch})",
-                v.origin, v.origin_host, v.text
-            )
+            let message = format!(
+                "{own}; following whom each rank waited on leads to rank {} (host {}): {}",
+                v.origin,
+                v.origin_host,
+                v.said()
+            );
+            (phase, message)
         } else {
-            format!(
-                "{}: stopped because rank {} (host {}) gave up: {}. Culprit: rank {c} (host {ch})",
+            let message = format!(
+                "{}: stopped because rank {} (host {}) gave up: {}",
                 self.me(),
                 v.origin,
                 v.origin_host,
-                v.text
-            )
+                v.said()
+            );
+            (None, message)
+        };
+        Some(PeerFailure {
+            phase,
+            culprit: Some(Culprit::Rank(Party::new(c, ch))),
+            peer: Some(Party::new(v.origin, v.origin_host.clone())),
+            message,
+            ..PeerFailure::default()
         })
     }
 
     /// Poisons the transport with what the notes heard say.
     pub(super) fn poison_from_notes(&mut self) -> Error {
-        let msg = self.verdict_message("").unwrap_or_default();
-        self.poison(msg)
+        let failure = self.verdict_failure((None, String::new())).unwrap_or_default();
+        self.poison(failure.to_string());
+        Error::Peer(Box::new(failure))
     }
 
     /// Gives up: tells every peer (an abort frame with `err`, or the notes this rank heard, relayed), hears
@@ -185,11 +208,13 @@ impl TcpTransport {
         }
         let err_text = err.to_string();
         self.phase = err.phase().map(str::to_string);
+        // This rank's error apart from its phase, which notes carry on their own.
+        let unphased = err.failure().map_or_else(|| err_text.clone(), PeerFailure::unphased);
         // A note answered before giving up learns the phase now.
         let (rank, phase) = (self.rank, self.phase.clone());
         if let Some(n) = self.notes.iter_mut().find(|n| n.origin == rank) {
-            if let Some(ph) = phase.filter(|_| !n.text.starts_with("during ")) {
-                n.text = format!("{ph}: {}", n.text);
+            if n.phase.is_none() {
+                n.phase = phase;
             }
         }
         let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
@@ -199,12 +224,13 @@ impl TcpTransport {
                 .and_then(|s| self.peers[s].as_ref())
                 .map(|p| (p.addr.rank, p.addr.host.clone()))
                 .or_else(|| self.blamed_elsewhere.clone());
-            let mut text = err_text.clone();
+            let mut text = unphased.clone();
             text.truncate(MAX_ABORT_BODY / 2);
             self.notes.push(AbortNote {
                 origin: self.rank,
                 origin_host: self.host.clone(),
                 culprit,
+                phase: self.phase.clone(),
                 text,
             });
         }
@@ -214,21 +240,19 @@ impl TcpTransport {
             self.blame_self_for_isolation();
         }
         // A rank that answered a note blaming it reports its answer, not the error that answer caused.
-        let own = match self.own_note() {
-            Some(n) => n.text.clone(),
-            None => err_text,
-        };
-        let msg = match self.verdict_message(&own) {
-            Some(m) => m,
-            None => own,
-        };
+        let own = (self.phase.clone(), unphased);
+        let failure = self.verdict_failure(own.clone()).unwrap_or_else(|| PeerFailure {
+            phase: own.0,
+            message: own.1,
+            ..PeerFailure::default()
+        });
         match err {
             // A local failure stays one (its exit status says so); its peers hear it as a peer failure.
             Error::Io { context, source } => Error::Io {
                 context: format!("{context} (culprit: rank {} (host {}))", self.rank, self.host),
                 source,
             },
-            _ => Error::Peer(msg),
+            _ => Error::Peer(Box::new(failure)),
         }
     }
 
@@ -450,7 +474,7 @@ mod tests {
         let err1 = t1.wait(req).expect_err("rank 2's note stops rank 1");
         assert!(err1.to_string().contains("Culprit: rank 3 (host h3)"), "{err1}");
         t0.suspect = Some(1);
-        let _ = t0.abort(Error::Peer("rank 0 (host h0): rank 1 (host h1) is unresponsive".into()));
+        let _ = t0.abort(Error::peer("rank 0 (host h0): rank 1 (host h1) is unresponsive"));
         let m = t1.abort(err1.during("all_reduce of 64 B")).to_string();
         h2.join().unwrap();
         drop(stopped);

@@ -87,7 +87,7 @@ pub fn connect_all(
     let deadline = Instant::now() + cfg.connect_timeout;
     let me = format!("rank {rank} (host {host})");
     if links.size() != n {
-        return Err(Error::Peer(format!(
+        return Err(Error::peer(format!(
             "{me}: internal error: a connection plan for {} ranks in a job of {n}",
             links.size()
         )));
@@ -156,7 +156,7 @@ pub fn connect_all(
                 continue;
             }
             if let Err(e) = sock.write_all(&encode_ack()) {
-                return Err(Error::Peer(format!(
+                return Err(Error::peer(format!(
                     "{me}: acking {} failed: {e}",
                     peers[h.from as usize]
                 )));
@@ -177,7 +177,7 @@ pub fn connect_all(
         // A peer that hangs up before set-up is over gave up, most likely because a rank it connects to failed:
         // waiting for the missing ones until the deadline would only delay the same failure.
         if let Some(gone) = (0..n).find(|&r| socks[r].iter().flatten().any(hung_up)) {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{me}: {} closed its data connection during set-up, so it gave up (see its own error); still \
                  missing connections from {}, the first of which most likely failed",
                 peers[gone],
@@ -187,7 +187,7 @@ pub fn connect_all(
         if Instant::now() >= deadline {
             drops.finish();
             let missing = missing();
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
                  and able to reach {}? Raise --connect-timeout if they start slowly",
                 cfg.connect_timeout.as_secs_f64(),
@@ -211,7 +211,7 @@ pub fn connect_all(
         loop {
             match read_ack(&mut sock, deadline) {
                 Ok(ack) => {
-                    decode_ack(&ack).map_err(|why| Error::Peer(format!("{me}: {p} refused us: {why}")))?;
+                    decode_ack(&ack).map_err(|why| Error::peer(format!("{me}: {p} refused us: {why}")))?;
                     break;
                 }
                 Err(e) if closed_early(&e) && Instant::now() < deadline => {
@@ -225,7 +225,7 @@ pub fn connect_all(
                     sock = connect_retry(p, deadline, &me)?;
                     let _ = sock.write_all(&hello(p, s).encode());
                 }
-                Err(e) => return Err(Error::Peer(format!("{me}: no answer to hello from {p}: {e}"))),
+                Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
             }
         }
         socks[peer][s] = Some(sock);
@@ -324,7 +324,7 @@ fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<
             return Ok(());
         }
     }
-    Err(Error::Peer(format!(
+    Err(Error::peer(format!(
         "{me}: needs about {need} file descriptors ({npeers} peers x {ns} streams, {open} already open) but \
          the limit is {} (hard {}); raise it (ulimit -n) or use fewer --streams",
         lim.rlim_cur, lim.rlim_max
@@ -365,7 +365,7 @@ fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream>
         if e.kind() == std::io::ErrorKind::ConnectionRefused {
             let since = *refused_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= REFUSED_FOR {
-                return Err(Error::Peer(format!(
+                return Err(Error::peer(format!(
                     "{me}: {p} refused the data connection ({e}): nothing listens at the address it published, \
                      so that rank has most likely exited (see its own error), or a firewall on its host rejects \
                      the port"
@@ -375,7 +375,7 @@ fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream>
             refused_since = None;
         }
         if Instant::now() >= deadline {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{me}: cannot connect to {p}: {e}; is it running and reachable from this host?"
             )));
         }

@@ -37,27 +37,29 @@ impl TcpTransport {
         }
         if let Some(p) = stuck {
             let silent = p.last_progress.elapsed().as_secs_f64();
-            let (rank, addr) = (p.addr.rank, p.addr.to_string());
+            let (rank, host, addr) = (p.addr.rank, p.addr.host.clone(), p.addr.to_string());
             self.suspect = Some(rank);
             let others = self.pending_list(Some(rank));
+            let theirs = self
+                .pending_list(None)
+                .into_iter()
+                .filter(|x| x.contains(&addr))
+                .collect::<Vec<_>>()
+                .join(", ");
             let msg = format!(
                 "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout -T {:.1} s), \
                  with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely \
                  slow, raise -T/--timeout",
                 self.me(),
                 self.cfg.timeout.as_secs_f64(),
-                self.pending_list(None)
-                    .into_iter()
-                    .filter(|x| x.contains(&addr))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                theirs,
                 if others.is_empty() {
                     String::new()
                 } else {
                     format!(" (also pending: {})", others.join(", "))
                 }
             );
-            return self.poison(msg);
+            return self.poison(msg).with_peer(rank, host).waiting_for(theirs);
         }
         let pending = self.pending_list(None);
         let msg = format!(

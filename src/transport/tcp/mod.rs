@@ -132,7 +132,7 @@ pub struct TcpTransport {
     notes: Vec<AbortNote>,
     /// Whom this rank was waiting on when it was poisoned, to answer a note blaming it afterwards.
     answer: Option<AbortNote>,
-    /// The phase this rank gave up in (`during all_reduce of 4 MiB`), once it did.
+    /// The phase this rank gave up in (`all_reduce of 4 MiB`), once it did.
     phase: Option<String>,
     pollfds: Vec<libc::pollfd>,
     /// (peer, stream) of each entry of `pollfds`.
@@ -213,22 +213,22 @@ impl TcpTransport {
             }
             self.poisoned = Some(msg.clone());
         }
-        Error::Peer(msg)
+        Error::peer(msg)
     }
 
     fn check_usable(&self, peer: usize) -> Result<()> {
         if let Some(msg) = &self.poisoned {
-            return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
+            return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
         }
         match self.peers.get(peer) {
             Some(Some(_)) => Ok(()),
-            Some(None) if peer != self.rank => Err(Error::Peer(format!(
+            Some(None) if peer != self.rank => Err(Error::peer(format!(
                 "{}: internal error: no connection to rank {peer}: the run connects only the rank pairs its \
                  algorithms and control exchanges need, and this pair is not one of them; please report it with the \
                  command line",
                 self.me()
             ))),
-            _ => Err(Error::Peer(format!(
+            _ => Err(Error::peer(format!(
                 "{}: internal error: no connection to rank {peer} (world size {})",
                 self.me(),
                 self.peers.len()
@@ -346,7 +346,7 @@ impl TcpTransport {
         self.check_usable(peer)?;
         // u32::MAX itself marks abort frames.
         if len >= u32::MAX as usize {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "{}: message of {len} bytes exceeds the 4 GiB frame limit",
                 self.me()
             )));
@@ -416,7 +416,7 @@ impl Transport for TcpTransport {
         let mut spin = Spin::new(self.cfg.spin);
         loop {
             if let Some(msg) = &self.poisoned {
-                return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
+                return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
             }
             if self.requests.finish(&req) {
                 return Ok(());
@@ -432,7 +432,7 @@ impl Transport for TcpTransport {
         let mut spin = Spin::new(self.cfg.spin);
         loop {
             if let Some(msg) = &self.poisoned {
-                return Err(Error::Peer(format!("transport unusable after an earlier error: {msg}")));
+                return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
             }
             let busy = self.peers.iter().flatten().any(|p| p.streams.iter().any(|s| s.busy()));
             if !busy {

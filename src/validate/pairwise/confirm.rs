@@ -66,7 +66,7 @@ pub fn share<T: Transport + ?Sized>(
     let bytes = serde_json::to_vec(&pairs.unwrap_or_default()).expect("pairs serialise");
     let got = control::broadcast(t, &bytes)?;
     let pairs: Vec<(usize, usize)> = serde_json::from_slice(&got).map_err(|e| {
-        Error::Peer(format!(
+        Error::peer(format!(
             "rank {}: rank 0 sent an unreadable list of links to re-measure ({e}); were all ranks started with \
              the same collbench version?",
             t.rank()
@@ -80,7 +80,7 @@ pub fn share<T: Transport + ?Sized>(
 pub fn check(pairs: &[(usize, usize)], n: usize, rank: usize) -> Result<()> {
     for (k, &(a, b)) in pairs.iter().enumerate() {
         if a >= b || b >= n || pairs[..k].contains(&(a, b)) {
-            return Err(Error::Peer(format!(
+            return Err(Error::peer(format!(
                 "rank {rank}: rank 0 asked to re-measure the pair ({a}, {b}), which is not a new pair of the {n} \
                  participants; were all ranks started with the same collbench version?"
             )));

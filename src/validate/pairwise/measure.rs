@@ -134,7 +134,7 @@ fn bandwidth<T: Transport + ?Sized>(
     }
     let want = pattern(peer);
     if let Some(off) = rbuf.iter().position(|&b| b != want) {
-        return Err(Error::Peer(format!(
+        return Err(Error::peer(format!(
             "rank {}: the data rank {peer} sent over {} arrived changed at byte {off} of {} (0x{:02x}, not \
              0x{want:02x}); the path corrupts data",
             t.rank(),
@@ -217,7 +217,7 @@ pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Opti
         .enumerate()
         .map(|(r, b)| {
             serde_json::from_slice(b).map_err(|e| {
-                Error::Peer(format!(
+                Error::peer(format!(
                     "rank 0: rank {r} sent unreadable pairwise samples ({e}); were all ranks started with the same \
                      collbench version?"
                 ))
@@ -242,7 +242,7 @@ pub fn links_of(parts: &[Participant], all: &[Vec<Sample>], pairs: &[(usize, usi
         all.get(from)
             .and_then(|v| v.iter().find(|s| s.peer == peer))
             .ok_or_else(|| {
-                Error::Peer(format!(
+                Error::peer(format!(
                 "rank 0: rank {from} reported no measurement with rank {peer}; were all ranks started with the same \
                  collbench version?"
             ))

@@ -337,7 +337,7 @@ pub fn gather<T: Transport + ?Sized>(t: &mut T, mine: &HostEvidence) -> Result<O
     let mut per_rank = Vec::with_capacity(all.len());
     for (r, b) in all.iter().enumerate() {
         per_rank.push(serde_json::from_slice::<HostEvidence>(b).map_err(|e| {
-            Error::Peer(format!(
+            Error::peer(format!(
                 "rank 0: rank {r} sent unreadable evidence ({e}); were all ranks started with the same collbench \
                  version?"
             ))

@@ -300,7 +300,7 @@ impl Run<'_> {
         };
         let got = control::broadcast(&mut self.sess.transports[0], &bytes)?;
         serde_json::from_slice(&got).map_err(|e| {
-            Error::Peer(format!(
+            Error::peer(format!(
                 "rank {}: rank 0 sent an unreadable preflight plan ({e}); were all ranks started with the same \
                  collbench version?",
                 self.sess.world.rank
@@ -497,7 +497,7 @@ fn inventories<T: crate::transport::Transport + ?Sized>(
         .enumerate()
         .map(|(r, b)| {
             serde_json::from_slice(b).map_err(|e| {
-                Error::Peer(format!(
+                Error::peer(format!(
                     "rank 0: rank {r} sent an unreadable inventory ({e}); were all ranks started with the same \
                      collbench version?"
                 ))
