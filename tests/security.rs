@@ -296,8 +296,7 @@ fn job_rank(job: &str, rank: usize, port: u16, apart: Apart, json: &std::path::P
 /// Two 4-rank jobs on one rendezvous address, started interleaved: A0 A1, B2 B3, A2 A3, B0 B1. Returns, per
 /// process (job, rank): exit status, stderr, and the pids of the rank table it wrote (rank 0 only), with the
 /// pids of each job.
-#[allow(clippy::type_complexity)]
-fn two_jobs(apart: Apart) -> (Vec<(&'static str, usize, Option<i32>, String, Vec<u32>)>, [Vec<u32>; 2]) {
+fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let mut procs = Vec::new();
@@ -355,8 +354,11 @@ fn two_jobs(apart: Apart) -> (Vec<(&'static str, usize, Option<i32>, String, Vec
     (out, pids)
 }
 
+/// One process of the two-jobs test: job, rank, exit status, stderr, and the pids of the table it wrote.
+type Ended = (&'static str, usize, Option<i32>, String, Vec<u32>);
+
 /// No table lists a process of the other job.
-fn never_mixed(out: &[(&str, usize, Option<i32>, String, Vec<u32>)], pids: &[Vec<u32>; 2]) {
+fn never_mixed(out: &[Ended], pids: &[Vec<u32>; 2]) {
     for (job, rank, code, stderr, table) in out {
         let own = &pids[usize::from(*job == "B")];
         assert!(

@@ -59,7 +59,10 @@ pub fn job_ids(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
     JOB_IDS
         .iter()
         .filter_map(|k| get(k).map(|v| (k, v)))
-        .filter(|(k, v)| !v.trim().is_empty() && !(**k == "TORCHELASTIC_RUN_ID" && v.trim() == "none"))
+        .filter(|(k, v)| {
+            let placeholder = **k == "TORCHELASTIC_RUN_ID" && v.trim() == "none";
+            !v.trim().is_empty() && !placeholder
+        })
         .map(|(k, v)| format!("{k}={}", v.trim()))
         .collect()
 }

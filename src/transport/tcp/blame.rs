@@ -406,6 +406,17 @@ impl TcpTransport {
     }
 }
 
+/// Cuts `s` to at most `max` bytes, at a character boundary.
+fn cut(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -695,16 +706,5 @@ mod tests {
         let m = wait_on(1, l1, Duration::from_millis(300), 0);
         drop(stopped);
         assert!(m.ends_with("Culprit: rank 0 (host h0)"), "{m}");
-    }
-}
-
-/// Cuts `s` to at most `max` bytes, at a character boundary.
-fn cut(s: &mut String, max: usize) {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
     }
 }
