@@ -53,7 +53,7 @@ const JOB_IDS: [&str; 7] = [
     "TORCHELASTIC_RUN_ID",
 ];
 
-/// The launcher's job identifiers present, as `NAME=value`, in [`JOB_IDS`] order (torchrun's placeholder run id
+/// The launcher's job identifiers present, as `NAME=value`, in a fixed order (torchrun's placeholder run id
 /// "none" is no identity).
 pub fn job_ids(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
     JOB_IDS
