@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(hello frame_header rendezvous sizes options)
+[ ${#targets[@]} -gt 0 ] || targets=(hello handshake frame_header rendezvous sizes options)
 
 if ! command -v cargo-fuzz >/dev/null; then
     echo "fuzz/run.sh: installing cargo-fuzz from crates.io"

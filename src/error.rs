@@ -222,6 +222,24 @@ pub(crate) use stderr;
 /// Result with collbench's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Text from a peer or a file (a host name, an abort note, a path), made safe to print: control characters
+/// (escape sequences that clear a terminal or set its title, carriage returns that overwrite a line) are shown
+/// escaped (`\u{1b}`), the rest as it is. Use it wherever such text reaches a terminal.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +290,17 @@ mod tests {
             "rendezvous at x: the service stood still. Culprit: this process (the rendezvous), not the ranks \
              Refused on the way: 1 connection(s): wrong job token"
         );
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    #[test]
+    fn control_characters_from_peers_are_shown_escaped_and_plain_text_is_untouched() {
+        assert_eq!(super::escape("h1.example, ok: 3 µs"), "h1.example, ok: 3 µs");
+        let hostile = "h\u{1b}[2J\u{1b}]0;owned\u{7}\r\nx\u{9b}y";
+        let shown = super::escape(hostile);
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        assert_eq!(shown, "h\\u{1b}[2J\\u{1b}]0;owned\\u{7}\\r\\nx\\u{9b}y");
     }
 }

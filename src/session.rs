@@ -439,6 +439,8 @@ fn via_mpi(
         endpoints: endpoints(&bound),
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
+        // MPI keeps jobs apart itself.
+        job: Vec::new(),
     };
     let joins: Vec<rendezvous::Join> = m
         .allgather_bytes(&serde_json::to_vec(&me).expect("a join serialises"))

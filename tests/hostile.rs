@@ -206,30 +206,38 @@ fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_
     const SILENT: usize = 5000;
     raise_nofile(16384);
     let token = collbench::world::new_token();
-    let wrong = collbench::world::new_token();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let root: SocketAddr = ([127, 0, 0, 1], port).into();
-    let rendezvous_opening = |t: &env_token::Token, frame: &[u8]| {
+    // Openings of processes without the token: a hello, then a proof they cannot make (zeros).
+    let rendezvous_opening = |frame: &[u8]| {
         let mut b = b"CBRV".to_vec();
-        b.extend_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(t);
+        b.extend_from_slice(&2u16.to_le_bytes());
+        b.extend_from_slice(&collbench::world::new_token());
+        b.push(1);
+        b.extend_from_slice(&[0; 32]);
         b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
         b.extend_from_slice(frame);
         b
     };
-    let hello = |t, to| {
+    let hello = |to| {
         Hello {
-            token: t,
             from: 3,
             to,
             stream: 0,
             nstreams: 1,
+            nonce: collbench::world::new_token(),
         }
         .encode()
+    };
+    let unproved = |to| {
+        let mut b = hello(to).to_vec();
+        b.push(1);
+        b.extend_from_slice(&[0; 32]);
+        b
     };
 
     // Rank 0 serves the rendezvous; once it announces its data listener both are up. 5,000 silent connections
@@ -254,22 +262,18 @@ fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_
     let mut held: Vec<TcpStream> = at_root;
     held.extend(garbage(
         root,
-        &rendezvous_opening(&wrong, br#"{"rank":1}"#),
-        &rendezvous_opening(&token, b"")[..13],
+        &rendezvous_opening(br#"{"rank":1}"#),
+        &rendezvous_opening(b"")[..13],
     ));
     let l0_garbage = {
-        let (w, h) = (hello(wrong, 0), hello(token, 0));
+        let (w, h) = (unproved(0), hello(0));
         std::thread::spawn(move || garbage(l0, &w, &h[..HELLO_LEN / 2]))
     };
     let mut ranks = vec![r0];
     for r in 1..4 {
         let rank = start(r, 4, port, &token);
         let l = listener_of(&rank);
-        held.extend(garbage(
-            l,
-            &hello(wrong, r as u32),
-            &hello(token, r as u32)[..HELLO_LEN / 2],
-        ));
+        held.extend(garbage(l, &unproved(r as u32), &hello(r as u32)[..HELLO_LEN / 2]));
         ranks.push(rank);
     }
     let mut n_l0 = 0;

@@ -1,5 +1,6 @@
-//! What a connection to the rendezvous sends (preamble, then a length-prefixed JSON join) and what a rank reads
-//! back: the decoders return a verdict or an error, never panic, and ask only for more bytes, within the limit.
+//! What a connection to the rendezvous sends (hello, proof, then a length-prefixed JSON join) and what a rank
+//! reads back: the decoders return a verdict or an error, never panic, and ask only for more bytes, within the
+//! limit.
 #![no_main]
 
 use collbench::transport::tcp::gate::Verdict;
@@ -7,11 +8,13 @@ use collbench::world::rendezvous::{admit_join, decode_reply};
 use libfuzzer_sys::fuzz_target;
 
 const TOKEN: [u8; 16] = *b"collbench-fuzz!!";
+const NONCE: [u8; 16] = [0x5a; 16];
 
 fuzz_target!(|data: &[u8]| {
-    match admit_join(data, &TOKEN) {
-        // Preamble (22 bytes) + length (4) + at most a 1 MiB frame.
-        Verdict::Need(n) => assert!(n > data.len() && n <= 26 + (1 << 20), "need {n} after {}", data.len()),
+    match admit_join(&NONCE, data, &TOKEN) {
+        // Hello (22 bytes) + proof (33) + length (4) + at most a 1 MiB frame.
+        Verdict::Need(n) => assert!(n > data.len() && n <= 59 + (1 << 20), "need {n} after {}", data.len()),
+        Verdict::Answer { need, .. } => assert!(data.len() == 22 && need == 59),
         Verdict::Admit(j) => drop(j.info()),
         Verdict::Reject { why, .. } => assert!(!why.is_empty()),
     }

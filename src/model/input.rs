@@ -34,9 +34,10 @@ impl Sample {
     /// The point of one record of a run on `hosts` hosts.
     pub fn from_record(rec: &Record, hosts: usize, source: &str) -> Sample {
         Sample {
-            path: rec.path.clone(),
+            // Names from a file reach the terminal: shown with control characters escaped.
+            path: crate::error::escape(&rec.path).into_owned(),
             collective: rec.collective,
-            algo: rec.algo.clone(),
+            algo: crate::error::escape(&rec.algo).into_owned(),
             size: rec.size,
             nranks: rec.nranks,
             hosts,
@@ -79,9 +80,10 @@ fn samples(doc: &Document, source: &str) -> Result<Vec<Sample>> {
         // A time of "nan" (written for a point without a number) is kept as NaN and skipped by the fit.
         let time_us = need(r.out_of_place().time, i, "out_of_place.time").map_err(bad)?;
         out.push(Sample {
-            path: need(r.path.clone(), i, "path").map_err(bad)?,
+            // Names from a file reach the terminal: shown with control characters escaped.
+            path: crate::error::escape(&need(r.path.clone(), i, "path").map_err(bad)?).into_owned(),
             collective,
-            algo: need(r.algo.clone(), i, "algo").map_err(bad)?,
+            algo: crate::error::escape(&need(r.algo.clone(), i, "algo").map_err(bad)?).into_owned(),
             size: need(r.size, i, "size").map_err(bad)?,
             nranks,
             // Files without the rank list are taken as one rank per host.

@@ -202,6 +202,7 @@ mod tests {
             endpoints: vec![],
             version: "0.1.0".into(),
             consensus: Agreement::of(o).to_wire(),
+            job: Vec::new(),
         }
     }
 

@@ -300,10 +300,10 @@ mod tests {
             let t = &mut sess.transports[0];
             if t.rank() == 0 {
                 return t
-                    .abort(Error::Peer("the window overflowed".into()).during("all_reduce of 4 MiB"))
+                    .abort(Error::peer("the window overflowed").during("all_reduce of 4 MiB"))
                     .to_string();
             }
-            let stopped = Error::Peer(format!("rank {}: rank 0 gave up", t.rank()));
+            let stopped = Error::peer(format!("rank {}: rank 0 gave up", t.rank()));
             let e = hear_abort(&mut *t, 0, stopped);
             t.abort(e).to_string()
         });

@@ -28,7 +28,7 @@ impl Kind for Tcp {
             .sess
             .transports
             .get(k)
-            .ok_or_else(|| Error::Peer(format!("{}: the session has no TCP transport {k}", self.given)))?;
+            .ok_or_else(|| Error::peer(format!("{}: the session has no TCP transport {k}", self.given)))?;
         at.next_tcp += 1;
         Ok(Box::new(TcpPath { k, name: t.path() }))
     }

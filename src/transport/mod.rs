@@ -19,6 +19,7 @@
 //! broadcast the runner and connection set-up exchange over any transport. This layer imports only
 //! lower ones (errors, memory, the net helpers); algorithms, engines and options build on it.
 
+pub mod auth;
 pub mod control;
 mod links;
 pub mod path;

@@ -1,8 +1,7 @@
 //! Identity from the environment a launcher sets: collbench's own variables, OpenMPI's mpirun, PMI
 //! (MPICH, Intel MPI), PMIx, Slurm's srun, a Kubernetes Indexed Job, or RANK/WORLD_SIZE (torchrun style).
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::world::{token_from_hex, Identity, Token};
@@ -17,6 +16,11 @@ pub const ROOT: &str = "COLLBENCH_ROOT";
 pub const JOB_TOKEN: &str = "COLLBENCH_JOB_TOKEN";
 /// A file holding the token (a mounted Kubernetes Secret, say).
 pub const JOB_TOKEN_FILE: &str = "COLLBENCH_JOB_TOKEN_FILE";
+/// A value unique to this job, for launchers that set no job id collbench knows (a Kubernetes Job's uid through
+/// the downward API, say): it keeps two jobs at one rendezvous address apart, but is not a secret.
+pub const JOB_ID: &str = "COLLBENCH_JOB_ID";
+/// Longest token file read: 32 hex digits and some white space; anything longer is not a token file.
+pub const MAX_TOKEN_FILE: u64 = 4096;
 /// This rank's index among the ranks on its host (set by collbench's own launcher, whose ranks all share
 /// one host): it picks the rank's GPU, as the launchers' own local-rank variables do.
 pub const LOCAL_RANK: &str = "COLLBENCH_LOCAL_RANK";
@@ -36,14 +40,32 @@ const SOURCES: [(&str, &str, &str); 6] = [
     ("RANK/WORLD_SIZE", "RANK", "WORLD_SIZE"),
 ];
 
-/// Variables whose value identifies one job, hashed into a token when none is given.
-const JOB_IDS: [&str; 5] = [
+/// Variables whose value identifies one job (the same on every rank of it, different for every other job),
+/// hashed into a token when none is given: OpenMPI's and PMIx's job ids, Slurm's job and step, torchrun's run
+/// id, or the job id given by hand.
+const JOB_IDS: [&str; 7] = [
+    JOB_ID,
     "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
     "OMPI_MCA_orte_ess_jobid",
     "SLURM_JOB_ID",
     "SLURM_STEP_ID",
-    "PMI_ID",
+    "TORCHELASTIC_RUN_ID",
 ];
+
+/// The launcher's job identifiers present, as `NAME=value`, in a fixed order (torchrun's placeholder run id
+/// "none" is no identity).
+pub fn job_ids(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    JOB_IDS
+        .iter()
+        .filter_map(|k| get(k).map(|v| (k, v)))
+        .filter(|(k, v)| {
+            let placeholder = **k == "TORCHELASTIC_RUN_ID" && v.trim() == "none";
+            !v.trim().is_empty() && !placeholder
+        })
+        .map(|(k, v)| format!("{k}={}", v.trim()))
+        .collect()
+}
 
 /// Most ranks a job may have (2^20): far above any job collbench's all-pairs set-up serves, far below what
 /// would make a mistyped or hostile size allocate gigabytes.
@@ -117,7 +139,7 @@ pub fn identity_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Iden
         ));
     }
     let root = rendezvous_address(&get)?;
-    let (token, token_from) = token(&get, root.as_deref().unwrap_or(""), size)?;
+    let (token, token_from) = token(&get, root.as_deref(), size)?;
     // Rank 0 serves the rendezvous, except under collbench's own launcher, which serves it itself.
     let serves_root = rank == 0 && get(LAUNCHER).as_deref() != Some("local");
     Ok(Some(Identity {
@@ -209,41 +231,92 @@ pub fn local_size_from(get: impl Fn(&str) -> Option<String>) -> Option<usize> {
         .find_map(|v| v.split('(').next().and_then(|n| n.trim().parse().ok()))
 }
 
-/// The job token: given, read from a file, or (not a secret) derived from the launcher's job identifiers.
-fn token(get: &impl Fn(&str) -> Option<String>, root: &str, size: usize) -> Result<(Token, String)> {
+/// The job token: given, read from a file, or (not a secret) derived from the launcher's job identifiers. With
+/// a rendezvous address and neither, two jobs at that address could not be told apart: refused.
+fn token(get: &impl Fn(&str) -> Option<String>, root: Option<&str>, size: usize) -> Result<(Token, String)> {
     if let Some(t) = get(JOB_TOKEN) {
         let tok = token_from_hex(t.trim()).ok_or_else(|| Error::usage(JOB_TOKEN, "expected 32 hex digits"))?;
         return Ok((tok, JOB_TOKEN.into()));
     }
     if let Some(path) = get(JOB_TOKEN_FILE) {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::usage(JOB_TOKEN_FILE, format!("cannot read '{path}': {e}")))?;
+        let text = read_token_file(&path)?;
         let tok = token_from_hex(text.trim())
             .ok_or_else(|| Error::usage(JOB_TOKEN_FILE, format!("'{path}' must hold 32 hex digits")))?;
         return Ok((tok, format!("{JOB_TOKEN_FILE} ({path})")));
     }
     // Every rank of one job sees the same identifiers, so they derive the same token; a rank of another
     // job (or a stale one) does not. It keeps jobs apart, but it authenticates nothing.
-    let ids: Vec<String> = JOB_IDS
-        .iter()
-        .filter_map(|k| get(k).map(|v| format!("{k}={v}")))
-        .collect();
-    let seed = format!("{}|{root}|{size}", ids.join("|"));
-    let mut tok = [0u8; 16];
-    for (i, half) in tok.chunks_mut(8).enumerate() {
-        let mut h = DefaultHasher::new();
-        (i, &seed).hash(&mut h);
-        half.copy_from_slice(&h.finish().to_le_bytes());
+    let ids = job_ids(get);
+    if let (Some(root), true) = (root, ids.is_empty()) {
+        return Err(Error::usage(
+            JOB_TOKEN,
+            format!(
+                "no job token and no launcher job id: another job using the rendezvous at {root} could not be told \
+                 apart from this one, and the two would mix. Set {JOB_TOKEN} to 32 hex digits shared by this job's \
+                 ranks only (e.g. from `openssl rand -hex 16`), or {JOB_TOKEN_FILE}, or {JOB_ID} to a value unique \
+                 to this job"
+            ),
+        ));
     }
-    let from = if ids.is_empty() {
-        "the rendezvous address".to_string()
-    } else {
-        ids.join(", ")
-    };
+    let mut h = Sha256::new();
+    h.update(format!("collbench job|{}|{}|{size}", ids.join("|"), root.unwrap_or("")));
+    let mut tok = [0u8; 16];
+    tok.copy_from_slice(&h.finalize()[..16]);
     Ok((
         tok,
-        format!("derived from {from}; not a secret, set {JOB_TOKEN} to authenticate"),
+        format!(
+            "derived from {}; not a secret, set {JOB_TOKEN} to authenticate",
+            ids.join(", ")
+        ),
     ))
+}
+
+/// Reads the token file at `path`: a regular file (or a link to one) of at most [`MAX_TOKEN_FILE`] bytes. A
+/// FIFO, device, socket or directory is refused without reading (a FIFO would block, `/dev/zero` never end).
+fn read_token_file(path: &str) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let bad = |why: String| Error::usage(JOB_TOKEN_FILE, format!("'{path}' {why}"));
+    // Non-blocking, so opening a FIFO with no writer returns at once; the type is checked before any read.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| bad(format!("cannot be read: {e}")))?;
+    let meta = f.metadata().map_err(|e| bad(format!("cannot be read: {e}")))?;
+    let ft = meta.file_type();
+    let kind = if ft.is_dir() {
+        Some("a directory")
+    } else if ft.is_fifo() {
+        Some("a FIFO")
+    } else if ft.is_char_device() || ft.is_block_device() {
+        Some("a device")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
+        return Err(bad(format!(
+            "is {kind}, not a file holding the job token (32 hex digits)"
+        )));
+    }
+    if meta.len() > MAX_TOKEN_FILE {
+        return Err(bad(format!(
+            "holds {} bytes; a token file holds 32 hex digits (at most {MAX_TOKEN_FILE} bytes read)",
+            meta.len()
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_TOKEN_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| bad(format!("cannot be read: {e}")))?;
+    if text.len() as u64 > MAX_TOKEN_FILE {
+        return Err(bad(format!(
+            "holds more than {MAX_TOKEN_FILE} bytes; a token file holds 32 hex digits"
+        )));
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -315,6 +388,7 @@ mod tests {
         for (vars, name, rank, size) in cases {
             let mut all = vars.to_vec();
             all.push(("MASTER_ADDR", "node0"));
+            all.push((JOB_ID, "job-1"));
             let id = identity_from(env(&all)).unwrap().unwrap();
             assert!(id.launcher.contains(name), "{} for {vars:?}", id.launcher);
             assert_eq!(
@@ -332,6 +406,7 @@ mod tests {
             ("SLURM_NTASKS", "1"),
             ("OMPI_COMM_WORLD_RANK", "3"),
             ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_MCA_ess_base_jobid", "289734657"),
             (ROOT, "h:1"),
         ]))
         .unwrap()
@@ -475,6 +550,80 @@ mod tests {
             "other jobs differ"
         );
         assert!(a.token_from.contains("not a secret"), "{}", a.token_from);
+    }
+
+    #[test]
+    fn a_rendezvous_without_a_token_or_a_job_id_is_refused_naming_what_to_set() {
+        // Two such jobs at one address cannot be told apart (their derived tokens would be equal): refused.
+        let bare = [
+            (RANK, "1"),
+            (WORLD_SIZE, "4"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let e = identity_from(env(&bare)).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(JOB_TOKEN) && msg.contains(JOB_ID) && msg.contains("node0:29500") && msg.contains("mix"),
+            "{msg}"
+        );
+        // torchrun's placeholder run id is no identity either.
+        let mut torch = bare.to_vec();
+        torch.push(("TORCHELASTIC_RUN_ID", "none"));
+        assert!(identity_from(env(&torch)).is_err());
+        // A job id of each launcher separates jobs: different ids, different tokens.
+        let with = |k: &'static str, v: &'static str| {
+            let mut all = bare.to_vec();
+            all.push((k, v));
+            identity_from(env(&all)).unwrap().unwrap().token
+        };
+        assert_ne!(with(JOB_ID, "a"), with(JOB_ID, "b"));
+        assert_ne!(
+            with("OMPI_MCA_ess_base_jobid", "1"),
+            with("OMPI_MCA_ess_base_jobid", "2")
+        );
+        assert_ne!(with("SLURM_JOB_ID", "1"), with("SLURM_JOB_ID", "2"));
+        assert_eq!(with(JOB_ID, "a"), with(JOB_ID, "a"));
+        // Without a rendezvous (MPI exchanges the endpoints and rank 0's random token) nothing is needed.
+        assert!(identity_from(env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")])).is_ok());
+    }
+
+    #[test]
+    fn a_token_file_that_is_a_fifo_a_device_a_directory_or_huge_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: c is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let huge = dir.path().join("huge");
+        std::fs::write(&huge, "0".repeat(1 << 20)).unwrap();
+        let cases = [
+            (fifo.to_str().unwrap().to_string(), "a FIFO"),
+            ("/dev/zero".to_string(), "a device"),
+            (dir.path().to_str().unwrap().to_string(), "a directory"),
+            (huge.to_str().unwrap().to_string(), "bytes"),
+        ];
+        for (path, what) in cases {
+            // On its own thread, so a read that blocks (a FIFO with no writer) fails the test instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = path.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(identity_from(env(&[
+                    (RANK, "0"),
+                    (WORLD_SIZE, "2"),
+                    (ROOT, "h:1"),
+                    (JOB_TOKEN_FILE, &p),
+                ])));
+            });
+            let e = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("reading the token file '{path}' blocked"))
+                .unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains(JOB_TOKEN_FILE) && msg.contains(what), "{path}: {msg}");
+        }
     }
 
     #[test]

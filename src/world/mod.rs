@@ -95,10 +95,16 @@ pub fn bootstrap(
         endpoints,
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
+        job: env::job_ids(|k| std::env::var(k).ok()),
     };
     let root = id.root.as_deref().unwrap_or("?");
     let mut sock = sock;
-    rendezvous::send_join(&mut sock, root, &id.token, &me)?;
+    match rendezvous::send_join(&mut sock, root, &id.token, &me, deadline) {
+        // Closed before the challenge (a flooded service drops the oldest unproved connections): the wait
+        // below connects again.
+        Err(e) if e.exit_code() != crate::error::EXIT_USAGE => {}
+        r => r?,
+    }
     crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
     let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline)?;
     Ok(World {

@@ -2,7 +2,11 @@
 //! was started with; when all have arrived the service checks they agree and sends every rank the full
 //! table, or a refusal that names the ranks and fields that differ.
 //!
-//! Wire: `CBRV`, protocol version (u16 LE), token (16 bytes), then length-prefixed (u32 LE) JSON frames.
+//! Wire, version 2: the rank sends `CBRV`, the protocol version (u16 LE) and its nonce; the service answers
+//! `CBRC`, the version, its nonce and its proof of the job token; the rank checks that proof and only then
+//! sends its own (a flag byte 1 and the proof; 0 and zeros when the service's proof failed), followed by its
+//! join; then length-prefixed (u32 LE) JSON frames. The token itself never travels, so a process squatting on
+//! the rendezvous address learns nothing it can use (see [`crate::transport::auth`]).
 //!
 //! One concern, the rendezvous protocol (both sides); its tests are a third of the file.
 
@@ -15,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rank_info::{Endpoint, RankInfo};
 use crate::error::{stderr, Culprit, Error, PeerFailure, Result};
+use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
 use crate::transport::tcp::drops::Drops;
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
 use crate::transport::tcp::handshake::Token;
@@ -22,8 +27,17 @@ pub(crate) use crate::world::disagreement::disagreement;
 use crate::world::missing::missing_ranks;
 
 const MAGIC: [u8; 4] = *b"CBRV";
-const VERSION: u16 = 1;
-const PREAMBLE_LEN: usize = 4 + 2 + 16;
+const CHALLENGE_MAGIC: [u8; 4] = *b"CBRC";
+/// 2: the token is proved with nonces and HMAC, never sent.
+const VERSION: u16 = 2;
+/// The rank's hello: magic, version, nonce.
+const PREAMBLE_LEN: usize = 4 + 2 + NONCE_LEN;
+/// The service's challenge: magic, version, nonce, proof.
+const CHALLENGE_LEN: usize = 4 + 2 + NONCE_LEN + PROOF_LEN;
+/// The rank's proof: a flag byte, then the proof.
+const PROOF_MSG_LEN: usize = 1 + PROOF_LEN;
+/// Where the join's frame starts.
+const JOIN_AT: usize = PREAMBLE_LEN + PROOF_MSG_LEN;
 /// How long a connection may take to present its preamble and join before it is dropped.
 const OPENING_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest frame accepted: a hello with its options is a few KiB.
@@ -42,9 +56,32 @@ pub struct Join {
     pub version: String,
     /// The options every rank must agree on.
     pub consensus: serde_json::Value,
+    /// The launcher's job identifiers (`NAME=value`), empty where it sets none: ranks of two jobs that share
+    /// a token are told apart by these.
+    #[serde(default)]
+    pub job: Vec<String>,
 }
 
 impl Join {
+    /// The same join with the text it carries (host, interface and address names) made safe to print: a peer's
+    /// escape sequences must not reach any rank's terminal.
+    pub fn printable(mut self) -> Join {
+        let esc = |s: &mut String| *s = crate::error::escape(s).into_owned();
+        esc(&mut self.host);
+        esc(&mut self.version);
+        for e in &mut self.endpoints {
+            esc(&mut e.iface);
+            esc(&mut e.addr);
+            if let Some(r) = e.reason.as_mut() {
+                esc(r);
+            }
+        }
+        for j in &mut self.job {
+            esc(j);
+        }
+        self
+    }
+
     /// What every rank learns about this one.
     pub fn info(&self) -> RankInfo {
         let first = self.endpoints.first().cloned().unwrap_or(Endpoint {
@@ -86,7 +123,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     let mut drops = Drops::new(format!("rendezvous at {where_}"));
     let mut count = 0;
     // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
-    let mut gate = Gate::new(|b: &[u8]| admit_join(b, &token), OPENING_DEADLINE);
+    let mut gate = Gate::new(|n: &Nonce, b: &[u8]| admit_join(n, b, &token), OPENING_DEADLINE);
     let mut unserved = Unserved::new();
     while count < size {
         unserved.tick();
@@ -99,29 +136,26 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         let stood_still = Instant::now() >= deadline && unserved.blames_itself(timeout);
         for ev in events {
             let (mut sock, j) = match ev {
-                Event::Admitted(sock, _, j) => (sock, j),
+                Event::Admitted(sock, _, j) => (sock, j.printable()),
                 Event::Rejected(from, why) => {
                     drops.note(from, &why);
                     continue;
                 }
             };
-            if j.size != size {
-                let msg = format!(
-                    "rank {} (host {}) thinks the job has {} ranks, the rendezvous expects {size}",
-                    j.rank, j.host, j.size
-                );
-                let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
-                refuse_all(&mut joined, &msg);
-                return Err(Error::peer(msg));
-            }
-            if j.rank >= size || joined.contains_key(&j.rank) {
-                let msg = format!(
-                    "rank {} (host {}) joined twice or is out of range (job of {size} ranks)",
-                    j.rank, j.host
-                );
-                let _ = write_frame(&mut sock, &Reply::Refused(msg.clone()));
-                refuse_all(&mut joined, &msg);
-                return Err(Error::peer(msg));
+            if let Some(msg) = clash(&joined, &j, size, &where_) {
+                // Two jobs meet here: whichever ranks joined may belong to either, so none may start. Every rank
+                // hears it now; newcomers too while they keep coming, then rank 0 (it serves this, usually in
+                // its own process, which ends once it hears).
+                let reply = Reply::Refused(msg.clone());
+                let _ = write_frame(&mut sock, &reply);
+                let first = joined.remove(&0);
+                tell_all(&mut joined, &reply);
+                let mut held: Vec<TcpStream> = first.into_iter().map(|(_, s)| s).collect();
+                refuse_newcomers(&listener, gate, &reply, deadline, &mut held);
+                for mut s in held {
+                    let _ = write_frame(&mut s, &reply);
+                }
+                return Err(Error::usage(super::env::JOB_TOKEN, msg));
             }
             joined.insert(j.rank, (j, sock));
             count += 1;
@@ -226,11 +260,91 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     Ok(infos)
 }
 
+/// Why `j` cannot join the ranks `joined` so far, if it cannot: it is a rank of another job (another size,
+/// other job ids, or a rank already held by another process).
+fn clash(joined: &Joined, j: &Join, size: usize, where_: &str) -> Option<String> {
+    let fix = "Two jobs use one rendezvous address: give each job its own (MASTER_PORT or COLLBENCH_ROOT), or \
+               each its own COLLBENCH_JOB_TOKEN";
+    let them = |j: &Join| format!("rank {} (host {}, pid {})", j.rank, j.host, j.pid);
+    if j.size != size {
+        return Some(format!(
+            "rendezvous at {where_}: {} thinks the job has {} ranks, this rendezvous serves a job of {size}. {fix}",
+            them(j),
+            j.size
+        ));
+    }
+    if j.rank >= size {
+        return Some(format!(
+            "rendezvous at {where_}: {} is out of range for a job of {size} ranks",
+            them(j)
+        ));
+    }
+    if let Some((held, _)) = joined.get(&j.rank) {
+        return Some(format!(
+            "rendezvous at {where_}: two processes joined as rank {}: {} and {}; they belong to two jobs started \
+             with the same job token. {fix}",
+            j.rank,
+            them(held),
+            them(j)
+        ));
+    }
+    match joined.values().next() {
+        Some((first, _)) if first.job != j.job => Some(format!(
+            "rendezvous at {where_}: {} belongs to job [{}], {} to job [{}]. {fix}",
+            them(first),
+            first.job.join(", "),
+            them(j),
+            j.job.join(", ")
+        )),
+        _ => None,
+    }
+}
+
+/// How long a rendezvous that found two jobs at its address keeps refusing newcomers after the last one came.
+const CLASH_QUIET: Duration = Duration::from_secs(2);
+
+/// Refuses every join that arrives until none came for [`CLASH_QUIET`] (or `deadline`): the ranks of both jobs
+/// then end at once, not at their deadline. Joins of rank 0 are kept in `held`, answered by the caller last.
+fn refuse_newcomers<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
+    listener: &TcpListener,
+    mut gate: Gate<Join, D>,
+    reply: &Reply,
+    deadline: Instant,
+    held: &mut Vec<TcpStream>,
+) {
+    let mut quiet_from = Instant::now();
+    loop {
+        let until = deadline.min(quiet_from + CLASH_QUIET);
+        if Instant::now() >= until {
+            return;
+        }
+        let (res, mut events) = gate.accept_all(listener);
+        if res.is_err() {
+            return;
+        }
+        events.extend(gate.drive());
+        for ev in events {
+            if let Event::Admitted(mut sock, _, j) = ev {
+                quiet_from = Instant::now();
+                if j.rank == 0 {
+                    held.push(sock);
+                } else {
+                    let _ = write_frame(&mut sock, reply);
+                }
+            }
+        }
+        if !gate.is_empty() {
+            quiet_from = Instant::now();
+        }
+        gate.wait(listener, &[], deadline.min(quiet_from + CLASH_QUIET));
+    }
+}
+
 /// Answers `reply` to every rank below `size` not in `told` that arrives before `deadline`.
 ///
 /// `gate` is the service's own: a rank whose connection it already holds (connected, join not yet read) is
 /// among them.
-fn tell_latecomers<D: FnMut(&[u8]) -> Verdict<Join>>(
+fn tell_latecomers<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
     listener: &TcpListener,
     mut gate: Gate<Join, D>,
     size: usize,
@@ -274,16 +388,40 @@ fn tell_all(joined: &mut Joined, reply: &Reply) {
     }
 }
 
-/// Judges the first bytes a connection to the rendezvous sent: the preamble (magic, version, token), then one
-/// length-prefixed JSON [`Join`]. A stranger is refused as soon as a byte gives it away; a collbench rank of another
-/// job (wrong token) is told so, so it stops at once instead of waiting out its deadline.
-pub fn admit_join(b: &[u8], token: &Token) -> Verdict<Join> {
+/// What both proofs of one connection are bound to.
+fn binding<'a>(connector: &'a Nonce, listener: &'a Nonce) -> Binding<'a> {
+    Binding {
+        protocol: MAGIC,
+        connector,
+        listener,
+        claims: &VERSION_BYTES,
+    }
+}
+
+const VERSION_BYTES: [u8; 2] = VERSION.to_le_bytes();
+
+/// The service's challenge to a rank whose nonce is `connector`: its own nonce and proof.
+fn challenge(token: &Token, connector: &Nonce, listener: &Nonce) -> Vec<u8> {
+    let mut b = Vec::with_capacity(CHALLENGE_LEN);
+    b.extend_from_slice(&CHALLENGE_MAGIC);
+    b.extend_from_slice(&VERSION_BYTES);
+    b.extend_from_slice(listener);
+    b.extend_from_slice(&auth::prove(token, Role::Listener, &binding(connector, listener)));
+    b
+}
+
+/// Judges the bytes a connection to the rendezvous sent so far, `nonce` being the service's for it: the hello
+/// (magic, version, the rank's nonce), answered with a challenge; the rank's proof; then one length-prefixed
+/// JSON [`Join`]. A stranger is refused as soon as a byte gives it away, and holds at most the few bytes before
+/// its proof; a collbench rank of another job (wrong token) is told so, so it stops at once instead of waiting
+/// out its deadline.
+pub fn admit_join(nonce: &Nonce, b: &[u8], token: &Token) -> Verdict<Join> {
     let seen = b.len().min(MAGIC.len());
     if b[..seen] != MAGIC[..seen] {
         return Verdict::reject("bad magic (not a collbench rank)");
     }
-    if b.len() < PREAMBLE_LEN + 4 {
-        return Verdict::Need(PREAMBLE_LEN + 4);
+    if b.len() < PREAMBLE_LEN {
+        return Verdict::Need(PREAMBLE_LEN);
     }
     let v = u16::from_le_bytes([b[4], b[5]]);
     if v != VERSION {
@@ -291,31 +429,56 @@ pub fn admit_join(b: &[u8], token: &Token) -> Verdict<Join> {
             "rendezvous protocol version {v}, this service speaks {VERSION}"
         ));
     }
-    if b[6..PREAMBLE_LEN].iter().zip(token).fold(0u8, |a, (x, y)| a | (x ^ y)) != 0 {
+    let connector: Nonce = b[6..PREAMBLE_LEN].try_into().expect("a nonce's length");
+    if b.len() == PREAMBLE_LEN {
+        return Verdict::Answer {
+            send: challenge(token, &connector, nonce),
+            need: JOIN_AT + 4,
+        };
+    }
+    if b[PREAMBLE_LEN] == 0 {
+        return Verdict::reject(
+            "the rank found this service's proof wrong: it holds a different job token (a rank of another job \
+             using this address, or a different COLLBENCH_JOB_TOKEN)",
+        );
+    }
+    if b[PREAMBLE_LEN] != 1 {
+        return Verdict::reject(format!("bad proof flag {}", b[PREAMBLE_LEN]));
+    }
+    if b.len() < JOIN_AT + 4 {
+        return Verdict::Need(JOIN_AT + 4);
+    }
+    if !auth::verify(
+        token,
+        Role::Connector,
+        &binding(&connector, nonce),
+        &b[PREAMBLE_LEN + 1..JOIN_AT],
+    ) {
         // The answer reveals nothing about the right token.
         let answer = frame_bytes(&Reply::Refused(
             "this rendezvous belongs to another job: wrong job token; every rank needs the same \
-             COLLBENCH_JOB_TOKEN (or token file)"
+             COLLBENCH_JOB_TOKEN (or token file), and two jobs need different ones (or different rendezvous \
+             addresses)"
                 .into(),
         ))
         .unwrap_or_default();
         return Verdict::Reject {
-            why: "wrong job token".into(),
+            why: "wrong job token (its proof does not check out)".into(),
             answer,
         };
     }
-    let len = u32::from_le_bytes([b[22], b[23], b[24], b[25]]) as usize;
+    let len = u32::from_le_bytes([b[JOIN_AT], b[JOIN_AT + 1], b[JOIN_AT + 2], b[JOIN_AT + 3]]) as usize;
     if len > MAX_FRAME {
         return Verdict::reject(format!("frame of {len} bytes is larger than the {MAX_FRAME} limit"));
     }
-    let total = PREAMBLE_LEN + 4 + len;
+    let total = JOIN_AT + 4 + len;
     if b.len() < total {
         return Verdict::Need(total);
     }
     if b.len() > total {
         return Verdict::reject(format!("{} bytes where the join has {total}", b.len()));
     }
-    match serde_json::from_slice(&b[PREAMBLE_LEN + 4..]) {
+    match serde_json::from_slice(&b[JOIN_AT + 4..]) {
         Ok(j) => Verdict::Admit(j),
         Err(e) => Verdict::reject(format!("malformed join: {e}")),
     }
@@ -324,12 +487,23 @@ pub fn admit_join(b: &[u8], token: &Token) -> Verdict<Join> {
 /// Decodes the rendezvous's answer to a join: every rank's info, or the reason the job cannot start.
 pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Vec<RankInfo>> {
     match serde_json::from_slice::<Reply>(frame) {
-        Ok(Reply::Welcome(t)) => Ok(t),
+        Ok(Reply::Welcome(mut t)) => {
+            // Text from the rendezvous reaches the terminal: made safe to print here, once.
+            for r in &mut t {
+                for s in [&mut r.host, &mut r.iface, &mut r.addr] {
+                    *s = crate::error::escape(s).into_owned();
+                }
+            }
+            Ok(t)
+        }
         Ok(Reply::Refused(msg)) => Err(Error::usage(
             "options",
-            format!("{who}: the rendezvous refused the job: {msg}"),
+            format!("{who}: the rendezvous refused the job: {}", crate::error::escape(&msg)),
         )),
-        Ok(Reply::Failed(msg)) => Err(Error::peer(format!("{who}: the job could not start: {msg}"))),
+        Ok(Reply::Failed(msg)) => Err(Error::peer(format!(
+            "{who}: the job could not start: {}",
+            crate::error::escape(&msg)
+        ))),
         Err(e) => Err(Error::peer(format!(
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
@@ -572,26 +746,66 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
 
 /// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
 pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
-    send_join(&mut sock, root, token, me)?;
+    match send_join(&mut sock, root, token, me, deadline) {
+        // Closed before the challenge: the wait below connects again.
+        Err(e) if e.exit_code() != crate::error::EXIT_USAGE => {}
+        r => r?,
+    }
     await_welcome(sock, root, token, me, deadline)
 }
 
-/// Sends the preamble and `me` to the rendezvous at `root`.
-pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join) -> Result<()> {
+/// Says hello to the rendezvous at `root` over `sock`, checks its proof, then sends this rank's proof and
+/// `me`. Nothing derived from the token is sent before the service proved it holds it.
+pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<()> {
     let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
-    sock.write_all(&join_bytes(token, me).map_err(|e| io_err(std::io::Error::other(e)))?)
-        .map_err(io_err)
-}
-
-/// The preamble and `me`, as sent.
-fn join_bytes(token: &Token, me: &Join) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(PREAMBLE_LEN + 256);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(token);
-    out.extend_from_slice(&frame_bytes(me)?);
-    Ok(out)
+    let mine = auth::nonce();
+    let mut hello = Vec::with_capacity(PREAMBLE_LEN);
+    hello.extend_from_slice(&MAGIC);
+    hello.extend_from_slice(&VERSION_BYTES);
+    hello.extend_from_slice(&mine);
+    sock.write_all(&hello).map_err(io_err)?;
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    sock.set_read_timeout(Some(left)).map_err(io_err)?;
+    let mut ch = [0u8; CHALLENGE_LEN];
+    sock.read_exact(&mut ch).map_err(io_err)?;
+    let version = u16::from_le_bytes([ch[4], ch[5]]);
+    let proved = ch[..4] == CHALLENGE_MAGIC
+        && version == VERSION
+        && auth::verify(
+            token,
+            Role::Listener,
+            &binding(&mine, ch[6..PREAMBLE_LEN].try_into().expect("a nonce's length")),
+            &ch[PREAMBLE_LEN..],
+        );
+    if !proved {
+        let _ = sock.write_all(&[0u8; PROOF_MSG_LEN]);
+        let what = if ch[..4] != CHALLENGE_MAGIC {
+            "is not a collbench rendezvous (bad answer)".to_string()
+        } else if version != VERSION {
+            format!("speaks rendezvous protocol version {version}, this rank {VERSION} (mixed collbench versions?)")
+        } else {
+            "could not prove it holds this rank's job token: it serves another job (two jobs use one rendezvous \
+             address: give each its own MASTER_PORT or COLLBENCH_ROOT), or the ranks were given different \
+             COLLBENCH_JOB_TOKEN"
+                .to_string()
+        };
+        return Err(Error::usage(
+            super::env::JOB_TOKEN,
+            format!("{who}: the rendezvous at {root} {what}"),
+        ));
+    }
+    let mut out = Vec::with_capacity(PROOF_MSG_LEN + 256);
+    out.push(1);
+    out.extend_from_slice(&auth::prove(
+        token,
+        Role::Connector,
+        &binding(&mine, ch[6..PREAMBLE_LEN].try_into().expect("a nonce's length")),
+    ));
+    out.extend_from_slice(&frame_bytes(me).map_err(|e| io_err(std::io::Error::other(e)))?);
+    sock.write_all(&out).map_err(io_err)
 }
 
 /// Waits until `deadline` for the rendezvous's answer to `me` (already sent over `sock`): every rank's info, or
@@ -627,9 +841,11 @@ pub fn await_welcome(
                     );
                 }
                 sock = reconnect(root, deadline, &who)?;
-                // A failed send shows as a closed connection on the next read, and is retried the same way.
-                if let Ok(b) = join_bytes(token, me) {
-                    let _ = sock.write_all(&b);
+                // A failed hello shows as a closed connection on the next read, and is retried the same way; a
+                // refusal is final.
+                match send_join(&mut sock, root, token, me, deadline) {
+                    Err(e) if e.exit_code() == crate::error::EXIT_USAGE => return Err(e),
+                    _ => {}
                 }
                 continue;
             }
@@ -730,6 +946,7 @@ pub(crate) mod tests {
             }],
             version: "0.1.0".into(),
             consensus,
+            job: Vec::new(),
         }
     }
 
@@ -748,6 +965,7 @@ pub(crate) mod tests {
                 size: 3,
                 ..join_msg(2, json!({}))
             },
+            Instant::now() + Duration::from_secs(20),
         )
         .unwrap();
         drop(s);
@@ -789,16 +1007,16 @@ pub(crate) mod tests {
         let deadline = || Instant::now() + Duration::from_secs(20);
         let mut slow = connect(&root, deadline(), "rank 0").unwrap();
         let mut s1 = connect(&root, deadline(), "rank 1").unwrap();
-        send_join(&mut s1, &root, &token, &msg(1)).unwrap();
+        send_join(&mut s1, &root, &token, &msg(1), deadline()).unwrap();
         let mut s2 = connect(&root, deadline(), "rank 2").unwrap();
-        send_join(&mut s2, &root, &token, &msg(2)).unwrap();
+        send_join(&mut s2, &root, &token, &msg(2), deadline()).unwrap();
         drop(s2);
         // Rank 1 hearing of the drop means the service saw it, with rank 0's connection already accepted.
         let e1 = await_welcome(s1, &root, &token, &msg(1), deadline())
             .unwrap_err()
             .to_string();
         assert!(e1.contains("rank 2 (host h"), "{e1}");
-        send_join(&mut slow, &root, &token, &msg(0)).unwrap();
+        send_join(&mut slow, &root, &token, &msg(0), deadline()).unwrap();
         let e0 = await_welcome(slow, &root, &token, &msg(0), deadline())
             .unwrap_err()
             .to_string();
@@ -819,6 +1037,12 @@ pub(crate) mod tests {
             let (mut second, _) = l.accept().unwrap();
             let mut pre = [0u8; PREAMBLE_LEN];
             second.read_exact(&mut pre).unwrap();
+            let mine = auth::nonce();
+            second
+                .write_all(&challenge(&token, pre[6..].try_into().unwrap(), &mine))
+                .unwrap();
+            let mut proof = [0u8; PROOF_MSG_LEN];
+            second.read_exact(&mut proof).unwrap();
             let j: Join = serde_json::from_slice(&read_frame(&mut second).ok().expect("a join")).unwrap();
             write_frame(&mut second, &Reply::Welcome(vec![j.info()])).unwrap();
         });
@@ -829,6 +1053,165 @@ pub(crate) mod tests {
         let got = join(&root, &token, &me, Duration::from_secs(20)).unwrap();
         assert_eq!(got.len(), 1);
         server.join().unwrap();
+    }
+
+    /// Joins of a job of 4 from process `pid` of job `job`, on its own thread.
+    fn join_as(
+        root: &str,
+        token: Token,
+        rank: usize,
+        pid: u32,
+        job: &[&str],
+    ) -> std::thread::JoinHandle<Result<Vec<RankInfo>>> {
+        let root = root.to_string();
+        let me = Join {
+            size: 4,
+            pid,
+            job: job.iter().map(|s| s.to_string()).collect(),
+            ..join_msg(rank, json!({}))
+        };
+        std::thread::spawn(move || join(&root, &token, &me, Duration::from_secs(30)))
+    }
+
+    /// Connects and sends the join of `rank` (process `pid` of job `job`); returns once it went through the
+    /// proofs and was sent, before any answer.
+    fn joined(root: &str, token: Token, rank: usize, pid: u32, job: &[&str]) -> TcpStream {
+        let me = Join {
+            size: 4,
+            pid,
+            job: job.iter().map(|s| s.to_string()).collect(),
+            ..join_msg(rank, json!({}))
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut s = connect(root, deadline, "test").unwrap();
+        send_join(&mut s, root, &token, &me, deadline).unwrap();
+        s
+    }
+
+    #[test]
+    fn two_jobs_with_one_token_at_one_rendezvous_are_refused_at_once_never_merged() {
+        // Job A's ranks 0-2 join; then job B's rank 2 (another process, same token, no launcher id) claims rank 2
+        // too. Neither job may start; every rank hears why at once, and so does A's rank 3 arriving afterwards
+        // (not at a deadline: its own is 30 s, the service's 10 minutes).
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [6u8; 16];
+        let server = std::thread::spawn(move || serve(l, 4, token, Duration::from_secs(600)));
+        let a: Vec<TcpStream> = (0..3).map(|r| joined(&root, token, r, 100 + r as u32, &[])).collect();
+        // A's rank 3 is already connected (not yet joined) when the clash happens.
+        let mut a3 = connect(&root, Instant::now() + Duration::from_secs(30), "rank 3").unwrap();
+        let b2 = join_as(&root, token, 2, 202, &[]);
+        let e = b2.join().unwrap().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("two processes joined as rank 2") && e.contains("pid 102") && e.contains("pid 202"),
+            "{e}"
+        );
+        assert!(e.contains("MASTER_PORT") && e.contains("COLLBENCH_JOB_TOKEN"), "{e}");
+        let me3 = Join {
+            size: 4,
+            pid: 103,
+            ..join_msg(3, json!({}))
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        send_join(&mut a3, &root, &token, &me3, deadline).unwrap();
+        let a3 = await_welcome(a3, &root, &token, &me3, deadline)
+            .unwrap_err()
+            .to_string();
+        assert!(a3.contains("two processes joined as rank 2"), "{a3}");
+        for (r, s) in a.into_iter().enumerate() {
+            let me = Join {
+                size: 4,
+                pid: 100 + r as u32,
+                ..join_msg(r, json!({}))
+            };
+            let e = await_welcome(s, &root, &token, &me, Instant::now() + Duration::from_secs(30))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("two processes joined as rank 2"), "rank {r}: {e}");
+        }
+        let e = server.join().unwrap().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+    }
+
+    #[test]
+    fn ranks_of_two_jobs_told_apart_by_their_launcher_ids_are_refused_at_once() {
+        // Same token, different Slurm jobs: the second job's first rank is refused with both ids named.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [6u8; 16];
+        let server = std::thread::spawn(move || serve(l, 4, token, Duration::from_secs(600)));
+        let a0 = joined(&root, token, 0, 100, &["SLURM_JOB_ID=7"]);
+        let e = join_as(&root, token, 1, 201, &["SLURM_JOB_ID=8"])
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SLURM_JOB_ID=7") && e.contains("SLURM_JOB_ID=8") && e.contains("one rendezvous address"),
+            "{e}"
+        );
+        drop(a0);
+        assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_squatter_on_the_rendezvous_address_learns_nothing_it_can_replay() {
+        // A process listening where rank 0 should, without the token: it records what a rank sends, answers with
+        // a challenge of the right shape (it cannot make a proof), and records the rest.
+        let squat = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = squat.local_addr().unwrap().to_string();
+        let token = crate::world::new_token();
+        let recorder = std::thread::spawn(move || {
+            let (mut s, _) = squat.accept().unwrap();
+            let mut heard = vec![0u8; PREAMBLE_LEN];
+            s.read_exact(&mut heard).unwrap();
+            let mut fake = CHALLENGE_MAGIC.to_vec();
+            fake.extend_from_slice(&VERSION_BYTES);
+            fake.extend_from_slice(&auth::nonce());
+            fake.extend_from_slice(&[0x42; PROOF_LEN]);
+            s.write_all(&fake).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let _ = s.read_to_end(&mut heard);
+            heard
+        });
+        let me = Join {
+            size: 2,
+            ..join_msg(1, json!({}))
+        };
+        let e = join(&root, &token, &me, Duration::from_secs(30)).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+        assert!(e.to_string().contains("could not prove"), "{e}");
+        let heard = recorder.join().unwrap();
+        // The hello (magic, version, a fresh nonce), then the refusal: no token, no proof, no join.
+        assert_eq!(heard.len(), PREAMBLE_LEN + PROOF_MSG_LEN, "{heard:?}");
+        assert_eq!(&heard[..6], b"CBRV\x02\x00");
+        assert!(heard[PREAMBLE_LEN..].iter().all(|&b| b == 0), "{heard:?}");
+        let hex = crate::world::token_to_hex(&token);
+        assert!(!heard.windows(16).any(|w| w == token) && !heard.windows(32).any(|w| w == hex.as_bytes()));
+        // Replayed to the real rendezvous, what it recorded gets nowhere.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let real = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || serve(l, 1, token, Duration::from_secs(2)));
+        let mut s = TcpStream::connect(real).unwrap();
+        s.write_all(&heard).unwrap();
+        let e = server.join().unwrap().unwrap_err().to_string();
+        assert!(e.contains("did not join") && e.contains("different job token"), "{e}");
+    }
+
+    #[test]
+    fn text_in_a_welcome_is_made_safe_to_print() {
+        let mut j = join_msg(0, json!({}));
+        j.host = "h\u{1b}]0;pwned\u{7}\u{1b}[2J".into();
+        let frame = serde_json::to_vec(&Reply::Welcome(vec![j.info()])).unwrap();
+        let got = decode_reply(&frame, "rank 1", "r").unwrap();
+        assert!(!got[0].host.chars().any(char::is_control), "{:?}", got[0].host);
+        assert!(got[0].host.contains("\\u{1b}]0;pwned"), "{:?}", got[0].host);
+        let refused = serde_json::to_vec(&Reply::Refused("x\u{1b}[2Jy".into())).unwrap();
+        let e = decode_reply(&refused, "rank 1", "r").unwrap_err().to_string();
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        assert!(!j.printable().host.chars().any(char::is_control));
     }
 
     #[test]
@@ -937,12 +1320,16 @@ pub(crate) mod tests {
             },
             Duration::from_secs(20),
         )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("wrong job token"), "{e}");
+        .unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("could not prove") && e.contains("COLLBENCH_JOB_TOKEN"),
+            "{e}"
+        );
         let e = server.join().unwrap().unwrap_err().to_string();
         assert!(
-            e.contains("did not join") && e.contains("Refused on the way") && e.contains("wrong job token"),
+            e.contains("did not join") && e.contains("Refused on the way") && e.contains("different job token"),
             "{e}"
         );
     }

@@ -167,13 +167,15 @@ impl Cluster {
     }
 
     /// [`Cluster::exec`] of `program args` as rank `host` of one per host, torchrun style
-    /// (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT).
+    /// (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), with the cluster's name as the job id that keeps it apart
+    /// from any other job.
     pub fn exec_rank(&self, host: usize, master: &str, port: &str, program: &Path, args: &[&str]) -> Command {
         let mut c = self.exec(host, program, args);
         c.env("RANK", host.to_string())
             .env("WORLD_SIZE", self.hosts.to_string())
             .env("MASTER_ADDR", master)
-            .env("MASTER_PORT", port);
+            .env("MASTER_PORT", port)
+            .env("COLLBENCH_JOB_ID", &self.name);
         c
     }
 }

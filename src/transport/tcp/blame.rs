@@ -6,6 +6,21 @@
 //! moment for more. A rank that reads an abort frame while waiting stops at once and does the same. Every
 //! rank then names one culprit: starting from its own note (or the first it heard), it follows the notes of
 //! the ranks blamed, so a rank that was only waiting on a stuck rank is not blamed for it.
+//!
+//! # Whose word a note is
+//! A note is trusted only as far as the authenticated connection it came on (its peer proved the job token
+//! and its rank when the connection opened):
+//! - A note a peer sends as its own (`relayed_by` empty) must name that peer as its origin; one claiming any
+//!   other origin is refused and counted.
+//! - A peer may relay notes it heard (`relayed_by` = that peer, `origin` = the rank that wrote it), because not
+//!   every pair of ranks is connected. A relayed note whose origin is a rank this rank is connected to is
+//!   dropped: that rank speaks for itself on its own connection, so no peer can put words in a neighbour's
+//!   mouth. A relayed note from a rank this rank cannot hear directly is kept, marked with its relayer, and
+//!   any verdict resting on it says so ("relayed by rank R"), so a lie is traceable to the rank that told it;
+//!   its origin and culprit must be ranks of this job, else it is refused and counted.
+//! - Each peer's notes are bounded: at most [`MAX_NOTES_PER_PEER`] bodies are read from one, each cut to
+//!   [`MAX_NOTE_TEXT`] bytes of text, and one note per origin is kept, so a stream of notes costs a bounded
+//!   amount of memory; [`TcpTransport::abort`]'s wait for notes keeps its deadline however many arrive.
 
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -19,6 +34,13 @@ use crate::transport::requests::Requests;
 
 /// How long a rank that gave up keeps sending and hearing abort notes, at most, before it reports.
 pub(super) const LINGER: Duration = Duration::from_secs(1);
+
+/// Most abort bodies read from one peer: its own note and its relays of others' (one per rank, in practice far
+/// fewer); the rest are refused and counted.
+pub const MAX_NOTES_PER_PEER: usize = 256;
+
+/// Most bytes of a note's text kept (and of its origin's host name); the rest is cut.
+pub const MAX_NOTE_TEXT: usize = 4096;
 
 /// What a rank that gave up tells every other: who it is, whom it blames, and its own message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,6 +56,10 @@ pub struct AbortNote {
     pub phase: Option<String>,
     /// Its error, without the phase.
     pub text: String,
+    /// The rank that passed this note on, when it is not the origin's own sending; as kept by a receiver, the
+    /// peer it came from.
+    #[serde(default)]
+    pub relayed_by: Option<usize>,
 }
 
 impl AbortNote {
@@ -55,30 +81,83 @@ impl AbortNote {
 }
 
 impl TcpTransport {
-    /// Takes the abort frames read on every stream into `notes`; returns whether a new one arrived.
+    /// Takes the abort frames read on every stream into `notes`, judged by the connection they came on (see the
+    /// module doc); returns whether a new one arrived.
     pub(super) fn collect_notes(&mut self) -> bool {
         let mut new = false;
+        let n = self.peers.len();
+        let me = format!("rank {} (host {})", self.rank, self.host);
+        let connected: Vec<bool> = self.peers.iter().map(Option::is_some).collect();
         for p in self.peers.iter_mut().flatten() {
             for s in &mut p.streams {
                 let Some(c) = s.control.as_mut() else { continue };
                 for body in c.bodies.drain(..) {
                     p.heard = true;
-                    match serde_json::from_slice::<AbortNote>(&body) {
-                        Ok(n) if n.origin != self.rank && !self.notes.iter().any(|m| m.origin == n.origin) => {
-                            self.notes.push(n);
-                            new = true;
+                    p.bodies_heard += 1;
+                    if p.bodies_heard > MAX_NOTES_PER_PEER {
+                        self.notes_refused += 1;
+                        if p.bodies_heard == MAX_NOTES_PER_PEER + 1 {
+                            stderr!(
+                                "collbench: {me}: {} sent more than {MAX_NOTES_PER_PEER} abort notes; the rest are \
+                                 refused",
+                                p.addr
+                            );
                         }
-                        Ok(_) => {}
-                        Err(e) => stderr!(
-                            "collbench: {}: unreadable abort note from {} ignored: {e}",
-                            format_args!("rank {} (host {})", self.rank, self.host),
-                            p.addr
-                        ),
+                        continue;
                     }
+                    let note = match serde_json::from_slice::<AbortNote>(&body) {
+                        Ok(note) => note,
+                        Err(e) => {
+                            self.notes_refused += 1;
+                            stderr!(
+                                "collbench: {me}: unreadable abort note from {} refused: {}",
+                                p.addr,
+                                crate::error::escape(&e.to_string())
+                            );
+                            continue;
+                        }
+                    };
+                    let from = p.addr.rank;
+                    let refuse = match note.relayed_by {
+                        None if note.origin != from => Some(format!("claims to come from rank {}", note.origin)),
+                        Some(r) if r != from => Some(format!("claims to be relayed by rank {r}")),
+                        Some(_) if note.origin == from => Some("relays its own note".to_string()),
+                        _ if note.origin >= n => Some(format!("names rank {}, not a rank of this job", note.origin)),
+                        _ => match &note.culprit {
+                            Some((c, _)) if *c >= n => Some(format!("blames rank {c}, not a rank of this job")),
+                            _ => None,
+                        },
+                    };
+                    if let Some(why) = refuse {
+                        self.notes_refused += 1;
+                        stderr!("collbench: {me}: refused an abort note from {}: it {why}", p.addr);
+                        continue;
+                    }
+                    // A neighbour speaks for itself on its own connection: a relay of its words is not needed,
+                    // and not trusted.
+                    if note.relayed_by.is_some() && connected[note.origin] {
+                        continue;
+                    }
+                    if note.origin == self.rank || self.notes.iter().any(|m| m.origin == note.origin) {
+                        continue;
+                    }
+                    let mut note = note;
+                    cut(&mut note.text, MAX_NOTE_TEXT);
+                    cut(&mut note.origin_host, 256);
+                    if let Some((_, h)) = note.culprit.as_mut() {
+                        cut(h, 256);
+                    }
+                    self.notes.push(note);
+                    new = true;
                 }
             }
         }
         new
+    }
+
+    /// How many abort bodies this rank refused (unreadable, or claiming what their connection does not back).
+    pub fn notes_refused(&self) -> usize {
+        self.notes_refused
     }
 
     /// The note that names the culprit: from this rank's own note (or the first heard), follow the note of
@@ -118,6 +197,7 @@ impl TcpTransport {
             .collect::<Vec<_>>()
             .join(", ");
         Some(AbortNote {
+            relayed_by: None,
             origin: self.rank,
             origin_host: self.host.clone(),
             culprit: Some((p.addr.rank, p.addr.host.clone())),
@@ -161,31 +241,34 @@ impl TcpTransport {
             Some(n) => (n.phase.clone(), n.text.clone()),
             None => own,
         };
+        let ch = crate::error::escape(ch).into_owned();
+        let relayed = match v.relayed_by {
+            Some(r) if v.origin != self.rank => format!(" (relayed by rank {r})"),
+            _ => String::new(),
+        };
+        let said = crate::error::escape(&v.said()).into_owned();
+        let oh = crate::error::escape(&v.origin_host).into_owned();
         let (phase, message) = if v.origin == self.rank {
             (phase, own)
         } else if own_note.is_some() {
             // This rank gave up (or answered) on its own: its observation first, then where the waits lead.
             let message = format!(
-                "{own}; following whom each rank waited on leads to rank {} (host {}): {}",
-                v.origin,
-                v.origin_host,
-                v.said()
+                "{own}; following whom each rank waited on leads to rank {} (host {oh}){relayed}: {said}",
+                v.origin
             );
             (phase, message)
         } else {
             let message = format!(
-                "{}: stopped because rank {} (host {}) gave up: {}",
+                "{}: stopped because rank {} (host {oh}){relayed} gave up: {said}",
                 self.me(),
-                v.origin,
-                v.origin_host,
-                v.said()
+                v.origin
             );
             (None, message)
         };
         Some(PeerFailure {
             phase,
             culprit: Some(Culprit::Rank(Party::new(c, ch))),
-            peer: Some(Party::new(v.origin, v.origin_host.clone())),
+            peer: Some(Party::new(v.origin, oh)),
             message,
             ..PeerFailure::default()
         })
@@ -212,9 +295,12 @@ impl TcpTransport {
         let unphased = err.failure().map_or_else(|| err_text.clone(), PeerFailure::unphased);
         // A note answered before giving up learns the phase now.
         let (rank, phase) = (self.rank, self.phase.clone());
-        if let Some(n) = self.notes.iter_mut().find(|n| n.origin == rank) {
-            if n.phase.is_none() {
+        if let Some(i) = self.notes.iter().position(|n| n.origin == rank) {
+            let n = &mut self.notes[i];
+            if n.phase.is_none() && phase.is_some() {
                 n.phase = phase;
+                // Its wire form changed: serialised again when next sent.
+                self.note_wire.truncate(i);
             }
         }
         let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
@@ -232,6 +318,7 @@ impl TcpTransport {
                 culprit,
                 phase: self.phase.clone(),
                 text,
+                relayed_by: None,
             });
         }
         self.poison(err_text.clone());
@@ -262,23 +349,28 @@ impl TcpTransport {
         self.blamed_elsewhere = Some((rank, host));
     }
 
-    /// Queues every note a peer has not been sent, except its own.
+    /// Queues every note a peer has not been sent, except its own. Each note is serialised once, as this rank
+    /// sends it: its own as its own, the others as relayed by this rank.
     fn queue_notes(&mut self) {
-        let bodies: Vec<(usize, Vec<u8>)> = self
-            .notes
-            .iter()
-            .map(|n| (n.origin, serde_json::to_vec(n).expect("a note serialises")))
-            .collect();
+        while self.note_wire.len() < self.notes.len() {
+            let n = &self.notes[self.note_wire.len()];
+            let sent = AbortNote {
+                relayed_by: (n.origin != self.rank).then_some(self.rank),
+                ..n.clone()
+            };
+            self.note_wire
+                .push(serde_json::to_vec(&sent).expect("a note serialises"));
+        }
         for p in self.peers.iter_mut().flatten() {
             let Some(s) = p.streams.iter_mut().find(|s| !s.closed) else {
                 continue;
             };
-            for (origin, body) in &bodies[p.notes_sent..] {
-                if *origin != p.addr.rank {
+            for (n, body) in self.notes[p.notes_sent..].iter().zip(&self.note_wire[p.notes_sent..]) {
+                if n.origin != p.addr.rank {
                     s.out.get_or_insert_with(Default::default).push_frame(body);
                 }
             }
-            p.notes_sent = bodies.len();
+            p.notes_sent = self.notes.len();
         }
     }
 
@@ -296,7 +388,8 @@ impl TcpTransport {
                     }
                 }
             }
-            if self.collect_notes() {
+            // New notes are answered and sent on at once, but never past the deadline.
+            if self.collect_notes() && Instant::now() < end {
                 self.answer_blame();
                 continue;
             }
@@ -332,6 +425,17 @@ impl TcpTransport {
             // SAFETY: pollfds is a valid array of pollfd of the given length.
             unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, ms) };
         }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes, at a character boundary.
+fn cut(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
     }
 }
 
@@ -510,6 +614,109 @@ mod tests {
         drop(stopped);
         assert!(m1.ends_with("Culprit: rank 3 (host h3)"), "{m1}");
         assert!(m0.ends_with("Culprit: rank 3 (host h3)"), "{m0}");
+    }
+
+    /// Writes one abort frame carrying `note` (any JSON) on `sock`, as a rank holding the token could.
+    fn send_note(sock: &mut TcpStream, note: serde_json::Value) -> std::io::Result<()> {
+        use std::io::Write;
+        let body = serde_json::to_vec(&note).unwrap();
+        let mut frame = u32::MAX.to_le_bytes().to_vec();
+        frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&[0; 8]);
+        frame.extend_from_slice(&body);
+        sock.set_nonblocking(false)?;
+        sock.write_all(&frame)
+    }
+
+    #[test]
+    fn a_forged_note_is_refused_and_the_culprit_stays_the_true_one_on_every_rank() {
+        // Rank 3 is stopped (the true culprit). Rank 2 holds the token and lies: before anyone gives up it tells
+        // rank 1 that rank 0 gave up with a CUDA error (as its own note, and as a relay), and that rank 99999999
+        // did. Rank 1 waits on rank 3 for long; rank 0 waits on rank 3 and gives up first.
+        let mut links = mesh(4);
+        let stopped = links.pop().unwrap();
+        let mut liar = links.pop().unwrap();
+        let l1 = links.pop().unwrap();
+        let l0 = links.pop().unwrap();
+        let to1 = &mut liar[1].as_mut().unwrap().1[0];
+        let forged = |origin: usize, relayed: Option<usize>| {
+            serde_json::json!({
+                "origin": origin, "origin_host": "h0", "culprit": null,
+                "text": "rank 0: CUDA error 700", "relayed_by": relayed
+            })
+        };
+        send_note(to1, forged(0, None)).unwrap();
+        send_note(to1, forged(0, Some(2))).unwrap();
+        send_note(to1, forged(99_999_999, Some(2))).unwrap();
+        send_note(
+            to1,
+            serde_json::json!({
+                "origin": 2, "origin_host": "h2", "culprit": [99_999_999, "nowhere"], "text": "x"
+            }),
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let h1 = std::thread::spawn(move || {
+            let mut t = transport(1, l1, Duration::from_secs(60));
+            let mut buf = [0u8; 64];
+            // SAFETY: buf outlives the request, which the wait below ends.
+            let req = unsafe { t.post_recv(3, buf.as_mut_ptr(), buf.len()) }.unwrap();
+            let err = t.wait(req).expect_err("rank 0's note stops rank 1");
+            let m = t.abort(err).to_string();
+            tx.send((m, t.notes_refused())).unwrap();
+        });
+        let m0 = wait_on(0, l0, Duration::from_millis(300), 3);
+        let (m1, refused1) = rx.recv_timeout(Duration::from_secs(60)).expect("rank 1 stops");
+        h1.join().unwrap();
+        drop((stopped, liar));
+        for (r, m) in [(0, &m0), (1, &m1)] {
+            assert!(m.ends_with("Culprit: rank 3 (host h3)"), "rank {r}: {m}");
+            assert!(
+                !m.contains("CUDA error 700") && !m.contains("99999999"),
+                "rank {r}: {m}"
+            );
+        }
+        // The note claiming rank 0, the one naming a rank that does not exist and the one blaming one are refused;
+        // the relay of rank 0's words is dropped, rank 0 being rank 1's neighbour.
+        assert_eq!(refused1, 3, "{m1}");
+    }
+
+    #[test]
+    fn a_stream_of_notes_does_not_keep_a_rank_past_its_deadline() {
+        // Rank 1 streams notes without end, each claiming a new origin. Rank 0 gives up on it and must report
+        // within its linger, not once the stream stops; the stream stops on its own only after a minute.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let mut links = mesh(2);
+        let mut streamer = links.pop().unwrap();
+        let l0 = links.pop().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let h = std::thread::spawn(move || {
+            let sock = &mut streamer[0].as_mut().unwrap().1[0];
+            let until = Instant::now() + Duration::from_secs(60);
+            let mut sent = 0usize;
+            while !stop2.load(Ordering::Relaxed) && Instant::now() < until {
+                let note = serde_json::json!({
+                    "origin": 2 + sent, "origin_host": "x".repeat(1000), "culprit": [0, "h0"],
+                    "text": "y".repeat(60_000)
+                });
+                // A failed write means rank 0 is gone: it reported.
+                if send_note(sock, note).is_err() {
+                    break;
+                }
+                sent += 1;
+            }
+            Instant::now() < until
+        });
+        let m = wait_on(0, l0, Duration::from_millis(200), 1);
+        stop.store(true, Ordering::Relaxed);
+        let ended_before_its_minute = h.join().unwrap();
+        assert!(
+            ended_before_its_minute,
+            "rank 0 reported only after the stream of notes ended: {m}"
+        );
+        assert!(m.ends_with("Culprit: rank 1 (host h1)"), "{m}");
     }
 
     #[test]

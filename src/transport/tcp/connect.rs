@@ -1,8 +1,12 @@
 //! Connection set-up: every rank listens on its interface's address, the bootstrap publishes the
 //! addresses, then for each pair the run needs ([`Links`]: what the algorithms and control exchanges talk
 //! over, not every pair) the higher rank connects `streams` times and says [`Hello`]; the lower rank
-//! accepts, authenticates and acks. Strangers (wrong magic, version or token) and ranks that are not this
-//! rank's peers are logged and dropped, and set-up goes on.
+//! challenges it, both prove they hold the job's token (see [`super::handshake`]), and the lower rank acks.
+//! Strangers (wrong magic, version or proof) and ranks that are not this rank's peers are logged and dropped,
+//! and set-up goes on.
+//!
+//! The higher rank answers its lower peers' challenges before it accepts its own higher peers: a rank's lower
+//! peers never wait on it, so the chain of waits ends at rank 0, which accepts at once.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -13,7 +17,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::drops::Drops;
 use super::gate::{Event, Gate};
-use super::handshake::{decode_ack, encode_ack, Hello, Token, ACK_LEN};
+use super::handshake::{answer_challenge, decode_ack, encode_ack, Hello, Token, ACK_LEN, CHALLENGE_LEN, REFUSAL};
 use super::{PeerAddr, TcpConfig, TcpTransport};
 use crate::error::{stderr, Error, Result};
 use crate::transport::Links;
@@ -97,23 +101,26 @@ pub fn connect_all(
     let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..ns).map(|_| None).collect()).collect();
 
     // 1. Connect to every lower peer and say hello; the kernel completes these through the peer's
-    //    backlog, so no rank waits on another's accept loop here.
+    //    backlog, so no rank waits on another's accept loop here. Then answer each peer's challenge as it
+    //    comes (a lower rank challenges from its accept loop, which it reaches without waiting on this one).
     let mut outgoing = Vec::new();
     let hello = |p: &PeerAddr, s: usize| Hello {
-        token,
         from: rank as u32,
         to: p.rank as u32,
         stream: s as u16,
         nstreams: ns as u16,
+        nonce: crate::transport::auth::nonce(),
     };
     for p in mine.iter().filter(|&&p| p < rank).map(|&p| &peers[p]) {
         for s in 0..ns {
             let mut sock = connect_retry(p, deadline, &me)?;
-            // A failed send shows when the ack is read, and is retried there.
-            let _ = sock.write_all(&hello(p, s).encode());
-            outgoing.push((p.rank, s, sock));
+            let h = hello(p, s);
+            // A failed send shows when the challenge is read, and is retried there.
+            let _ = sock.write_all(&h.encode());
+            outgoing.push((p.rank, s, sock, h));
         }
     }
+    let mut outgoing = prove_all(outgoing, peers, &token, deadline, &me, &hello)?;
 
     // 2. Accept every higher peer's streams. Hellos are read through a gate, without blocking, so a stranger
     //    that connects and stays silent cannot delay the ranks queued behind it.
@@ -123,7 +130,7 @@ pub fn connect_all(
         .listener
         .set_nonblocking(true)
         .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
-    let mut gate = Gate::new(|b: &[u8]| Hello::admit(b, &token), HELLO_DEADLINE);
+    let mut gate = Gate::new(|n: &_, b: &[u8]| Hello::admit(n, b, &token), HELLO_DEADLINE);
     let mut drops = Drops::new(me.clone());
     while accepted < expected {
         let (res, mut events) = gate.accept_all(&bound.listener);
@@ -206,10 +213,11 @@ pub fn connect_all(
     // 3. Collect the acks of our own connections. One closed before its ack was dropped unauthenticated (the
     //    peer's listener makes room that way when strangers flood it) or reset: connect and say hello again.
     let mut said = false;
-    for (peer, s, mut sock) in outgoing {
+    for (peer, s, sock) in outgoing.iter_mut() {
+        let (peer, s) = (*peer, *s);
         let p = &peers[peer];
         loop {
-            match read_ack(&mut sock, deadline) {
+            match read_ack(sock, deadline) {
                 Ok(ack) => {
                     decode_ack(&ack).map_err(|why| Error::peer(format!("{me}: {p} refused us: {why}")))?;
                     break;
@@ -222,12 +230,13 @@ pub fn connect_all(
                              the oldest unauthenticated connections when strangers flood it); connecting again"
                         );
                     }
-                    sock = connect_retry(p, deadline, &me)?;
-                    let _ = sock.write_all(&hello(p, s).encode());
+                    *sock = open_proved(p, &hello(p, s), &token, deadline, &me)?;
                 }
                 Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
             }
         }
+    }
+    for (peer, s, sock) in outgoing {
         socks[peer][s] = Some(sock);
     }
 
@@ -255,6 +264,144 @@ pub fn connect_all(
     }
     let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
     Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
+}
+
+/// Outgoing connections with their hellos sent: one per (peer, stream).
+type Outgoing = Vec<(usize, usize, TcpStream, Hello)>;
+
+/// Reads each lower peer's challenge as it arrives, checks its proof and sends this rank's; a connection closed
+/// before its challenge (a flooded listener drops the oldest unauthenticated ones) is opened again. Returns the
+/// connections, proved, awaiting their acks.
+fn prove_all(
+    outgoing: Outgoing,
+    peers: &[PeerAddr],
+    token: &Token,
+    deadline: Instant,
+    me: &str,
+    hello: &dyn Fn(&PeerAddr, usize) -> Hello,
+) -> Result<Vec<(usize, usize, TcpStream)>> {
+    let mut waiting: Vec<(usize, usize, TcpStream, Hello, Vec<u8>)> = outgoing
+        .into_iter()
+        .map(|(p, s, sock, h)| (p, s, sock, h, Vec::new()))
+        .collect();
+    for w in &waiting {
+        w.2.set_nonblocking(true)
+            .map_err(|e| Error::io(format!("{me}: configuring a data socket"), e))?;
+    }
+    let mut done = Vec::with_capacity(waiting.len());
+    let mut said = false;
+    while !waiting.is_empty() {
+        let mut i = 0;
+        while i < waiting.len() {
+            let (peer, s, sock, h, got) = &mut waiting[i];
+            let p = &peers[*peer];
+            let mut buf = [0u8; CHALLENGE_LEN];
+            let closed = match sock.read(&mut buf[..CHALLENGE_LEN - got.len()]) {
+                Ok(0) => Some("closed".to_string()),
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    None
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    None
+                }
+                Err(e) if closed_early(&e) => Some(e.to_string()),
+                Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
+            };
+            if let Some(why) = closed {
+                if !said {
+                    said = true;
+                    stderr!(
+                        "collbench: {me}: {p} closed a data connection before challenging it ({why}; a listener drops \
+                         the oldest unauthenticated connections when strangers flood it); connecting again"
+                    );
+                }
+                let fresh = open_proved(p, &hello(p, *s), token, deadline, me)?;
+                let (peer, s) = (*peer, *s);
+                waiting.swap_remove(i);
+                done.push((peer, s, fresh));
+                continue;
+            }
+            if got.len() < CHALLENGE_LEN {
+                i += 1;
+                continue;
+            }
+            let proof = match answer_challenge(token, h, got) {
+                Ok(proof) => proof,
+                Err(why) => {
+                    let _ = sock.set_nonblocking(false).and_then(|()| sock.write_all(&REFUSAL));
+                    return Err(Error::peer(format!("{me}: {p}: {why}")));
+                }
+            };
+            sock.set_nonblocking(false)
+                .and_then(|()| sock.write_all(&proof))
+                .map_err(|e| Error::peer(format!("{me}: proving the job token to {p} failed: {e}")))?;
+            let (peer, s, sock, _, _) = waiting.swap_remove(i);
+            done.push((peer, s, sock));
+        }
+        if waiting.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let who: Vec<String> = waiting.iter().map(|w| peers[w.0].to_string()).collect();
+            return Err(Error::peer(format!(
+                "{me}: no answer to hello from {} before the connect deadline; are those ranks running?",
+                who.join(", ")
+            )));
+        }
+        let mut fds: Vec<libc::pollfd> = waiting
+            .iter()
+            .map(|w| libc::pollfd {
+                fd: w.2.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis()
+            .clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: fds is a valid array of pollfd of its length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+    Ok(done)
+}
+
+/// Opens one connection to `p` and goes through the proofs, blocking until `deadline` (for the rare connection
+/// opened again).
+fn open_proved(p: &PeerAddr, h: &Hello, token: &Token, deadline: Instant, me: &str) -> Result<TcpStream> {
+    loop {
+        let mut sock = connect_retry(p, deadline, me)?;
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let mut ch = [0u8; CHALLENGE_LEN];
+        let got = sock
+            .write_all(&h.encode())
+            .and_then(|()| sock.set_read_timeout(Some(left)))
+            .and_then(|()| sock.read_exact(&mut ch));
+        match got {
+            Ok(()) => {}
+            Err(e) if closed_early(&e) && Instant::now() < deadline => continue,
+            Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
+        }
+        return match answer_challenge(token, h, &ch) {
+            Ok(proof) => {
+                sock.write_all(&proof)
+                    .map_err(|e| Error::peer(format!("{me}: proving the job token to {p} failed: {e}")))?;
+                Ok(sock)
+            }
+            Err(why) => {
+                let _ = sock.write_all(&REFUSAL);
+                Err(Error::peer(format!("{me}: {p}: {why}")))
+            }
+        };
+    }
 }
 
 /// Reads the ack of a hello sent over `sock`, waiting until `deadline`.
@@ -432,15 +579,20 @@ mod tests {
         let peers = vec![peer(0, bound.addr), peer(1, nobody), peer(2, nobody)];
         let to = bound.addr;
         let quitter = std::thread::spawn(move || {
-            let mut s = TcpStream::connect(to).unwrap();
+            let p = PeerAddr {
+                rank: 0,
+                host: "h0".into(),
+                addr: to,
+            };
             let hello = Hello {
-                token,
                 from: 2,
                 to: 0,
                 stream: 0,
                 nstreams: 1,
+                nonce: crate::transport::auth::nonce(),
             };
-            s.write_all(&hello.encode()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut s = open_proved(&p, &hello, &token, deadline, "rank 2 (host h2)").unwrap();
             let mut ack = [0u8; ACK_LEN];
             s.read_exact(&mut ack).unwrap();
             decode_ack(&ack).unwrap();

@@ -44,7 +44,7 @@ impl Drops {
 
     /// Records a dropped connection; names it on stderr if it is one of the first [`NAMED`].
     pub fn note(&mut self, from: SocketAddr, why: &str) {
-        let why = cut(why);
+        let why = cut(&crate::error::escape(why));
         self.total += 1;
         if self.total <= NAMED {
             stderr!("collbench: {}: dropped a connection from {from}: {why}", self.who);

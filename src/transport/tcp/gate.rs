@@ -7,11 +7,16 @@
 //! sees the bytes received so far and answers with a [`Verdict`]; it is a pure function, which is what the
 //! fuzz targets exercise.
 //!
+//! An opening may be a conversation: a decoder can answer part of it ([`Verdict::Answer`], the challenge of
+//! [`crate::transport::auth`]) and wait for more. Each candidate gets a fresh nonce of its own, which the decoder
+//! sees beside the bytes, so the decoder stays a pure function of both.
+//!
 //! A flood of strangers costs the ranks nothing: the gate holds at most [`MAX_PENDING`] candidates (fewer when
 //! the descriptor limit is low), and when full it drops the oldest candidate of the source address holding the
 //! most, never turning the newcomer away; a rank that lost its connection that way connects again (the
-//! callers retry until their deadline). Each newcomer is read as soon as it is accepted, so a rank whose opening
-//! is already there is admitted before anything else happens.
+//! callers retry until their deadline). The bytes held for candidates are bounded in total too
+//! ([`MAX_PENDING_BYTES`]): past it the oldest candidates are dropped first. Each newcomer is read as soon as it
+//! is accepted, so a rank whose opening is already there is admitted before anything else happens.
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -19,10 +24,19 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use crate::transport::auth::{nonce, Nonce};
+
 /// Most candidates held at once; beyond this the oldest of the busiest source is dropped, so a flood of
 /// connections cannot exhaust this process's file descriptors. Far above what a job needs (one per stream of each
 /// higher rank).
 pub const MAX_PENDING: usize = 4096;
+
+/// Most bytes held for all candidates together (openings received so far); past it the oldest candidates are
+/// dropped first. A join is a few KiB, a data hello under a hundred bytes.
+pub const MAX_PENDING_BYTES: usize = 32 << 20;
+
+/// Most bytes read from one candidate at a time.
+const READ_CHUNK: usize = 16 << 10;
 
 /// Most connections accepted in one [`Gate::accept_all`], so the candidates already held are read in between.
 const ACCEPT_BATCH: usize = 256;
@@ -35,6 +49,9 @@ pub enum Verdict<T> {
     Need(usize),
     /// A complete, authenticated opening.
     Admit(T),
+    /// So far so good: send these bytes (once for this many bytes received), then the opening is `need` bytes
+    /// long in total, more than were given.
+    Answer { send: Vec<u8>, need: usize },
     /// Not a rank of this job: why (never echoing a secret), and bytes to send back before closing (may be empty).
     Reject { why: String, answer: Vec<u8> },
 }
@@ -62,10 +79,14 @@ struct Candidate {
     from: SocketAddr,
     buf: Vec<u8>,
     deadline: Instant,
+    /// This connection's own nonce, for the decoder.
+    nonce: Nonce,
+    /// How many bytes had been received when the last answer was sent: each answer goes out once.
+    answered_at: Option<usize>,
 }
 
 /// Connections accepted but not yet authenticated.
-pub struct Gate<T, D: FnMut(&[u8]) -> Verdict<T>> {
+pub struct Gate<T, D: FnMut(&Nonce, &[u8]) -> Verdict<T>> {
     decode: D,
     limit: Duration,
     /// Oldest first.
@@ -73,9 +94,12 @@ pub struct Gate<T, D: FnMut(&[u8]) -> Verdict<T>> {
     /// How many of `pending` come from each source address.
     per_source: HashMap<IpAddr, usize>,
     capacity: usize,
+    /// Bytes received and held for `pending`, and the most allowed.
+    bytes: usize,
+    max_bytes: usize,
 }
 
-impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
+impl<T, D: FnMut(&Nonce, &[u8]) -> Verdict<T>> Gate<T, D> {
     /// A gate giving each connection `limit` to present a complete opening that `decode` admits.
     pub fn new(decode: D, limit: Duration) -> Self {
         Self::with_capacity(decode, limit, capacity_for_descriptors())
@@ -89,6 +113,34 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
             pending: Vec::new(),
             per_source: HashMap::new(),
             capacity: capacity.max(1),
+            bytes: 0,
+            max_bytes: MAX_PENDING_BYTES,
+        }
+    }
+
+    /// The same gate holding at most `max_bytes` of openings for all candidates together.
+    pub fn with_byte_limit(self, max_bytes: usize) -> Self {
+        Gate { max_bytes, ..self }
+    }
+
+    /// Bytes held for the candidates waiting.
+    pub fn bytes_held(&self) -> usize {
+        self.bytes
+    }
+
+    /// Drops the oldest candidates while the bytes held are over the limit.
+    fn shed_bytes(&mut self, events: &mut Vec<Event<T>>) {
+        while self.bytes > self.max_bytes && !self.pending.is_empty() {
+            let c = self.remove(0);
+            events.push(Event::Rejected(
+                c.from,
+                format!(
+                    "dropped unauthenticated to make room: the openings waiting held more than {} bytes, and the \
+                     oldest goes first (this one had sent {})",
+                    self.max_bytes,
+                    c.buf.len()
+                ),
+            ));
         }
     }
 
@@ -126,12 +178,15 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
             from,
             buf: Vec::new(),
             deadline: Instant::now() + self.limit,
+            nonce: nonce(),
+            answered_at: None,
         });
         let last = self.pending.len() - 1;
         if let Some(outcome) = self.step(last, Instant::now()) {
             let c = self.remove(last);
             events.push(settle(c, outcome));
         }
+        self.shed_bytes(events);
     }
 
     /// Drops the oldest candidate of the source address with the most candidates waiting.
@@ -160,6 +215,7 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
     /// Removes candidate `i`, keeping the others in arrival order.
     fn remove(&mut self, i: usize) -> Candidate {
         let c = self.pending.remove(i);
+        self.bytes -= c.buf.len();
         if let Some(n) = self.per_source.get_mut(&c.from.ip()) {
             *n -= 1;
             if *n == 0 {
@@ -186,6 +242,7 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
             events.push(settle(c, o));
         }
         events.reverse();
+        self.shed_bytes(&mut events);
         events
     }
 
@@ -193,10 +250,21 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
     fn step(&mut self, i: usize, now: Instant) -> Option<Result<T, String>> {
         let c = &mut self.pending[i];
         loop {
-            let need = match (self.decode)(&c.buf) {
+            let need = match (self.decode)(&c.nonce, &c.buf) {
                 Verdict::Need(n) if n > c.buf.len() => n,
+                Verdict::Answer { send, need } if need > c.buf.len() => {
+                    if c.answered_at != Some(c.buf.len()) {
+                        c.answered_at = Some(c.buf.len());
+                        // The socket's buffer is empty (the peer waits for this answer) and the answer small; a
+                        // short write leaves the peer waiting until this candidate's deadline drops it.
+                        if let Err(e) = c.sock.write_all(&send) {
+                            return Some(Err(format!("answer failed: {e}")));
+                        }
+                    }
+                    need
+                }
                 // A decoder bug must not spin here: treat it as a refusal naming the numbers.
-                Verdict::Need(n) => {
+                Verdict::Need(n) | Verdict::Answer { need: n, .. } => {
                     return Some(Err(format!(
                         "internal error: decoder asked for {n} bytes after {}",
                         c.buf.len()
@@ -212,15 +280,18 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
                     return Some(Err(why));
                 }
             };
-            // Read no further than the opening: what follows it belongs to whoever takes the socket next.
+            // Read no further than the opening: what follows it belongs to whoever takes the socket next. Into a
+            // small scratch buffer, so what is held grows only with what arrived.
             let have = c.buf.len();
-            let want = (need - have).min(64 * 1024);
-            c.buf.resize(have + want, 0);
-            let got = c.sock.read(&mut c.buf[have..]);
-            c.buf.truncate(have + *got.as_ref().unwrap_or(&0));
+            let mut chunk = [0u8; READ_CHUNK];
+            let want = (need - have).min(READ_CHUNK);
+            let got = c.sock.read(&mut chunk[..want]);
             match got {
                 Ok(0) => return Some(Err(format!("closed after {have} of {need} opening bytes"))),
-                Ok(_) => {}
+                Ok(n) => {
+                    c.buf.extend_from_slice(&chunk[..n]);
+                    self.bytes += n;
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if now < c.deadline {
@@ -275,8 +346,8 @@ impl<T, D: FnMut(&[u8]) -> Verdict<T>> Gate<T, D> {
         pending
             .into_iter()
             .map(|c| {
-                let need = match decode(&c.buf) {
-                    Verdict::Need(n) => n.to_string(),
+                let need = match decode(&c.nonce, &c.buf) {
+                    Verdict::Need(n) | Verdict::Answer { need: n, .. } => n.to_string(),
                     _ => "?".into(),
                 };
                 (
@@ -342,7 +413,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     /// Admits the 4 bytes "ping"; rejects anything else as soon as it differs.
-    fn ping(b: &[u8]) -> Verdict<()> {
+    fn ping(_: &Nonce, b: &[u8]) -> Verdict<()> {
         if !b"ping".starts_with(&b[..b.len().min(4)]) {
             return Verdict::Reject {
                 why: "not ping".into(),
@@ -364,7 +435,11 @@ mod tests {
     }
 
     /// Drives the gate until `n` candidates are settled, waiting on sockets, never on a clock.
-    fn settle<D: FnMut(&[u8]) -> Verdict<()>>(g: &mut Gate<(), D>, l: &TcpListener, n: usize) -> Vec<Event<()>> {
+    fn settle<D: FnMut(&Nonce, &[u8]) -> Verdict<()>>(
+        g: &mut Gate<(), D>,
+        l: &TcpListener,
+        n: usize,
+    ) -> Vec<Event<()>> {
         let until = Instant::now() + Duration::from_secs(30);
         let mut out = Vec::new();
         while out.len() < n && Instant::now() < until {
@@ -501,6 +576,85 @@ mod tests {
         }
         assert_eq!(g.len(), 3);
         drop((b, e));
+    }
+
+    /// Asks for 1 MiB and admits nothing: a partial join that never completes.
+    fn big(_: &Nonce, b: &[u8]) -> Verdict<()> {
+        Verdict::Need((b.len() + 1).max(1 << 20))
+    }
+
+    #[test]
+    fn the_bytes_held_for_partial_openings_are_bounded_in_total_and_the_oldest_go_first() {
+        let (l, addr) = listener();
+        let limit = 100 << 10;
+        let mut g = Gate::new(big, Duration::from_secs(600)).with_byte_limit(limit);
+        // Ten connections each sending 30 KiB of a 1 MiB opening: 300 KiB would be held without the bound.
+        let chunk = vec![7u8; 30 << 10];
+        let socks: Vec<TcpStream> = (0..10)
+            .map(|_| {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(&chunk).unwrap();
+                s
+            })
+            .collect();
+        let evs = settle(&mut g, &l, 7);
+        let dropped: Vec<SocketAddr> = evs
+            .iter()
+            .map(|e| match e {
+                Event::Rejected(a, why) => {
+                    assert!(why.contains("held more than"), "{why}");
+                    *a
+                }
+                Event::Admitted(..) => panic!("nothing is admitted"),
+            })
+            .collect();
+        assert!(g.bytes_held() <= limit, "{} bytes held", g.bytes_held());
+        // The first seven connected are the ones dropped, oldest first; the last three are still held.
+        let first: Vec<SocketAddr> = socks[..7].iter().map(|s| s.local_addr().unwrap()).collect();
+        assert_eq!(dropped, first);
+        assert_eq!(g.len(), 3);
+    }
+
+    #[test]
+    fn an_answer_is_sent_once_and_the_rest_of_the_opening_read_after_it() {
+        // "hi" is answered with "?" and a nonce of the gate's own, then "ok" completes it.
+        let mut seen = Vec::new();
+        let (l, addr) = listener();
+        let mut g = Gate::new(
+            |n: &Nonce, b: &[u8]| {
+                seen.push(*n);
+                match b.len() {
+                    0 | 1 => Verdict::Need(2),
+                    2 => Verdict::Answer {
+                        send: b"?".to_vec(),
+                        need: 4,
+                    },
+                    3 => Verdict::Need(4),
+                    _ if b == b"hiok" => Verdict::Admit(()),
+                    _ => Verdict::reject("no"),
+                }
+            },
+            Duration::from_secs(600),
+        );
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"hi").unwrap();
+        while g.is_empty() {
+            let (r, evs) = g.accept_all(&l);
+            r.unwrap();
+            assert!(evs.is_empty());
+        }
+        let mut q = [0u8; 1];
+        s.read_exact(&mut q).unwrap();
+        assert_eq!(&q, b"?");
+        // Driven again before the rest came: no second answer.
+        assert!(g.drive().is_empty());
+        s.write_all(b"ok").unwrap();
+        let evs = settle(&mut g, &l, 1);
+        assert!(matches!(evs[..], [Event::Admitted(..)]));
+        s.set_nonblocking(true).unwrap();
+        assert!(s.read(&mut q).is_err(), "one answer only");
+        drop(g);
+        assert!(seen.windows(2).all(|w| w[0] == w[1]), "one nonce per connection");
     }
 
     #[test]

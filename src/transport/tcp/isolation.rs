@@ -30,7 +30,9 @@ impl TcpTransport {
         let linger = super::blame::LINGER.min(self.cfg.timeout).as_secs_f64();
         let rank = self.rank;
         self.suspect = None;
-        if let Some(n) = self.notes.iter_mut().find(|n| n.origin == rank) {
+        if let Some(i) = self.notes.iter().position(|n| n.origin == rank) {
+            self.note_wire.truncate(i);
+            let n = &mut self.notes[i];
             n.culprit = None;
             n.text = format!(
                 "{}; then it lost every peer at once: none of its {peers} peers answered its abort note or \

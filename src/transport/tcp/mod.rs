@@ -108,6 +108,8 @@ struct Peer {
     notes_sent: usize,
     /// Whether an abort frame arrived from this peer.
     heard: bool,
+    /// Abort bodies read from this peer (bounded: see `blame`).
+    bodies_heard: usize,
     /// Messages posted to / from this peer so far: picks the stream of small messages.
     sent_msgs: u64,
     recv_msgs: u64,
@@ -130,6 +132,10 @@ pub struct TcpTransport {
     blamed_elsewhere: Option<(usize, String)>,
     /// Abort notes: this rank's own (once it gave up on its own) and every one heard, one per origin.
     notes: Vec<AbortNote>,
+    /// The wire form of each of `notes` as this rank sends it, made once (`notes` only grows at the end).
+    note_wire: Vec<Vec<u8>>,
+    /// Abort bodies refused: unreadable, or a claim the connection they came on does not back.
+    notes_refused: usize,
     /// Whom this rank was waiting on when it was poisoned, to answer a note blaming it afterwards.
     answer: Option<AbortNote>,
     /// The phase this rank gave up in (`all_reduce of 4 MiB`), once it did.
@@ -157,6 +163,7 @@ impl TcpTransport {
                     last_progress: Instant::now(),
                     notes_sent: 0,
                     heard: false,
+                    bodies_heard: 0,
                     sent_msgs: 0,
                     recv_msgs: 0,
                 })
@@ -174,6 +181,8 @@ impl TcpTransport {
             suspect: None,
             blamed_elsewhere: None,
             notes: Vec::new(),
+            note_wire: Vec::new(),
+            notes_refused: 0,
             answer: None,
             phase: None,
             pollfds: Vec::new(),
