@@ -61,7 +61,7 @@ run_ranks() {
   for ((h = 0; h < hosts; h++)); do
     local files=()
     ((h == 0)) && files=("${rank0[@]}")
-    RANK=$h WORLD_SIZE=$hosts MASTER_ADDR=$master MASTER_PORT=29500 \
+    RANK=$h WORLD_SIZE=$hosts MASTER_ADDR=$master MASTER_PORT=29500 COLLBENCH_JOB_ID="$name" \
       bash "$harness" exec "$name" "$h" "$COLLBENCH" run "$@" "${files[@]}" \
       >"$dir/rank$h.out" 2>"$dir/rank$h.err" &
     pids+=($!)
