@@ -5,9 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::report::compare::{combine_sweeps, Estimate, Sweep};
-use crate::report::document::{need, Document};
-use crate::report::results_file;
+use crate::report::paths_compared::{combine_sweeps, Estimate, Sweep};
+use crate::results::document::{need, Document};
+use crate::results::reader;
 
 /// What identifies a point across two runs.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,16 +29,16 @@ pub struct Point {
 
 /// Reads and parses one results file; errors (exit 2) name the file and say what to do.
 pub fn read(path: &Path) -> Result<Vec<Point>> {
-    points(&results_file::read(path)?, &path.display().to_string())
+    points(&reader::read(path)?, &path.display().to_string())
 }
 
 /// The points of one parsed results document, in first-seen order; `source` names it in errors.
 pub fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
-    points(&results_file::parse(doc, source)?, source)
+    points(&reader::parse(doc, source)?, source)
 }
 
 fn points(doc: &Document, source: &str) -> Result<Vec<Point>> {
-    let results = results_file::results(doc, source, "nothing to compare")?;
+    let results = reader::results(doc, source, "nothing to compare")?;
     // Each point's sweeps, in first-seen order, with the repeats already taken.
     let mut groups: Vec<(Key, u64, Vec<u64>, Vec<Sweep>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::report::document::{need, Document, Entry, WHAT_TO_GIVE};
-use crate::report::{Record, RunInfo};
+use crate::results::document::{need, Document, Entry, WHAT_TO_GIVE};
+use crate::results::{Record, RunInfo};
 
 /// Everything the charts of one run show.
 #[derive(Clone, Debug, PartialEq)]
@@ -205,7 +205,7 @@ impl PlotData {
 
     /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
     pub fn from_path(path: &Path) -> Result<PlotData> {
-        let doc = crate::report::results_file::read(path)?;
+        let doc = crate::results::reader::read(path)?;
         PlotData::from_document(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
     }
 
@@ -482,7 +482,7 @@ mod tests {
 
     use super::*;
     use crate::collective::Collective;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::testutil::{record, run_info};
 
     fn sample(path: &str, size: u64, time_us: f64, ci95_us: f64, busbw: f64) -> Sample {
         Sample {

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::report::compare::ci95_half_width;
-use crate::report::document::entries_from_value;
+use crate::report::paths_compared::ci95_half_width;
+use crate::results::document::entries_from_value;
 
 /// One point of one sweep, out of place.
 #[derive(Clone, Debug, PartialEq)]

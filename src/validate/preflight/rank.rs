@@ -15,7 +15,7 @@ use crate::collective::Collective;
 use crate::error::{stderr, Error, Result};
 use crate::options::{Options, PathKind, Progress};
 use crate::paths::Paths;
-use crate::report::Record;
+use crate::results::Record;
 use crate::session::{self, Session};
 use crate::sizes::format_size;
 use crate::transport::control;
@@ -206,7 +206,7 @@ fn preflight_pairwise() -> PairwiseConfig {
 }
 
 /// How many hosts the ranks run on.
-fn distinct_hosts(ranks: &[crate::report::RankInfo]) -> usize {
+fn distinct_hosts(ranks: &[crate::results::RankInfo]) -> usize {
     let mut hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     hosts.sort_unstable();
     hosts.dedup();
@@ -225,7 +225,7 @@ struct Run<'a> {
     #[cfg(feature = "mpi")]
     mpi: Option<crate::mpi::Mpi>,
     progress: Option<ProgressBar>,
-    ranks: Vec<crate::report::RankInfo>,
+    ranks: Vec<crate::results::RankInfo>,
     paths: Vec<PathInfo>,
     plan_lines: Vec<String>,
     connectivity: Vec<Record>,

@@ -1,4 +1,4 @@
-//! The results file's document (`collbench run -J`), one type both written ([`super::json`]) and read
+//! The results file's document (`collbench run -J`), one type both written ([`crate::report::json`]) and read
 //! (`compare`, `model`, `plot`, `preflight --from-results` and `--baseline`). The layout is nccl-tests' `-J`
 //! layout (src/util.cu, JSON_FILE_VERSION 3: per-iteration objects under `-I 1`) with collbench's own fields
 //! beside it; the schema is schema/collbench-results.schema.json. Every key nccl-tests writes means what it
