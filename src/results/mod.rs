@@ -10,6 +10,7 @@ pub mod per_iter;
 pub mod reader;
 pub mod record;
 pub mod run_params;
+pub mod summary_view;
 #[cfg(test)]
 pub(crate) mod testutil;
 
