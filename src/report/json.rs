@@ -198,15 +198,10 @@ fn gpu_parts(label: &str) -> Option<(i32, String, String)> {
     Some((ordinal.parse().ok()?, bus.to_string(), name.to_string()))
 }
 
-/// `records` as entries for documents of collbench's own that carry measurements (`preflight -J`): each
-/// entry flat, its statistics inside its placements, as those documents have always had them; read back by
-/// the same reader as the results file's.
-pub fn entries(records: &[Record]) -> serde_json::Value {
-    let flat = records
-        .iter()
-        .map(|r| crate::results::document::lift(&serde_json::to_value(entry(r)).expect("a results entry serialises")))
-        .collect();
-    serde_json::Value::Array(flat)
+/// `records` as entries, for documents of collbench's own that carry measurements (`preflight -J`, which
+/// writes them flat with [`flat_entries`](crate::results::document::flat_entries)).
+pub fn entries(records: &[Record]) -> Vec<Entry> {
+    records.iter().map(entry).collect()
 }
 
 fn entry(rec: &Record) -> Entry {

@@ -466,6 +466,31 @@ impl Placement {
     };
 }
 
+/// Entries in the flat layout, each placement's statistics inside it (as files of version 2 had them): how
+/// `collbench preflight -J` writes its `results` and `connectivity`, for `#[serde(with)]`. They read as any
+/// entry reads, an error naming the entry (`entry 3 ...`).
+pub mod flat_entries {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    use super::{entries_from_value, lift, Entry};
+
+    /// Each entry as [`EntryOut`](super::EntryOut) lays it out, then made flat.
+    pub fn serialize<S: Serializer>(entries: &[Entry], s: S) -> std::result::Result<S::Ok, S::Error> {
+        let flat = entries
+            .iter()
+            .map(|e| serde_json::to_value(e).map(|v| lift(&v)))
+            .collect::<std::result::Result<Vec<Value>, _>>()
+            .map_err(serde::ser::Error::custom)?;
+        flat.serialize(s)
+    }
+
+    /// A list of entries of either layout.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<Entry>, D::Error> {
+        entries_from_value(&Value::deserialize(d)?, "entry").map_err(serde::de::Error::custom)
+    }
+}
+
 /// Entries read one by one, so an error names the entry (`results[3] ...`, or `entry 3 ...` with
 /// `label` "entry").
 pub fn entries_from_value(v: &Value, label: &str) -> std::result::Result<Vec<Entry>, String> {
