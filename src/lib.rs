@@ -21,12 +21,16 @@
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics, and the
 //!   tally of a run's sweeps.
-//! - [`report`]: one record schema; the results document (written by `run -J`, read by `compare`, `model`,
-//!   `plot`, `preflight`) with its params record; table, JSON, CSV; the `info` inventory.
+//! - [`results`]: the results schema apart from its writers: one record per point, the run's metadata,
+//!   params and summary, and the results document (written by `run -J`, read by `compare`, `model`, `plot`,
+//!   `preflight`) with its reader.
+//! - [`report`]: the reporters (table, nccl-tests' table, JSON, CSV, Markdown), the summary totals and the
+//!   paths compared, and the output files they write (atomically).
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.
 //! - `model`: alpha-beta-gamma fits per path and predictions at a target scale (`collbench model`).
 //! - `compare`: two results files against each other, regressions with significance (`collbench compare`).
-//! - `net`: interfaces (discovery, classification, the default choice), host inventory, advice.
+//! - `net`: interfaces (discovery, classification, the default choice), host inventory, advice. `info`: that
+//!   inventory and advice as text and JSON (`collbench info`).
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths, and the MPI library where it was started.
 //!   `paths`: every path of a run opened once, each kind of path (tcp, rdma, mpi, nccl) one file there with
@@ -57,25 +61,26 @@
 //! 3. `flags`, `input`: shared flag parsers; files users name, read with a size bound
 //! 4. `cli`: clap definitions
 //! 5. `reduce`, `net`: element types and kernels; the host's interfaces
-//! 6. `collective`, `memory`: collective specs; buffers and devices
+//! 6. `collective`, `memory`, `info`: collective specs; buffers and devices; the host inventory as text
 //! 7. `fault`: testing aids
 //! 8. `transport`: the trait, tcp, rdma
 //! 9. `world`: bootstrap
 //! 10. `algorithm`: collective algorithms over the trait
-//! 11. `report`: records, results document, reporters
-//! 12. `engine`: one collective on one path
-//! 13. `mpi`, `nccl`: library engines
-//! 14. `bench`: the sweep runner
-//! 15. `options`: the run options, assembled from their parts
-//! 16. `session`: one rank connected
-//! 17. `paths`: every path opened once, one file per kind
-//! 18. `start`: one rank's start-up
-//! 19. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
-//! 20. `plot`: charts
-//! 21. `run`, `docgen`: a rank's run; the generated reference
-//! 22. `validate`: pairwise and preflight
-//! 23. `alias`: nccl-tests' names and flags, on top of `run`
-//! 24. `commands`: the subcommands' entry points
+//! 11. `results`: the results schema: records, the results document and its reader
+//! 12. `report`: reporters and the files they write
+//! 13. `engine`: one collective on one path
+//! 14. `mpi`, `nccl`: library engines
+//! 15. `bench`: the sweep runner
+//! 16. `options`: the run options, assembled from their parts
+//! 17. `session`: one rank connected
+//! 18. `paths`: every path opened once, one file per kind
+//! 19. `start`: one rank's start-up
+//! 20. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
+//! 21. `plot`: charts
+//! 22. `run`, `docgen`: a rank's run; the generated reference
+//! 23. `validate`: pairwise and preflight
+//! 24. `alias`: nccl-tests' names and flags, on top of `run`
+//! 25. `commands`: the subcommands' entry points
 
 pub mod algorithm;
 pub mod alias;
@@ -90,6 +95,7 @@ pub mod error;
 mod fault;
 mod flags;
 mod gpumatrix;
+mod info;
 mod input;
 pub mod memory;
 mod model;
@@ -104,6 +110,7 @@ mod paths;
 pub mod plot;
 pub mod reduce;
 pub mod report;
+pub mod results;
 mod run;
 pub mod selftest;
 pub mod session;

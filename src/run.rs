@@ -11,7 +11,8 @@ use crate::bench::{self, Sweep};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, Progress};
 use crate::paths;
-use crate::report::{self, RankInfo, Reporter, RunInfo};
+use crate::report::{self, Reporter};
+use crate::results::{self, RankInfo, RunInfo};
 use crate::session::{self, Pairs};
 use crate::start::{Rank, Start};
 use crate::transport::Transport;
@@ -146,12 +147,12 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
             bootstrap_s: sess.world.bootstrap_s,
             connect_s: sess.connect_s,
             auth: sess.world.token_from.clone(),
-            connections: Some(report::Connections {
+            connections: Some(results::Connections {
                 congestion: sess.transports.first().and_then(|t| t.congestion()),
-                ..report::Connections::of(&sess.links, opts.tcp.streams, sess.transports.len())
+                ..results::Connections::of(&sess.links, opts.tcp.streams, sess.transports.len())
             }),
             ranks: with_devices(sess.world.ranks.clone(), devices),
-            params: report::RunParams::from_options(opts),
+            params: results::RunParams::from_options(opts),
             legacy_options: None,
             // With device memory and an rdma path: how it moves device buffers and whether this host could
             // carry GPUDirect RDMA; nothing for host-memory and tcp-only runs.
@@ -268,7 +269,7 @@ fn finish(
     );
     let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
-    summary.peak_memory = report::PeakMemory::of(peak_rss, &hosts, largest);
+    summary.peak_memory = results::PeakMemory::of(peak_rss, &hosts, largest);
     let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
     let model = opts
         .outputs

@@ -8,7 +8,7 @@ use crate::error::{stderr, Error, Result};
 use crate::net;
 use crate::net::choose::Choice;
 use crate::options::{Options, PathKind};
-use crate::report::{Endpoint, RankInfo};
+use crate::results::{Endpoint, RankInfo};
 use crate::transport::tcp::{connect_all, PeerAddr, TcpConfig, TcpListenerBound, TcpTransport};
 use crate::world::{self, rendezvous, Identity, World};
 

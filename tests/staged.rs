@@ -14,7 +14,7 @@ use collbench::engine::Native;
 use collbench::memory::emulated::{Emulated, Observer};
 use collbench::options::{Options, Progress, SizeRange, Step, SweepOptions};
 use collbench::reduce::{Dtype, Op};
-use collbench::report::RankInfo;
+use collbench::results::RankInfo;
 use collbench::session;
 
 fn opts(min: u64, max: u64, collectives: Vec<Collective>, dtypes: Vec<Dtype>) -> Options {

@@ -1,7 +1,7 @@
 //! Every rank's [`Usage`] of one sweep becomes the path's [`PathCost`]; sweeps of one path add up.
 
 use super::usage::Usage;
-use crate::report::record::{PathCost, CPU_LIMITED_PCT, THROTTLED_SHARE};
+use crate::results::record::{PathCost, CPU_LIMITED_PCT, THROTTLED_SHARE};
 
 /// The cost of one sweep of `path` from every rank's usage (rank order).
 pub fn of_sweep(path: &str, usages: &[Usage]) -> PathCost {

@@ -3,8 +3,8 @@
 use super::options::RankStat;
 use super::plan::Point;
 use super::point::{RankPoint, RankTiming};
-use crate::report::per_iter::PerIter;
-use crate::report::{RankInfo, Record, Timing, WrongElement};
+use crate::results::per_iter::PerIter;
+use crate::results::{RankInfo, Record, Timing, WrongElement};
 
 /// Combines every rank's measurement of one placement.
 pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nranks: usize, iters: u32) -> Timing {
@@ -29,7 +29,7 @@ pub fn combine_timing(per_rank: &[&RankTiming], stat: RankStat, p: &Point, nrank
             (per_rank.iter().map(|t| t.std_us * t.std_us).sum::<f64>()).sqrt() / per_rank.len().max(1) as f64
         }
     };
-    let ci95_us = crate::report::compare::ci95_half_width(std_us, iters);
+    let ci95_us = crate::report::paths_compared::ci95_half_width(std_us, iters);
     let (algbw, busbw) = p.layout.bandwidth(p.coll, nranks, time_us / 1e6);
     let wrong = per_rank.iter().try_fold(0u64, |acc, t| t.wrong.map(|w| acc + w));
     Timing {

@@ -3,7 +3,7 @@
 
 use super::Outcome;
 use crate::error::stderr;
-use crate::report::{PathCost, Record};
+use crate::results::{PathCost, Record};
 
 /// The sums of a run's sweeps so far.
 #[derive(Debug, Default)]

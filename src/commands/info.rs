@@ -8,10 +8,10 @@ use std::time::Duration;
 use crate::algorithm::control;
 use crate::cli::InfoArgs;
 use crate::error::{Error, Result, EXIT_OK};
+use crate::info::{render, to_json};
 use crate::net::advice::advise;
 use crate::net::inventory::{self, HostInventory};
 use crate::options::Options;
-use crate::report::info::{render, to_json};
 use crate::session;
 use crate::world::env;
 

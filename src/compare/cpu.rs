@@ -1,36 +1,39 @@
-//! Whether either run of a comparison was CPU-bound: the `summary.paths` cost entries of a results file
-//! (`cpu_limited`: a host's CPUs 85% busy or its ranks throttled by a quota). A difference measured on
+//! Whether either run of a comparison was CPU-bound: the `collbench.summary.paths` cost entries of a results
+//! file (`cpu_limited`: a host's CPUs 85% busy or its ranks throttled by a quota). A difference measured on
 //! saturated CPUs says more about the CPUs than about the network, so the verdict says so.
 
-use serde_json::Value;
+use std::path::Path;
+
+use crate::results::document::Document;
 
 /// One line per CPU-bound path of the results document `doc` (read as `file`).
-pub fn bound_paths(doc: &Value, file: &str) -> Vec<String> {
-    let Some(paths) = doc.pointer("/summary/paths").and_then(Value::as_array) else {
+pub fn bound_paths(doc: &Document, file: &str) -> Vec<String> {
+    let Some(summary) = doc.collbench.as_ref().and_then(|c| c.summary.as_ref()) else {
         return Vec::new();
     };
-    paths
+    summary
+        .paths
         .iter()
-        .filter(|p| p["cpu_limited"].as_bool() == Some(true))
+        .filter(|p| p.cpu_limited)
         .map(|p| {
             let mut why = Vec::new();
-            if let Some(b) = p["host_busy_pct"].as_f64() {
+            if let Some(b) = p.host_busy_pct {
                 why.push(format!("CPUs {b:.0}% busy"));
             }
-            if let Some(c) = p["host_cpu_pct"].as_f64() {
+            if let Some(c) = p.host_cpu_pct {
                 why.push(format!(
                     "collbench's ranks {c:.0}% of {}'s CPUs",
-                    p["busiest_host"].as_str().unwrap_or("a host")
+                    p.busiest_host.as_deref().unwrap_or("a host")
                 ));
             }
-            if let (Some(s), Some(n)) = (p["throttled_s"].as_f64(), p["throttled_periods"].as_u64()) {
+            if let (Some(s), Some(n)) = (p.throttled_s, p.throttled_periods) {
                 if n > 0 {
                     why.push(format!("throttled {s:.2} s in {n} periods"));
                 }
             }
             format!(
                 "{file}: {} was CPU-bound ({})",
-                p["path"].as_str().unwrap_or("?"),
+                p.path.as_deref().unwrap_or("?"),
                 why.join(", ")
             )
         })
@@ -38,11 +41,9 @@ pub fn bound_paths(doc: &Value, file: &str) -> Vec<String> {
 }
 
 /// The CPU-bound paths of both files (unreadable files say nothing: the comparison already read them).
-pub fn saturation(old: &std::path::Path, new: &std::path::Path) -> Vec<String> {
-    let read = |p: &std::path::Path| -> Vec<String> {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+pub fn saturation(old: &Path, new: &Path) -> Vec<String> {
+    let read = |p: &Path| -> Vec<String> {
+        crate::results::reader::read(p)
             .map(|d| bound_paths(&d, &p.display().to_string()))
             .unwrap_or_default()
     };
@@ -74,11 +75,12 @@ mod tests {
 
     #[test]
     fn a_cpu_bound_path_is_named_with_why() {
-        let doc = json!({"summary": {"paths": [
+        let doc = Document::from_value(&json!({"results": [], "collbench": {"summary": {"paths": [
             {"path": "tcp@eth0", "cpu_limited": true, "host_busy_pct": 97.0, "host_cpu_pct": 60.0,
              "busiest_host": "h1", "throttled_s": 0.0, "throttled_periods": 0},
             {"path": "tcp@lo", "cpu_limited": false}
-        ]}});
+        ]}}}))
+        .unwrap();
         let v = bound_paths(&doc, "new.json");
         assert_eq!(v.len(), 1);
         assert!(
@@ -91,6 +93,7 @@ mod tests {
             "{l}"
         );
         assert_eq!(verdict_line(&[], true), None);
-        assert!(bound_paths(&json!({"results": []}), "x").is_empty());
+        let none = Document::from_value(&json!({"results": []})).unwrap();
+        assert!(bound_paths(&none, "x").is_empty());
     }
 }

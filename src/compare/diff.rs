@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::input::{Key, Point};
-use crate::report::compare::{slower_beyond_noise, Estimate};
+use crate::report::paths_compared::{slower_beyond_noise, Estimate};
 
 /// What one compared point did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -2,12 +2,10 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
-use crate::report::compare::{combine_sweeps, Estimate, Sweep};
-use crate::report::document::{need, Document};
-use crate::report::results_file;
+use crate::report::paths_compared::{combine_sweeps, Estimate, Sweep};
+use crate::results::document::{need, Document, Entry};
+use crate::results::reader;
 
 /// What identifies a point across two runs.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,16 +27,15 @@ pub struct Point {
 
 /// Reads and parses one results file; errors (exit 2) name the file and say what to do.
 pub fn read(path: &Path) -> Result<Vec<Point>> {
-    points(&results_file::read(path)?, &path.display().to_string())
-}
-
-/// The points of one parsed results document, in first-seen order; `source` names it in errors.
-pub fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
-    points(&results_file::parse(doc, source)?, source)
+    points(&reader::read(path)?, &path.display().to_string())
 }
 
 fn points(doc: &Document, source: &str) -> Result<Vec<Point>> {
-    let results = results_file::results(doc, source, "nothing to compare")?;
+    of_entries(reader::results(doc, source, "nothing to compare")?, source)
+}
+
+/// The points of results entries (a preflight's), in first-seen order; `source` names them in errors.
+pub fn of_entries(results: &[Entry], source: &str) -> Result<Vec<Point>> {
     // Each point's sweeps, in first-seen order, with the repeats already taken.
     let mut groups: Vec<(Key, u64, Vec<u64>, Vec<Sweep>)> = Vec::new();
     for (i, r) in results.iter().enumerate() {
@@ -83,9 +80,14 @@ fn points(doc: &Document, source: &str) -> Result<Vec<Point>> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
+
+    /// The points of one parsed results document, in first-seen order; `source` names it in errors.
+    fn parse(doc: &Value, source: &str) -> Result<Vec<Point>> {
+        points(&reader::parse(doc, source)?, source)
+    }
 
     fn entry(size: u64, repeat: u32, time: f64, ci: f64) -> Value {
         json!({"path": "tcp@lo", "collective": "all_reduce", "type": "float", "redop": "sum", "size": size,

@@ -179,7 +179,7 @@ pub fn json(h: &Header, d: &Diff) -> Value {
         .iter()
         .map(|c| {
             let mut v = key_json(&c.key);
-            let side = |e: &crate::report::compare::Estimate| {
+            let side = |e: &crate::report::paths_compared::Estimate| {
                 json!({"time_us": jnum(e.time_us), "ci95_us": jnum(e.ci95_us), "bus_bw": jnum(e.busbw),
                        "repeats": e.repeats})
             };

@@ -176,7 +176,7 @@ pub fn render(r: &Report) -> String {
         ]);
     }
     // Numbers (the first five columns) right-aligned.
-    out.push_str(&crate::report::info::columns(&rows, &[0, 1, 2, 3, 4]));
+    out.push_str(&crate::info::columns(&rows, &[0, 1, 2, 3, 4]));
     if r.advice.is_empty() {
         out.push_str("no pair below its expectation\n");
     }

@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::report::document::{need, Document};
-use crate::report::results_file;
-use crate::report::Record;
+use crate::results::document::{need, Document};
+use crate::results::reader;
+use crate::results::Record;
 
 /// One measured point: the out-of-place time of one collective, algorithm, size and rank count on a path.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,18 +57,18 @@ pub fn from_records(records: &[Record], hosts: usize) -> Vec<Sample> {
 
 /// Reads every result of a results file. Errors (exit 2) name the file and what is missing in it.
 pub fn read_file(path: &Path) -> Result<Vec<Sample>> {
-    samples(&results_file::read(path)?, &path.display().to_string())
+    samples(&reader::read(path)?, &path.display().to_string())
 }
 
 /// The samples of one parsed results document; `source` names it in errors.
 #[cfg(test)]
 fn parse(doc: &Value, source: &str) -> Result<Vec<Sample>> {
-    samples(&results_file::parse(doc, source)?, source)
+    samples(&reader::parse(doc, source)?, source)
 }
 
 fn samples(doc: &Document, source: &str) -> Result<Vec<Sample>> {
     let bad = |msg: String| Error::usage(source.to_string(), msg);
-    let results = results_file::results(doc, source, "nothing to fit")?;
+    let results = reader::results(doc, source, "nothing to fit")?;
     let hosts = doc.hosts();
     let mut out = Vec::with_capacity(results.len());
     for (i, r) in results.iter().enumerate() {

@@ -28,7 +28,7 @@ pub use input::Sample;
 pub use predict::{Crossover, LocalLink, PathRatio, Prediction};
 
 use crate::error::{stderr, Error, Result};
-use crate::report::Record;
+use crate::results::Record;
 
 pub use fit::Weighting;
 
@@ -222,7 +222,7 @@ pub fn for_run(records: &[Record], hosts: usize, target_ranks: usize, ranks_per_
 
 /// Puts `report` into a run's summary: its JSON form for the results file and its Markdown, headings one
 /// level down, for the Markdown report.
-pub fn attach_to_summary(summary: &mut crate::report::Summary, report: &Report) {
+pub fn attach_to_summary(summary: &mut crate::results::Summary, report: &Report) {
     summary.model = serde_json::to_value(report).ok();
     let md = render::markdown(report);
     let demoted: Vec<String> = md

@@ -21,7 +21,7 @@ use super::coeff::coeffs;
 use super::fit::PathFit;
 use crate::algorithm::Algo;
 use crate::collective::Collective;
-use crate::report::compare::ci95_half_width;
+use crate::report::paths_compared::ci95_half_width;
 
 /// The local link's parameters in the two-level model.
 #[derive(Clone, Debug, Serialize, PartialEq)]

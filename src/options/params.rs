@@ -2,7 +2,7 @@
 //! knows both, so the report layer never imports the options.
 
 use crate::bench::options::Step;
-use crate::report::params::{name, IterParams, RunParams, StepView, RUN_PARAMS_VERSION};
+use crate::results::run_params::{name, IterParams, RunParams, StepView, RUN_PARAMS_VERSION};
 
 use super::Options;
 

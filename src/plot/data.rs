@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::report::document::{need, Document, Entry, WHAT_TO_GIVE};
-use crate::report::{Record, RunInfo};
+use crate::results::document::{need, Document, Entry, WHAT_TO_GIVE};
+use crate::results::summary_view::PredictionView;
+use crate::results::{Record, RunInfo};
 
 /// Everything the charts of one run show.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,21 +70,9 @@ impl Series {
     }
 }
 
-/// One flat (not two-level) predicted point of a model, as the charts use it.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub struct PredictedSample {
-    pub path: String,
-    /// Collective by name; predictions hold for every dtype and op of it.
-    pub collective: String,
-    pub algo: String,
-    /// Two-level predictions are left out of the charts.
-    #[serde(default)]
-    pub hierarchical: bool,
-    pub nranks: usize,
-    pub size: u64,
-    pub time_us: f64,
-    pub busbw: f64,
-}
+/// One predicted point of a model, as the charts use it: the results file's prediction, and what
+/// [`predicted_samples`] takes of a model's report.
+pub type PredictedSample = PredictionView;
 
 /// The points of a model's report, for [`PlotData::add_predictions`].
 pub fn predicted_samples(report: &crate::model::Report) -> Vec<PredictedSample> {
@@ -112,16 +100,7 @@ fn json_predictions(doc: &Document) -> std::result::Result<Vec<PredictedSample>,
         .as_ref()
         .and_then(|c| c.summary.as_ref())
         .and_then(|s| s.model.as_ref());
-    let Some(list) = model.and_then(|m| m["predictions"].as_array()) else {
-        return Ok(Vec::new());
-    };
-    list.iter()
-        .enumerate()
-        .map(|(i, v)| {
-            PredictedSample::deserialize(v)
-                .map_err(|e| format!("collbench.summary.model.predictions[{i}] is not a prediction: {e}"))
-        })
-        .collect()
+    model.map_or(Ok(Vec::new()), |m| m.predictions.clone())
 }
 
 /// One size on one path: the time and busbw drawn, and the band around each.
@@ -205,7 +184,7 @@ impl PlotData {
 
     /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
     pub fn from_path(path: &Path) -> Result<PlotData> {
-        let doc = crate::report::results_file::read(path)?;
+        let doc = crate::results::reader::read(path)?;
         PlotData::from_document(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
     }
 
@@ -491,7 +470,7 @@ mod tests {
 
     use super::*;
     use crate::collective::Collective;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::testutil::{record, run_info};
 
     fn sample(path: &str, size: u64, time_us: f64, ci95_us: f64, busbw: f64) -> Sample {
         Sample {

@@ -168,7 +168,7 @@ fn encode_png(rgb: &[u8], width: u32, height: u32) -> std::result::Result<Vec<u8
 mod tests {
     use super::*;
     use crate::collective::Collective;
-    use crate::report::testutil::record;
+    use crate::results::testutil::record;
 
     #[test]
     fn formats_parse_from_the_command_line() {

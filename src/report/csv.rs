@@ -5,9 +5,9 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::record::{Record, RunInfo, Summary, Timing};
 use super::Reporter;
 use crate::error::{Error, Result};
+use crate::results::record::{Record, RunInfo, Summary, Timing};
 
 /// The header row, in column order.
 pub const COLUMNS: [&str; 21] = [
@@ -128,7 +128,7 @@ mod tests {
     use super::*;
     use crate::collective::Collective;
     use crate::report::summarize;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::testutil::{record, run_info};
 
     #[test]
     fn header_then_two_rows_per_record_written_as_they_come() {

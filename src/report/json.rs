@@ -4,17 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
-use super::document::{
-    AverageBusBw, Collbench, Config, Device, Document, Entry, JBool, MemoryNote, OutOfBounds, Placement,
-};
 use super::file::write_atomic;
-use super::params::{RunParams, StepView};
-use super::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
 use super::summary::{nccl_avg_busbw, summarize};
 use super::Reporter;
 use crate::error::{Error, Result};
+use crate::results::document::{
+    AverageBusBw, Collbench, Config, Device, Document, Entry, JBool, MemoryNote, OutOfBounds, Placement,
+};
+use crate::results::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
+use crate::results::run_params::{RunParams, StepView};
 
-pub use super::document::NCCL_TESTS_JSON_VERSION;
+pub use crate::results::document::NCCL_TESTS_JSON_VERSION;
 
 /// Writes the JSON results file at a path, rewriting it after every record.
 pub struct JsonReporter {
@@ -198,15 +198,10 @@ fn gpu_parts(label: &str) -> Option<(i32, String, String)> {
     Some((ordinal.parse().ok()?, bus.to_string(), name.to_string()))
 }
 
-/// `records` as entries for documents of collbench's own that carry measurements (`preflight -J`): each
-/// entry flat, its statistics inside its placements, as those documents have always had them; read back by
-/// the same reader as the results file's.
-pub fn entries(records: &[Record]) -> serde_json::Value {
-    let flat = records
-        .iter()
-        .map(|r| super::document::lift(&serde_json::to_value(entry(r)).expect("a results entry serialises")))
-        .collect();
-    serde_json::Value::Array(flat)
+/// `records` as entries, for documents of collbench's own that carry measurements (`preflight -J`, which
+/// writes them flat with [`flat_entries`](crate::results::document::flat_entries)).
+pub fn entries(records: &[Record]) -> Vec<Entry> {
+    records.iter().map(entry).collect()
 }
 
 fn entry(rec: &Record) -> Entry {
@@ -269,8 +264,8 @@ mod tests {
 
     use super::*;
     use crate::collective::Collective;
-    use crate::report::record::WrongElement;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::record::WrongElement;
+    use crate::results::testutil::{record, run_info};
 
     #[test]
     fn nccl_is_listed_as_a_direct_path() {
@@ -393,7 +388,7 @@ mod tests {
                 }
                 let v: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
                 if v.get("collbench").is_some_and(Value::is_object) && v.get("results").is_some() {
-                    let doc = crate::report::results_file::parse(&v, &f.display().to_string()).unwrap();
+                    let doc = crate::results::reader::parse(&v, &f.display().to_string()).unwrap();
                     assert_eq!(doc.results.len(), v["results"].as_array().unwrap().len());
                     // Their `options` object reads as the params record.
                     let run = &doc.collbench.as_ref().unwrap().run;
@@ -454,7 +449,7 @@ mod tests {
 
     #[test]
     fn staging_times_are_written_only_for_device_memory() {
-        let mut t = crate::report::testutil::timing(100.0, 1.0, Some(0));
+        let mut t = crate::results::testutil::timing(100.0, 1.0, Some(0));
         let host = serde_json::to_value(placement(&t)).unwrap();
         assert!(host.get("staging_us").is_none() && host.get("staging_wait_us").is_none());
         (t.staging_us, t.staging_wait_us) = (Some(30.0), Some(12.5));
@@ -613,14 +608,14 @@ mod tests {
     #[test]
     fn per_iteration_objects_and_cpu_time_are_written_under_nccl_tests_keys_and_read_back() {
         let mut run = run_info(false);
-        run.params.iteration = Some(crate::report::params::IterParams {
+        run.params.iteration = Some(crate::results::run_params::IterParams {
             per_iter: true,
             skip: 1,
             cputime: true,
             ..Default::default()
         });
         let mut rec = record(Collective::AllReduce, 1 << 20, 100.0, 12.5, Some(0));
-        rec.out_of_place.per_iter = crate::report::per_iter::PerIter::of(&[&[9.0, 1.0, 2.0], &[3.0, 4.0, 1.0]], 1);
+        rec.out_of_place.per_iter = crate::results::per_iter::PerIter::of(&[&[9.0, 1.0, 2.0], &[3.0, 4.0, 1.0]], 1);
         rec.in_place.per_iter = rec.out_of_place.per_iter.clone();
         let v = serde_json::to_value(document(&run, std::slice::from_ref(&rec), None)).unwrap();
         validate(&v);

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use super::file::write_atomic;
-use super::record::{Record, RunInfo, Summary, Timing};
 use super::Reporter;
 use crate::error::Result;
+use crate::results::record::{Record, RunInfo, Summary, Timing};
 
 /// Writes the Markdown report at a path.
 pub struct MarkdownReporter {
@@ -124,12 +124,12 @@ pub fn render(head: &str, records: &[Record], summary: Option<&Summary>) -> Stri
             let _ = write!(
                 s,
                 "\n## Path costs\n\n{}.\n\n| {} |\n|{}\n",
-                super::cost::LEGEND,
-                super::cost::HEADERS.join(" | "),
-                "---:|".repeat(super::cost::HEADERS.len())
+                super::cost_table::LEGEND,
+                super::cost_table::HEADERS.join(" | "),
+                "---:|".repeat(super::cost_table::HEADERS.len())
             );
             for c in &sum.paths {
-                let _ = writeln!(s, "| {} |", super::cost::cells(c).join(" | "));
+                let _ = writeln!(s, "| {} |", super::cost_table::cells(c).join(" | "));
             }
         }
         let _ = write!(
@@ -181,7 +181,7 @@ mod tests {
     use super::*;
     use crate::collective::Collective;
     use crate::report::summary::summarize;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::testutil::{record, run_info};
 
     #[test]
     fn paths_taking_turns_at_every_point_still_get_a_table_each() {

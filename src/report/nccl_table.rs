@@ -9,12 +9,12 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::format::{float_col, g};
-use super::params::{or_unknown, IterParams, StepView};
-use super::record::{Record, RunInfo, Summary, Timing};
 use super::summary::{nccl_avg_busbw, out_of_bounds};
 use super::Reporter;
 use crate::cli::RunArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK};
+use crate::results::record::{Record, RunInfo, Summary, Timing};
+use crate::results::run_params::{or_unknown, IterParams, StepView};
 
 /// nccl-tests' exit status when a result is wrong or the average bus bandwidth is under 90% of
 /// `NCCL_TESTS_MIN_BW` (its `testNumResults`).
@@ -232,7 +232,7 @@ fn now_stamp() -> String {
 
 /// The `#  Rank` line of one rank: nccl-tests' fields, with the GPU where the rank has one, else device -1 and
 /// the network end in the brackets.
-fn rank_line(r: &super::record::RankInfo) -> String {
+fn rank_line(r: &crate::results::record::RankInfo) -> String {
     let gpu = r.device.as_deref().and_then(|d| {
         let rest = d.strip_prefix("cuda:")?;
         let (ordinal, rest) = rest.split_once(" [")?;
@@ -352,8 +352,8 @@ impl<W: Write> Reporter for NcclTableReporter<W> {
 mod tests {
     use super::*;
     use crate::collective::Collective;
-    use crate::report::per_iter::PerIter;
-    use crate::report::testutil::{record, run_info};
+    use crate::results::per_iter::PerIter;
+    use crate::results::testutil::{record, run_info};
 
     fn style() -> NcclTestsStyle {
         NcclTestsStyle {

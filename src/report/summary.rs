@@ -1,7 +1,7 @@
 //! Run totals and the per-table average bus bandwidth: the one definition that the table footer, the
 //! JSON file and the exit code all use.
 
-use super::record::{AvgBusBw, PathCost, Record, Summary};
+use crate::results::record::{AvgBusBw, PathCost, Record, Summary};
 
 /// Sizes from this many bytes up are averaged; below it a point is latency-bound and would drag the
 /// average down by how many small sizes the sweep happened to include.
@@ -21,7 +21,7 @@ pub fn summarize(
         wrong: wrong_elements(records),
         avg_busbw: avg_busbw(records),
         end_time,
-        comparison: super::compare::compare(records, reference, line_rates),
+        comparison: super::paths_compared::compare(records, reference, line_rates),
         paths,
         peak_memory: None,
         model: None,
@@ -96,7 +96,7 @@ mod tests {
     use super::*;
     use crate::collective::Collective;
     use crate::reduce::{Dtype, Op};
-    use crate::report::testutil::record;
+    use crate::results::testutil::record;
 
     #[test]
     fn averages_only_sizes_from_one_mib() {

@@ -9,11 +9,11 @@
 use std::io::Write;
 
 use super::format::{bytes, float_col, g};
-use super::params::{or_unknown, StepView};
-use super::record::{Record, RunInfo, Summary, Timing};
 use super::summary::{avg_busbw, nccl_avg_busbw, out_of_bounds, AVG_FROM_BYTES};
 use super::Reporter;
 use crate::error::{Error, Result};
+use crate::results::record::{Record, RunInfo, Summary, Timing};
+use crate::results::run_params::{or_unknown, StepView};
 
 /// Writes the table to `out` (stdout in production), flushing after every row so it streams.
 pub struct TableReporter<W: Write> {
@@ -187,7 +187,8 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
     if summary.comparison.is_empty() {
         return Vec::new();
     }
-    let any = |f: &dyn Fn(&crate::report::PathFigure) -> bool| summary.comparison.iter().any(|c| c.paths.iter().any(f));
+    let any =
+        |f: &dyn Fn(&crate::results::PathFigure) -> bool| summary.comparison.iter().any(|c| c.paths.iter().any(f));
     let with_ref = any(&|p| p.vs_reference.is_some());
     let with_rate = any(&|p| p.line_rate_pct.is_some());
     // An optional column: blank when the run has none of it, `-` where one path lacks it.
@@ -243,7 +244,7 @@ fn cost_lines(summary: &Summary) -> Vec<String> {
     if summary.paths.is_empty() {
         return Vec::new();
     }
-    let widths = super::cost::WIDTHS;
+    let widths = super::cost_table::WIDTHS;
     let row = |cells: Vec<String>| {
         let mut l = String::from("#");
         for (c, w) in cells.iter().zip(widths) {
@@ -253,10 +254,10 @@ fn cost_lines(summary: &Summary) -> Vec<String> {
     };
     let mut out = vec![
         "#".to_string(),
-        format!("# Path costs ({})", super::cost::LEGEND),
-        row(super::cost::HEADERS.iter().map(|h| h.to_string()).collect()),
+        format!("# Path costs ({})", super::cost_table::LEGEND),
+        row(super::cost_table::HEADERS.iter().map(|h| h.to_string()).collect()),
     ];
-    out.extend(summary.paths.iter().map(|c| row(super::cost::cells(c))));
+    out.extend(summary.paths.iter().map(|c| row(super::cost_table::cells(c))));
     out
 }
 
@@ -524,8 +525,9 @@ mod tests {
     use super::*;
     use crate::collective::Collective;
     use crate::reduce::Dtype;
-    use crate::report::testutil::{record, run_info};
-    use crate::report::{summarize, RankInfo};
+    use crate::report::summarize;
+    use crate::results::testutil::{record, run_info};
+    use crate::results::RankInfo;
 
     fn render(percentiles: bool, recs: &[Record]) -> String {
         let mut t = TableReporter::new(Vec::new());

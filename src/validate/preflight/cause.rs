@@ -12,7 +12,7 @@ use super::evidence::HostEvidence;
 use super::verdict::{Check, Verdict};
 use crate::net::advice::{advise, Severity};
 use crate::net::inventory::HostInventory;
-use crate::report::record::{CPU_LIMITED_PCT, THROTTLED_SHARE};
+use crate::results::record::{CPU_LIMITED_PCT, THROTTLED_SHARE};
 use crate::validate::pairwise::PairwiseReport;
 
 /// A cause, as findings name it.

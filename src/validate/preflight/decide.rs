@@ -3,16 +3,18 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::checks::{self, Inputs, PathInfo};
+use super::document::{Report, PREFLIGHT_SCHEMA_VERSION};
 use super::measure::Sample;
-use super::render::{self, Report, PREFLIGHT_SCHEMA_VERSION};
+use super::render;
 use super::verdict::{self, Check};
 use crate::cli::PreflightArgs;
 use crate::compare::input::Point;
 use crate::error::{Error, Result};
 use crate::report::file::write_atomic;
+use crate::results::document::Entry;
 
 /// What a preflight measured (live, or read back from its JSON).
 pub struct Measured {
@@ -21,8 +23,8 @@ pub struct Measured {
     pub paths: Vec<PathInfo>,
     pub bandwidth_from: u64,
     /// Entries as `collbench run -J` writes them.
-    pub connectivity: Value,
-    pub results: Value,
+    pub connectivity: Vec<Entry>,
+    pub results: Vec<Entry>,
     /// Every host during the collectives' phases (CPU, TCP counters, path configuration).
     pub evidence: Vec<super::evidence::HostEvidence>,
 }
@@ -73,7 +75,7 @@ pub fn decide(
     }
     if let (Some(old), Some(file)) = (baseline, &args.baseline) {
         if !samples.is_empty() {
-            let new = crate::compare::input::parse(&json!({ "results": m.results }), "this preflight")?;
+            let new = crate::compare::input::of_entries(&m.results, "this preflight")?;
             checks::baseline(
                 old,
                 &new,
@@ -124,26 +126,21 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
     let bad = |m: String| Error::usage(format!("--from-results {shown}"), m);
     let text = std::fs::read_to_string(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
-    if doc.get("collbench_preflight").and_then(Value::as_u64) != Some(u64::from(PREFLIGHT_SCHEMA_VERSION)) {
+    if !Report::is_this_version(&doc) {
         return Err(bad(format!(
             "not a preflight results file of version {PREFLIGHT_SCHEMA_VERSION} (written by `collbench preflight -J`)"
         )));
     }
     super::check_outputs(args)?;
-    let paths: Vec<PathInfo> =
-        serde_json::from_value(doc["paths"].clone()).map_err(|e| bad(format!("`paths`: {e}")))?;
-    let field = |k: &str| doc.get(k).cloned().ok_or_else(|| bad(format!("has no `{k}`")));
+    let saved = Report::read(&doc).map_err(bad)?;
     let m = Measured {
-        nranks: field("nranks")?.as_u64().unwrap_or(0) as usize,
-        plan: serde_json::from_value(field("plan")?).unwrap_or_default(),
-        bandwidth_from: field("bandwidth_from")?
-            .as_u64()
-            .ok_or_else(|| bad("`bandwidth_from` is not a whole number".into()))?,
-        connectivity: field("connectivity")?,
-        results: field("results")?,
-        paths,
-        evidence: serde_json::from_value(doc.get("evidence").cloned().unwrap_or(Value::Array(Vec::new())))
-            .map_err(|e| bad(format!("`evidence`: {e}")))?,
+        nranks: saved.nranks,
+        plan: saved.plan,
+        bandwidth_from: saved.bandwidth_from,
+        connectivity: saved.connectivity,
+        results: saved.results,
+        paths: saved.paths,
+        evidence: saved.evidence,
     };
     let baseline = args
         .baseline
@@ -159,8 +156,8 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
         }
     }
     // The pairwise link test's checks are findings, not figures an expectation re-judges: they carry over.
-    let pairwise: Vec<Check> = serde_json::from_value::<Vec<Check>>(doc["checks"].clone())
-        .map_err(|e| bad(format!("`checks`: {e}")))?
+    let pairwise: Vec<Check> = saved
+        .checks
         .into_iter()
         .filter(|c| {
             c.name.starts_with(&format!("{} pairwise", c.path))

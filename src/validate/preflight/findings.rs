@@ -82,7 +82,7 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
             let throttled = seen
                 .iter()
                 .filter(|e| hosts.contains(&e.host))
-                .filter(|e| e.throttled_share() >= crate::report::record::THROTTLED_SHARE)
+                .filter(|e| e.throttled_share() >= crate::results::record::THROTTLED_SHARE)
                 .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
                 .map(|e| e.host.clone());
             let (name, line) = match (&throttled, judged.cause, f) {

@@ -1,11 +1,9 @@
 //! What a check reads: one sample per point and sweep, taken from live records or from a saved preflight
 //! file, and the estimates over sweeps (median with an interval) that the verdict compares with thresholds.
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
-use crate::report::compare::ci95_half_width;
-use crate::report::document::entries_from_value;
+use crate::report::paths_compared::ci95_half_width;
+use crate::results::document::Entry;
 
 /// One point of one sweep, out of place.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,10 +22,9 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The samples of a `results`-style array (entries as `collbench run -J` writes them); `what` names it.
-    pub fn from_entries(v: &Value, what: &str) -> Result<Vec<Sample>> {
+    /// The samples of a `results`-style list (entries as `collbench run -J` writes them); `what` names it.
+    pub fn from_entries(entries: &[Entry], what: &str) -> Result<Vec<Sample>> {
         let bad = |m: String| Error::usage(what, m);
-        let entries = entries_from_value(v, "entry").map_err(bad)?;
         entries
             .iter()
             .enumerate()
@@ -186,10 +183,16 @@ mod tests {
         let v = serde_json::json!([{"path": "tcp@lo", "collective": "all_reduce", "size": 8, "repeat": 1,
             "out_of_place": {"time": 5.0, "ci95_us": "nan", "bus_bw": 0.1, "p99_us": 9.0, "iters": 20, "nwrong": 2.0},
             "in_place": {"nwrong": 1.0}}]);
-        let s = Sample::from_entries(&v, "f.json").unwrap();
+        // As a saved preflight's entries read: each one an entry, then a sample.
+        let read = |v: &serde_json::Value| {
+            let entries =
+                crate::results::document::entries_from_value(v, "entry").map_err(|m| Error::usage("f.json", m))?;
+            Sample::from_entries(&entries, "f.json")
+        };
+        let s = read(&v).unwrap();
         assert_eq!((s[0].size, s[0].repeat, s[0].wrong, s[0].iters), (8, 1, 3, 20));
         assert!(s[0].ci95_us.is_nan());
-        let e = Sample::from_entries(&serde_json::json!([{"path": 1}]), "f.json").unwrap_err();
+        let e = read(&serde_json::json!([{"path": 1}])).unwrap_err();
         assert!(e.to_string().starts_with("f.json: entry 0"), "{e}");
     }
 }

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod cause;
 pub mod checks;
 pub mod decide;
+pub mod document;
 pub mod evidence;
 pub mod expect;
 pub mod findings;

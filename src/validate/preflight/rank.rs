@@ -15,7 +15,7 @@ use crate::collective::Collective;
 use crate::error::{stderr, Error, Result};
 use crate::options::{Options, Progress};
 use crate::paths::Paths;
-use crate::report::Record;
+use crate::results::Record;
 use crate::session::{self, Session};
 use crate::sizes::format_size;
 use crate::start::{Rank, Start};
@@ -194,7 +194,7 @@ fn preflight_pairwise() -> PairwiseConfig {
 }
 
 /// How many hosts the ranks run on.
-fn distinct_hosts(ranks: &[crate::report::RankInfo]) -> usize {
+fn distinct_hosts(ranks: &[crate::results::RankInfo]) -> usize {
     let mut hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     hosts.sort_unstable();
     hosts.dedup();
@@ -211,7 +211,7 @@ struct Run<'a> {
     sess: Session,
     open: Paths,
     progress: Option<ProgressBar>,
-    ranks: Vec<crate::report::RankInfo>,
+    ranks: Vec<crate::results::RankInfo>,
     paths: Vec<PathInfo>,
     plan_lines: Vec<String>,
     connectivity: Vec<Record>,

@@ -1,42 +1,10 @@
 //! The preflight's outputs: a table of checks for people (stdout), JSON (`-J`, schema
 //! schema/collbench-preflight.schema.json), JUnit XML for CI systems (`--junit`), Markdown (`--markdown`).
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::checks::PathInfo;
+pub use super::document::Report;
 use super::verdict::{Check, Verdict};
-
-/// Version of the preflight JSON document; bump on any incompatible change.
-pub const PREFLIGHT_SCHEMA_VERSION: u32 = 1;
-
-/// Everything one preflight decided, and what it measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    pub collbench_preflight: u32,
-    pub verdict: Verdict,
-    pub strict: bool,
-    pub exit_code: i32,
-    pub nranks: usize,
-    pub repeat: u32,
-    /// The plan as printed.
-    pub plan: Vec<String>,
-    pub paths: Vec<PathInfo>,
-    /// The smallest size of the bandwidth phase.
-    pub bandwidth_from: u64,
-    pub checks: Vec<Check>,
-    /// What was measured and not judged, and why.
-    pub notes: Vec<String>,
-    /// The latency and bandwidth points, entries as `collbench run -J` writes them (so `collbench compare`
-    /// and `--baseline` read this file too).
-    pub results: Value,
-    /// The connectivity sweep's points, in the same form.
-    pub connectivity: Value,
-    /// Every host during the collectives' phases: CPU busy and throttled, TCP retransmissions, the path's
-    /// configuration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub evidence: Vec<super::evidence::HostEvidence>,
-}
 
 const COLUMNS: [&str; 5] = ["check", "measured", "threshold", "source", "verdict"];
 
@@ -213,9 +181,11 @@ pub fn json(r: &Report) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use quick_xml::events::Event;
 
+    use super::super::checks::PathInfo;
+    use super::super::document::PREFLIGHT_SCHEMA_VERSION;
     use super::*;
 
     fn check(name: &str, verdict: Verdict) -> Check {
@@ -258,8 +228,8 @@ mod tests {
                 check("tcp@lo all_gather | busbw", Verdict::Warn),
             ],
             notes: vec!["n1".into()],
-            results: json!([]),
-            connectivity: json!([]),
+            results: Vec::new(),
+            connectivity: Vec::new(),
             evidence: Vec::new(),
         }
     }

@@ -2,7 +2,7 @@
 //! with its 95% confidence interval, its busbw as a fraction of the best path's and of a chosen reference,
 //! and whether the difference from the best is larger than the noise.
 
-use super::record::{Comparison, PathFigure, Record};
+use crate::results::record::{Comparison, PathFigure, Record};
 
 /// Two-sided 95% Student t quantiles for 1..=30 degrees of freedom; 1.96 beyond.
 const T95: [f64; 30] = [
@@ -178,7 +178,7 @@ fn estimate(p: &PathFigure) -> Estimate {
 mod tests {
     use super::*;
     use crate::collective::Collective;
-    use crate::report::testutil::record;
+    use crate::results::testutil::record;
 
     fn on(path: &str, time_us: f64, busbw: f64, ci: f64) -> Record {
         let mut r = record(Collective::AllReduce, 1 << 20, time_us, busbw, Some(0));

@@ -44,7 +44,7 @@ pub fn render(t: &Topology, host: &str) -> String {
         "{host}: GPU topology (NVML {})\n",
         t.nvml_version.as_deref().unwrap_or("?")
     ));
-    out.push_str(&super::info::columns(&rows, &[]));
+    out.push_str(&super::columns(&rows, &[]));
     if t.gpus.len() > 1 {
         let mut m = vec![std::iter::once(String::new())
             .chain(t.gpus.iter().map(|g| format!("gpu{}", g.index)))
@@ -60,7 +60,7 @@ pub fn render(t: &Topology, host: &str) -> String {
             }
             m.push(r);
         }
-        out.push_str(&super::info::columns(&m, &[]));
+        out.push_str(&super::columns(&m, &[]));
         out.push_str(
             "NV#: # NVLinks (through NVSwitches where the GPUs link to switches); PIX/PXB: PCIe switches; PHB: \
              host bridge; NODE: within a NUMA node; SYS: across NUMA nodes\n",

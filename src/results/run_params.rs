@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn reads_serialised_options_and_tolerates_missing_fields() {
-        let p = RunParams::from_legacy(&crate::report::testutil::legacy_options(true));
+        let p = RunParams::from_legacy(&crate::results::testutil::legacy_options(true));
         assert_eq!(p.min_bytes, Some(8));
         assert_eq!(p.max_bytes, Some(4 << 20));
         assert_eq!(p.step, Some(StepView::Factor(2)));

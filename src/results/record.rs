@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::params::RunParams;
+use super::run_params::RunParams;
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 pub use crate::world::rank_info::{Endpoint, RankInfo};

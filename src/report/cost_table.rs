@@ -1,6 +1,6 @@
 //! The path-cost table's columns, shared by the text table and the Markdown report.
 
-use super::record::PathCost;
+use crate::results::record::PathCost;
 
 /// Column titles.
 pub const HEADERS: [&str; 11] = [

@@ -1,4 +1,4 @@
-//! The results file's document (`collbench run -J`), one type both written ([`super::json`]) and read
+//! The results file's document (`collbench run -J`), one type both written ([`crate::report::json`]) and read
 //! (`compare`, `model`, `plot`, `preflight --from-results` and `--baseline`). The layout is nccl-tests' `-J`
 //! layout (src/util.cu, JSON_FILE_VERSION 3: per-iteration objects under `-I 1`) with collbench's own fields
 //! beside it; the schema is schema/collbench-results.schema.json. Every key nccl-tests writes means what it
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::per_iter::PerIter;
 use super::record::{RunInfo, WrongElement};
+use super::summary_view::SummaryView;
 
 /// The nccl-tests JSON layout version whose keys this file keeps.
 pub const NCCL_TESTS_JSON_VERSION: u32 = 3;
@@ -374,49 +375,6 @@ pub struct MemoryNote {
     pub emulated: bool,
 }
 
-/// What readers use of `collbench.summary`: line rates and the model's predictions. Fields of another
-/// shape read as absent, as a summary is context, not the measurement.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct SummaryView {
-    #[serde(deserialize_with = "list_or_empty")]
-    pub paths: Vec<PathRate>,
-    #[serde(deserialize_with = "list_or_empty")]
-    pub comparison: Vec<ComparisonView>,
-    /// The `collbench model` document, when the run made one.
-    pub model: Option<Value>,
-}
-
-/// A path's line rate, from `summary.paths`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct PathRate {
-    #[serde(deserialize_with = "text_or_none")]
-    pub path: Option<String>,
-    #[serde(deserialize_with = "number_or_none")]
-    pub line_rate_gbs: Option<f64>,
-}
-
-/// One point of `summary.comparison`: the paths' figures.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct ComparisonView {
-    #[serde(deserialize_with = "list_or_empty")]
-    pub paths: Vec<FigureView>,
-}
-
-/// One path's figure in a comparison.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct FigureView {
-    #[serde(deserialize_with = "text_or_none")]
-    pub path: Option<String>,
-    #[serde(deserialize_with = "number_or_none")]
-    pub busbw: Option<f64>,
-    #[serde(deserialize_with = "number_or_none")]
-    pub line_rate_pct: Option<f64>,
-}
-
 /// A boolean as nccl-tests writes it: the string `"true"` or `"false"` (a JSON boolean reads too).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JBool(pub bool);
@@ -470,24 +428,6 @@ fn nan_if_absent<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D:
     Ok(number_or_nan(d)?.unwrap_or(f64::NAN))
 }
 
-fn number_or_none<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
-    Ok(Value::deserialize(d)?.as_f64())
-}
-
-fn text_or_none<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
-    Ok(Value::deserialize(d)?.as_str().map(str::to_string))
-}
-
-/// A list whose items are read leniently; anything but a list reads as empty.
-fn list_or_empty<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
-    d: D,
-) -> std::result::Result<Vec<T>, D::Error> {
-    Ok(match Value::deserialize(d)? {
-        Value::Array(items) => items.into_iter().filter_map(|v| T::deserialize(v).ok()).collect(),
-        _ => Vec::new(),
-    })
-}
-
 /// `field` of entry `i` (named `key`, dotted for nested ones), or the message that it is missing.
 pub fn need<T>(field: Option<T>, i: usize, key: &str) -> std::result::Result<T, String> {
     field.ok_or_else(|| format!("results[{i}] has no `{key}`; {WHAT_TO_GIVE}"))
@@ -524,6 +464,31 @@ impl Placement {
         staging_us: None,
         staging_wait_us: None,
     };
+}
+
+/// Entries in the flat layout, each placement's statistics inside it (as files of version 2 had them): how
+/// `collbench preflight -J` writes its `results` and `connectivity`, for `#[serde(with)]`. They read as any
+/// entry reads, an error naming the entry (`entry 3 ...`).
+pub mod flat_entries {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    use super::{entries_from_value, lift, Entry};
+
+    /// Each entry as [`EntryOut`](super::EntryOut) lays it out, then made flat.
+    pub fn serialize<S: Serializer>(entries: &[Entry], s: S) -> std::result::Result<S::Ok, S::Error> {
+        let flat = entries
+            .iter()
+            .map(|e| serde_json::to_value(e).map(|v| lift(&v)))
+            .collect::<std::result::Result<Vec<Value>, _>>()
+            .map_err(serde::ser::Error::custom)?;
+        flat.serialize(s)
+    }
+
+    /// A list of entries of either layout.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<Entry>, D::Error> {
+        entries_from_value(&Value::deserialize(d)?, "entry").map_err(serde::de::Error::custom)
+    }
 }
 
 /// Entries read one by one, so an error names the entry (`results[3] ...`, or `entry 3 ...` with

@@ -1,5 +1,8 @@
 //! `collbench info` output: every host's interfaces, CPU limits, RDMA ports and GPUs as aligned text or JSON,
-//! then the advice.
+//! then the advice. Its entry point is `commands::info`; this sits low (on `net` only) so other tools' text
+//! (`gpu-matrix`) shares its column layout.
+
+mod gpus;
 
 use serde_json::json;
 
@@ -164,7 +167,7 @@ fn gpus(hosts: &[HostInventory]) -> String {
     for h in hosts {
         match &h.gpu_topology {
             Some(t) if t.unavailable.is_none() || !h.gpus.is_empty() => {
-                out.push_str(&super::gpu_topo::render(t, &h.host));
+                out.push_str(&gpus::render(t, &h.host));
             }
             _ => {}
         }

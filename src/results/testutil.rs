@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use super::params::RunParams;
 use super::record::{Endpoint, RankInfo, Record, RunInfo, Timing};
+use super::run_params::RunParams;
 use crate::collective::Collective;
 use crate::reduce::{Dtype, Op};
 
@@ -59,7 +59,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
         bootstrap_s: 0.0123,
         connect_s: 0.0456,
         auth: "COLLBENCH_JOB_TOKEN".into(),
-        connections: Some(crate::report::Connections {
+        connections: Some(crate::results::Connections {
             pairs: 1,
             all_pairs: 1,
             max_peers: 1,
@@ -101,7 +101,7 @@ pub fn run_info(percentiles: bool) -> RunInfo {
             },
         ],
         params: RunParams {
-            version: crate::report::params::RUN_PARAMS_VERSION,
+            version: crate::results::run_params::RUN_PARAMS_VERSION,
             ..RunParams::from_legacy(&legacy_options(percentiles))
         },
         legacy_options: None,
