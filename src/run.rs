@@ -33,6 +33,12 @@ pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     if let Some(name) = &opts.tcp.iface {
         crate::net::iface::address_of(name)?;
     }
+    // Every local rank would resolve the same tcp@SPEC on this host and print the same error: say it once.
+    for p in &opts.paths.transports {
+        if let PathKind::Tcp(Some(spec)) = p {
+            crate::net::iface::resolve(spec, "--transport")?;
+        }
+    }
     // RDMA devices are checked before any rank starts (a missing device names what was looked for).
     #[cfg(feature = "rdma")]
     for p in &opts.paths.transports {
