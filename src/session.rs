@@ -374,7 +374,8 @@ fn via_rendezvous(
     let single_host = single_host_job(id, world::env::local_size_from(|k| std::env::var(k).ok()));
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
-        let listener = rendezvous::bind_root(root, deadline)?;
+        let source = world::env::root_source(|k| std::env::var(k).ok());
+        let listener = rendezvous::bind_root(root, source, deadline)?;
         let (size, token, timeout) = (id.size, id.token, opts.deadlines.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));

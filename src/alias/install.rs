@@ -3,12 +3,38 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::report::nccl_table::PROGRAMS;
 
 /// The links to `exe` made in `dir`.
 pub fn links(dir: &Path, exe: &Path, force: bool) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    if !dir.is_dir() {
+        if dir.exists() {
+            return Err(Error::usage(
+                "install-aliases",
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        // One missing level is made (a new bin/); more is more likely a typo than a wish.
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(Error::usage(
+                "install-aliases",
+                format!(
+                    "{} does not exist, nor does {}; give an existing directory (one on the PATH, such as \
+                     /usr/local/bin), or create it first: mkdir -p {}",
+                    dir.display(),
+                    parent.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        std::fs::create_dir(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        stderr!("collbench: created {}", dir.display());
+    }
     let mut made = Vec::new();
     for (program, _) in PROGRAMS {
         let link = dir.join(program);

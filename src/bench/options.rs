@@ -335,7 +335,7 @@ fn repeat(n: u32) -> Result<u32> {
 /// degree of freedom (12.7), so it is too wide to decide anything with.
 pub fn repeat_note(n: u32) -> Option<String> {
     (n == 2).then(|| {
-        "--repeat 2: the 95% intervals between two sweeps use Student's t with 1 degree of freedom (12.7): too          wide to use; give --repeat 3 or more"
+        "--repeat 2: the 95% intervals between two sweeps use Student's t with 1 degree of freedom (12.7): too wide to use; give --repeat 3 or more"
             .to_string()
     })
 }

@@ -13,10 +13,15 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::sizes::format_size_arg;
+use values::Choices;
+
+/// What `collbench -V` prints after the name: the version and which optional features (mpi, rdma, cuda)
+/// this binary was built with, since they decide which paths run.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COLLBENCH_BUILT_FEATURES"), ")");
 
 /// Collective-communication benchmark and network validator, in the spirit of nccl-tests.
 #[derive(Debug, Parser)]
-#[command(name = "collbench", version, propagate_version = true)]
+#[command(name = "collbench", version = VERSION, propagate_version = true)]
 // No subcommand prints help and exits 2 instead of defaulting to `run`: more verbs are coming (info,
 // preflight, pairwise, compare), and an explicit one keeps `collbench <flags>` from changing meaning
 // when they land, keeps each verb's --help to its own flags, and makes a mistyped verb an error
@@ -63,7 +68,7 @@ pub enum Command {
 /// Flags of `collbench install-aliases`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallAliasesArgs {
-    /// Directory for the links, created if missing (e.g. /usr/local/bin).
+    /// Directory for the links (e.g. /usr/local/bin); created, and said so, if missing while its parent exists.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
 
@@ -239,7 +244,8 @@ pub struct PlotArgs {
         long = "format",
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "png,svg"
+        default_value = "png,svg",
+        value_parser = Choices(values::IMAGE_FORMATS)
     )]
     pub format: Vec<String>,
 }
@@ -389,7 +395,7 @@ pub struct LinkArgs {
     /// Plain tcp uses --iface, else loopback on one host, else IPoIB, the interface that reaches the
     /// rendezvous, the default route's, the first by name (never loopback or container bridges)
     #[arg(long = "transport", alias = "transports", value_name = "LIST", value_delimiter = ',',
-        help_heading = TUNING, default_value = "tcp")]
+        help_heading = TUNING, default_value = "tcp", value_parser = Choices(values::TRANSPORTS), hide_possible_values = true)]
     pub transport: Vec<String>,
 
     /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
@@ -397,7 +403,7 @@ pub struct LinkArgs {
     /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
     /// by Bruck's steps on any rank count) or tree.
     #[arg(long = "algo", value_name = "ALGO", help_heading = TUNING,
-        default_value_t = defaults::ALGO.to_string())]
+        default_value_t = defaults::ALGO.to_string(), value_parser = Choices(values::ALGOS), hide_possible_values = true)]
     pub algo: String,
 
     /// GID table index of rdma@ paths (like NCCL_IB_GID_INDEX) [default: 0 on InfiniBand; on RoCE the
@@ -417,7 +423,7 @@ pub struct LinkArgs {
 
     /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0), each host
     /// taking the first that matches [default: lo for a single-host job; else IPoIB, the interface that
-    /// reaches the rendezvous, the default route's (see README "Choosing the interface")]
+    /// reaches the rendezvous, the default route's (see docs/interface.md)]
     #[arg(long = "iface", value_name = "SPEC", help_heading = TUNING)]
     pub iface: Option<String>,
 
@@ -482,17 +488,17 @@ pub struct RunArgs {
 
     /// Collectives to run, comma-separated, or `all`.
     #[arg(long = "collective", alias = "collectives", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = defaults::COLLECTIVES)]
+        help_heading = WHAT, default_value = defaults::COLLECTIVES, value_parser = Choices(values::COLLECTIVES))]
     pub collective: Vec<String>,
 
     /// Element types, comma-separated, or `all`.
     #[arg(short = 'd', long = "datatype", alias = "dtype", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = defaults::DTYPES)]
+        help_heading = WHAT, default_value = defaults::DTYPES, value_parser = Choices(values::DTYPES))]
     pub datatype: Vec<String>,
 
     /// Reduction ops for reducing collectives, comma-separated, or `all`.
     #[arg(short = 'o', long = "op", alias = "ops", value_name = "LIST", value_delimiter = ',',
-        help_heading = WHAT, default_value = defaults::OPS)]
+        help_heading = WHAT, default_value = defaults::OPS, value_parser = Choices(values::OPS))]
     pub op: Vec<String>,
 
     /// Root rank of broadcast and reduce.
@@ -527,7 +533,8 @@ pub struct RunArgs {
     /// How several paths take turns: `sweep` (each sweeps every point, then the next) or `point` (every
     /// path measures a point before any moves on, so a slow spell of a shared machine meets all paths at
     /// the same points; the table then has one table per collective and sweep, its rows' path last).
-    #[arg(long = "interleave", value_name = "HOW", help_heading = TIMING, default_value = "sweep")]
+    #[arg(long = "interleave", value_name = "HOW", help_heading = TIMING, default_value = "sweep",
+        value_parser = Choices(values::INTERLEAVE), hide_possible_values = true)]
     pub interleave: String,
 
     /// Data-check iterations per point; 0 turns the check off.
@@ -538,7 +545,8 @@ pub struct RunArgs {
 
     /// Which rank's time to report: 0/rank0, 1/avg, 2/min, 3/max = the slowest (nccl-tests: avg).
     #[arg(short = 'a', long = "average", value_name = "STAT", help_heading = TIMING,
-        default_value_t = defaults::RANK_STAT.to_string())]
+        default_value_t = defaults::RANK_STAT.to_string(), value_parser = Choices(values::RANK_STATS),
+        hide_possible_values = true)]
     pub average: String,
 
     /// Add p50/p99 iteration-time columns to the table.
@@ -596,7 +604,8 @@ pub struct RunArgs {
     /// Where the buffers live: host, or cuda (device memory, one GPU per rank, staged through pinned host
     /// memory around collbench's tcp and rdma algorithms; times include the staging. Needs a build with
     /// --features cuda and an NVIDIA driver)
-    #[arg(long = "memory", value_name = "KIND", help_heading = TUNING, default_value = "host")]
+    #[arg(long = "memory", value_name = "KIND", help_heading = TUNING, default_value = "host",
+        value_parser = Choices(values::MEMORY), hide_possible_values = true)]
     pub memory: String,
 
     /// CUDA device ordinal for --memory cuda [default: COLLBENCH_CUDA_DEVICE, else the local rank modulo the
@@ -615,7 +624,8 @@ pub struct RunArgs {
     /// With --memory cuda on the tcp and rdma paths, where all_reduce and reduce_scatter reduce: host (the
     /// algorithm reduces the staged data) or device (the GPU kernels reduce, the host runs an alltoall and,
     /// for all_reduce, an all_gather; the algo column says device_reduce)
-    #[arg(long = "reduce-on", value_name = "WHERE", help_heading = TUNING, default_value = "host")]
+    #[arg(long = "reduce-on", value_name = "WHERE", help_heading = TUNING, default_value = "host",
+        value_parser = Choices(values::REDUCE_ON), hide_possible_values = true)]
     pub reduce_on: String,
 
     /// With several paths, the one the comparison table measures the others against (e.g. tcp@eth0)
@@ -702,5 +712,6 @@ pub mod defaults;
 mod model;
 #[cfg(test)]
 mod tests;
+pub mod values;
 
 pub use model::ModelArgs;

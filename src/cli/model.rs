@@ -32,7 +32,8 @@ pub struct ModelArgs {
 
     /// How the fit weighs points: sqrt (variance proportional to time), relative (relative error) or
     /// absolute (plain least squares on time).
-    #[arg(long = "weight", value_name = "HOW", default_value = "sqrt")]
+    #[arg(long = "weight", value_name = "HOW", default_value = "sqrt",
+        value_parser = super::values::Choices(super::values::WEIGHTINGS), hide_possible_values = true)]
     pub weight: String,
 
     /// Results measured at the target scale, to put beside the predictions with the error [default: none]

@@ -28,7 +28,10 @@ pub fn main(argv: &[OsString]) -> i32 {
     if let Some(code) = alias::dispatch(argv) {
         return code;
     }
-    let cli = Cli::parse_from(argv);
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => return report_usage(&e),
+    };
     let outcome = match &cli.command {
         Command::Run(args) => run::run(args, argv),
         Command::Info(args) => info::info(args),
@@ -43,6 +46,25 @@ pub fn main(argv: &[OsString]) -> i32 {
         Command::InstallAliases(args) => install_aliases::install_aliases(args),
     };
     outcome.unwrap_or_else(|e| report_error(&e))
+}
+
+/// Prints clap's outcome: `--help` and `-V` to stdout (exit 0); a usage error to stderr with the prefix every
+/// collbench error has, then clap's usage lines (exit 2).
+fn report_usage(e: &clap::Error) -> i32 {
+    if !e.use_stderr() {
+        // --help, --version: what the user asked for, printed as clap formats it.
+        let _ = e.print();
+        return 0;
+    }
+    let text = e.render().to_string();
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // No subcommand: the help, not an error message.
+        stderr!("{}", text.trim_end());
+        return 2;
+    }
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    stderr!("collbench: error: {}", text.trim_end());
+    2
 }
 
 /// Prints `e` the way every collbench error reaches the user and returns its exit status.

@@ -508,7 +508,7 @@ fn unidentified_line(r: &Report) -> Option<String> {
     }
     (!which.is_empty()).then(|| {
         format!(
-            "* rests on a parameter the data could not identify ({}; held at 0): not a prediction, and no interval;              measure more sizes or rank counts",
+            "* rests on a parameter the data could not identify ({}; held at 0): not a prediction, and no interval; measure more sizes or rank counts",
             which.join(", ")
         )
     })

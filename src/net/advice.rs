@@ -248,11 +248,11 @@ fn rdma_ports(h: &HostInventory, out: &mut Vec<Advice>) {
             let phys = p.phys_state.as_deref().unwrap_or("unknown");
             let ib = p.link_layer.as_deref() != Some("Ethernet");
             let fix = match (state, phys) {
-                (_, "Disabled") => "the port is administratively disabled: enable it (`ibportstate`, or the NIC's                                     firmware settings) or use another port"
+                (_, "Disabled") => "the port is administratively disabled: enable it (`ibportstate`, or the NIC's firmware settings) or use another port"
                     .to_string(),
-                ("INIT" | "ARMED", _) if ib => "the link is up but no subnet manager has configured the port: run                                                 opensm on one node of the fabric or enable the switch's subnet                                                 manager"
+                ("INIT" | "ARMED", _) if ib => "the link is up but no subnet manager has configured the port: run opensm on one node of the fabric or enable the switch's subnet manager"
                     .to_string(),
-                ("DOWN", _) | (_, "Polling") => "there is no link: check the cable, the transceiver and the switch                                                  port"
+                ("DOWN", _) | (_, "Polling") => "there is no link: check the cable, the transceiver and the switch port"
                     .to_string(),
                 _ => "check the port with `ibstat` (InfiniBand) or `rdma link` and the switch it connects to".into(),
             };

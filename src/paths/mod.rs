@@ -134,7 +134,7 @@ fn given(given_gbit: Option<f64>) -> Option<(f64, String)> {
 /// compile until its file is written.
 fn kind(kind: &PathKind) -> Box<dyn Kind> {
     match kind {
-        PathKind::Tcp(_) => tcp::unit(kind),
+        PathKind::Tcp(spec) => tcp::unit(kind, spec.as_deref()),
         PathKind::Rdma { device, port } => rdma::unit(kind, device, *port),
         PathKind::Mpi => mpi::unit(kind),
         PathKind::Nccl => nccl::unit(kind),

@@ -11,17 +11,29 @@ use crate::session::Session;
 use crate::transport::Transport;
 
 /// The file's kind: a TCP path as `--transport` gave it.
-pub(super) fn unit(kind: &PathKind) -> Box<dyn Kind> {
+pub(super) fn unit(kind: &PathKind, spec: Option<&str>) -> Box<dyn Kind> {
     Box::new(Tcp {
         given: kind.to_string(),
+        spec: spec.map(str::to_string),
     })
 }
 
 struct Tcp {
     given: String,
+    /// The interface SPEC of `tcp@SPEC`, if given.
+    spec: Option<String>,
 }
 
 impl Kind for Tcp {
+    /// Every local rank would resolve the same SPEC on this host and print the same error: checked once,
+    /// before they start.
+    fn check_local_launch(&self, _opts: &Options) -> Result<()> {
+        match &self.spec {
+            Some(spec) => crate::net::iface::resolve(spec, "--transport").map(drop),
+            None => Ok(()),
+        }
+    }
+
     fn open(&self, at: &mut Opening<'_>, _opts: &Options) -> Result<Box<dyn Open>> {
         let k = at.next_tcp;
         let t = at

@@ -195,7 +195,10 @@ impl PlotData {
     }
 
     fn from_document(doc: &Document) -> std::result::Result<PlotData, String> {
-        if doc.collbench.is_none() {
+        // `collbench preflight -J` files carry their points without the run's block, as `compare` reads them;
+        // a file from another tool (nccl-tests' -J) has neither the block nor each point's path.
+        let foreign = doc.results.first().map_or(true, |e| e.path.is_none());
+        if doc.collbench.is_none() && foreign {
             return Err(format!(
                 "is not a collbench results file (no `collbench` block); {WHAT_TO_GIVE}"
             ));

@@ -222,6 +222,15 @@ fn rendezvous_address(get: &impl Fn(&str) -> Option<String>) -> Result<Option<St
     }
 }
 
+/// The variable(s) the rendezvous address came from, as [`identity_from`] chooses it, for messages about it.
+pub fn root_source(get: impl Fn(&str) -> Option<String>) -> &'static str {
+    match (get(ROOT), get("MASTER_ADDR"), get("MASTER_PORT")) {
+        (Some(_), _, _) | (None, None, _) => ROOT,
+        (None, Some(_), None) => "MASTER_ADDR",
+        (None, Some(_), Some(_)) => "MASTER_ADDR/MASTER_PORT",
+    }
+}
+
 /// Ranks on this host, where the launcher says (OpenMPI, MPICH/Hydra, Slurm); for the memory check.
 pub fn local_size_from(get: impl Fn(&str) -> Option<String>) -> Option<usize> {
     ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"]
@@ -236,7 +245,13 @@ pub fn local_size_from(get: impl Fn(&str) -> Option<String>) -> Option<usize> {
 fn token(get: &impl Fn(&str) -> Option<String>, root: Option<&str>, size: usize) -> Result<(Token, String)> {
     if let Some(t) = get(JOB_TOKEN) {
         let tok = token_from_hex(t.trim()).ok_or_else(|| Error::usage(JOB_TOKEN, "expected 32 hex digits"))?;
-        return Ok((tok, JOB_TOKEN.into()));
+        // collbench's own launcher passes the token it drew to its ranks through this variable.
+        let from = if get(LAUNCHER).as_deref() == Some("local") {
+            "random, drawn for this run by collbench's own launcher (--np)".to_string()
+        } else {
+            JOB_TOKEN.to_string()
+        };
+        return Ok((tok, from));
     }
     if let Some(path) = get(JOB_TOKEN_FILE) {
         let text = read_token_file(&path)?;

@@ -668,7 +668,8 @@ fn resolve_until(root: &str, deadline: Instant) -> std::io::Result<Vec<SocketAdd
 /// until `deadline`, the bootstrap's, as the other ranks retry their connect; the first miss is said once
 /// on stderr, so a user sees why rank 0 waits. An address that resolves but is not this host's fails at
 /// once.
-pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
+/// `source` names the variable(s) `root` came from ([`super::env::root_source`]), for the error.
+pub fn bind_root(root: &str, source: &str, deadline: Instant) -> Result<TcpListener> {
     let started = Instant::now();
     let mut said = false;
     loop {
@@ -681,7 +682,7 @@ pub fn bind_root(root: &str, deadline: Instant) -> Result<TcpListener> {
         };
         if !retry || Instant::now() >= deadline {
             return Err(Error::usage(
-                super::env::ROOT,
+                source,
                 format!(
                     "rank 0 (host {}) serves the rendezvous but cannot listen on '{root}' after trying for {:.1} s \
                      ({err}); it must name an address of rank 0's own host and a free port (raise --bootstrap-timeout \
@@ -1218,17 +1219,22 @@ pub(crate) mod tests {
     fn rank_0_retries_a_rendezvous_name_until_the_deadline_and_then_names_it() {
         // .invalid never resolves (RFC 6761): the lookup is retried, then the error names the address.
         let root = "collbench-rendezvous.invalid:29500";
-        let e = bind_root(root, Instant::now() + Duration::from_millis(300))
-            .unwrap_err()
-            .to_string();
+        let e = bind_root(
+            root,
+            crate::world::env::ROOT,
+            Instant::now() + Duration::from_millis(300),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains(root) && e.contains("after trying for") && e.contains("--bootstrap-timeout"),
             "{e}"
         );
         // An address that resolves but is not this host's fails without waiting for the deadline.
         let t = Instant::now() + Duration::from_secs(3600);
-        let e = bind_root("192.0.2.1:29500", t).unwrap_err().to_string();
+        let e = bind_root("192.0.2.1:29500", "MASTER_ADDR", t).unwrap_err().to_string();
         assert!(e.contains("192.0.2.1:29500") && e.contains("own host"), "{e}");
+        assert!(e.starts_with("MASTER_ADDR:"), "the variable the address came from: {e}");
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn decide(
     judged.checks.extend(extra);
     if args.repeat == 2 {
         judged.notes.push(
-            "--repeat 2: each interval is the range of two sweeps, of 50% confidence: too weak to decide with;              give --repeat 3 or more"
+            "--repeat 2: each interval is the range of two sweeps, of 50% confidence: too weak to decide with; give --repeat 3 or more"
                 .into(),
         );
     }
