@@ -519,6 +519,7 @@ mod tests {
             ("RANK", "1"),
             ("WORLD_SIZE", "2"),
             ("MASTER_ADDR", "h"),
+            (JOB_TOKEN, TOK),
         ]))
         .unwrap()
         .unwrap();

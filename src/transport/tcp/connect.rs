@@ -113,7 +113,17 @@ pub fn connect_all(
     };
     for p in mine.iter().filter(|&&p| p < rank).map(|&p| &peers[p]) {
         for s in 0..ns {
-            let mut sock = connect_retry(p, deadline, &me)?;
+            let mut sock = match connect_retry(p, deadline, &me) {
+                Ok(sock) => sock,
+                Err(e) => {
+                    // The peers already reached only learn who is giving up from a proved connection that then
+                    // closes (an unproved one is a stranger to them): prove to them first, briefly, so their
+                    // set-up ends now rather than at the connect deadline.
+                    let brief = deadline.min(Instant::now() + PROVE_BEFORE_LEAVING);
+                    let _ = prove_all(outgoing, peers, &token, brief, &me, &hello);
+                    return Err(e);
+                }
+            };
             let h = hello(p, s);
             // A failed send shows when the challenge is read, and is retried there.
             let _ = sock.write_all(&h.encode());
@@ -265,6 +275,10 @@ pub fn connect_all(
     let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
     Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
 }
+
+/// How long a rank that cannot reach one peer spends proving itself to the peers it did reach, before it
+/// gives up: their challenges come from accept loops that are already running.
+const PROVE_BEFORE_LEAVING: Duration = Duration::from_secs(2);
 
 /// Outgoing connections with their hellos sent: one per (peer, stream).
 type Outgoing = Vec<(usize, usize, TcpStream, Hello)>;
