@@ -259,7 +259,8 @@ fn multi_host_blocks_run_on_a_namespace_cluster() {
         );
         let cluster = Cluster::up("cbd", &format!("b{i}"), hosts, &[]);
         let host0 = cluster.addr(0, "eth0");
-        let fill = |l: &str| l.replace("host0", &host0).replace("TOKEN", &token);
+        // `=TOKEN`, the value: the variable's own name holds the word too.
+        let fill = |l: &str| l.replace("host0", &host0).replace("=TOKEN", &format!("={token}"));
         for line in lines.iter().filter(|l| host_of(l).is_none()) {
             let out = Command::new("bash")
                 .args(["-eu", "-c", line])

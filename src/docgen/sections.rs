@@ -169,7 +169,10 @@ mod tests {
         ] {
             assert!(s.contains(section), "{section} missing:\n{s}");
         }
-        assert!(s.contains("info\\fR(1)") && !s.contains("run\\fR(1)"), "{s}");
+        assert!(
+            s.contains("collbench-info\\fR(1)") && !s.contains("collbench-run\\fR(1)"),
+            "{s}"
+        );
         assert!(!s.contains('`'), "a Markdown backtick reached the roff:\n{s}");
     }
 }
