@@ -44,17 +44,23 @@ fn kind_of(meta: &std::fs::Metadata) -> Option<&'static str> {
 
 /// Reads `path` (links followed) as UTF-8 text of at most `limit` bytes.
 pub fn read_to_string(path: &Path, limit: u64) -> Result<String, ReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let shown = || path.display().to_string();
     let io = |source| ReadError::Io { path: shown(), source };
-    // Checked before opening: opening a FIFO for reading blocks until a writer comes.
-    let meta = std::fs::metadata(path).map_err(io)?;
+    // Opened non-blocking (a FIFO with no writer opens at once) and judged by what was opened, so nothing swapped
+    // in between a check and the open can block the read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if let Some(kind) = kind_of(&meta) {
         return Err(ReadError::NotAFile { path: shown(), kind });
     }
     if meta.len() > limit {
         return Err(ReadError::TooLarge { path: shown(), limit });
     }
-    let file = std::fs::File::open(path).map_err(io)?;
     // The file may have grown since: never read past the bound.
     let mut text = String::new();
     file.take(limit + 1).read_to_string(&mut text).map_err(io)?;

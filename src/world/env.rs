@@ -289,49 +289,12 @@ fn token(get: &impl Fn(&str) -> Option<String>, root: Option<&str>, size: usize)
 /// Reads the token file at `path`: a regular file (or a link to one) of at most [`MAX_TOKEN_FILE`] bytes. A
 /// FIFO, device, socket or directory is refused without reading (a FIFO would block, `/dev/zero` never end).
 fn read_token_file(path: &str) -> Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let bad = |why: String| Error::usage(JOB_TOKEN_FILE, format!("'{path}' {why}"));
-    // Non-blocking, so opening a FIFO with no writer returns at once; the type is checked before any read.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| bad(format!("cannot be read: {e}")))?;
-    let meta = f.metadata().map_err(|e| bad(format!("cannot be read: {e}")))?;
-    let ft = meta.file_type();
-    let kind = if ft.is_dir() {
-        Some("a directory")
-    } else if ft.is_fifo() {
-        Some("a FIFO")
-    } else if ft.is_char_device() || ft.is_block_device() {
-        Some("a device")
-    } else if ft.is_socket() {
-        Some("a socket")
-    } else {
-        None
-    };
-    if let Some(kind) = kind {
-        return Err(bad(format!(
-            "is {kind}, not a file holding the job token (32 hex digits)"
-        )));
-    }
-    if meta.len() > MAX_TOKEN_FILE {
-        return Err(bad(format!(
-            "holds {} bytes; a token file holds 32 hex digits (at most {MAX_TOKEN_FILE} bytes read)",
-            meta.len()
-        )));
-    }
-    let mut text = String::new();
-    f.take(MAX_TOKEN_FILE + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| bad(format!("cannot be read: {e}")))?;
-    if text.len() as u64 > MAX_TOKEN_FILE {
-        return Err(bad(format!(
-            "holds more than {MAX_TOKEN_FILE} bytes; a token file holds 32 hex digits"
-        )));
-    }
-    Ok(text)
+    crate::input::read_to_string(std::path::Path::new(path), MAX_TOKEN_FILE).map_err(|e| {
+        Error::usage(
+            JOB_TOKEN_FILE,
+            format!("{e}; a token file holds the job token (32 hex digits)"),
+        )
+    })
 }
 
 #[cfg(test)]
