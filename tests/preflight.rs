@@ -356,3 +356,55 @@ fn a_rank_lost_mid_plan_keeps_what_was_measured_and_fails_the_phase() {
     let results = v["results"].as_array().unwrap();
     assert!(results.iter().any(|e| e["size"] == 65536), "the latency phase was kept");
 }
+
+/// Ranks started one by one (as a Kubernetes Indexed Job or a per-node health check starts them) each exit with
+/// the job's verdict: a FAIL is exit 1 on every rank, not only on rank 0, and a PASS is 0 on every rank.
+#[test]
+fn every_rank_exits_with_the_verdict() {
+    use collbench::world::{env, new_token, token_to_hex};
+    let dir = tempfile::tempdir().unwrap();
+    let impossible = write(dir.path(), "fast.toml", "[[expect]]\nmin_busbw = 1e6\n");
+    for (expect, verdict) in [(Some(&impossible), 1), (None, 0)] {
+        let token = token_to_hex(&new_token());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ranks: Vec<_> = (0..3)
+            .map(|rank| {
+                let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+                c.args(["preflight", "--bandwidth-bytes", "1M", "--no-pairwise"])
+                    .env_remove("COLLBENCH_RANK")
+                    .env(env::RANK, rank.to_string())
+                    .env(env::WORLD_SIZE, "3")
+                    .env(env::ROOT, format!("127.0.0.1:{port}"))
+                    .env(env::JOB_TOKEN, &token)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
+                if let Some(f) = expect {
+                    c.arg("--expect").arg(f);
+                }
+                c.spawn().unwrap()
+            })
+            .collect();
+        for (rank, child) in ranks.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            let (so, se) = (text(&out.stdout), text(&out.stderr));
+            assert_eq!(out.status.code(), Some(verdict), "rank {rank}:\n{so}\n{se}");
+            if rank == 0 {
+                let line = if verdict == 1 {
+                    "Preflight verdict: FAIL"
+                } else {
+                    "Preflight verdict: "
+                };
+                assert!(so.contains(line), "{so}");
+            } else if verdict == 1 {
+                assert!(
+                    se.contains(&format!("rank {rank}: exits 1, the preflight verdict")),
+                    "{se}"
+                );
+            }
+        }
+    }
+}
