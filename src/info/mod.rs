@@ -241,6 +241,7 @@ mod tests {
             speed_mbps: speed,
             oper_state: Some(state.into()),
             addrs: addrs.iter().map(|a| a.to_string()).collect(),
+            lower: None,
         }
     }
 

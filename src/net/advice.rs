@@ -56,14 +56,22 @@ pub fn advise(
         .filter(|(h, _)| ranks.get(h.as_str()) != Some(&0))
         .cloned()
         .collect();
+    let mut overlays = Vec::new();
+    let mut unfit = Vec::new();
+    for h in hosts {
+        overlay_mtu(h, &mut overlays, &mut unfit);
+    }
+    // An overlay too large for its own underlay is the finding on its host; that its MTU then differs from the
+    // other hosts' is the same fault, not a second one with other advice.
+    let fitting: Vec<(String, String)> = path.iter().filter(|p| !unfit.contains(p)).cloned().collect();
     let mut out = Vec::new();
-    mtu_mismatch(hosts, &path, &mut out);
+    mtu_mismatch(hosts, &fitting, &mut out);
     if inter_host {
         local_only_paths(hosts, &path, &mut out);
         ipoib_unused(hosts, &path, &mut out);
     }
+    out.extend(overlays);
     for h in hosts {
-        overlay_mtu(h, &mut out);
         rdma_ports(h, &mut out);
     }
     cpu_quota(hosts, &ranks, &mut out);
@@ -149,34 +157,51 @@ fn local_only_paths(hosts: &[HostInventory], path: &[(String, String)], out: &mu
 
 /// Overlays whose MTU plus encapsulation exceeds the largest underlay MTU on the host (fragmentation or drops),
 /// or leaves a jumbo underlay unused.
-fn overlay_mtu(h: &HostInventory, out: &mut Vec<Advice>) {
+/// Each overlay too large is also listed in `unfit` as (host, interface).
+fn overlay_mtu(h: &HostInventory, out: &mut Vec<Advice>, unfit: &mut Vec<(String, String)>) {
+    // Without a known lower device, the largest MTU of the devices that can carry an overlay: a veth is the
+    // underlay in containers and namespace hosts.
     let underlay = |i: &&Iface| {
         matches!(
             i.kind,
-            IfaceKind::Ethernet | IfaceKind::IpoIb | IfaceKind::Bond | IfaceKind::Vlan
+            IfaceKind::Ethernet | IfaceKind::IpoIb | IfaceKind::Bond | IfaceKind::Vlan | IfaceKind::Veth
         ) && i.oper_state.as_deref() != Some("down")
     };
-    let Some(under) = h
+    let largest = h
         .ifaces
         .iter()
         .filter(underlay)
         .filter(|i| i.mtu.is_some())
-        .max_by_key(|i| i.mtu)
-    else {
-        return;
-    };
-    let under_mtu = under.mtu.unwrap_or(0);
+        .max_by_key(|i| i.mtu);
     for o in &h.ifaces {
         let (Some(enc), Some(mtu)) = (encapsulation(&o.name, &o.kind), o.mtu) else {
             continue;
         };
+        // The overlay's own lower device where the kernel names it, else the host's largest underlay.
+        let lower = o
+            .lower
+            .as_deref()
+            .and_then(|l| h.ifaces.iter().find(|i| i.name == l && i.mtu.is_some()));
+        let Some(under) = lower.or(largest) else {
+            continue;
+        };
+        let under_mtu = under.mtu.unwrap_or(0);
         let fits = under_mtu.saturating_sub(enc.overhead_v4);
         let (what, severity) = if mtu > fits {
-            let what = format!(
-                "{} on {} is {} with MTU {mtu}, but the largest underlay MTU there is {under_mtu} ({}): {} adds {} \
-                 bytes over IPv4 ({} over IPv6), so its packets above {fits} bytes are fragmented or dropped",
-                o.name, h.host, enc.name, under.name, enc.name, enc.overhead_v4, enc.overhead_v6
+            let what =
+                format!(
+                "{} on {} is {} with MTU {mtu}, but {} MTU there is {under_mtu} ({}): {} adds {} bytes over IPv4 ({} \
+                 over IPv6), so its packets above {fits} bytes are fragmented or dropped",
+                o.name,
+                h.host,
+                enc.name,
+                if lower.is_some() { "its underlay's" } else { "the largest underlay" },
+                under.name,
+                enc.name,
+                enc.overhead_v4,
+                enc.overhead_v6
             );
+            unfit.push((h.host.clone(), o.name.clone()));
             (what, Severity::Warning)
         } else if fits - mtu >= UNUSED_MTU_NOTE_BYTES {
             let what = format!(
@@ -332,6 +357,7 @@ mod tests {
             speed_mbps: None,
             oper_state: Some("up".into()),
             addrs: vec![],
+            lower: None,
         }
     }
 
@@ -423,6 +449,60 @@ mod tests {
         assert_eq!(br[0].severity, Severity::Note);
         // Zero ranks on the second host is not an inter-host run.
         assert!(advise(&hosts, &[("a".into(), 4), ("b".into(), 0)], &on("lo")).is_empty());
+    }
+
+    /// A namespace host or a container: the overlay rides on a veth.
+    fn veth_host(name: &str, vx_mtu: u32) -> HostInventory {
+        host(
+            name,
+            vec![
+                iface("eth0", IfaceKind::Veth, 1500),
+                iface("vx0", IfaceKind::Vxlan, vx_mtu),
+            ],
+        )
+    }
+
+    #[test]
+    fn an_overlay_too_large_for_its_veth_underlay_is_that_hosts_one_finding() {
+        let hosts = [veth_host("a", 1450), veth_host("b", 1500)];
+        let adv = advise(&hosts, &two_hosts(1), &path("vx0"));
+        let warnings: Vec<&Advice> = adv.iter().filter(|a| a.severity == Severity::Warning).collect();
+        assert_eq!(warnings.len(), 1, "one fault, one finding: {adv:?}");
+        let w = warnings[0];
+        assert!(w.what.contains("vx0 on b is vxlan with MTU 1500"), "{}", w.what);
+        assert!(w.what.contains("1500 (eth0)"), "{}", w.what);
+        assert!(w.advice.contains("mtu 1450"), "{}", w.advice);
+        assert!(!w.what.contains("differs between hosts"), "{}", w.what);
+        // Without the overlay fault, a plain MTU difference is still said.
+        let hosts = [veth_host("a", 1450), veth_host("b", 1400)];
+        let adv = advise(&hosts, &two_hosts(1), &path("vx0"));
+        assert!(adv.iter().any(|a| a.what.contains("differs between hosts")), "{adv:?}");
+    }
+
+    #[test]
+    fn an_overlay_is_judged_against_its_own_lower_device() {
+        let mut h = host(
+            "a",
+            vec![
+                iface("eth0", IfaceKind::Ethernet, 1500),
+                iface("eth1", IfaceKind::Ethernet, 9000),
+                iface("vx0", IfaceKind::Vxlan, 1500),
+            ],
+        );
+        // On the jumbo device: room enough.
+        h.ifaces[2].lower = Some("eth1".into());
+        assert!(advise(std::slice::from_ref(&h), &[], &[])
+            .iter()
+            .all(|a| a.severity != Severity::Warning));
+        // On eth0 the largest underlay (eth1) would hide the fault; its own lower device does not.
+        h.ifaces[2].lower = Some("eth0".into());
+        let adv = advise(&[h], &[], &[]);
+        assert_eq!(adv.len(), 1, "{adv:?}");
+        assert!(
+            adv[0].what.contains("its underlay's MTU there is 1500 (eth0)"),
+            "{}",
+            adv[0].what
+        );
     }
 
     #[test]

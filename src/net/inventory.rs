@@ -26,6 +26,10 @@ pub struct Iface {
     pub oper_state: Option<String>,
     /// Addresses with their prefix length where known ("10.0.0.1/24").
     pub addrs: Vec<String>,
+    /// The device a tunnel or VLAN sends through (its `iflink`), where it is in this namespace: the underlay
+    /// an overlay's MTU must fit in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower: Option<String>,
 }
 
 /// How much CPU this process's cgroup may use.
@@ -88,6 +92,8 @@ pub fn read(
     names.extend(addrs.iter().map(|(n, _, _)| n.clone()));
     names.sort();
     names.dedup();
+    let index_of = |name: &str| read_trim(&net.join(name).join("ifindex")).and_then(|s| s.parse::<u32>().ok());
+    let by_index: Vec<(u32, String)> = names.iter().filter_map(|n| Some((index_of(n)?, n.clone()))).collect();
     let ifaces = names
         .into_iter()
         .map(|name| {
@@ -107,6 +113,7 @@ pub fn read(
                         None => ip.to_string(),
                     })
                     .collect(),
+                lower: lower_device(&net, &name, &by_index),
                 name,
             }
         })
@@ -122,6 +129,23 @@ pub fn read(
         gpus: gpu::read(sys_root, proc_root),
         gpu_topology: None,
     }
+}
+
+/// The device `name` sends through, for tunnels and VLANs only: their `iflink` names it by index when it is
+/// not the device itself. (A veth's `iflink` is its peer, often in another namespace: not an underlay.)
+fn lower_device(net: &Path, name: &str, by_index: &[(u32, String)]) -> Option<String> {
+    let kind = classify(name, net);
+    if super::classify::encapsulation(name, &kind).is_none() && kind != IfaceKind::Vlan {
+        return None;
+    }
+    let dir = net.join(name);
+    let own = read_trim(&dir.join("ifindex"))?;
+    let link = read_trim(&dir.join("iflink"))?;
+    if own == link {
+        return None;
+    }
+    let link: u32 = link.parse().ok()?;
+    by_index.iter().find(|(i, _)| *i == link).map(|(_, n)| n.clone())
 }
 
 /// The number of CPUs in a kernel CPU list such as "0-3,8,10-11".
@@ -210,6 +234,8 @@ mod tests {
         let eth = [
             ("type", "1"),
             ("device/", ""),
+            ("ifindex", "2"),
+            ("iflink", "2"),
             ("mtu", "9000"),
             ("speed", "25000"),
             ("operstate", "up"),
@@ -217,6 +243,8 @@ mod tests {
         fake_iface(&net, "eth0", &eth);
         let vx = [
             ("type", "1"),
+            ("ifindex", "5"),
+            ("iflink", "2"),
             ("mtu", "1450"),
             ("speed", "-1"),
             ("operstate", "up"),
@@ -261,11 +289,14 @@ mod tests {
                 speed_mbps: Some(25000),
                 oper_state: Some("up".into()),
                 addrs: vec!["10.0.0.7/24".into(), "fe80::1".into()],
+                lower: None,
             }
         );
         assert_eq!(inv.ifaces[1].kind, IfaceKind::Loopback);
         assert_eq!(inv.ifaces[1].speed_mbps, None, "unreadable speed");
         assert_eq!(inv.ifaces[2].kind, IfaceKind::Vxlan);
+        // vx0's iflink is eth0's index: the device it sends through. eth0 is its own link: none.
+        assert_eq!(inv.ifaces[2].lower.as_deref(), Some("eth0"));
         assert_eq!(inv.ifaces[2].speed_mbps, None, "speed -1");
         let back: HostInventory = serde_json::from_value(serde_json::to_value(&inv).unwrap()).unwrap();
         assert_eq!(back, inv);

@@ -167,18 +167,24 @@ pub fn path_config(inv: &HostInventory, iface: &str, congestion: Option<&str>) -
                 | IfaceKind::Cni(_)
         )
     });
-    // An overlay rides on the host's largest live wire interface, as `info` judges its MTU.
+    // An overlay rides on its lower device where the kernel names it, else on the host's largest live wire
+    // interface, as `info` judges its MTU.
+    let lower = me
+        .and_then(|i| i.lower.as_deref())
+        .and_then(|l| inv.ifaces.iter().find(|i| i.name == l));
     let under = kind.as_ref().and_then(|k| encapsulation(iface, k)).and_then(|_| {
-        inv.ifaces
-            .iter()
-            .filter(|i| {
-                matches!(
-                    i.kind,
-                    IfaceKind::Ethernet | IfaceKind::Veth | IfaceKind::IpoIb | IfaceKind::Bond | IfaceKind::Vlan
-                ) && i.oper_state.as_deref() != Some("down")
-                    && i.name != iface
-            })
-            .max_by_key(|i| i.mtu)
+        lower.or_else(|| {
+            inv.ifaces
+                .iter()
+                .filter(|i| {
+                    matches!(
+                        i.kind,
+                        IfaceKind::Ethernet | IfaceKind::Veth | IfaceKind::IpoIb | IfaceKind::Bond | IfaceKind::Vlan
+                    ) && i.oper_state.as_deref() != Some("down")
+                        && i.name != iface
+                })
+                .max_by_key(|i| i.mtu)
+        })
     });
     let off = |cmd| offload(iface, cmd);
     PathConfig {
