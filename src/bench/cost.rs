@@ -129,6 +129,7 @@ mod tests {
             throttled_s,
             host_busy_pct: None,
             peak_rss: None,
+            waited_s: None,
         }
     }
 

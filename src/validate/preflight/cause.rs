@@ -48,6 +48,29 @@ const LOSS_VS_OTHERS: f64 = 1.5;
 /// A host busier than the others' median by this many points, and [`CPU_LIMITED_PCT`] busy, is starved.
 const STARVED_MARGIN_PCT: f64 = 20.0;
 
+/// A rank that waited for a CPU this share of the measurement, ready to run...
+const STARVED_WAIT_SHARE: f64 = 0.5;
+/// ...and this much more of it than the other hosts' ranks (median), is starved: the figure comes from the
+/// rank's own scheduler statistics, so it holds where no cgroup is visible (a rank started by `ip netns exec`).
+const STARVED_WAIT_MARGIN: f64 = 0.25;
+
+/// What is known of throttling across `seen`: "no host was throttled" only where every host's is known.
+fn throttling_known(seen: &[HostEvidence]) -> String {
+    let unknown: Vec<&str> = seen
+        .iter()
+        .filter(|e| e.throttled_s.is_none())
+        .map(|e| e.host.as_str())
+        .collect();
+    match unknown.len() {
+        0 => "no host was throttled".into(),
+        n if n == seen.len() => "throttling unknown (no cgroup CPU statistics visible to the ranks)".into(),
+        _ => format!(
+            "no host was throttled where it is known (unknown on {})",
+            unknown.join(", ")
+        ),
+    }
+}
+
 /// A cause and why, in a sentence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Judged {
@@ -144,6 +167,40 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
             ),
         };
     }
+    // CPU: a rank ready to run that waited for a core far longer than the other hosts' ranks.
+    let others_waited = median(others.iter().filter_map(|e| e.waited_share()).collect());
+    if let (Some(e), Some(ow)) = (
+        mine.iter()
+            .filter(|e| e.waited_share().is_some_and(|w| w >= STARVED_WAIT_SHARE))
+            .max_by(|a, b| {
+                a.waited_share()
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.waited_share().unwrap_or(0.0))
+            }),
+        others_waited,
+    ) {
+        let w = e.waited_share().unwrap_or(0.0);
+        if w >= ow + STARVED_WAIT_MARGIN {
+            return Judged {
+                busy: false,
+                cause: Cause::Cpu,
+                why: format!(
+                    "a rank on {} waited for a CPU for {:.2} s of the {:.2} s measured ({:.0}%, against {:.0}% on the \
+                     other hosts), ready to run but not running: a CPU quota or other work starves it{}",
+                    e.host,
+                    e.waited_s.unwrap_or(0.0),
+                    e.wall_s,
+                    100.0 * w,
+                    100.0 * ow,
+                    if e.throttled_s.is_none() {
+                        " (its cgroup's throttling is not visible to it)"
+                    } else {
+                        ""
+                    }
+                ),
+            };
+        }
+    }
     // CPU: starved, busier than the others.
     let others_busy = median(others.iter().filter_map(|e| e.busy_pct).collect());
     if let (Some(e), Some(ob)) = (
@@ -216,10 +273,11 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
         return Judged {
             cause: Cause::Cpu,
             why: format!(
-                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work; {} {busy:.0}%), with no \
-                 throttling and no loss: a rank waiting for a core answers late, so this is not blamed on the link; \
-                 measure again when the hosts are quieter",
-                targets.join(", ")
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work; {} {busy:.0}%), no host \
+                 set apart ({}, no loss): a rank waiting for a core answers late, so this is not blamed on the \
+                 link; measure again when the hosts are quieter",
+                targets.join(", "),
+                throttling_known(seen)
             ),
             busy: true,
         };
@@ -228,8 +286,13 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
         busy: false,
         cause: Cause::Link,
         why: format!(
-            "no throttling, no more retransmissions than elsewhere and the same configuration as the other hosts on \
-             {}: the link itself (NIC, cable, switch port, a rate limit on the way){}",
+            "{}, no more retransmissions than elsewhere and the same configuration as the other hosts on {}: the link \
+             itself (NIC, cable, switch port, a rate limit on the way){}",
+            if mine.iter().all(|e| e.throttled_s.is_some()) {
+                "no throttling"
+            } else {
+                "throttling unknown (no cgroup CPU statistics visible), no rank starved of CPU"
+            },
             targets.join(", "),
             if busy >= CPU_LIMITED_PCT {
                 format!("; note the CPUs were {busy:.0}% busy, as on the other hosts")
@@ -263,7 +326,9 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
         .map(|e| {
             let j = judge(std::slice::from_ref(&e.host), seen, false);
             let score = match j.cause {
-                Cause::Cpu => e.throttled_share() + e.busy_pct.unwrap_or(0.0) / 1e4,
+                Cause::Cpu => {
+                    e.throttled_share().max(e.waited_share().unwrap_or(0.0)) + e.busy_pct.unwrap_or(0.0) / 1e4
+                }
                 Cause::Loss => e.tcp.map_or(0.0, |t| t.loss_share()),
                 _ => 0.0,
             };
@@ -280,9 +345,10 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
         return Judged {
             cause: Cause::Cpu,
             why: format!(
-                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work), no host was throttled or \
-                 losing packets and the pairwise test found no slow link: the collective waited for cores, not \
-                 the network; measure again when the hosts are quieter"
+                "every host's CPUs were {CPU_LIMITED_PCT:.0}% busy or more (other work), {}, no host losing packets \
+                 and the pairwise test found no slow link: the collective waited for cores, not the network; \
+                 measure again when the hosts are quieter",
+                throttling_known(seen)
             ),
             busy: true,
         };
@@ -291,13 +357,16 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
         busy: false,
         cause: Cause::Link,
         why: if findings.is_empty() {
-            "no host was throttled, retransmitting or set up differently: the network (every link alike, or the \
-             switch)"
-                .into()
+            format!(
+                "{}, no host starved of CPU, retransmitting or set up differently: the network (every link alike, \
+                 or the switch)",
+                throttling_known(seen)
+            )
         } else {
             format!(
-                "no host was throttled, retransmitting or set up differently: the slow link(s) the pairwise test \
-                 names ({})",
+                "{}, no host starved of CPU, retransmitting or set up differently: the slow link(s) the pairwise \
+                 test names ({})",
+                throttling_known(seen),
                 findings.join("; ")
             )
         },
@@ -427,6 +496,7 @@ mod tests {
             cpu_s: 2.0,
             throttled_s: Some(0.0),
             throttled_periods: Some(0),
+            waited_s: Some(1.0),
             tcp: Some(TcpCounters {
                 out_segs: 10_000,
                 retrans_segs: 5,
@@ -511,6 +581,54 @@ mod tests {
             (checks[0].name.as_str(), checks[0].verdict),
             ("tcp@eth0 configuration of h3", Verdict::Warn)
         );
+    }
+
+    #[test]
+    fn a_rank_waiting_for_a_cpu_far_longer_than_the_others_is_starved_without_any_cgroup_visible() {
+        // Ranks started by `ip netns exec` see no cgroup: throttling unknown on every host, and the machine-wide
+        // CPU figures alike. The starved rank's own scheduler statistics set its host apart.
+        let mut s = cluster();
+        for h in &mut s {
+            h.throttled_s = None;
+            h.throttled_periods = None;
+            h.busy_pct = Some(95.0);
+        }
+        s[2].waited_s = Some(8.5);
+        let j = judge(&["h2".into()], &s, false);
+        assert_eq!(j.cause, Cause::Cpu, "{j:?}");
+        assert!(
+            j.why.contains("h2") && j.why.contains("85%") && j.why.contains("10%"),
+            "{}",
+            j.why
+        );
+        assert!(j.why.contains("not visible"), "{}", j.why);
+        // Across the cluster, the same host is the cause, not "the network".
+        let c = judge_cluster(&s, &[]);
+        assert_eq!(c.cause, Cause::Cpu, "{c:?}");
+        assert!(c.why.contains("h2"), "{}", c.why);
+        // Every host waiting alike (more ranks than cores) sets none apart.
+        for h in &mut s {
+            h.waited_s = Some(6.0);
+        }
+        assert_ne!(judge(&["h2".into()], &s, false).cause, Cause::Cpu);
+    }
+
+    #[test]
+    fn throttling_unknown_is_said_as_unknown() {
+        let mut s = cluster();
+        let j = judge_cluster(&s, &[]);
+        assert!(j.why.starts_with("no host was throttled,"), "{}", j.why);
+        s[1].throttled_s = None;
+        let j = judge_cluster(&s, &[]);
+        assert!(j.why.contains("unknown on h1"), "{}", j.why);
+        for h in &mut s {
+            h.throttled_s = None;
+        }
+        let j = judge_cluster(&s, &[]);
+        assert!(j.why.starts_with("throttling unknown"), "{}", j.why);
+        assert!(!j.why.contains("no host was throttled"), "{}", j.why);
+        let j = judge(&["h1".into()], &s, false);
+        assert!(j.why.starts_with("throttling unknown"), "{}", j.why);
     }
 
     #[test]

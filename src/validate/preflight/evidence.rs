@@ -255,6 +255,10 @@ pub struct HostEvidence {
     /// Time the ranks' cgroup was held back by its CPU quota, and in how many periods.
     pub throttled_s: Option<f64>,
     pub throttled_periods: Option<u64>,
+    /// Seconds the host's most starved rank waited for a CPU, ready to run (the kernel's scheduler statistics
+    /// of the rank itself: no cgroup needs to be visible).
+    #[serde(default)]
+    pub waited_s: Option<f64>,
     /// The host's TCP counters over the measurement.
     pub tcp: Option<TcpCounters>,
     pub config: PathConfig,
@@ -269,12 +273,21 @@ impl HostEvidence {
         }
     }
 
+    /// The share of the measurement the host's most starved rank waited for a CPU (`None` when not known).
+    pub fn waited_share(&self) -> Option<f64> {
+        self.waited_s.filter(|_| self.wall_s > 0.0).map(|w| w / self.wall_s)
+    }
+
     /// One line for people: CPU, TCP, configuration.
     pub fn line(&self) -> String {
         let busy = self.busy_pct.map_or("?".into(), |b| format!("{b:.0}%"));
         let throttled = match (self.throttled_s, self.throttled_periods) {
             (Some(s), Some(p)) => format!("throttled {s:.2} s of {:.2} s ({p} periods)", self.wall_s),
             _ => "throttling unknown".into(),
+        };
+        let throttled = match self.waited_s {
+            Some(w) => format!("{throttled}, a rank waited {w:.2} s for a CPU"),
+            None => throttled,
         };
         let tcp = match &self.tcp {
             Some(t) => format!(
@@ -327,6 +340,7 @@ impl Started {
             cpu_s: u.cpu_s,
             throttled_s: u.throttled_s,
             throttled_periods: u.throttled_periods,
+            waited_s: u.waited_s,
             tcp,
             config,
         }
@@ -365,6 +379,11 @@ pub fn by_host(per_rank: Vec<HostEvidence>) -> Vec<HostEvidence> {
                     h.throttled_s = e.throttled_s;
                     h.throttled_periods = e.throttled_periods;
                 }
+                // The most starved rank is the one that held the others back.
+                h.waited_s = match (h.waited_s, e.waited_s) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
                 h.busy_pct = match (h.busy_pct, e.busy_pct) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),
