@@ -2,7 +2,8 @@
 //! cluster of four network-namespace hosts (`tests/netns/cluster.sh`), one rank each, every eth0 shaped to
 //! 400 Mbit/s, with one fault at a time. Each test asserts the host or link named, that nothing else is
 //! named, the cause given, that every output file was written, and that the preflight kept its budget:
-//! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU;
+//! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU; and the same with the
+//!   cgroups hidden from the ranks: named from the starved rank's own wait for a CPU;
 //! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
 //! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
 //! - one host shaped to 100 Mbit/s (`cluster.sh shape`): that host, cause the link;
@@ -38,6 +39,7 @@ const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
 const WRAP: &str = "set -e; if ! mountpoint -q /sys/fs/cgroup/cpu; then mount -t tmpfs cgroups /sys/fs/cgroup; \
                     mkdir -p /sys/fs/cgroup/cpu; mount -t cgroup -o cpu cpu /sys/fs/cgroup/cpu; fi; \
                     if [ -n \"$CB_CGROUP\" ]; then echo $$ > /sys/fs/cgroup/cpu/$CB_CGROUP/cgroup.procs; fi; \
+                    if [ -n \"$CB_HIDE_CGROUPS\" ]; then umount /sys/fs/cgroup/cpu; umount /sys/fs/cgroup; fi; \
                     exec \"$@\"";
 
 fn up(tag: &str) -> Cluster {
@@ -90,8 +92,20 @@ impl Drop for Quota {
 }
 
 /// Runs the default preflight over eth0 with `--budget BUDGET_S`, one rank per host, host `quota.0`'s rank in
-/// cgroup `quota.1`; checks every rank but 0 exited 0 and every output file was written.
+/// cgroup `quota.1`; checks every rank exited with rank 0's verdict and every output file was written.
 fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)>) -> Outcome {
+    preflight_seeing(c, dir, label, quota, true)
+}
+
+/// [`preflight`], with the ranks' view of their cgroups hidden when `cgroups_visible` is false (as under a plain
+/// `ip netns exec`: the quota binds, nothing under /sys/fs/cgroup shows it).
+fn preflight_seeing(
+    c: &Cluster,
+    dir: &Path,
+    label: &str,
+    quota: Option<(usize, &Quota)>,
+    cgroups_visible: bool,
+) -> Outcome {
     let json = dir.join(format!("{label}.json"));
     let junit = dir.join(format!("{label}.xml"));
     let md = dir.join(format!("{label}.md"));
@@ -125,6 +139,11 @@ fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)
                 Some((q, g)) if q == h => cmd.env("CB_CGROUP", g.name()),
                 _ => cmd.env_remove("CB_CGROUP"),
             };
+            if cgroups_visible {
+                cmd.env_remove("CB_HIDE_CGROUPS");
+            } else {
+                cmd.env("CB_HIDE_CGROUPS", "1");
+            }
             spawn(cmd, &format!("{label}{h}"), dir)
         })
         .collect();
@@ -132,8 +151,14 @@ fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)
     let elapsed_s = t0.elapsed().as_secs_f64();
     // For the accuracy table in a test log (--nocapture); no assertion rests on speed but the budget's.
     eprintln!("{label}: preflight took {elapsed_s:.1} s with --budget {BUDGET_S}");
+    // Every rank exits with the verdict rank 0 reached.
     for (h, d) in done.iter().enumerate().skip(1) {
-        assert_eq!(d.status.code(), Some(0), "{label}: rank {h}:\n{}", logs(&done));
+        assert_eq!(
+            d.status.code(),
+            done[0].status.code(),
+            "{label}: rank {h}:\n{}",
+            logs(&done)
+        );
     }
     let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&done)));
     for f in [&junit, &md] {
@@ -300,6 +325,47 @@ fn a_host_under_a_cpu_quota_is_named_with_the_cpu_as_cause() {
     for line in o.stdout.lines().filter(|l| l.trim_start().starts_with("FAIL: ")) {
         assert!(line.contains(" vs ") && line.contains(" ("), "{line}");
     }
+    within_budget(&o);
+}
+
+/// The same quota where the ranks cannot see any cgroup (nothing mounted under /sys/fs/cgroup, as a rank started
+/// by `ip netns exec` sees it): the starved rank's own run-queue wait names its host.
+#[test]
+fn a_host_under_a_cpu_quota_it_cannot_see_is_named_from_its_wait_for_a_cpu() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let Some(q) = Quota::new(&format!("cbh{}", std::process::id()), 0.02) else {
+        return;
+    };
+    let c = up("h");
+    let dir = tempfile::tempdir().unwrap();
+    let o = preflight_seeing(&c, dir.path(), "hidden-quota", Some((1, &q)), false);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 2, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    // Throttling cannot be read anywhere; h1's rank waited for a CPU, and that is the evidence.
+    let waited = |x: &Value| {
+        x["evidence"].as_array().is_some_and(|ev| {
+            ev.iter().any(|e| {
+                e["host"] == c.host(1).as_str() && e["throttled_s"].is_null() && e["waited_s"].as_f64() > Some(0.0)
+            })
+        })
+    };
+    assert!(
+        failed
+            .iter()
+            .any(|x| names(&c, &x.to_string(), 1) && x["cause"] == "cpu" && waited(x)),
+        "no failed check blames {} on its CPU from its wait:\n{}",
+        c.host(1),
+        o.stdout
+    );
+    assert!(!o.stdout.contains("no host was throttled"), "{}", o.stdout);
     within_budget(&o);
 }
 

@@ -59,8 +59,8 @@ struct Outcome {
     json: Value,
 }
 
-/// Runs `collbench pairwise` with one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank but 0 must
-/// exit 0; returns rank 0's exit status, output and JSON.
+/// Runs `collbench pairwise` with one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank must exit with
+/// rank 0's status; returns rank 0's exit status, output and JSON.
 fn pairwise(c: &Cluster, dir: &Path, label: &str, iters: &str) -> Outcome {
     let json = dir.join(format!("{label}.json"));
     let args = [
@@ -79,8 +79,8 @@ fn pairwise(c: &Cluster, dir: &Path, label: &str, iters: &str) -> Outcome {
     ranks(c, dir, label, &args, &json)
 }
 
-/// Runs `collbench ARGS` as one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank but 0 must exit 0;
-/// returns rank 0's exit status, output and the JSON it wrote to `json`.
+/// Runs `collbench ARGS` as one rank per host (RANK/WORLD_SIZE/MASTER_ADDR); every rank must exit with rank
+/// 0's status; returns rank 0's exit status, output and the JSON it wrote to `json`.
 fn ranks(c: &Cluster, dir: &Path, label: &str, args: &[&str], json: &Path) -> Outcome {
     let bin = assert_cmd::cargo::cargo_bin("collbench");
     let master = c.addr(0, "eth0");
@@ -94,8 +94,14 @@ fn ranks(c: &Cluster, dir: &Path, label: &str, args: &[&str], json: &Path) -> Ou
         })
         .collect();
     let done = wait_all(procs, DEADLINE);
+    // Every rank exits with the verdict rank 0 reached.
     for (h, d) in done.iter().enumerate().skip(1) {
-        assert_eq!(d.status.code(), Some(0), "{label}: rank {h}:\n{}", logs(&done));
+        assert_eq!(
+            d.status.code(),
+            done[0].status.code(),
+            "{label}: rank {h}:\n{}",
+            logs(&done)
+        );
     }
     let text = std::fs::read_to_string(json).unwrap_or_else(|e| panic!("{label}: no JSON ({e}):\n{}", logs(&done)));
     Outcome {

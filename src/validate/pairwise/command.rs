@@ -124,16 +124,19 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
         // Every peer learns that this rank gave up, and all name the same culprit.
         Err(e) => return Err(paths.abort(0, &mut sess, e.during("the pairwise test"))),
     };
-    let Some(report) = report else {
-        return Ok(EXIT_OK);
-    };
-    print!("{}", render::text(&report));
+    let decided = report.map(|report| report_on_rank0(&report, args));
+    share_verdict(&mut sess, &mut paths, decided)
+}
+
+/// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.
+fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> {
+    print!("{}", render::text(report));
     if let Some(p) = &args.output_file {
-        let text = serde_json::to_string_pretty(&report).expect("the pairwise report serialises");
+        let text = serde_json::to_string_pretty(report).expect("the pairwise report serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;
     }
     if let Some(dir) = &args.plot {
-        for p in heatmaps(&report, dir)? {
+        for p in heatmaps(report, dir)? {
             stderr!("collbench: heatmap {}", p.display());
         }
     }
@@ -142,6 +145,50 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
     } else {
         EXIT_WRONG
     })
+}
+
+/// Every rank ends with rank 0's verdict: `decided` is rank 0's (`None` elsewhere); the others exit with the
+/// status rank 0 sends, so a per-pod or per-node check sees the job's verdict on every rank.
+fn share_verdict(
+    sess: &mut crate::session::Session,
+    paths: &mut crate::paths::Paths,
+    decided: Option<Result<i32>>,
+) -> Result<i32> {
+    let me = sess.world.rank;
+    let code = match &decided {
+        Some(Ok(c)) => *c,
+        Some(Err(e)) => e.exit_code(),
+        None => EXIT_OK,
+    };
+    let heard = paths
+        .on_transport(0, sess, |t| {
+            crate::transport::control::broadcast(t, &code.to_le_bytes())
+        })
+        .unwrap_or_else(|| Ok(code.to_le_bytes().to_vec()));
+    match (decided, heard) {
+        // Rank 0 keeps its own verdict even when a rank is gone before hearing it.
+        (Some(d), Ok(_)) => d,
+        (Some(d), Err(e)) => {
+            stderr!("collbench: rank 0: the verdict could not reach every rank: {e}");
+            d
+        }
+        (None, Ok(b)) => {
+            let code = <[u8; 4]>::try_from(b.as_slice()).map(i32::from_le_bytes).map_err(|_| {
+                Error::peer(format!(
+                    "rank {me}: rank 0 sent an unreadable verdict ({} bytes); were all ranks started with the same \
+                     collbench version?",
+                    b.len()
+                ))
+            })?;
+            if code != EXIT_OK {
+                stderr!(
+                    "collbench: rank {me}: exits {code}, the pairwise verdict rank 0 reached (its output says why)"
+                );
+            }
+            Ok(code)
+        }
+        (None, Err(e)) => Err(e),
+    }
 }
 
 /// Writes the bandwidth and latency heatmaps into `dir`; returns their paths.
