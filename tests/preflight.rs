@@ -355,6 +355,38 @@ fn a_rank_lost_mid_plan_keeps_what_was_measured_and_fails_the_phase() {
     assert_eq!(check(&v, "tcp@lo connectivity")["verdict"], "pass");
     let results = v["results"].as_array().unwrap();
     assert!(results.iter().any(|e| e["size"] == 65536), "the latency phase was kept");
+    // The file says what the process did.
+    assert_eq!(v["exit_code"], 3, "{so}");
+    assert!(so.contains("ended before its plan was done, exit 3"), "{so}");
+
+    // Lost in the very first phase: nothing measured, so nothing is claimed about the data.
+    let out = preflight(&[
+        "--np",
+        "3",
+        "-T",
+        "20",
+        "-J",
+        p(&json),
+        "--force",
+        "--fault",
+        "1:all_reduce@8:kill",
+    ]);
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{so}\n{se}");
+    assert!(so.contains("FAIL: tcp@lo connectivity"), "{so}");
+    assert!(!so.contains("0 wrong elements in 0 points"), "{so}");
+    let v = read_json(&json);
+    validate(&v);
+    assert_eq!(v["exit_code"], 3);
+    assert!(
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "tcp@lo data"),
+        "{:#}",
+        v["checks"]
+    );
 }
 
 /// Ranks started one by one (as a Kubernetes Indexed Job or a per-node health check starts them) each exit with

@@ -27,6 +27,9 @@ pub struct Measured {
     pub results: Vec<Entry>,
     /// Every host during the collectives' phases (CPU, TCP counters, path configuration).
     pub evidence: Vec<super::evidence::HostEvidence>,
+    /// The exit status of the failure that ended the preflight before its plan was done (a peer lost, a link
+    /// cut during set-up): the report's exit code is then the process's, not the verdict's.
+    pub ended_by: Option<i32>,
 }
 
 /// Judges `m` (with `extra` checks, e.g. pairwise) against the expectations and baseline `args` name, prints the
@@ -86,7 +89,7 @@ pub fn decide(
         }
     }
     let overall = verdict::overall(&judged.checks);
-    let code = verdict::exit_code(overall, args.strict);
+    let code = m.ended_by.unwrap_or_else(|| verdict::exit_code(overall, args.strict));
     let report = Report {
         collbench_preflight: PREFLIGHT_SCHEMA_VERSION,
         verdict: overall,
@@ -141,6 +144,8 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
         results: saved.results,
         paths: saved.paths,
         evidence: saved.evidence,
+        // Judged again: the verdict of what was saved.
+        ended_by: None,
     };
     let baseline = args
         .baseline

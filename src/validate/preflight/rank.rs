@@ -267,7 +267,7 @@ impl Run<'_> {
                         e.to_string(),
                     );
                     failed.cause = None;
-                    let m = measured(
+                    let mut m = measured(
                         self.setup,
                         &self.sess,
                         &self.plan_lines,
@@ -275,6 +275,7 @@ impl Run<'_> {
                         &self.connectivity,
                         &self.records,
                     );
+                    m.ended_by = Some(e.exit_code());
                     let keys = super::path_keys(&self.setup.opts);
                     let mut checks = self.budget_checks.clone();
                     checks.push(failed);
@@ -479,6 +480,7 @@ fn measured(
         connectivity: crate::report::json::entries(connectivity),
         results: crate::report::json::entries(records),
         evidence: Vec::new(),
+        ended_by: None,
     }
 }
 

@@ -57,9 +57,13 @@ pub fn text(r: &Report) -> String {
     }
     let (p, w, f) = counts(&r.checks);
     out += &format!(
-        "Preflight verdict: {} ({p} passed, {w} warned, {f} failed{})\n",
+        "Preflight verdict: {} ({p} passed, {w} warned, {f} failed{}){}\n",
         r.verdict.word(),
-        if r.strict { "; --strict: warnings fail" } else { "" }
+        if r.strict { "; --strict: warnings fail" } else { "" },
+        match r.exit_code {
+            0 | 1 => String::new(),
+            code => format!("; ended before its plan was done, exit {code}"),
+        }
     );
     out
 }
