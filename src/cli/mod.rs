@@ -162,6 +162,11 @@ pub struct PairwiseArgs {
     /// directory, created if missing [default: none]
     #[arg(long = "plot", value_name = "DIR")]
     pub plot: Option<PathBuf>,
+
+    /// Write the verdict, every link's figures and the findings as OpenMetrics text (Prometheus exposition;
+    /// see docs/metrics.md) [default: none]
+    #[arg(long = "metrics", value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
 }
 
 /// Flags of `collbench compare`.
@@ -340,6 +345,11 @@ pub struct PreflightArgs {
     /// Write the checks as a Markdown table to this file [default: none]
     #[arg(long = "markdown", value_name = "FILE", help_heading = OUTPUT)]
     pub markdown: Option<PathBuf>,
+
+    /// Write the verdict and every check as OpenMetrics text (Prometheus exposition; for node_exporter's
+    /// textfile collector or a Pushgateway; see docs/metrics.md) [default: none]
+    #[arg(long = "metrics", value_name = "FILE", help_heading = OUTPUT)]
+    pub metrics: Option<PathBuf>,
 
     /// Overwrite output files that already exist.
     #[arg(long = "force", help_heading = OUTPUT)]

@@ -10,6 +10,7 @@ pub mod format;
 pub mod json;
 pub mod markdown;
 pub mod nccl_table;
+pub mod openmetrics;
 pub mod outputs;
 pub mod paths_compared;
 pub mod summary;

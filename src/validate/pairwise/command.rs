@@ -88,6 +88,9 @@ fn check_outputs(args: &PairwiseArgs) -> Result<()> {
     if let Some(p) = &args.output_file {
         crate::report::file::check_writable(p, true, "-J/--output_file")?;
     }
+    if let Some(p) = &args.metrics {
+        crate::report::file::check_writable(p, true, "--metrics")?;
+    }
     if let Some(d) = &args.plot {
         crate::report::file::check_dir_writable(d, "--plot")?;
     }
@@ -140,10 +143,17 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
             stderr!("collbench: heatmap {}", p.display());
         }
     }
-    Ok(if report.findings.is_empty() {
-        EXIT_OK
-    } else {
+    if let Some(p) = &args.metrics {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        crate::report::file::write_atomic(p, super::metrics::text(report, now).as_bytes())?;
+    }
+    // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
+    Ok(if report.verdict() == "fail" {
         EXIT_WRONG
+    } else {
+        EXIT_OK
     })
 }
 

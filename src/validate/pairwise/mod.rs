@@ -12,6 +12,7 @@ pub mod command;
 pub mod confirm;
 pub mod localise;
 pub mod measure;
+pub mod metrics;
 pub mod render;
 pub mod schedule;
 
@@ -200,6 +201,23 @@ pub struct PairwiseReport {
     pub remeasure_rounds: usize,
     /// Seconds from the first round to the last.
     pub elapsed_s: f64,
+}
+
+impl PairwiseReport {
+    /// Whether every pair is two ranks of one host: their links are its loopback and its CPUs, so a slower
+    /// pair means ranks waited for a core, not a bad link, and a finding is a warning, as in `preflight`.
+    pub fn one_host(&self) -> bool {
+        self.hosts.len() > 1 && self.hosts.windows(2).all(|w| w[0].host == w[1].host)
+    }
+
+    /// `pass` without a finding; `warn` with findings on one host; `fail` with findings across hosts.
+    pub fn verdict(&self) -> &'static str {
+        match (self.findings.is_empty(), self.one_host()) {
+            (true, _) => "pass",
+            (false, true) => "warn",
+            (false, false) => "fail",
+        }
+    }
 }
 
 /// Runs the pairwise test over transport path `path` of the session; `Some(report)` on rank 0, `None`

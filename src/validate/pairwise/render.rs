@@ -30,6 +30,39 @@ fn matrix(names: &[String], title: &str, cell: impl Fn(usize, usize) -> Option<f
 
 /// One finding as a line: `SLOW HOST h2: bandwidth 0.012 GB/s (median of its links) vs 0.049 typical, ...`.
 pub fn finding_line(f: &Finding) -> String {
+    finding_text(f, false)
+}
+
+/// [`finding_line`], or with `one_host` the same finding about ranks sharing one host, as a warning.
+fn finding_text(f: &Finding, one_host: bool) -> String {
+    if one_host {
+        return match f {
+            Finding::SlowHost {
+                host,
+                metric,
+                value,
+                reference,
+                slow_links,
+                links,
+            } => format!(
+                "WARN slow rank {host}: {} (median of its pairs) vs {} typical; slower with {slow_links} of {links} \
+                 partners",
+                amount(*metric, *value),
+                num(*reference)
+            ),
+            Finding::SlowLink {
+                a,
+                b,
+                metric,
+                value,
+                reference,
+            } => format!(
+                "WARN slow pair {a} <-> {b}: {} vs {} typical",
+                amount(*metric, *value),
+                num(*reference)
+            ),
+        };
+    }
     match f {
         Finding::SlowHost {
             host,
@@ -145,20 +178,29 @@ pub fn text(rep: &PairwiseReport) -> String {
             th.min_stalls
         );
     } else {
-        s.push_str(if rep.config.confirm {
-            "# Findings (each holds with its links measured twice)\n"
+        let one_host = rep.one_host();
+        if one_host {
+            s.push_str(
+                "# Warnings, not failures: every rank runs on one host, so these pairs share its loopback and CPUs; \
+                 a slower pair means ranks waited for a core, not a bad link (link findings need ranks on \
+                 different hosts)\n",
+            );
         } else {
-            "# Findings (first pass only: --no-confirm)\n"
-        });
+            s.push_str(if rep.config.confirm {
+                "# Findings (each holds with its links measured twice)\n"
+            } else {
+                "# Findings (first pass only: --no-confirm)\n"
+            });
+        }
         for f in &rep.findings {
-            s += &finding_line(f);
+            s += &finding_text(f, one_host);
             s.push('\n');
         }
     }
     if !rep.dismissed.is_empty() {
         s.push_str("# Not confirmed when measured again (a transient: look only if it recurs)\n");
         for f in &rep.dismissed {
-            let _ = writeln!(s, "  first pass: {}", finding_line(f));
+            let _ = writeln!(s, "  first pass: {}", finding_text(f, rep.one_host()));
         }
     }
     s
@@ -251,6 +293,45 @@ mod tests {
         );
         rep.config.confirm = false;
         assert!(text(&rep).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
+    }
+
+    #[test]
+    fn findings_among_ranks_of_one_host_are_warnings_about_ranks() {
+        let mut r = report(Some(2));
+        assert_eq!(r.verdict(), "fail", "across hosts a finding fails");
+        r.unit = "ranks".into();
+        for (i, h) in r.hosts.iter_mut().enumerate() {
+            h.name = format!("rank{i}");
+            h.host = "node1".into();
+        }
+        r.findings = localise::findings(&r.hosts, &r.links, &Thresholds::default());
+        assert!(r.one_host() && !r.findings.is_empty());
+        assert_eq!(r.verdict(), "warn", "one host: a warning, exit 0");
+        let t = text(&r);
+        assert!(
+            t.contains("# Warnings, not failures: every rank runs on one host"),
+            "{t}"
+        );
+        assert!(
+            t.contains("WARN slow rank rank2: bandwidth 0.250 GB/s (median of its pairs)"),
+            "{t}"
+        );
+        assert!(
+            !t.contains("SLOW HOST") && !t.contains("SLOW LINK") && !t.contains("hosts are fine"),
+            "{t}"
+        );
+        let m = super::super::metrics::text(&r, 0.0);
+        assert!(
+            m.contains("collbench_pairwise_verdict{path=\"tcp@eth0\",verdict=\"warn\"} 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("kind=\"slow_host\",metric=\"bandwidth\",host=\"rank2\""),
+            "{m}"
+        );
+        // Without a finding the verdict passes.
+        r.findings.clear();
+        assert_eq!(r.verdict(), "pass");
     }
 
     #[test]

@@ -119,6 +119,12 @@ pub fn decide(
     if let Some(p) = &args.markdown {
         write_atomic(p, render::markdown(&report).as_bytes())?;
     }
+    if let Some(p) = &args.metrics {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        write_atomic(p, super::metrics::text(&report, now).as_bytes())?;
+    }
     Ok(code)
 }
 

@@ -15,6 +15,7 @@ pub mod evidence;
 pub mod expect;
 pub mod findings;
 pub mod measure;
+pub mod metrics;
 pub mod plan;
 pub mod rank;
 pub mod render;
@@ -92,6 +93,7 @@ fn outputs(args: &PreflightArgs) -> Vec<(PathBuf, &'static str)> {
         (&args.output_file, "-J/--output_file"),
         (&args.junit, "--junit"),
         (&args.markdown, "--markdown"),
+        (&args.metrics, "--metrics"),
     ]
     .into_iter()
     .filter_map(|(p, f)| p.clone().map(|p| (p, f)))
