@@ -518,3 +518,36 @@ fn interleave_point_measures_every_point_once_per_sweep_with_data_checked() {
     let doc = std::fs::read_to_string(&md).unwrap();
     assert_eq!(doc.matches("\n## all_reduce on tcp@lo").count(), 2, "{doc}");
 }
+
+/// Every command's output files are kept unless --force, as docs/output.md says: pairwise's and info's too.
+#[test]
+fn pairwise_and_info_keep_an_existing_output_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("out.json");
+    for args in [
+        &[
+            "pairwise",
+            "--np",
+            "2",
+            "--bytes",
+            "64K",
+            "-n",
+            "2",
+            "--lat-iters",
+            "10",
+            "-J",
+        ][..],
+        &["info", "-J"][..],
+    ] {
+        std::fs::write(&kept, "keep me").unwrap();
+        let out = collbench().args(args).arg(&kept).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--force") && err.contains("out.json"), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "keep me", "{args:?}");
+        let out = collbench().args(args).arg(&kept).arg("--force").output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&kept).unwrap()).unwrap();
+        assert!(v.is_object(), "{args:?}");
+    }
+}

@@ -196,3 +196,44 @@ fn a_real_run_compared_with_itself_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("# 0 of 3 compared points regressed"), "{stdout}");
 }
+
+#[test]
+fn an_incomplete_or_newer_file_is_refused_and_outputs_are_not_overwritten_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = write(dir.path(), "old.json", &baseline());
+    // A run that stopped after its first point.
+    let mut partial = baseline();
+    partial["collbench"]["complete"] = json!(false);
+    partial["results"].as_array_mut().unwrap().truncate(1);
+    let new = write(dir.path(), "partial.json", &partial);
+    let out = compare(&old, &new, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("partial.json") && err.contains("complete: false") && err.contains("1 points measured"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-incomplete"), "{err}");
+    // Knowingly: the point it has is compared.
+    let out = compare(&old, &new, &["--allow-incomplete"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let mut newer = baseline();
+    newer["collbench"]["schema_version"] = json!(99);
+    let newer = write(dir.path(), "newer.json", &newer);
+    let out = compare(&old, &newer, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("newer.json: results schema version 99"), "{err}");
+
+    // An existing output file is kept unless --force, as every other command's outputs.
+    let kept = dir.path().join("diff.json");
+    std::fs::write(&kept, "keep me").unwrap();
+    let out = compare(&old, &old, &["-J", kept.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--force"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "keep me");
+    let out = compare(&old, &old, &["-J", kept.to_str().unwrap(), "--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_ne!(std::fs::read_to_string(&kept).unwrap(), "keep me");
+}

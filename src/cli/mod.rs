@@ -154,7 +154,7 @@ pub struct PairwiseArgs {
     #[command(flatten)]
     pub deadlines: DeadlineArgs,
 
-    /// Write the matrices and findings as JSON to this file (overwritten) [default: none]
+    /// Write the matrices and findings as JSON to this file [default: none]
     #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
     pub output_file: Option<PathBuf>,
 
@@ -167,6 +167,10 @@ pub struct PairwiseArgs {
     /// see docs/metrics.md) [default: none]
     #[arg(long = "metrics", value_name = "FILE")]
     pub metrics: Option<PathBuf>,
+
+    /// Overwrite output files that already exist.
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Flags of `collbench compare`.
@@ -185,7 +189,7 @@ pub struct CompareArgs {
     #[arg(long = "threshold", value_name = "PERCENT", default_value_t = 5.0)]
     pub threshold: f64,
 
-    /// Write every compared point and the verdict as JSON to this file (overwritten).
+    /// Write every compared point and the verdict as JSON to this file.
     #[arg(
         short = 'J',
         long = "output_file",
@@ -195,9 +199,18 @@ pub struct CompareArgs {
     )]
     pub output_file: Option<PathBuf>,
 
-    /// Write the comparison as a Markdown table to this file (overwritten).
+    /// Write the comparison as a Markdown table to this file.
     #[arg(long = "markdown", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+
+    /// Compare a file whose run stopped before its plan was done (`complete: false`), knowing some points are
+    /// missing [default: refused]
+    #[arg(long = "allow-incomplete")]
+    pub allow_incomplete: bool,
+
+    /// Overwrite output files that already exist.
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Flags of `collbench selftest`.
@@ -267,7 +280,7 @@ pub struct InfoArgs {
     #[arg(long = "iface", value_name = "SPEC")]
     pub iface: Option<String>,
 
-    /// Write the inventory and advice as JSON to this file (overwritten).
+    /// Write the inventory and advice as JSON to this file.
     #[arg(
         short = 'J',
         long = "output_file",
@@ -280,6 +293,10 @@ pub struct InfoArgs {
     /// Deadline in seconds for the bootstrap under a launcher.
     #[arg(short = 'T', long = "timeout", value_name = "SECONDS", default_value_t = 60)]
     pub timeout: u64,
+
+    /// Overwrite the output file if it exists.
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// Headings that group `preflight --help`.

@@ -17,11 +17,11 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     // Output files are checked before reading anything, so a typo does not cost the comparison.
     for (path, flag) in [(&args.output_file, "-J"), (&args.markdown, "--markdown")] {
         if let Some(p) = path {
-            check_writable(p, true, flag)?;
+            check_writable(p, args.force, flag)?;
         }
     }
-    let old = input::read(&args.old)?;
-    let new = input::read(&args.new)?;
+    let old = input::read_for_compare(&args.old, args.allow_incomplete)?;
+    let new = input::read_for_compare(&args.new, args.allow_incomplete)?;
     for (pts, name) in [(&old, &args.old), (&new, &args.new)] {
         if pts.iter().any(|p| p.est.repeats == 2) {
             if let Some(n) = crate::bench::options::repeat_note(2) {

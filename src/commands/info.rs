@@ -20,6 +20,9 @@ pub fn info(args: &InfoArgs) -> Result<i32> {
     if args.timeout == 0 {
         return Err(Error::usage("-T/--timeout", "must be at least 1 second"));
     }
+    if let Some(p) = &args.output_file {
+        crate::report::file::check_writable(p, args.force, "-J/--output_file")?;
+    }
     let mut mine = inventory::local();
     mine.gpu_topology = Some(crate::net::nvml::read());
     #[cfg(feature = "rdma")]

@@ -30,6 +30,24 @@ pub fn read(path: &Path) -> Result<Vec<Point>> {
     points(&reader::read(path)?, &path.display().to_string())
 }
 
+/// [`read`], refusing a file whose run stopped before its plan was done unless `allow_incomplete`: its missing
+/// points would read as points not measured, and its last ones may be the failure's.
+pub fn read_for_compare(path: &Path, allow_incomplete: bool) -> Result<Vec<Point>> {
+    let source = path.display().to_string();
+    let doc = reader::read(path)?;
+    if doc.collbench.as_ref().is_some_and(|c| !c.complete) && !allow_incomplete {
+        return Err(Error::usage(
+            &source,
+            format!(
+                "the run that wrote it stopped before its plan was done (`complete: false`, {} points measured); \
+                 compare complete runs, or give --allow-incomplete to compare the points it has",
+                doc.results.len()
+            ),
+        ));
+    }
+    points(&doc, &source)
+}
+
 fn points(doc: &Document, source: &str) -> Result<Vec<Point>> {
     of_entries(reader::results(doc, source, "nothing to compare")?, source)
 }

@@ -7,25 +7,52 @@ use serde_json::Value;
 
 pub use super::document::WHAT_TO_GIVE;
 use super::document::{Document, Entry};
+use super::record::SCHEMA_VERSION;
 use crate::error::{Error, Result};
 
-/// Reads and parses the results file at `path`.
+/// The largest results file read: a results file is parsed whole, and JSON takes many times its size in
+/// memory. A run of every collective at 30 sizes over three paths with ten repeats writes about 10 MiB.
+pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
+
+/// Reads and parses the results file at `path` (at most [`MAX_RESULTS_BYTES`]).
 pub fn read(path: &Path) -> Result<Document> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::usage(
-            &shown,
-            format!("cannot read the results file: {e}; give the path of a file `collbench run -J` wrote"),
-        )
+    let text = crate::input::read_to_string(path, MAX_RESULTS_BYTES).map_err(|e| {
+        let what = match e {
+            crate::input::ReadError::TooLarge { .. } => format!(
+                "larger than {} MiB, the most a results file may hold (it is read whole); give a file \
+                 `collbench run -J` wrote, or split the runs",
+                MAX_RESULTS_BYTES >> 20
+            ),
+            e => format!("{e}; give the path of a file `collbench run -J` wrote"),
+        };
+        Error::usage(&shown, format!("cannot read the results file: {what}"))
     })?;
     let doc: Value =
         serde_json::from_str(&text).map_err(|e| Error::usage(&shown, format!("not JSON ({e}); {WHAT_TO_GIVE}")))?;
     parse(&doc, &shown)
 }
 
-/// A parsed results document; `source` names it in errors.
+/// A parsed results document; `source` names it in errors. A file of a newer schema than this collbench
+/// reads is refused: its fields may mean what this version cannot know.
 pub fn parse(doc: &Value, source: &str) -> Result<Document> {
-    Document::from_value(doc).map_err(|m| Error::usage(source, m))
+    let d = Document::from_value(doc).map_err(|m| Error::usage(source, m))?;
+    if let Some(v) = d
+        .collbench
+        .as_ref()
+        .map(|c| c.schema_version)
+        .filter(|v| *v > SCHEMA_VERSION)
+    {
+        return Err(Error::usage(
+            source,
+            format!(
+                "results schema version {v}, newer than this collbench ({}) reads (version {SCHEMA_VERSION} and \
+                 earlier); read it with the collbench that wrote it, or a newer one",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// The `results` of `doc` (from `source`), refused when empty; `purpose` ends the message ("nothing to
@@ -67,5 +94,26 @@ mod tests {
         assert_eq!(e, format!("r.json: no `results` array; {WHAT_TO_GIVE}"));
         let doc = parse(&serde_json::json!({"results": [{"size": 8}]}), "r.json").unwrap();
         assert_eq!(results(&doc, "r.json", "x").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_newer_schema_and_a_file_beyond_the_bound_are_refused_naming_them() {
+        let newer = serde_json::json!({"results": [], "collbench": {"schema_version": 99}});
+        let e = parse(&newer, "r.json").unwrap_err().to_string();
+        assert!(e.starts_with("r.json: results schema version 99, newer than"), "{e}");
+        let current = serde_json::json!({"results": [], "collbench": {"schema_version": SCHEMA_VERSION}});
+        assert!(parse(&current, "r.json").is_ok());
+        // A sparse file: its size is checked before a byte is read.
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_RESULTS_BYTES + 1)
+            .unwrap();
+        let e = read(&big).unwrap_err().to_string();
+        assert!(
+            e.contains("big.json: cannot read the results file: larger than 64 MiB"),
+            "{e}"
+        );
     }
 }

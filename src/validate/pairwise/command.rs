@@ -86,10 +86,10 @@ pub fn launch(opts: &Options, args: &PairwiseArgs, argv: &[OsString]) -> Result<
 /// before anything is measured.
 fn check_outputs(args: &PairwiseArgs) -> Result<()> {
     if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, true, "-J/--output_file")?;
+        crate::report::file::check_writable(p, args.force, "-J/--output_file")?;
     }
     if let Some(p) = &args.metrics {
-        crate::report::file::check_writable(p, true, "--metrics")?;
+        crate::report::file::check_writable(p, args.force, "--metrics")?;
     }
     if let Some(d) = &args.plot {
         crate::report::file::check_dir_writable(d, "--plot")?;
