@@ -282,7 +282,7 @@ fn finish(
         r.finish(&summary)?;
     }
     if let Some(m) = &model {
-        print!("\n{}", crate::model::render::text_after_results(m));
+        crate::report::stdout::print(&format!("\n{}", crate::model::render::text_after_results(m)))?;
     }
     if let Some(dir) = &opts.outputs.plot {
         let mut data = crate::plot::PlotData::from_records(records, line_rates, &crate::plot::run_note(info));
@@ -340,10 +340,10 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
 fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
     let table: Box<dyn Reporter> = match &opts.nccl_tests {
         Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(
-            std::io::stdout(),
+            report::stdout::Stdout::new(),
             style.clone(),
         )),
-        None => Box::new(report::table::TableReporter::new(std::io::stdout())),
+        None => Box::new(report::table::TableReporter::new(report::stdout::Stdout::new())),
     };
     let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {

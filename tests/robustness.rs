@@ -637,3 +637,141 @@ fn no_eprintln_is_left_outside_tests() {
     }
     assert!(found.is_empty(), "use crate::error::stderr! instead at {found:#?}");
 }
+
+/// A pipe whose reader is gone: every write to it fails with EPIPE, as `| head` or `| true` leave it.
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just made by pipe and are owned here alone.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    write
+}
+
+/// `run -J f | head`: the reader going away stops nothing; the file keeps every point.
+#[test]
+fn a_closed_stdout_neither_stops_the_run_nor_loses_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = Command::new(bin())
+        .args(SHORT)
+        .args(["--no-progress", "-J", s(&json)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(closed_pipe()))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("standard output was closed by its reader"),
+        "{}",
+        stderr(&o)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["collbench"]["complete"], true);
+    // 8, 16, 32 and 64 bytes.
+    assert_eq!(v["results"].as_array().unwrap().len(), 4);
+}
+
+/// Every command's stdout: a closed pipe is no failure (no panic, exit 101), a full device is exit 4 naming
+/// standard output.
+#[test]
+fn every_command_survives_a_closed_stdout_and_names_a_full_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = run(&["-J", s(&json)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let pre = dir.path().join("p.json");
+    let o = Command::new(bin())
+        .args([
+            "preflight",
+            "--np",
+            "2",
+            "--bandwidth-bytes",
+            "1M",
+            "--repeat",
+            "1",
+            "--no-pairwise",
+            "-J",
+        ])
+        .arg(&pre)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let charts = dir.path().join("charts");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["compare", s(&json), s(&json)],
+        vec!["info"],
+        vec!["model", s(&json), "--target-ranks", "8"],
+        vec!["plot", s(&json), "--out", s(&charts)],
+        vec!["selftest", "--bytes", "64K", "--iters", "1"],
+        vec!["pairwise", "--np", "2", "--bytes", "64K", "-n", "1", "--lat-iters", "5"],
+        vec!["preflight", "--from-results", s(&pre)],
+    ];
+    for args in &commands {
+        let o = Command::new(bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(closed_pipe()))
+            .output()
+            .unwrap();
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{args:?} with a closed stdout: {:?}\n{}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = Command::new(bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(full))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(4), "{args:?} into /dev/full: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("writing to standard output"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// `print!` panics on a closed or full stdout; the code writes it through `report::stdout`.
+#[test]
+fn no_print_is_left_outside_tests() {
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut all);
+    let mut found = Vec::new();
+    for f in all {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, line) in code.lines().enumerate() {
+            let l = line.replace("eprint", "");
+            if l.contains("print!(") || l.contains("println!(") {
+                found.push(format!("{}:{}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use crate::report::stdout::print instead at {found:#?}"
+    );
+}

@@ -53,7 +53,7 @@ fn run_as(program: &str, collective: &str, args: &[String]) -> Result<i32> {
     )?;
     let (run_args, notes) = match parsed {
         Parsed::Help => {
-            print!("{}", crate::alias::flags::usage(program));
+            crate::report::stdout::print(&crate::alias::flags::usage(program))?;
             return Ok(0);
         }
         Parsed::Run { args, notes } => (args, notes),
@@ -67,7 +67,7 @@ fn run_as(program: &str, collective: &str, args: &[String]) -> Result<i32> {
         for n in notes {
             // nccl-tests' own line about the JSON file is on its stdout, before the header.
             if n.starts_with("# ") {
-                println!("{n}");
+                crate::report::stdout::print(&format!("{n}\n"))?;
             } else {
                 stderr!("{n}");
             }

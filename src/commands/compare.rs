@@ -48,14 +48,10 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         new: &new_name,
         threshold_pct: args.threshold,
     };
-    print!("{}", render::text(&h, &d));
     let cpu = crate::compare::cpu::verdict_line(
         &crate::compare::cpu::saturation(&args.old, &args.new),
         d.regressions().next().is_some(),
     );
-    if let Some(l) = &cpu {
-        println!("{l}");
-    }
     if let Some(p) = &args.output_file {
         let mut doc = render::json(&h, &d);
         if let (Some(l), Some(o)) = (&cpu, doc.as_object_mut()) {
@@ -73,6 +69,12 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         }
         write_atomic(p, md.as_bytes())?;
     }
+    // Last, so a stdout that cannot take it (a full device) loses no file.
+    let mut text = render::text(&h, &d);
+    if let Some(l) = &cpu {
+        text += &format!("{l}\n");
+    }
+    crate::report::stdout::print(&text)?;
     Ok(if d.regressions().next().is_some() {
         EXIT_WRONG
     } else {

@@ -10,7 +10,7 @@ pub fn gpu_matrix(args: &GpuMatrixArgs) -> Result<i32> {
     let copies = measure_copies(bytes, iters)?;
     let topo = crate::net::nvml::read();
     let report = judge::judge(&copies, &topo, bytes, iters, threshold);
-    print!("{}", judge::render(&report));
+    crate::report::stdout::print(&judge::render(&report))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&report).expect("the report serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;

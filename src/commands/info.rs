@@ -74,7 +74,7 @@ fn report(
     args: &InfoArgs,
 ) -> Result<i32> {
     let advice = advise(hosts, per_host, paths);
-    print!("{}", render(hosts, &advice));
+    crate::report::stdout::print(&render(hosts, &advice))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&to_json(hosts, &advice)).expect("inventory JSON serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result, EXIT_OK};
 pub fn install_aliases(args: &InstallAliasesArgs) -> Result<i32> {
     let exe = std::env::current_exe().map_err(|e| Error::io("finding collbench's own executable", e))?;
     for link in links(&args.dir, &exe, args.force)? {
-        println!("{}", link.display());
+        crate::report::stdout::print(&format!("{}\n", link.display()))?;
     }
     Ok(EXIT_OK)
 }

@@ -42,7 +42,7 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         attach_measured(&mut report, &measured);
     }
     let text = render::text(&report);
-    print!("{text}");
+    crate::report::stdout::print(&text)?;
     if let Some(p) = &args.output_file {
         let mut bytes =
             serde_json::to_vec_pretty(&report).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;

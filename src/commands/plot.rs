@@ -12,7 +12,7 @@ pub fn plot(args: &PlotArgs) -> Result<i32> {
     let data = PlotData::from_path(&args.results)?;
     let dir = args.out.clone().unwrap_or_else(|| default_dir(&args.results));
     for path in write_plots(&data, &dir, &formats)? {
-        println!("{}", path.display());
+        crate::report::stdout::print(&format!("{}\n", path.display()))?;
     }
     Ok(EXIT_OK)
 }

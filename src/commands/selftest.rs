@@ -21,7 +21,7 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
     }
     let opts = SelftestOptions::from_args(args)?;
     let report = measure(opts);
-    print!("{}", render(&report));
+    crate::report::stdout::print(&render(&report))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;

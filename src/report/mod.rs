@@ -13,6 +13,7 @@ pub mod nccl_table;
 pub mod openmetrics;
 pub mod outputs;
 pub mod paths_compared;
+pub mod stdout;
 pub mod summary;
 pub mod table;
 

@@ -138,10 +138,10 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         capability: format!("{}.{}", gpu.capability.0, gpu.capability.1),
         sms: gpu.sms,
     };
-    println!(
-        "# collbench selftest --gpu: device {} {} (compute {}, {} SMs), seed {seed}",
+    crate::report::stdout::print(&format!(
+        "# collbench selftest --gpu: device {} {} (compute {}, {} SMs), seed {seed}\n",
         device.ordinal, device.name, device.capability, device.sms
-    );
+    ))?;
     let fail = |m: String| Error::peer(format!("selftest --gpu on device {}: {m}", gpu.ordinal));
     // A missing or mismatched NVRTC is the environment's, like a missing driver: a usage error (exit 2).
     let kernels = Kernels::load(&gpu).map_err(|m| Error::usage("--gpu", m))?;
@@ -161,7 +161,7 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         bandwidth,
         correct,
     };
-    print!("{}", render(&report));
+    crate::report::stdout::print(&render(&report))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;

@@ -133,7 +133,6 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
 
 /// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.
 fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> {
-    print!("{}", render::text(report));
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(report).expect("the pairwise report serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;
@@ -149,6 +148,8 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
             .map_or(0.0, |d| d.as_secs_f64());
         crate::report::file::write_atomic(p, super::metrics::text(report, now).as_bytes())?;
     }
+    // Last, so a stdout that cannot take it (a full device) loses no file.
+    crate::report::stdout::print(&render::text(report))?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {
         EXIT_WRONG

@@ -106,7 +106,6 @@ pub fn decide(
         connectivity: m.connectivity.clone(),
         evidence: m.evidence.clone(),
     };
-    print!("{}", render::text(&report));
     if let Some(p) = &args.output_file {
         let mut bytes = serde_json::to_vec_pretty(&render::json(&report))
             .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
@@ -125,6 +124,8 @@ pub fn decide(
             .map_or(0.0, |d| d.as_secs_f64());
         write_atomic(p, super::metrics::text(&report, now).as_bytes())?;
     }
+    // Last, so a stdout that cannot take it (a full device) loses no file.
+    crate::report::stdout::print(&render::text(&report))?;
     Ok(code)
 }
 

@@ -67,9 +67,8 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         setup.args.budget
     ));
     if id.rank == 0 {
-        for l in &plan_lines {
-            println!("{l}");
-        }
+        // A stdout that cannot take these lines is reported by the verdict's print, after the files are kept.
+        let _ = crate::report::stdout::print(&plan_lines.iter().map(|l| format!("{l}\n")).collect::<String>());
     }
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
@@ -128,7 +127,7 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         }
     ));
     if id.rank == 0 {
-        println!("{}", run.plan_lines.last().expect("just pushed"));
+        let _ = crate::report::stdout::print(&format!("{}\n", run.plan_lines.last().expect("just pushed")));
     }
     let phases: Vec<Options> = plan
         .phases
@@ -504,7 +503,7 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
         let mine = started.finish(&host, config);
         let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
-            println!("{}", pairwise::render::text(&rep));
+            let _ = crate::report::stdout::print(&format!("{}\n", pairwise::render::text(&rep)));
             checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
             checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
             reports.push(rep);
