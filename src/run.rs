@@ -282,7 +282,10 @@ fn finish(
         r.finish(&summary)?;
     }
     if let Some(m) = &model {
-        crate::report::stdout::print(&format!("\n{}", crate::model::render::text_after_results(m)))?;
+        crate::report::stdout::print_beside(
+            &format!("\n{}", crate::model::render::text_after_results(m)),
+            opts.outputs.stdout_taken(),
+        )?;
     }
     if let Some(dir) = &opts.outputs.plot {
         let mut data = crate::plot::PlotData::from_records(records, line_rates, &crate::plot::run_note(info));
@@ -338,12 +341,15 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
 
 /// Rank 0's reporters: the table on stdout and every file asked for.
 fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
+    // With an output file on stdout (`-J -`) the table goes to stderr, so the file stays whole for its reader.
+    let out: Box<dyn std::io::Write> = if opts.outputs.stdout_taken() {
+        Box::new(report::stdout::Stdout::over(std::io::stderr()))
+    } else {
+        Box::new(report::stdout::Stdout::new())
+    };
     let table: Box<dyn Reporter> = match &opts.nccl_tests {
-        Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(
-            report::stdout::Stdout::new(),
-            style.clone(),
-        )),
-        None => Box::new(report::table::TableReporter::new(report::stdout::Stdout::new())),
+        Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(out, style.clone())),
+        None => Box::new(report::table::TableReporter::new(out)),
     };
     let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {

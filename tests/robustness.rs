@@ -775,3 +775,81 @@ fn no_print_is_left_outside_tests() {
         "use crate::report::stdout::print instead at {found:#?}"
     );
 }
+
+/// `-J FIFO` with nobody reading it: the run ends (exit 4, naming the FIFO and the missing reader) instead
+/// of waiting at its end for ever, `--force` or not.
+#[test]
+fn a_fifo_nobody_reads_ends_the_run_instead_of_blocking_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("results.fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path, which `c` owns for the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for force in [false, true] {
+        let mut args = vec!["-J", s(&fifo)];
+        if force {
+            args.push("--force");
+        }
+        let o = assert_cmd::Command::new(bin())
+            .args(SHORT)
+            .arg("--no-progress")
+            .args(&args)
+            .timeout(HANG)
+            .output()
+            .expect("the run ended");
+        assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("results.fifo") && stderr(&o).contains("no process read it"),
+            "{}",
+            stderr(&o)
+        );
+        // The table was printed: what was measured is not lost.
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("all_reduce"),
+            "force {force}"
+        );
+    }
+}
+
+/// Two outputs that are one file however spelled (`./x`, a link to it, `-` and `/dev/stdout`) are refused
+/// before anything runs.
+#[test]
+fn two_outputs_to_one_file_are_refused_however_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    let dotted = format!("{}/./x", dir.path().display());
+    let l = link(dir.path(), "l", s(&x));
+    for (a, b, flag) in [
+        (s(&x), dotted.as_str(), "--markdown"),
+        (s(&x), s(&l), "--csv"),
+        ("-", "/dev/stdout", "--csv"),
+    ] {
+        let o = run(&["-J", a, flag, b]);
+        assert_eq!(o.status.code(), Some(2), "{a} {b}: {}", stderr(&o));
+        assert!(stderr(&o).contains("same file as -J"), "{a} {b}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag), "{a} {b}: {}", stderr(&o));
+        assert!(!x.exists(), "nothing ran");
+    }
+}
+
+/// `-J -` and `-J /dev/stdout` put the whole JSON document alone on stdout (for `| jq`), the table on stderr,
+/// and no file named `-`.
+#[test]
+fn json_on_stdout_is_alone_there_and_the_table_goes_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in ["-", "/dev/stdout"] {
+        let o = Command::new(bin())
+            .args(SHORT)
+            .args(["--no-progress", "-J", target])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{target}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{target}: stdout is not one JSON document ({e})"));
+        assert_eq!(v["results"].as_array().unwrap().len(), 4, "{target}");
+        assert!(stderr(&o).contains("all_reduce"), "{target}: the table is on stderr");
+        assert!(!dir.path().join("-").exists(), "{target}: a file named '-' was made");
+    }
+}

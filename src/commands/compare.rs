@@ -15,11 +15,15 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         ));
     }
     // Output files are checked before reading anything, so a typo does not cost the comparison.
-    for (path, flag) in [(&args.output_file, "-J"), (&args.markdown, "--markdown")] {
-        if let Some(p) = path {
-            check_writable(p, args.force, flag)?;
-        }
+    let files: Vec<(&std::path::Path, &str)> = [(&args.output_file, "-J"), (&args.markdown, "--markdown")]
+        .into_iter()
+        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
+        .collect();
+    for (p, flag) in &files {
+        check_writable(p, args.force, flag)?;
     }
+    crate::report::file::refuse_same_file(&files)?;
+    let stdout_taken = files.iter().any(|(p, _)| crate::report::file::is_stdout(p));
     let old = input::read_for_compare(&args.old, args.allow_incomplete)?;
     let new = input::read_for_compare(&args.new, args.allow_incomplete)?;
     for (pts, name) in [(&old, &args.old), (&new, &args.new)] {
@@ -74,7 +78,7 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     if let Some(l) = &cpu {
         text += &format!("{l}\n");
     }
-    crate::report::stdout::print(&text)?;
+    crate::report::stdout::print_beside(&text, stdout_taken)?;
     Ok(if d.regressions().next().is_some() {
         EXIT_WRONG
     } else {

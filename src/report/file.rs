@@ -30,6 +30,7 @@ const MAX_LINKS: usize = 40;
 /// `/proc/self/fd/1` reaches the real pipe or terminal); a dangling link is followed by hand to where
 /// the file will be created.
 fn target(path: &Path) -> std::io::Result<Target> {
+    let path = dash(path);
     match fs::metadata(path) {
         Ok(m) => {
             let t = m.file_type();
@@ -47,6 +48,15 @@ fn target(path: &Path) -> std::io::Result<Target> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => dangling(path).map(Target::Absent),
         Err(e) => Err(e),
+    }
+}
+
+/// `-` as an output means standard output.
+fn dash(path: &Path) -> &Path {
+    if path.as_os_str() == "-" {
+        Path::new("/dev/stdout")
+    } else {
+        path
     }
 }
 
@@ -129,6 +139,7 @@ fn probe_dir(dir: &Path, file: &Path, flag: &str) -> Result<()> {
 /// the permission is asked instead.
 fn check_stream(path: &Path, flag: &str) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
+    let path = dash(path);
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| Error::usage(flag, format!("{} holds a NUL byte", path.display())))?;
     // SAFETY: access() only reads the NUL-terminated path, which `c` owns for the whole call.
@@ -146,10 +157,7 @@ fn check_stream(path: &Path, flag: &str) -> Result<()> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let failed = |e| Error::io(format!("writing {}", path.display()), e);
     let file = match target(path).map_err(failed)? {
-        Target::Stream => {
-            let mut f = OpenOptions::new().write(true).open(path).map_err(failed)?;
-            return f.write_all(bytes).and_then(|()| f.flush()).map_err(failed);
-        }
+        Target::Stream => return write_stream(path, bytes, STREAM_STALL).map_err(failed),
         Target::Refused(kind) => {
             let msg = format!("{} is {kind}", path.display());
             return Err(failed(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg)));
@@ -169,6 +177,127 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
         failed(e)
     })
+}
+
+/// How long a FIFO (or a terminal) may go without a reader, or without taking a byte, before its write fails:
+/// a FIFO nobody reads would otherwise hold the run at its end for ever.
+pub const STREAM_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Writes `bytes` in place to a character device or FIFO, never blocking longer than `stall` without
+/// progress: opened non-blocking (a FIFO without a reader is ENXIO, tried again until `stall`), then written
+/// as fast as the reader takes it, each wait bounded by `stall`.
+fn write_stream(path: &Path, bytes: &[u8], stall: std::time::Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::time::Instant;
+    let path = dash(path);
+    let open = || OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path);
+    let since = Instant::now();
+    let mut f = loop {
+        match open() {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && since.elapsed() < stall => {
+                // No reader yet: one may be starting (a `cat FIFO &` launched beside the run).
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "no process read it for {} s (a FIFO needs its reader running, e.g. `cat {} &`)",
+                        stall.as_secs(),
+                        path.display()
+                    ),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut left = bytes;
+    while !left.is_empty() {
+        match f.write(left) {
+            Ok(n) => left = &left[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut pfd = libc::pollfd {
+                    fd: f.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                let ms = i32::try_from(stall.as_millis()).unwrap_or(i32::MAX);
+                // SAFETY: poll reads and writes the one pollfd it is given, which lives for the call.
+                let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+                if ready == 0 {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "its reader took nothing for {} s ({} of {} bytes written)",
+                            stall.as_secs(),
+                            bytes.len() - left.len(),
+                            bytes.len()
+                        ),
+                    ));
+                }
+                if ready < 0 {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// What identifies the file an output path ends at: (device, inode) of the file where it exists (links
+/// followed, so `./x`, `x` and a link to it are one), else of its directory with the file's name.
+fn identity(path: &Path) -> Option<(u64, u64, Option<std::ffi::OsString>)> {
+    use std::os::unix::fs::MetadataExt;
+    let path = dash(path);
+    if let Ok(m) = fs::metadata(path) {
+        return Some((m.dev(), m.ino(), None));
+    }
+    let at = dangling(path).ok()?;
+    let dir = fs::metadata(parent_dir(&at)).ok()?;
+    Some((dir.dev(), dir.ino(), at.file_name().map(|n| n.to_os_string())))
+}
+
+/// Refuses two outputs that end at one file (the same path spelled two ways, a link, `-` and
+/// `/dev/stdout`): the second writer would destroy the first's results. `outputs` are (path, flag).
+pub fn refuse_same_file(outputs: &[(&Path, &str)]) -> Result<()> {
+    for (i, (a, fa)) in outputs.iter().enumerate() {
+        for (b, fb) in &outputs[i + 1..] {
+            if a.as_os_str() == b.as_os_str() || identity(a).is_some_and(|x| identity(b) == Some(x)) {
+                return Err(Error::usage(
+                    *fb,
+                    format!(
+                        "'{}' is the same file as {fa} '{}'; give each output its own file",
+                        b.display(),
+                        a.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` is this process's standard output: `-`, `/dev/stdout`, or any path to the same pipe, file or
+/// terminal. The human table then goes to stderr, so the file's text stays whole on stdout.
+pub fn is_stdout(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if path.as_os_str() == "-" {
+        return true;
+    }
+    // SAFETY: fstat writes only the stat struct it is given; all-zero bytes are a valid stat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd 1 is queried, not used; the struct outlives the call.
+    if unsafe { libc::fstat(1, &mut st) } != 0 {
+        return false;
+    }
+    fs::metadata(path).is_ok_and(|m| m.dev() == st.st_dev as u64 && m.ino() == st.st_ino as u64)
 }
 
 /// The directory a file lands in (`.` for a bare file name).

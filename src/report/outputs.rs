@@ -68,31 +68,28 @@ impl Outputs {
         .checked()
     }
 
-    /// Rejects one file named for two outputs: the second writer would destroy the first's results.
+    /// Rejects one file named for two outputs, however spelled (a link, `./x`, `-` and `/dev/stdout`): the
+    /// second writer would destroy the first's results.
     fn checked(self) -> Result<Outputs> {
-        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
-            if j == c {
-                return Err(Error::usage(
-                    "--csv",
-                    format!(
-                        "'{}' is also the JSON output (-J); give the two outputs different files",
-                        c.display()
-                    ),
-                ));
-            }
-        }
-        if let Some(m) = &self.markdown {
-            if self.json.as_ref() == Some(m) || self.csv.as_ref() == Some(m) {
-                return Err(Error::usage(
-                    "--markdown",
-                    format!(
-                        "'{}' is also another output (-J or --csv); give each output its own file",
-                        m.display()
-                    ),
-                ));
-            }
-        }
+        super::file::refuse_same_file(&self.files())?;
         Ok(self)
+    }
+
+    /// The output files asked for, with their flags.
+    pub fn files(&self) -> Vec<(&std::path::Path, &'static str)> {
+        [
+            (&self.json, "-J/--output_file"),
+            (&self.csv, "--csv"),
+            (&self.markdown, "--markdown"),
+        ]
+        .into_iter()
+        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
+        .collect()
+    }
+
+    /// Whether an output file is standard output (`-J -`): the table then goes to stderr.
+    pub fn stdout_taken(&self) -> bool {
+        self.files().iter().any(|(p, _)| super::file::is_stdout(p))
     }
 }
 

@@ -15,6 +15,17 @@ pub fn print(text: &str) -> Result<()> {
     }
 }
 
+/// [`print`], or to standard error where an output file took standard output (`-J -`, `-J /dev/stdout`), so
+/// the file's text stays whole for its reader (`| jq`).
+pub fn print_beside(text: &str, stdout_taken: bool) -> Result<()> {
+    if stdout_taken {
+        // A closed stderr loses the human text only; the file is on stdout.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        return Ok(());
+    }
+    print(text)
+}
+
 /// A `Write` on standard output for reporters that stream (the run's table): once its reader is gone it
 /// discards what follows, so the run goes on measuring and writing its files; other errors are returned.
 pub struct Stdout<W: Write = std::io::Stdout> {

@@ -94,7 +94,15 @@ fn check_outputs(args: &PairwiseArgs) -> Result<()> {
     if let Some(d) = &args.plot {
         crate::report::file::check_dir_writable(d, "--plot")?;
     }
-    Ok(())
+    crate::report::file::refuse_same_file(&files(args))
+}
+
+/// The output files asked for, with their flags.
+fn files(args: &PairwiseArgs) -> Vec<(&Path, &'static str)> {
+    [(&args.output_file, "-J/--output_file"), (&args.metrics, "--metrics")]
+        .into_iter()
+        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
+        .collect()
 }
 
 /// One rank: start up connecting every pair, measure; rank 0 reports. Returns the exit status.
@@ -149,7 +157,8 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
         crate::report::file::write_atomic(p, super::metrics::text(report, now).as_bytes())?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    crate::report::stdout::print(&render::text(report))?;
+    let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    crate::report::stdout::print_beside(&render::text(report), taken)?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {
         EXIT_WRONG

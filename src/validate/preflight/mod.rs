@@ -102,10 +102,17 @@ fn outputs(args: &PreflightArgs) -> Vec<(PathBuf, &'static str)> {
 
 /// Refuses output files that exist (unless --force) or cannot be written, before anything is measured.
 pub fn check_outputs(args: &PreflightArgs) -> Result<()> {
-    for (p, flag) in outputs(args) {
-        check_writable(&p, args.force, flag)?;
+    let all = outputs(args);
+    for (p, flag) in &all {
+        check_writable(p, args.force, flag)?;
     }
-    Ok(())
+    let named: Vec<(&std::path::Path, &str)> = all.iter().map(|(p, f)| (p.as_path(), *f)).collect();
+    crate::report::file::refuse_same_file(&named)
+}
+
+/// Whether an output file is standard output (`-J -`): the verdict's text then goes to stderr.
+pub fn stdout_taken(args: &PreflightArgs) -> bool {
+    outputs(args).iter().any(|(p, _)| crate::report::file::is_stdout(p))
 }
 
 /// The names an expectations entry may give a path: each `--transport` entry as written, and for plain
