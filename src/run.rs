@@ -343,7 +343,7 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
             std::io::stdout(),
             style.clone(),
         )),
-        None => Box::new(report::table::TableReporter::new(std::io::stdout())),
+        None => Box::new(report::table::TableReporter::new(std::io::stdout()).with_units(opts.outputs.units)),
     };
     let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {

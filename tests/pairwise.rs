@@ -100,9 +100,49 @@ fn four_local_ranks_give_every_pair_json_and_heatmaps() {
         .collect();
     assert_eq!(pairs, [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
     for l in v["links"].as_array().unwrap() {
-        for k in ["bw_ab_gbs", "bw_ba_gbs", "bidir_gbs", "latency_us"] {
+        for k in ["bw_ab_gbs", "bw_ba_gbs", "bidir_gbs", "latency_us", "bw_msg_rate"] {
             assert!(l[k].as_f64().unwrap() > 0.0, "{k}: {l}");
         }
+        // Every link's latency distribution, ordered, over the --lat-iters round trips; latency_us is its p50.
+        let st = &l["latency"];
+        let f = |k: &str| st[k].as_f64().unwrap_or_else(|| panic!("{k}: {l}"));
+        assert_eq!(st["samples"], 20, "{l}");
+        assert!(f("min_us") > 0.0, "{l}");
+        assert!(f("min_us") <= f("p50_us") && f("p50_us") <= f("p99_us"), "{l}");
+        assert!(f("p99_us") <= f("p999_us") && f("p999_us") <= f("max_us"), "{l}");
+        assert!((f("min_us")..=f("max_us")).contains(&f("avg_us")), "{l}");
+        assert!(f("msg_rate") > 0.0, "{l}");
+        assert_eq!(f("p50_us"), l["latency_us"].as_f64().unwrap(), "{l}");
+    }
+    // The table's statistics block: a header naming the columns, every link (six, under the five shown when
+    // more), then the overall line.
+    let block: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("# Latency statistics"))
+        .collect();
+    assert!(!block.is_empty(), "{stdout}");
+    let head: Vec<&str> = block[1].split_whitespace().collect();
+    assert_eq!(
+        head[..8],
+        ["#", "link", "min", "avg", "p50", "p99", "p99.9", "max"],
+        "{stdout}"
+    );
+    assert!(
+        block[1].contains("msg/s 8 B") && block[1].contains("msg/s 256KiB"),
+        "{stdout}"
+    );
+    let rows: Vec<Vec<&str>> = block[2..]
+        .iter()
+        .take_while(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 6, "five worst links, then all:\n{stdout}");
+    assert_eq!(rows[5][0], "all", "{stdout}");
+    for r in &rows {
+        let n: Vec<f64> = r[1..].iter().map(|c| c.parse().unwrap()).collect();
+        assert_eq!(n.len(), 8, "{r:?}");
+        assert!(n[0] <= n[2] && n[2] <= n[3] && n[3] <= n[4] && n[4] <= n[5], "{r:?}");
+        assert!(n[6] > 0.0 && n[7] > 0.0, "{r:?}");
     }
     // The printed matrices: a row per rank, `-` on the diagonal, a number elsewhere, the JSON's numbers.
     for title in ["Bandwidth", "Latency"] {
@@ -130,6 +170,35 @@ fn four_local_ranks_give_every_pair_json_and_heatmaps() {
             stderr.contains(&format!("heatmap {}", plots.join(f).display())),
             "{stderr}"
         );
+    }
+}
+
+#[test]
+fn units_gbit_prints_eight_times_the_json_gbs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pw.json");
+    let out = pairwise(&[
+        "--np",
+        "2",
+        "--bytes",
+        "64K",
+        "--units",
+        "gbit",
+        "-J",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    validate(&v);
+    assert!(stdout.contains("# Bandwidth, Gb/s:"), "{stdout}");
+    let rows = matrix(&stdout, "Bandwidth");
+    let l = &v["links"][0];
+    // The JSON keeps GB/s; the printed cells are 8 x it, to the 3 decimals printed.
+    for (cell, key) in [(rows[0][2], "bw_ab_gbs"), (rows[1][1], "bw_ba_gbs")] {
+        let printed: f64 = cell.parse().unwrap();
+        let want = 8.0 * l[key].as_f64().unwrap();
+        assert_eq!(format!("{want:.3}"), format!("{printed:.3}"), "{key}:\n{stdout}");
     }
 }
 
@@ -174,6 +243,7 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["-T", "-1"], "-T/--timeout"),
         (&["--iface", ""], "--iface"),
         (&["-J", "/nonexistent-dir/x.json"], "-J/--output_file"),
+        (&["--units", "furlongs"], "--units"),
     ] {
         let out = pairwise(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

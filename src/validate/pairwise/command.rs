@@ -34,6 +34,7 @@ pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
             ),
         ));
     }
+    crate::flags::units_flag(&args.units)?;
     let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
     if !(1..=MAX_BYTES).contains(&bytes) {
         return Err(Error::usage(
@@ -130,7 +131,7 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
 
 /// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.
 fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> {
-    print!("{}", render::text(report));
+    print!("{}", render::text(report, crate::flags::units_flag(&args.units)?));
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(report).expect("the pairwise report serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;
