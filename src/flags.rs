@@ -15,6 +15,11 @@ pub fn size_flag(flag: &str, value: &str) -> Result<u64> {
     parse_size(value).map_err(|e| Error::usage(flag, e))
 }
 
+/// `--units`: the unit bandwidth is printed in; the error names the flag.
+pub fn units_flag(value: &str) -> Result<crate::units::BwUnit> {
+    value.parse().map_err(|e| Error::usage("--units", e))
+}
+
 /// clap's value parser for a count (`-n`, `-w`, `--np`, `-r`, ...): a negative value gets a message that says
 /// so, where clap alone would call `-1` an unexpected argument. Use with `allow_negative_numbers`.
 pub fn count<T: FromStr>(value: &str) -> std::result::Result<T, String>

@@ -18,7 +18,8 @@
 //! - [`engine`]: what runs one collective on one path: collbench's algorithms over its transport, or a
 //!   library's call (MPI, `nccl`); on device buffers staged through pinned host memory (split into pieces
 //!   whose copies overlap the network) or passed directly.
-//! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out).
+//! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out). [`units`]: the unit
+//!   bandwidth is printed in (`--units`: GB/s or Gbit/s).
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics, and the
 //!   tally of a run's sweeps.
 //! - [`results`]: the results schema apart from its writers: one record per point, the run's metadata,
@@ -57,7 +58,7 @@
 //! Bottom up; a module imports only from modules in lower layers (tests/layers.rs checks every `crate::`
 //! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
-//! 2. `sizes`: byte sizes
+//! 2. `sizes`, `units`: byte sizes; the bandwidth unit printed
 //! 3. `flags`, `input`: shared flag parsers; files users name, read with a size bound
 //! 4. `cli`: clap definitions
 //! 5. `reduce`, `net`: element types and kernels; the host's interfaces
@@ -117,5 +118,6 @@ pub mod session;
 pub mod sizes;
 mod start;
 pub mod transport;
+pub mod units;
 mod validate;
 pub mod world;

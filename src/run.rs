@@ -349,7 +349,7 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
     };
     let table: Box<dyn Reporter> = match &opts.nccl_tests {
         Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(out, style.clone())),
-        None => Box::new(report::table::TableReporter::new(out)),
+        None => Box::new(report::table::TableReporter::new(out).with_units(opts.outputs.units)),
     };
     let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {

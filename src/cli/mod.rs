@@ -55,6 +55,9 @@ pub enum Command {
     /// Measure every pair of hosts (bandwidth both ways at once, 8 B latency) in rounds of disjoint pairs;
     /// print host x host matrices and name a slow host or link; exit 1 when one is named.
     Pairwise(PairwiseArgs),
+    /// Point-to-point latency and bandwidth between two ranks, swept over message sizes in the shape of OSU's
+    /// osu_latency (ping-pong) and osu_bw (windows of back-to-back sends).
+    P2p(P2pArgs),
     /// Measure device-to-device copy bandwidth between every ordered GPU pair on this node (needs --features
     /// cuda) against each pair's link (NVLink or PCIe, from NVML); flag pairs far below it; exit 1 when one is.
     GpuMatrix(GpuMatrixArgs),
@@ -151,6 +154,12 @@ pub struct PairwiseArgs {
     #[arg(long = "no-confirm", alias = "no_confirm")]
     pub no_confirm: bool,
 
+    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
+    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
+    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
+        value_parser = Choices(crate::units::UNITS))]
+    pub units: String,
+
     #[command(flatten)]
     pub deadlines: DeadlineArgs,
 
@@ -169,6 +178,86 @@ pub struct PairwiseArgs {
     pub metrics: Option<PathBuf>,
 
     /// Overwrite output files that already exist.
+    #[arg(long = "force")]
+    pub force: bool,
+}
+
+/// Flags of `collbench p2p`.
+#[derive(Debug, Clone, Args)]
+pub struct P2pArgs {
+    /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present; ranks outside the pair
+    /// wait, blocked, until it is done.
+    #[arg(long = "np", value_name = "N", default_value_t = 2)]
+    pub np: usize,
+
+    /// The two ranks, A,B: A starts each round trip and sends the bandwidth windows, B echoes and receives.
+    #[arg(long = "pair", value_name = "A,B", default_value = "0,1")]
+    pub pair: String,
+
+    /// The path to measure: tcp, tcp@SPEC (an interface name, glob or list), or `rdma@DEVICE[:PORT]`
+    /// (collbench's verbs transport, set up over a TCP control path).
+    #[arg(long = "transport", value_name = "PATH", default_value = "tcp")]
+    pub transport: String,
+
+    /// Interface plain `tcp` binds to: a name, a glob (en*) or a list tried in order (ib0|eth0) [default:
+    /// lo for a single-host job; else as `collbench run` chooses]
+    #[arg(long = "iface", value_name = "SPEC")]
+    pub iface: Option<String>,
+
+    /// Smallest message (bytes, or K/M/G, binary); 0 measures an empty message's latency, as osu_latency
+    /// does (the bandwidth sweep starts at 1 byte).
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        alias = "min-bytes",
+        value_name = "SIZE",
+        default_value = "0"
+    )]
+    pub minbytes: String,
+
+    /// Largest message; sizes double up to it.
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        alias = "max-bytes",
+        value_name = "SIZE",
+        default_value = "4M"
+    )]
+    pub maxbytes: String,
+
+    /// Timed round trips per size up to 8 KiB (a tenth above, as OSU's benchmarks do); the bandwidth sweep
+    /// times a tenth of them in windows.
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 1000)]
+    pub iters: usize,
+
+    /// Untimed iterations before each size (at most 10 bandwidth windows).
+    #[arg(
+        short = 'w',
+        long = "warmup_iters",
+        alias = "warmup-iters",
+        value_name = "N",
+        default_value_t = 10
+    )]
+    pub warmup_iters: usize,
+
+    /// Messages sent back to back before the receiver acks (osu_bw's window size); fewer for large messages,
+    /// so a window's receive buffers stay within 64 MiB.
+    #[arg(long = "window", value_name = "N", default_value_t = 64)]
+    pub window: usize,
+
+    /// Unit bandwidth is printed in: gbyte (MB/s, 10^6 bytes/s, as OSU prints) or gbit (Mb/s, 10^6 bits/s);
+    /// JSON keeps bytes.
+    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte", value_parser = Choices(crate::units::UNITS))]
+    pub units: String,
+
+    #[command(flatten)]
+    pub deadlines: DeadlineArgs,
+
+    /// Write both sweeps as JSON to this file [default: none]
+    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+
+    /// Overwrite the output file if it exists.
     #[arg(long = "force")]
     pub force: bool,
 }
@@ -375,6 +464,12 @@ pub struct PreflightArgs {
     /// Never draw the progress bar (it is drawn only when stderr is a terminal anyway).
     #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
     pub no_progress: bool,
+
+    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
+    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
+    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
+        value_parser = Choices(crate::units::UNITS), help_heading = OUTPUT)]
+    pub units: String,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
     #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
@@ -699,6 +794,12 @@ pub struct RunArgs {
     /// Never draw the progress bar (it is drawn only when stderr is a terminal anyway).
     #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
     pub no_progress: bool,
+
+    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
+    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
+    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
+        value_parser = Choices(crate::units::UNITS), help_heading = OUTPUT)]
+    pub units: String,
 
     /// Testing aid: corrupt one output element on this rank in every data check, to prove the check,
     /// the #wrong column and exit status 1 work end to end.

@@ -16,6 +16,7 @@ mod gpu_matrix;
 mod info;
 mod install_aliases;
 mod model;
+mod p2p;
 mod pairwise;
 mod plot;
 mod preflight;
@@ -41,6 +42,7 @@ pub fn main(argv: &[OsString]) -> i32 {
         Command::Selftest(args) => selftest::selftest(args),
         Command::Preflight(args) => preflight::preflight(args, argv),
         Command::Pairwise(args) => pairwise::pairwise(args, argv),
+        Command::P2p(args) => p2p::p2p(args, argv),
         Command::GpuMatrix(args) => gpu_matrix::gpu_matrix(args),
         Command::Completions(args) => completions::completions(args),
         Command::InstallAliases(args) => install_aliases::install_aliases(args),

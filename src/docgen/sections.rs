@@ -38,6 +38,10 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
             ("Every pair of three local ranks:", "collbench pairwise --np 3 --bytes 64K -n 2 --lat-iters 20"),
             ("Every pair of hosts under Slurm, over RDMA:", "srun --nodes=8 --ntasks-per-node=1 collbench pairwise --transport rdma@mlx5_0"),
         ],
+        "p2p" => &[
+            ("Latency and bandwidth between two local ranks, as osu_latency and osu_bw print them:", "collbench p2p"),
+            ("Between ranks 0 and 5 of a job, in Gbit/s:", "mpirun -np 8 collbench p2p --pair 0,5 --units gbit"),
+        ],
         "compare" => &[("Before and after a change, as Markdown too:", "collbench compare before.json after.json --threshold 5 --markdown diff.md")],
         "model" => &[("Fit two runs and predict 64 ranks:", "collbench model run-2.json run-3.json --target-ranks 64")],
         "plot" => &[("SVG charts of a saved run:", "collbench plot out.json --out charts --format svg")],

@@ -35,6 +35,8 @@ pub struct Outputs {
     /// Overwrite existing output files (`--force`).
     pub force: bool,
     pub progress: Progress,
+    /// The unit bandwidth is printed in (`--units`); files keep GB/s.
+    pub units: crate::units::BwUnit,
 }
 
 impl Default for Outputs {
@@ -48,6 +50,7 @@ impl Default for Outputs {
             ranks_per_node: None,
             force: false,
             progress: Progress::Auto,
+            units: crate::units::BwUnit::Gbyte,
         }
     }
 }
@@ -64,6 +67,7 @@ impl Outputs {
             ranks_per_node: args.ranks_per_node,
             force: args.force,
             progress: Progress::from_flag(args.no_progress),
+            units: crate::flags::units_flag(&args.units)?,
         }
         .checked()
     }

@@ -14,6 +14,7 @@ use super::Reporter;
 use crate::error::{Error, Result};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 use crate::results::run_params::{or_unknown, StepView};
+use crate::units::BwUnit;
 
 /// Writes the table to `out` (stdout in production), flushing after every row so it streams.
 pub struct TableReporter<W: Write> {
@@ -30,6 +31,8 @@ pub struct TableReporter<W: Write> {
     by_point: bool,
     /// `-C 1`: the time columns are called `cputime`, as nccl-tests calls them.
     cputime: bool,
+    /// The unit of the bandwidth columns and averages (`--units`); GB/s keeps nccl-tests' table.
+    units: BwUnit,
 }
 
 impl<W: Write> TableReporter<W> {
@@ -43,7 +46,14 @@ impl<W: Write> TableReporter<W> {
             points: 0,
             by_point: false,
             cputime: false,
+            units: BwUnit::Gbyte,
         }
+    }
+
+    /// The same reporter printing bandwidth in `units`.
+    pub fn with_units(mut self, units: BwUnit) -> Self {
+        self.units = units;
+        self
     }
 
     /// The writer back, with everything written so far.
@@ -76,11 +86,11 @@ impl<W: Write> TableReporter<W> {
             for path in paths {
                 let rows: Vec<Record> = self.table.iter().filter(|r| r.path == path).cloned().collect();
                 lines.push(format!("# {path}:"));
-                lines.extend(footer(&rows));
+                lines.extend(footer(&rows, self.units));
             }
             lines
         } else {
-            footer(&self.table)
+            footer(&self.table, self.units)
         };
         self.table.clear();
         self.lines(lines)
@@ -116,7 +126,7 @@ impl<W: Write> Reporter for TableReporter<W> {
                     rec.collective.name(),
                     rec.nranks
                 ));
-                lines.extend(column_headers(self.percentiles).map(|mut l| {
+                lines.extend(column_headers(self.percentiles, self.units).map(|mut l| {
                     // Headers name the path column; the units line only pads, and is trimmed anyway.
                     if l.contains("algo") {
                         l.push_str(&format!("  {:>12}", "path"));
@@ -130,7 +140,7 @@ impl<W: Write> Reporter for TableReporter<W> {
                     rec.path,
                     rec.nranks
                 ));
-                lines.extend(column_headers(self.percentiles));
+                lines.extend(column_headers(self.percentiles, self.units));
             }
         }
         if self.cputime {
@@ -138,7 +148,7 @@ impl<W: Write> Reporter for TableReporter<W> {
                 *l = l.replace("   time", "cputime");
             }
         }
-        let mut line = row(rec, self.percentiles);
+        let mut line = row(rec, self.percentiles, self.units);
         if self.by_point {
             line.push_str(&format!("  {:>12}", rec.path));
         }
@@ -163,7 +173,7 @@ impl<W: Write> Reporter for TableReporter<W> {
 
     fn finish(&mut self, summary: &Summary) -> Result<()> {
         self.close_table()?;
-        self.lines(comparison_lines(summary))?;
+        self.lines(comparison_lines(summary, self.units))?;
         self.lines(cost_lines(summary))?;
         self.lines(memory_line(summary))?;
         let verdict = if summary.wrong == 0 { "OK" } else { "FAILED" };
@@ -183,7 +193,7 @@ impl<W: Write> Reporter for TableReporter<W> {
 
 /// The paths side by side, when the run had several: per point, each path's out-of-place time with its
 /// 95% interval, busbw, share of the best path's (and of the reference's), and whether the gap is real.
-fn comparison_lines(summary: &Summary) -> Vec<String> {
+fn comparison_lines(summary: &Summary, units: BwUnit) -> Vec<String> {
     if summary.comparison.is_empty() {
         return Vec::new();
     }
@@ -199,9 +209,10 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
     };
     let mut out = vec![
         "#".to_string(),
-        "# Paths compared (oop = separate buffers; mean us +- 95% interval; vs best = bus GB/s over the best \
-         path's; * = the gap to the best is larger than both intervals)"
-            .to_string(),
+        format!(
+            "# Paths compared (oop = separate buffers; mean us +- 95% interval; vs best = bus {units} over the \
+             best path's; * = the gap to the best is larger than both intervals)"
+        ),
         format!(
             "# {:>14} {:>12} {:>8} {:>6}  {:<16} {:>10} {:>9} {:>7} {:>7}{}{}",
             "collective",
@@ -211,7 +222,7 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
             "path",
             "oop us",
             "+-us",
-            "bus GB/s",
+            format!("bus {units}"),
             "vs best",
             if with_ref { "  vs ref" } else { "" },
             if with_rate { "  % line" } else { "" }
@@ -228,7 +239,7 @@ fn comparison_lines(summary: &Summary) -> Vec<String> {
                 p.path,
                 float_col(p.time_us, 10).trim(),
                 float_col(p.ci95_us, 9).trim(),
-                float_col(p.busbw, 7).trim(),
+                float_col(units.of_gbs(p.busbw), 7).trim(),
                 format!("{:.3}", p.vs_best),
                 opt(with_ref, p.vs_reference, 3),
                 opt(with_rate, p.line_rate_pct, 1),
@@ -404,7 +415,8 @@ fn run_header(run: &RunInfo) -> Vec<String> {
 const ALGO: usize = crate::algorithm::Algo::LONGEST_NAME;
 
 /// nccl-tests' three column-header lines (group, names, units), plus collbench's extra columns.
-fn column_headers(percentiles: bool) -> [String; 3] {
+fn column_headers(percentiles: bool, units: BwUnit) -> [String; 3] {
+    let bw = format!("({units})");
     let group = format!(
         "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place",
         "", "", "", "", ""
@@ -427,8 +439,8 @@ fn column_headers(percentiles: bool) -> [String; 3] {
         "",
         "",
         "",
-        placement_header("(us)", "(GB/s)", "(GB/s)", ""),
-        placement_header("(us)", "(GB/s)", "(GB/s)", ""),
+        placement_header("(us)", &bw, &bw, ""),
+        placement_header("(us)", &bw, &bw, ""),
         ""
     );
     if percentiles {
@@ -445,7 +457,7 @@ fn placement_header(time: &str, algbw: &str, busbw: &str, wrong: &str) -> String
 }
 
 /// One table row: nccl-tests' 13 columns, then the algorithm, then p50/p99 when asked for.
-fn row(rec: &Record, percentiles: bool) -> String {
+fn row(rec: &Record, percentiles: bool, units: BwUnit) -> String {
     let op = rec.op.map_or("none", |o| o.name());
     let root = rec.root.map_or(-1, |r| r as i64);
     let mut s = format!(
@@ -455,8 +467,8 @@ fn row(rec: &Record, percentiles: bool) -> String {
         rec.dtype.name(),
         op,
         root,
-        placement(&rec.out_of_place),
-        placement(&rec.in_place),
+        placement(&rec.out_of_place, units),
+        placement(&rec.in_place, units),
         rec.algo
     );
     if percentiles {
@@ -467,21 +479,21 @@ fn row(rec: &Record, percentiles: bool) -> String {
     s
 }
 
-fn placement(t: &Timing) -> String {
+fn placement(t: &Timing, units: BwUnit) -> String {
     // nccl-tests prints #wrong with %6g; N/A is kept 6 wide too (nccl-tests pads it to 5, which shifts
     // the in-place columns by one).
     let wrong = t.wrong.map_or_else(|| "N/A".to_string(), |w| g(w as f64));
     format!(
         "  {}  {}  {}  {wrong:>6}",
         float_col(t.time_us, 7),
-        float_col(t.algbw, 6),
-        float_col(t.busbw, 6)
+        float_col(units.of_gbs(t.algbw), 6),
+        float_col(units.of_gbs(t.busbw), 6)
     )
 }
 
 /// nccl-tests' two footer lines for one table (its average: every row, both placements), then collbench's
 /// average over the sizes that matter, in words nccl-tests' parsers do not look for.
-fn footer(table: &[Record]) -> Vec<String> {
+fn footer(table: &[Record], units: BwUnit) -> Vec<String> {
     let oob = out_of_bounds(table);
     let mut lines = vec![
         format!(
@@ -489,7 +501,11 @@ fn footer(table: &[Record]) -> Vec<String> {
             "Out of bounds values",
             if oob == 0 { "OK" } else { "FAILED" }
         ),
-        format!("# {:<20} : {}", "Avg bus bandwidth", g(nccl_avg_busbw(table))),
+        format!(
+            "# {:<20} : {}",
+            "Avg bus bandwidth",
+            g(units.of_gbs(nccl_avg_busbw(table)))
+        ),
     ];
     let avgs = avg_busbw(table);
     let several = avgs.len() > 1;
@@ -505,8 +521,8 @@ fn footer(table: &[Record]) -> Vec<String> {
             format!("all {}, none >= {}", sizes(a.points), bytes(AVG_FROM_BYTES))
         };
         lines.push(format!(
-            "#   (collbench: {label}bus GB/s averaged over {over}: {})",
-            g(a.busbw)
+            "#   (collbench: {label}bus {units} averaged over {over}: {})",
+            g(units.of_gbs(a.busbw))
         ));
     }
     lines

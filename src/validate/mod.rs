@@ -2,8 +2,11 @@
 //!
 //! - [`pairwise`]: every pair of hosts measured in rounds of disjoint pairs, a host x host matrix, and the
 //!   slow host or slow link named (`collbench pairwise`, also part of the pre-flight check).
+//! - [`p2p`]: `collbench p2p`, a point-to-point latency and bandwidth sweep between two chosen ranks (the
+//!   shape of OSU's osu_latency and osu_bw).
 //! - [`preflight`]: `collbench preflight`, a fixed short plan and the pairwise test judged against
 //!   expectations: PASS / WARN / FAIL per check and overall.
 
+pub mod p2p;
 pub mod pairwise;
 pub mod preflight;

@@ -112,6 +112,13 @@ pub fn merge(first: &Link, again: &Link) -> Link {
         bidir_gbs: bw.bidir_gbs,
         // f64::min keeps the measured one when the other is NaN (a side that reported none).
         latency_us: first.latency_us.min(again.latency_us),
+        // The distribution of the measurement whose median is kept, so the two stay one measurement's.
+        latency: if again.latency_us < first.latency_us || first.latency.is_none() {
+            again.latency.or(first.latency)
+        } else {
+            first.latency
+        },
+        bw_msg_rate: bw.bw_msg_rate,
         stalls: first.stalls + again.stalls,
         remeasured: true,
         ..first.clone()

@@ -274,6 +274,7 @@ pub(crate) mod tests {
             for b in a + 1..n {
                 let i = links.len();
                 let v = bw(a, b, i);
+                let l = lat(a, b, i);
                 links.push(Link {
                     a,
                     b,
@@ -283,8 +284,19 @@ pub(crate) mod tests {
                     bw_ba_gbs: v,
                     bw_gbs: v,
                     bidir_gbs: 2.0 * v,
-                    latency_us: lat(a, b, i),
+                    latency_us: l,
                     stalls: 0,
+                    latency: Some(super::super::LatencyStats {
+                        samples: 200,
+                        min_us: 0.9 * l,
+                        avg_us: 1.1 * l,
+                        p50_us: l,
+                        p99_us: 2.0 * l,
+                        p999_us: 3.0 * l,
+                        max_us: 4.0 * l,
+                        msg_rate: 1e6 / (1.1 * l),
+                    }),
+                    bw_msg_rate: v * 1e9 / (4 << 20) as f64,
                     remeasured: false,
                 });
             }

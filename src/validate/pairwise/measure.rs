@@ -63,6 +63,55 @@ pub struct Sample {
     pub latency_us: Option<f64>,
     /// Round trips that stalled (see [`STALL_MIN_S`]); like the latency, the lower rank's.
     pub stalls: Option<u64>,
+    /// The ping-pong's latency distribution and message rate; like the latency, the lower rank's.
+    #[serde(default)]
+    pub lat_stats: Option<LatencyStats>,
+    /// Messages of the bandwidth size received per second from the partner (the timed iterations over their
+    /// time).
+    #[serde(default)]
+    pub rx_msg_rate: f64,
+}
+
+/// One link's ping-pong: half round trips in microseconds (min, mean, percentiles, max) and the messages
+/// per second it carried, as perftest's `ib_write_lat` and OSU's `osu_latency` report them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Timed round trips the statistics are over.
+    pub samples: usize,
+    pub min_us: f64,
+    pub avg_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// The 99.9th percentile (with fewer than 1000 samples, the largest but the top 0.1%: the maximum).
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// Messages per second, both directions together: two per round trip over the round trips' time.
+    pub msg_rate: f64,
+}
+
+impl LatencyStats {
+    /// The statistics of round trips `rtt_s` (seconds; sorted in place); `None` when there are none.
+    pub fn of_round_trips(rtt_s: &mut [f64]) -> Option<LatencyStats> {
+        if rtt_s.is_empty() {
+            return None;
+        }
+        rtt_s.sort_by(f64::total_cmp);
+        let n = rtt_s.len();
+        let half_us = |x: f64| x / 2.0 * 1e6;
+        // Nearest rank: the smallest sample with at least q of them at or below it.
+        let pct = |q: f64| half_us(rtt_s[((q * n as f64).ceil() as usize).clamp(1, n) - 1]);
+        let total: f64 = rtt_s.iter().sum();
+        Some(LatencyStats {
+            samples: n,
+            min_us: half_us(rtt_s[0]),
+            avg_us: half_us(total / n as f64),
+            p50_us: pct(0.5),
+            p99_us: pct(0.99),
+            p999_us: pct(0.999),
+            max_us: half_us(rtt_s[n - 1]),
+            msg_rate: if total > 0.0 { 2.0 * n as f64 / total } else { 0.0 },
+        })
+    }
 }
 
 /// A round trip stalled when it took this long, and [`STALL_FACTOR`] x the median: on a path whose median
@@ -103,9 +152,10 @@ pub fn run_rounds<T: Transport + ?Sized>(
         };
         control::barrier(t)?;
         if let Some(s) = &mut sample {
-            if let Some((lat, stalls)) = ping_pong(t, s.peer, cfg.lat_iters)? {
+            if let Some((lat, stalls, stats)) = ping_pong(t, s.peer, cfg.lat_iters)? {
                 s.latency_us = Some(lat);
                 s.stalls = Some(stalls);
+                s.lat_stats = stats;
             }
         }
         control::barrier(t)?;
@@ -152,6 +202,15 @@ fn bandwidth<T: Transport + ?Sized>(
         bidir_gbs: gbs(2 * cfg.bytes * cfg.iters, whole.iter().sum()),
         latency_us: None,
         stalls: None,
+        lat_stats: None,
+        rx_msg_rate: {
+            let secs: f64 = rx.iter().sum();
+            if secs > 0.0 {
+                cfg.iters as f64 / secs
+            } else {
+                0.0
+            }
+        },
     })
 }
 
@@ -179,8 +238,13 @@ fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &m
 }
 
 /// `iters` timed 8-byte round trips (after a few untimed ones); the lower rank starts each and returns
-/// half the median in microseconds and the number that stalled, the higher one echoes and returns `None`.
-fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Result<Option<(f64, u64)>> {
+/// half the median in microseconds, the number that stalled and the distribution; the higher one echoes and
+/// returns `None`.
+fn ping_pong<T: Transport + ?Sized>(
+    t: &mut T,
+    peer: usize,
+    iters: usize,
+) -> Result<Option<(f64, u64, Option<LatencyStats>)>> {
     let starts = t.rank() < peer;
     let warm = iters.clamp(1, 10);
     let mut buf = [0u8; 8];
@@ -204,7 +268,7 @@ fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Res
     let mid = median(&mut rtt);
     let stall = (STALL_FACTOR * mid).max(STALL_MIN_S);
     let stalls = rtt.iter().filter(|&&x| x >= stall).count() as u64;
-    Ok(Some((mid / 2.0 * 1e6, stalls)))
+    Ok(Some((mid / 2.0 * 1e6, stalls, LatencyStats::of_round_trips(&mut rtt))))
 }
 
 /// Gathers every rank's samples on rank 0 (`None` on the others).
@@ -263,6 +327,8 @@ pub fn links_of(parts: &[Participant], all: &[Vec<Sample>], pairs: &[(usize, usi
             bidir_gbs: at_a.bidir_gbs.min(at_b.bidir_gbs),
             latency_us: at_a.latency_us.or(at_b.latency_us).unwrap_or(f64::NAN),
             stalls: at_a.stalls.or(at_b.stalls).unwrap_or(0),
+            latency: at_a.lat_stats.or(at_b.lat_stats),
+            bw_msg_rate: at_a.rx_msg_rate.min(at_b.rx_msg_rate),
             remeasured: false,
         });
     }
@@ -277,6 +343,23 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn latency_statistics_are_half_round_trips_by_nearest_rank() {
+        // 1000 round trips of 2..=2000 us: half of them is 1..=1000 us.
+        let mut rtt: Vec<f64> = (1..=1000).rev().map(|i| 2.0 * i as f64 * 1e-6).collect();
+        let st = LatencyStats::of_round_trips(&mut rtt).unwrap();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(near(st.min_us, 1.0) && near(st.max_us, 1000.0), "{st:?}");
+        assert!(
+            near(st.p50_us, 500.0) && near(st.p99_us, 990.0) && near(st.p999_us, 999.0),
+            "{st:?}"
+        );
+        assert!(near(st.avg_us, 500.5), "{st:?}");
+        // 2000 messages over the sum of the round trips (1.001 s).
+        assert!(near(st.msg_rate, 2000.0 / 1.001), "{st:?}");
+        assert_eq!(LatencyStats::of_round_trips(&mut []), None);
     }
 
     #[test]
@@ -323,6 +406,17 @@ mod tests {
             assert_eq!(l.bw_gbs, l.bw_ab_gbs.min(l.bw_ba_gbs));
             assert!(l.latency_us > 0.0 && l.latency_us.is_finite(), "{l:?}");
             assert_eq!(l.a_name, format!("rank{}", l.a));
+            let st = l.latency.expect("every link has latency statistics");
+            assert_eq!(st.samples, 5);
+            assert!(
+                st.min_us <= st.p50_us && st.p50_us <= st.p99_us && st.p99_us <= st.p999_us,
+                "{st:?}"
+            );
+            assert!(
+                st.p999_us <= st.max_us && (st.min_us..=st.max_us).contains(&st.avg_us),
+                "{st:?}"
+            );
+            assert!(st.msg_rate > 0.0 && l.bw_msg_rate > 0.0, "{l:?}");
         }
     }
 }

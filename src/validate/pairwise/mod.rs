@@ -25,6 +25,7 @@ use crate::session::Session;
 use crate::transport::Transport;
 
 pub use localise::Thresholds;
+pub use measure::LatencyStats;
 
 /// Version tag of the pairwise JSON (see `schema/collbench-pairwise.schema.json`).
 pub const SCHEMA: &str = "collbench-pairwise/1";
@@ -98,6 +99,13 @@ pub struct Link {
     /// retransmission timeout (TCP recovers bulk transfers from loss quickly on a short path; a lone small
     /// message waits out the timer, which is what loss costs a collective).
     pub stalls: u64,
+    /// The ping-pong's distribution (half round trips: min, mean, p50, p99, p99.9, max) and its message rate;
+    /// `latency_us` is its p50. Absent in files that predate it.
+    #[serde(default)]
+    pub latency: Option<LatencyStats>,
+    /// Messages of `config.bytes` per second in the slower direction of the bandwidth exchange.
+    #[serde(default)]
+    pub bw_msg_rate: f64,
     /// Measured twice, because the first pass found it slow: the values are both measurements merged
     /// ([`confirm::merge`]).
     #[serde(default)]

@@ -2,8 +2,12 @@
 
 use std::fmt::Write;
 
-use super::{Finding, Metric, PairwiseReport};
+use super::{Finding, LatencyStats, Link, Metric, PairwiseReport};
 use crate::sizes::format_size;
+use crate::units::BwUnit;
+
+/// Links listed one by one in the latency statistics: the worst by p99 (all of them in the JSON).
+pub const WORST_LINKS: usize = 5;
 
 /// Cells of a host x host matrix: `cell(row, col)` for row != col; the diagonal is `-`.
 fn matrix(names: &[String], title: &str, cell: impl Fn(usize, usize) -> Option<f64>, decimals: usize) -> String {
@@ -25,6 +29,75 @@ fn matrix(names: &[String], title: &str, cell: impl Fn(usize, usize) -> Option<f
         }
         s.push('\n');
     }
+    s
+}
+
+/// The latency statistics block: the [`WORST_LINKS`] links with the highest p99, then one line over all links
+/// (lowest min, mean of the means, median of the medians, highest p99, p99.9 and max, median message rates).
+fn latency_stats(rep: &PairwiseReport) -> String {
+    let mut with: Vec<(&Link, &LatencyStats)> = rep
+        .links
+        .iter()
+        .filter_map(|l| l.latency.as_ref().map(|st| (l, st)))
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    with.sort_by(|x, y| y.1.p99_us.total_cmp(&x.1.p99_us));
+    let shown = with.len().min(WORST_LINKS);
+    let name = |l: &Link| format!("{}<->{}", l.a_name, l.b_name);
+    let w = with.iter().map(|(l, _)| name(l).len()).max().unwrap_or(0).max(10);
+    let bw_size = format_size(rep.config.bytes as u64);
+    let which = if shown == with.len() {
+        format!("all {} links", with.len())
+    } else {
+        format!("the {shown} links of {} with the highest p99", with.len())
+    };
+    let mut s =
+        format!("# Latency statistics, us (half the 8 B round trip), and message rates: {which}; every link in -J\n");
+    let _ = writeln!(
+        s,
+        "# {:>w2$} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12}",
+        "link",
+        "min",
+        "avg",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "msg/s 8 B",
+        format!("msg/s {}", bw_size.replace(' ', "")),
+        w2 = w.saturating_sub(2)
+    );
+    let line = |s: &mut String, label: &str, st: &LatencyStats, bw_rate: f64| {
+        let _ = writeln!(
+            s,
+            "{label:>w$} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>12.0} {:>12.1}",
+            st.min_us, st.avg_us, st.p50_us, st.p99_us, st.p999_us, st.max_us, st.msg_rate, bw_rate
+        );
+    };
+    for (l, st) in &with[..shown] {
+        line(&mut s, &name(l), st, l.bw_msg_rate);
+    }
+    let med = |mut v: Vec<f64>| super::localise::median(&mut v);
+    let samples: usize = with.iter().map(|(_, st)| st.samples).sum();
+    let overall = LatencyStats {
+        samples,
+        min_us: with.iter().map(|(_, st)| st.min_us).fold(f64::INFINITY, f64::min),
+        avg_us: with.iter().map(|(_, st)| st.avg_us * st.samples as f64).sum::<f64>() / samples.max(1) as f64,
+        p50_us: med(with.iter().map(|(_, st)| st.p50_us).collect()),
+        p99_us: with.iter().map(|(_, st)| st.p99_us).fold(f64::NEG_INFINITY, f64::max),
+        p999_us: with.iter().map(|(_, st)| st.p999_us).fold(f64::NEG_INFINITY, f64::max),
+        max_us: with.iter().map(|(_, st)| st.max_us).fold(f64::NEG_INFINITY, f64::max),
+        msg_rate: med(with.iter().map(|(_, st)| st.msg_rate).collect()),
+    };
+    line(
+        &mut s,
+        "all",
+        &overall,
+        med(with.iter().map(|(l, _)| l.bw_msg_rate).collect()),
+    );
+    s.push_str("# all: lowest min, mean of the means, median of the medians, highest p99/p99.9/max, median rates\n");
     s
 }
 
@@ -107,8 +180,8 @@ fn num(v: f64) -> String {
     format!("{v:.digits$}")
 }
 
-/// The whole report as printed on stdout.
-pub fn text(rep: &PairwiseReport) -> String {
+/// The whole report as printed on stdout, bandwidth in `units`.
+pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
     let names: Vec<String> = rep.hosts.iter().map(|h| h.name.clone()).collect();
     let n = names.len();
     let again = rep.links.iter().filter(|l| l.remeasured).count();
@@ -147,8 +220,8 @@ pub fn text(rep: &PairwiseReport) -> String {
     s.push('\n');
     s += &matrix(
         &names,
-        "Bandwidth, GB/s: row sends to column while column sends to row (as the column received it)",
-        |r, c| link(r, c).map(|l| if r < c { l.bw_ab_gbs } else { l.bw_ba_gbs }),
+        &format!("Bandwidth, {units}: row sends to column while column sends to row (as the column received it)"),
+        |r, c| link(r, c).map(|l| units.of_gbs(if r < c { l.bw_ab_gbs } else { l.bw_ba_gbs })),
         3,
     );
     s.push('\n');
@@ -166,6 +239,11 @@ pub fn text(rep: &PairwiseReport) -> String {
         0,
     );
     s.push('\n');
+    let stats = latency_stats(rep);
+    if !stats.is_empty() {
+        s += &stats;
+        s.push('\n');
+    }
     if rep.findings.is_empty() {
         let th = &rep.thresholds;
         let _ = writeln!(
@@ -239,7 +317,7 @@ mod tests {
 
     #[test]
     fn matrices_put_each_direction_in_its_cell() {
-        let t = text(&report(None));
+        let t = text(&report(None), BwUnit::Gbyte);
         assert!(
             t.starts_with("# collbench pairwise: 3 hosts over tcp@eth0, 3 rounds in 1.2 s\n"),
             "{t}"
@@ -266,6 +344,52 @@ mod tests {
     }
 
     #[test]
+    fn latency_statistics_list_the_worst_links_and_all() {
+        let t = text(&report(None), BwUnit::Gbyte);
+        let block: Vec<&str> = t
+            .lines()
+            .skip_while(|l| !l.starts_with("# Latency statistics"))
+            .collect();
+        assert!(block[0].contains("all 3 links"), "{t}");
+        // Worst p99 first: links (1,2), (0,2), (0,1) have latencies 32, 31, 30 and p99 twice that.
+        let row = |i: usize| block[i].split_whitespace().collect::<Vec<_>>();
+        assert_eq!(
+            row(2)[..7],
+            ["h1<->h2", "28.80", "35.20", "32.00", "64.00", "96.00", "128.00"],
+            "{t}"
+        );
+        assert_eq!(row(4)[0], "h0<->h1", "{t}");
+        assert_eq!(
+            row(5)[..7],
+            ["all", "27.00", "34.10", "31.00", "64.00", "96.00", "128.00"],
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn gbit_prints_eight_times_the_gbyte_figures() {
+        let rep = report(None);
+        let cells = |u: BwUnit| -> Vec<f64> {
+            let t = text(&rep, u);
+            assert!(t.contains(&format!("# Bandwidth, {}:", u.label())), "{t}");
+            t.lines()
+                .skip_while(|l| !l.starts_with("# Bandwidth"))
+                .skip(2)
+                .take(3)
+                .flat_map(|l| {
+                    l.split_whitespace()
+                        .skip(1)
+                        .filter_map(|c| c.parse::<f64>().ok())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let (gb, gbit) = (cells(BwUnit::Gbyte), cells(BwUnit::Gbit));
+        assert_eq!(gb.len(), 6);
+        assert_eq!(gbit, gb.iter().map(|v| v * 8.0).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn re_measured_links_and_dismissed_findings_are_shown() {
         let mut rep = report(Some(2));
         for l in rep.links.iter_mut().filter(|l| l.a == 2 || l.b == 2) {
@@ -279,7 +403,7 @@ mod tests {
             value: 310.0,
             reference: 30.0,
         }];
-        let t = text(&rep);
+        let t = text(&rep, BwUnit::Gbyte);
         assert!(
             t.starts_with("# collbench pairwise: 3 hosts over tcp@eth0, 3 rounds (+2 re-measuring 2 suspect links) in"),
             "{t}"
@@ -292,7 +416,7 @@ mod tests {
             "{t}"
         );
         rep.config.confirm = false;
-        assert!(text(&rep).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
+        assert!(text(&rep, BwUnit::Gbyte).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
     }
 
     #[test]
@@ -336,7 +460,7 @@ mod tests {
 
     #[test]
     fn findings_are_listed_by_name() {
-        let t = text(&report(Some(2)));
+        let t = text(&report(Some(2)), BwUnit::Gbyte);
         assert!(
             t.contains("# Findings (each holds with its links measured twice)\nSLOW HOST h2: bandwidth 0.250 GB/s"),
             "{t}"

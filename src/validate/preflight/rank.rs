@@ -503,7 +503,10 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
         let mine = started.finish(&host, config);
         let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
-            let _ = crate::report::stdout::print(&format!("{}\n", pairwise::render::text(&rep)));
+            let _ = crate::report::stdout::print(&format!(
+                "{}\n",
+                pairwise::render::text(&rep, run.setup.base.outputs.units)
+            ));
             checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
             checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
             reports.push(rep);
