@@ -551,3 +551,58 @@ fn pairwise_and_info_keep_an_existing_output_unless_forced() {
         assert!(v.is_object(), "{args:?}");
     }
 }
+
+/// `|cell - want|` within half a unit of the cell's last printed decimal.
+fn printed_as(cell: &str, want: f64) -> bool {
+    let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+    let v: f64 = cell.parse().unwrap_or_else(|e| panic!("{cell}: {e}"));
+    (v - want).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9
+}
+
+#[test]
+fn units_gbit_prints_eight_times_the_json_gbs_and_says_gb_per_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = run(&[
+        "--np",
+        "2",
+        "-b",
+        "64K",
+        "-e",
+        "256K",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--units",
+        "gbit",
+        "-J",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("(Gb/s)  (Gb/s)") && !stdout.contains("(GB/s)"),
+        "{stdout}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let table = rows(&stdout);
+    assert_eq!(table.len(), results.len(), "{stdout}");
+    for (row, r) in table.iter().zip(results) {
+        // Columns: size count type redop root, then time algbw busbw #wrong per placement.
+        for (col, place) in [(6, "out_of_place"), (10, "in_place")] {
+            for (off, key) in [(0, "alg_bw"), (1, "bus_bw")] {
+                let want = 8.0 * r[place][key].as_f64().unwrap();
+                assert!(
+                    printed_as(&row[col + off], want),
+                    "{key} {} vs 8 x JSON = {want}\n{stdout}",
+                    row[col + off]
+                );
+            }
+        }
+    }
+    let bad = run(&["--np", "2", "--units", "furlongs"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("--units"), "{}", text(&bad.stderr));
+}

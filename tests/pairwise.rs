@@ -261,3 +261,91 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(out.stdout.is_empty(), "{args:?}: nothing measured");
     }
 }
+
+#[test]
+fn latency_statistics_and_message_rates_are_in_json_and_table_and_gbit_is_8x() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pw.json");
+    let out = pairwise(&[
+        "--np",
+        "3",
+        "--bytes",
+        "256K",
+        "--lat-iters",
+        "50",
+        "--no-confirm",
+        "--units",
+        "gbit",
+        "-J",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    validate(&v);
+    let links = v["links"].as_array().unwrap();
+    assert_eq!(links.len(), 3);
+    for l in links {
+        let st = &l["latency"];
+        let f = |k: &str| st[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {l}"));
+        let (min, avg, p50, p99, p999, max) = (
+            f("min_us"),
+            f("avg_us"),
+            f("p50_us"),
+            f("p99_us"),
+            f("p999_us"),
+            f("max_us"),
+        );
+        assert!(
+            min > 0.0 && min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+            "{l}"
+        );
+        assert!(min <= avg && avg <= max, "{l}");
+        assert_eq!(st["samples"], 50);
+        assert_eq!(p50, l["latency_us"].as_f64().unwrap());
+        // Two messages per round trip: the rate is 1e6 / mean half round trip, as the samples sum.
+        let rate = f("msg_rate");
+        assert!((rate * avg / 1e6 - 1.0).abs() < 1e-6, "{rate} msg/s vs {avg} us: {l}");
+        let bw_rate = l["bw_msg_rate"].as_f64().unwrap();
+        assert!(bw_rate > 0.0, "{l}");
+    }
+    // The table's latency block lists every link (3 <= the worst-links cap) and an overall line.
+    let block: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("# Latency statistics"))
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(block[0].contains("all 3 links"), "{stdout}");
+    assert!(block[1].contains("p99.9") && block[1].contains("msg/s 8 B"), "{stdout}");
+    for l in links {
+        let name = format!("{}<->{}", l["a_name"].as_str().unwrap(), l["b_name"].as_str().unwrap());
+        let row: Vec<&str> = block
+            .iter()
+            .find(|r| r.trim_start().starts_with(&name))
+            .expect(&name)
+            .split_whitespace()
+            .collect();
+        let p99: f64 = row[4].parse().unwrap();
+        assert!(
+            (p99 - l["latency"]["p99_us"].as_f64().unwrap()).abs() <= 0.005 + 1e-9,
+            "{row:?} {l}"
+        );
+    }
+    assert!(block.iter().any(|r| r.trim_start().starts_with("all ")), "{stdout}");
+    // --units gbit: the matrix says Gb/s and every cell is 8 x the JSON's GB/s, to the printed 3 decimals.
+    assert!(stdout.contains("# Bandwidth, Gb/s:"), "{stdout}");
+    let rows = matrix(&stdout, "Bandwidth");
+    for l in links {
+        let (a, b) = (l["a"].as_u64().unwrap() as usize, l["b"].as_u64().unwrap() as usize);
+        let cell: f64 = rows[a][b + 1].parse().unwrap();
+        let want = 8.0 * l["bw_ab_gbs"].as_f64().unwrap();
+        assert!(
+            (cell - want).abs() <= 0.0005 + 1e-9,
+            "cell {cell} vs 8 x JSON {want}\n{stdout}"
+        );
+    }
+}

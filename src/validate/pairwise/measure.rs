@@ -82,7 +82,7 @@ pub struct LatencyStats {
     pub avg_us: f64,
     pub p50_us: f64,
     pub p99_us: f64,
-    /// The 99.9th percentile (with fewer than 1000 samples, the largest but the top 0.1%: the maximum).
+    /// The 99.9th percentile (nearest rank, as p99) (with fewer than 1000 samples, the largest but the top 0.1%: the maximum).
     pub p999_us: f64,
     pub max_us: f64,
     /// Messages per second, both directions together: two per round trip over the round trips' time.
@@ -105,7 +105,12 @@ impl LatencyStats {
             samples: n,
             min_us: half_us(rtt_s[0]),
             avg_us: half_us(total / n as f64),
-            p50_us: pct(0.5),
+            // The median as the link's `latency_us` takes it (the middle two averaged), so the two agree.
+            p50_us: half_us(if n % 2 == 1 {
+                rtt_s[n / 2]
+            } else {
+                (rtt_s[n / 2 - 1] + rtt_s[n / 2]) / 2.0
+            }),
             p99_us: pct(0.99),
             p999_us: pct(0.999),
             max_us: half_us(rtt_s[n - 1]),
@@ -353,7 +358,7 @@ mod tests {
         let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(near(st.min_us, 1.0) && near(st.max_us, 1000.0), "{st:?}");
         assert!(
-            near(st.p50_us, 500.0) && near(st.p99_us, 990.0) && near(st.p999_us, 999.0),
+            near(st.p50_us, 500.5) && near(st.p99_us, 990.0) && near(st.p999_us, 999.0),
             "{st:?}"
         );
         assert!(near(st.avg_us, 500.5), "{st:?}");
