@@ -7,6 +7,7 @@ use crate::algorithm::Algo;
 use crate::engine::call::{Alloc, Buffers, Call, Memory};
 use crate::error::{Error, Result};
 use crate::memory::device::Device;
+use crate::memory::MemoryError;
 
 /// Device send and receive buffers, and the host buffers the runner fills and checks. The staged engine
 /// ([`super::staged::Staged`]) keeps its device buffers in one too.
@@ -21,7 +22,7 @@ pub struct Direct<D: Device> {
 impl<D: Device> Direct<D> {
     /// Allocates `send_bytes` and `recv_bytes` on `dev` for `rank`.
     pub fn new(dev: D, rank: usize, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
-        let fail = |m: String| device_error(rank, &dev, m);
+        let fail = |m: MemoryError| device_error(rank, &dev, m);
         let send = dev.alloc(send_bytes).map_err(fail)?;
         let recv = dev.alloc(recv_bytes).map_err(fail)?;
         Ok(Direct {
@@ -34,7 +35,7 @@ impl<D: Device> Direct<D> {
     }
 
     /// Turns a device's message into an error naming this rank and the device.
-    pub(super) fn fail(&self) -> impl Fn(String) -> Error + '_ {
+    pub(super) fn fail(&self) -> impl Fn(MemoryError) -> Error + '_ {
         move |m| device_error(self.rank, &self.dev, m)
     }
 
@@ -72,7 +73,7 @@ impl<D: Device> Alloc for DirectAlloc<D> {
 }
 
 /// A device failure on `rank`, naming the device.
-pub(super) fn device_error<D: Device>(rank: usize, dev: &D, m: String) -> Error {
+pub(super) fn device_error<D: Device>(rank: usize, dev: &D, m: MemoryError) -> Error {
     Error::peer(format!("rank {rank} ({}): {m}", dev.describe()))
 }
 

@@ -21,6 +21,7 @@ use crate::collective::Collective;
 use crate::engine::call::{Alloc, Buffers, Call, Memory, Staging};
 use crate::error::Result;
 use crate::memory::device::Device;
+use crate::memory::MemoryError;
 
 /// Bytes per staging copy.
 pub const STAGING_CHUNK: usize = 4 << 20;
@@ -114,8 +115,8 @@ impl<D: Device> Alloc for StagedAlloc<D> {
 /// offset, length)`.
 fn queue_copies(
     copies: &[pieces::Copy],
-    mut queue: impl FnMut(usize, usize, usize) -> Result<(), String>,
-) -> Result<(), String> {
+    mut queue: impl FnMut(usize, usize, usize) -> Result<(), MemoryError>,
+) -> Result<(), MemoryError> {
     for c in copies {
         for (off, len) in chunks(c.len) {
             queue(c.dev_at + off, c.host_at + off, len)?;
@@ -131,7 +132,7 @@ fn finish<D: Device>(
     marks: &marks::Marks<D::Mark>,
     mut waited: Duration,
     staging: &mut Staging,
-) -> Result<(), String> {
+) -> Result<(), MemoryError> {
     let t = Instant::now();
     dev.sync()?;
     waited += t.elapsed();
@@ -188,7 +189,7 @@ impl<D: Device> Memory for Staged<D> {
             dev, rank, send, recv, ..
         } = bufs;
         let dev = &*dev;
-        let fail = |m: String| device_error(*rank, dev, m);
+        let fail = |m: MemoryError| device_error(*rank, dev, m);
         marks.begin(dev).map_err(fail)?;
         for p in pieces.iter() {
             let r = if call.in_place {

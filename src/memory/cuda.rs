@@ -1,5 +1,5 @@
 //! One CUDA device for this process: the driver loaded at run time, a context and a stream on the chosen
-//! device, device buffers, copies and event timing. Every failure is a message, never a panic: cudarc
+//! device, device buffers, copies and event timing. Every failure is a [`MemoryError`], never a panic: cudarc
 //! panics when libcuda is absent, so presence is checked before its first call.
 
 use std::sync::Arc;
@@ -7,7 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{result, CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 
-use super::cuda_probe::{local_rank_from, no_driver_message, pick_device, DEVICE_ENV};
+use super::cuda_probe::{local_rank_from, pick_device, DEVICE_ENV};
+use super::MemoryError;
 
 /// A CUDA device opened for this process, with the stream every operation is queued on.
 pub struct Gpu {
@@ -24,7 +25,7 @@ pub struct Gpu {
 }
 
 /// The PCI bus id of device `dev`, sysfs form (`0000:19:00.0`, as NVML's are matched); needs no context.
-pub fn pci_bus_id(dev: sys::CUdevice) -> Result<String, String> {
+pub fn pci_bus_id(dev: sys::CUdevice) -> Result<String, MemoryError> {
     let attr = |a| {
         // SAFETY: an attribute query on a device handle the driver returned.
         unsafe { result::device::get_attribute(dev, a) }.map_err(driver_err("reading the PCI location"))
@@ -36,25 +37,23 @@ pub fn pci_bus_id(dev: sys::CUdevice) -> Result<String, String> {
 }
 
 /// A driver error with what was being done.
-pub fn driver_err(what: &str) -> impl FnOnce(DriverError) -> String + '_ {
-    move |e| format!("CUDA: {what} failed: {e}")
+pub fn driver_err(call: &'static str) -> impl FnOnce(DriverError) -> MemoryError {
+    move |e| MemoryError::Driver { call, cuda: e.into() }
 }
 
 impl Gpu {
-    /// Loads the driver and returns the number of devices, or the message naming what is missing.
-    pub fn check_driver() -> Result<usize, String> {
+    /// Loads the driver and returns the number of devices, or what is missing.
+    pub fn check_driver() -> Result<usize, MemoryError> {
         // SAFETY: only tries to dlopen the library (and closes it again).
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(no_driver_message());
+            return Err(MemoryError::NoDriver);
         }
-        let count = CudaContext::device_count().map_err(|e| {
-            format!("the NVIDIA driver library loaded but cuInit failed ({e}); check `nvidia-smi` and that the driver matches the kernel module")
-        })?;
+        let count = CudaContext::device_count().map_err(|e| MemoryError::DriverInit { cuda: e.into() })?;
         Ok(count.max(0) as usize)
     }
 
     /// The ordinal [`Gpu::open`] opens for `device`: it, else [`DEVICE_ENV`], else the local rank's.
-    fn choose(device: Option<&str>) -> Result<usize, String> {
+    fn choose(device: Option<&str>) -> Result<usize, MemoryError> {
         let count = Gpu::check_driver()?;
         let env_choice = std::env::var(DEVICE_ENV).ok();
         let local = local_rank_from(|k| std::env::var(k).ok());
@@ -64,7 +63,7 @@ impl Gpu {
     /// The device [`Gpu::open`] would open, without creating a context, as the rank list shows it:
     /// `cuda:0 [0000:19:00.0] NVIDIA H200`; or `cuda:? (why)` where the driver cannot say.
     pub fn label(device: Option<&str>) -> String {
-        let probe = || -> Result<String, String> {
+        let probe = || -> Result<String, MemoryError> {
             let ordinal = Gpu::choose(device)?;
             let dev = result::device::get(ordinal as i32).map_err(driver_err("cuDeviceGet"))?;
             let mut name = [0 as std::ffi::c_char; 128];
@@ -82,10 +81,12 @@ impl Gpu {
     }
 
     /// Opens the device `device` names (an ordinal), else [`DEVICE_ENV`], else the local rank's.
-    pub fn open(device: Option<&str>) -> Result<Gpu, String> {
+    pub fn open(device: Option<&str>) -> Result<Gpu, MemoryError> {
         let ordinal = Gpu::choose(device)?;
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| format!("CUDA: creating a context on device {ordinal} failed: {e}"))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| MemoryError::Context {
+            ordinal,
+            cuda: e.into(),
+        })?;
         // One stream carries every operation in order, so cudarc's per-buffer event tracking (for
         // buffers shared across streams) is not needed; it would add an event per launch to the timings.
         // SAFETY: no buffer exists yet, and all later work is queued on the one stream below.
@@ -119,21 +120,23 @@ impl Gpu {
     }
 
     /// `bytes` of device memory, zeroed.
-    pub fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, String> {
-        self.stream
-            .alloc_zeros::<u8>(bytes)
-            .map_err(|e| format!("CUDA: allocating {bytes} bytes on device {} failed: {e}", self.ordinal))
+    pub fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, MemoryError> {
+        self.stream.alloc_zeros::<u8>(bytes).map_err(|e| MemoryError::Alloc {
+            bytes,
+            ordinal: self.ordinal,
+            cuda: e.into(),
+        })
     }
 
     /// Copies `src` from the host into `dst` (same length).
-    pub fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>) -> Result<(), String> {
+    pub fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>) -> Result<(), MemoryError> {
         self.stream
             .memcpy_htod(src, dst)
             .map_err(driver_err("copying to the device"))
     }
 
     /// Copies `src` from the device into `dst` (same length) and waits for it.
-    pub fn download(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<(), String> {
+    pub fn download(&self, src: &CudaSlice<u8>, dst: &mut [u8]) -> Result<(), MemoryError> {
         self.stream
             .memcpy_dtoh(src, dst)
             .map_err(driver_err("copying from the device"))?;
@@ -141,28 +144,28 @@ impl Gpu {
     }
 
     /// Device-to-device copy of `src` into `dst` (cuMemcpyDtoD on the stream).
-    pub fn copy(&self, src: &CudaSlice<u8>, dst: &mut CudaSlice<u8>) -> Result<(), String> {
+    pub fn copy(&self, src: &CudaSlice<u8>, dst: &mut CudaSlice<u8>) -> Result<(), MemoryError> {
         self.stream
             .memcpy_dtod(src, dst)
             .map_err(driver_err("device-to-device copy"))
     }
 
     /// Waits for everything queued so far.
-    pub fn sync(&self) -> Result<(), String> {
+    pub fn sync(&self) -> Result<(), MemoryError> {
         self.stream
             .synchronize()
             .map_err(driver_err("synchronising the stream"))
     }
 
     /// An event with timing enabled, recorded on the stream now.
-    pub fn mark(&self) -> Result<CudaEvent, String> {
+    pub fn mark(&self) -> Result<CudaEvent, MemoryError> {
         self.stream
             .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(driver_err("recording an event"))
     }
 
     /// Seconds between two recorded events, once the second has completed.
-    pub fn elapsed(start: &CudaEvent, end: &CudaEvent) -> Result<f64, String> {
+    pub fn elapsed(start: &CudaEvent, end: &CudaEvent) -> Result<f64, MemoryError> {
         end.synchronize().map_err(driver_err("waiting for an event"))?;
         let ms = start.elapsed_ms(end).map_err(driver_err("reading an event time"))?;
         Ok(ms as f64 / 1e3)

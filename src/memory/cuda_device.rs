@@ -9,6 +9,7 @@ use cudarc::driver::{result, CudaEvent, CudaSlice, DevicePtr, LaunchConfig, Push
 
 use super::cuda::{driver_err, Gpu};
 use super::device::{check_finalize, check_range, check_reduce, Device};
+use super::MemoryError;
 use crate::memory::cuda_launch::Kernels;
 use crate::reduce::cuda_kernels::{finalize_name, geometry, reduce_name};
 use crate::reduce::{Dtype, Op};
@@ -52,14 +53,14 @@ impl std::ops::DerefMut for Pinned {
 
 impl CudaDevice {
     /// Opens the device `device` names (an ordinal), else `COLLBENCH_CUDA_DEVICE`, else the local rank's.
-    pub fn open(device: Option<&str>) -> Result<CudaDevice, String> {
+    pub fn open(device: Option<&str>) -> Result<CudaDevice, MemoryError> {
         Ok(CudaDevice {
             gpu: Gpu::open(device)?,
             kernels: OnceCell::new(),
         })
     }
 
-    fn kernels(&self) -> Result<&Kernels, String> {
+    fn kernels(&self) -> Result<&Kernels, MemoryError> {
         if let Some(k) = self.kernels.get() {
             return Ok(k);
         }
@@ -69,7 +70,7 @@ impl CudaDevice {
 
     /// Launches `name` over `len` bytes of `dtype` with `args`: every argument of these kernels is 64 bits
     /// wide, device pointers (as their values) and counts alike.
-    fn launch(&self, name: &str, dtype: Dtype, len: usize, args: &[u64]) -> Result<(), String> {
+    fn launch(&self, name: &str, dtype: Dtype, len: usize, args: &[u64]) -> Result<(), MemoryError> {
         self.bind()?;
         let f = self.kernels()?.function(name)?;
         let (grid, block) = geometry(len / dtype.size(), dtype.size(), self.gpu.sms);
@@ -87,7 +88,7 @@ impl CudaDevice {
         Ok(())
     }
 
-    fn bind(&self) -> Result<(), String> {
+    fn bind(&self) -> Result<(), MemoryError> {
         self.gpu
             .context()
             .bind_to_thread()
@@ -110,12 +111,12 @@ impl Device for CudaDevice {
         ptr
     }
 
-    fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, String> {
+    fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>, MemoryError> {
         // A zero-byte allocation is an error to the driver; one byte stands in.
         self.gpu.alloc(bytes.max(1))
     }
 
-    fn alloc_pinned(&self, bytes: usize) -> Result<Pinned, String> {
+    fn alloc_pinned(&self, bytes: usize) -> Result<Pinned, MemoryError> {
         if bytes == 0 {
             return Ok(Pinned {
                 _mem: None,
@@ -125,7 +126,7 @@ impl Device for CudaDevice {
         }
         // SAFETY: the memory is zeroed below before anything reads it.
         let mut mem = unsafe { self.gpu.context().alloc_pinned_with_flags::<u8>(bytes, 0) }
-            .map_err(|e| format!("CUDA: allocating {bytes} bytes of pinned host memory failed: {e}"))?;
+            .map_err(|e| MemoryError::AllocPinned { bytes, cuda: e.into() })?;
         let ptr = mem.as_mut_ptr().map_err(driver_err("mapping pinned memory"))?;
         let mut p = Pinned {
             _mem: Some(mem),
@@ -136,7 +137,7 @@ impl Device for CudaDevice {
         Ok(p)
     }
 
-    fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>, at: usize) -> Result<(), String> {
+    fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>, at: usize) -> Result<(), MemoryError> {
         check_range("upload", at, src.len(), dst.len())?;
         let mut view = dst.slice_mut(at..at + src.len());
         self.gpu
@@ -146,7 +147,7 @@ impl Device for CudaDevice {
         self.gpu.sync()
     }
 
-    fn download(&self, src: &CudaSlice<u8>, at: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn download(&self, src: &CudaSlice<u8>, at: usize, dst: &mut [u8]) -> Result<(), MemoryError> {
         check_range("download", at, dst.len(), src.len())?;
         let view = src.slice(at..at + dst.len());
         self.gpu
@@ -163,7 +164,7 @@ impl Device for CudaDevice {
         dst: &mut Pinned,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_range("copy to the host (source)", src_at, len, src.len())?;
         check_range("copy to the host (destination)", dst_at, len, dst.len())?;
         if len == 0 {
@@ -184,7 +185,7 @@ impl Device for CudaDevice {
         dst: &mut CudaSlice<u8>,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_range("copy to the device (source)", src_at, len, src.len())?;
         check_range("copy to the device (destination)", dst_at, len, dst.len())?;
         if len == 0 {
@@ -205,7 +206,7 @@ impl Device for CudaDevice {
         dst: &mut CudaSlice<u8>,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_range("device copy (source)", src_at, len, src.len())?;
         check_range("device copy (destination)", dst_at, len, dst.len())?;
         if len == 0 {
@@ -220,7 +221,7 @@ impl Device for CudaDevice {
             .map_err(driver_err("queueing a device-to-device copy"))
     }
 
-    fn prepare_reductions(&self) -> Result<(), String> {
+    fn prepare_reductions(&self) -> Result<(), MemoryError> {
         self.kernels().map(|_| ())
     }
 
@@ -231,7 +232,7 @@ impl Device for CudaDevice {
         dst_at: usize,
         (a_at, b_at): (usize, usize),
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_reduce(dtype, mem.len(), dst_at, (a_at, b_at), len)?;
         if len == 0 {
             return Ok(());
@@ -251,7 +252,7 @@ impl Device for CudaDevice {
         at: usize,
         len: usize,
         nranks: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_finalize(at, len, mem.len(), nranks)?;
         if len == 0 || op != Op::Avg {
             return Ok(());
@@ -263,23 +264,23 @@ impl Device for CudaDevice {
         self.launch(&finalize_name(dtype), dtype, len, &[buf, n, ranks])
     }
 
-    fn mark(&self) -> Result<CudaEvent, String> {
+    fn mark(&self) -> Result<CudaEvent, MemoryError> {
         self.gpu.mark()
     }
 
-    fn remark(&self, mark: &mut CudaEvent) -> Result<(), String> {
+    fn remark(&self, mark: &mut CudaEvent) -> Result<(), MemoryError> {
         mark.record(self.gpu.stream()).map_err(driver_err("recording an event"))
     }
 
-    fn wait(&self, mark: &CudaEvent) -> Result<(), String> {
+    fn wait(&self, mark: &CudaEvent) -> Result<(), MemoryError> {
         mark.synchronize().map_err(driver_err("waiting for an event"))
     }
 
-    fn sync(&self) -> Result<(), String> {
+    fn sync(&self) -> Result<(), MemoryError> {
         self.gpu.sync()
     }
 
-    fn elapsed(&self, from: &CudaEvent, to: &CudaEvent) -> Result<f64, String> {
+    fn elapsed(&self, from: &CudaEvent, to: &CudaEvent) -> Result<f64, MemoryError> {
         Gpu::elapsed(from, to)
     }
 }

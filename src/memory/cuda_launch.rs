@@ -7,7 +7,7 @@ use cudarc::driver::{CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use super::cuda::{driver_err, Gpu};
-use super::cuda_probe::no_nvrtc_message;
+use super::MemoryError;
 use crate::reduce::cuda_kernels::{
     arch_option, finalize_name, geometry, reduce_name, verify_name, COMPILE_OPTIONS, SOURCE, SOURCE_NAME, VERIFY_PERIOD,
 };
@@ -15,10 +15,10 @@ use crate::reduce::{Dtype, Op};
 
 /// Compiles the kernel source to PTX for the virtual architecture `arch` (an [`arch_option`]). Needs
 /// libnvrtc, not a GPU.
-pub fn compile(arch: &str) -> Result<Ptx, String> {
+pub fn compile(arch: &str) -> Result<Ptx, MemoryError> {
     // SAFETY: only tries to dlopen the library; cudarc panics on first use when it is missing.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(no_nvrtc_message());
+        return Err(MemoryError::NoNvrtc);
     }
     let mut options: Vec<String> = COMPILE_OPTIONS.iter().map(|s| s.to_string()).collect();
     options.push(arch.to_string());
@@ -28,12 +28,15 @@ pub fn compile(arch: &str) -> Result<Ptx, String> {
         ..Default::default()
     };
     cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts).map_err(|e| match e {
-        cudarc::nvrtc::CompileError::CompileError { log, options, .. } => format!(
-            "NVRTC could not compile {SOURCE_NAME} with {}: {}",
-            options.join(" "),
-            log.to_string_lossy()
-        ),
-        other => format!("NVRTC failed on {SOURCE_NAME}: {other}"),
+        cudarc::nvrtc::CompileError::CompileError { log, options, .. } => MemoryError::Compile {
+            file: SOURCE_NAME,
+            options: options.join(" "),
+            log: log.to_string_lossy().into_owned(),
+        },
+        other => MemoryError::Nvrtc {
+            file: SOURCE_NAME,
+            error: other.to_string(),
+        },
     })
 }
 
@@ -44,23 +47,24 @@ pub struct Kernels {
 
 impl Kernels {
     /// Compiles for `gpu`'s compute capability and loads the module.
-    pub fn load(gpu: &Gpu) -> Result<Kernels, String> {
+    pub fn load(gpu: &Gpu) -> Result<Kernels, MemoryError> {
         let (major, minor) = gpu.capability;
-        let ptx = compile(&arch_option(major, minor)?)?;
-        let module = gpu.context().load_module(ptx).map_err(|e| {
-            format!(
-                "CUDA: loading the kernels compiled by NVRTC for compute_{major}{minor} failed: {e} (a libnvrtc newer \
-                 than the driver emits PTX the driver cannot load: use the libnvrtc of the driver's CUDA version)"
-            )
+        let arch = arch_option(major, minor).map_err(|_| MemoryError::Capability { major, minor })?;
+        let ptx = compile(&arch)?;
+        let module = gpu.context().load_module(ptx).map_err(|e| MemoryError::LoadModule {
+            major,
+            minor,
+            cuda: e.into(),
         })?;
         Ok(Kernels { module })
     }
 
     /// The kernel named `name` (one of [`crate::reduce::cuda_kernels`]' names).
-    pub fn function(&self, name: &str) -> Result<cudarc::driver::CudaFunction, String> {
-        self.module
-            .load_function(name)
-            .map_err(|e| format!("CUDA: finding the kernel {name} failed: {e}"))
+    pub fn function(&self, name: &str) -> Result<cudarc::driver::CudaFunction, MemoryError> {
+        self.module.load_function(name).map_err(|e| MemoryError::NoKernel {
+            name: name.to_string(),
+            cuda: e.into(),
+        })
     }
 
     /// Launch configuration for `len` bytes of `dtype`.
@@ -82,7 +86,7 @@ impl Kernels {
         dst: &mut CudaSlice<u8>,
         a: &CudaSlice<u8>,
         b: &CudaSlice<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_lengths(dtype, &[dst.len(), a.len(), b.len()])?;
         let n = (dst.len() / dtype.size()) as u64;
         let f = self
@@ -99,10 +103,10 @@ impl Kernels {
     }
 
     /// Queues `buf[i] /= nranks` (the end of Avg, as the CPU's `finalize`).
-    pub fn finalize(&self, gpu: &Gpu, dtype: Dtype, buf: &mut CudaSlice<u8>, nranks: u64) -> Result<(), String> {
+    pub fn finalize(&self, gpu: &Gpu, dtype: Dtype, buf: &mut CudaSlice<u8>, nranks: u64) -> Result<(), MemoryError> {
         check_lengths(dtype, &[buf.len()])?;
         if nranks == 0 {
-            return Err("finalize: the rank count must be at least 1".into());
+            return Err(MemoryError::NoRanks);
         }
         let n = (buf.len() / dtype.size()) as u64;
         let f = self
@@ -119,13 +123,21 @@ impl Kernels {
 
     /// How many elements of `got` differ from `want[(first + i) % 8]`, counted on the device. `want`
     /// holds [`VERIFY_PERIOD`] elements of `dtype` (what `Pattern::fill(Source::Reduced, 0, ..)` writes).
-    pub fn verify(&self, gpu: &Gpu, dtype: Dtype, got: &CudaSlice<u8>, first: u64, want: &[u8]) -> Result<u64, String> {
+    pub fn verify(
+        &self,
+        gpu: &Gpu,
+        dtype: Dtype,
+        got: &CudaSlice<u8>,
+        first: u64,
+        want: &[u8],
+    ) -> Result<u64, MemoryError> {
         check_lengths(dtype, &[got.len()])?;
         if want.len() != VERIFY_PERIOD * dtype.size() {
-            return Err(format!(
-                "verify: the expected table has {} bytes, not {VERIFY_PERIOD} {dtype} elements",
-                want.len()
-            ));
+            return Err(MemoryError::VerifyTable {
+                bytes: want.len(),
+                period: VERIFY_PERIOD,
+                dtype,
+            });
         }
         let n = (got.len() / dtype.size()) as u64;
         let mut table = gpu.alloc(want.len())?;
@@ -154,13 +166,13 @@ impl Kernels {
 }
 
 /// Every buffer the same length, a whole number of elements (no launch may read past a buffer).
-fn check_lengths(dtype: Dtype, lens: &[usize]) -> Result<(), String> {
+fn check_lengths(dtype: Dtype, lens: &[usize]) -> Result<(), MemoryError> {
     let first = lens[0];
     if lens.iter().any(|&l| l != first) || first % dtype.size() != 0 {
-        return Err(format!(
-            "GPU kernel on {dtype}: buffers of {lens:?} bytes; they must be equal and a multiple of {} bytes",
-            dtype.size()
-        ));
+        return Err(MemoryError::KernelLengths {
+            dtype,
+            lens: lens.to_vec(),
+        });
     }
     Ok(())
 }
@@ -174,7 +186,15 @@ mod tests {
     fn buffer_lengths_are_checked_before_a_launch() {
         assert!(check_lengths(Dtype::Float, &[16, 16, 16]).is_ok());
         let e = check_lengths(Dtype::Float, &[16, 12, 16]).unwrap_err();
-        assert!(e.contains("float") && e.contains("[16, 12, 16]"), "{e}");
+        assert_eq!(
+            e,
+            MemoryError::KernelLengths {
+                dtype: Dtype::Float,
+                lens: vec![16, 12, 16]
+            }
+        );
+        let m = e.to_string();
+        assert!(m.contains("float") && m.contains("[16, 12, 16]"), "{m}");
         assert!(check_lengths(Dtype::Double, &[12]).is_err());
     }
 
@@ -195,7 +215,7 @@ mod tests {
                         );
                     }
                 }
-                Err(e) if !required && e.contains("libnvrtc.so") => {
+                Err(e @ MemoryError::NoNvrtc) if !required => {
                     eprintln!("skipped: {e}");
                     return;
                 }

@@ -1,6 +1,8 @@
 //! What the GPU path needs before it touches a device: the messages for a missing driver, NVRTC or
 //! device, and which device a process uses. Pure logic, compiled in every build.
 
+use super::MemoryError;
+
 /// Environment variable that picks the CUDA device by ordinal, over the local-rank default.
 pub const DEVICE_ENV: &str = "COLLBENCH_CUDA_DEVICE";
 
@@ -41,25 +43,17 @@ pub fn not_built_message() -> String {
 
 /// The device a process uses among `count`: `override_` (from [`DEVICE_ENV`] or a flag) when given,
 /// else the local rank modulo the count (ranks share devices when there are more ranks than devices).
-pub fn pick_device(override_: Option<&str>, local_rank: Option<&str>, count: usize) -> Result<usize, String> {
+pub fn pick_device(override_: Option<&str>, local_rank: Option<&str>, count: usize) -> Result<usize, MemoryError> {
     if count == 0 {
-        return Err(
-            "the NVIDIA driver is loaded but reports no CUDA device; check `nvidia-smi` and \
-                    CUDA_VISIBLE_DEVICES"
-                .into(),
-        );
+        return Err(MemoryError::NoDevices);
     }
     if let Some(s) = override_ {
-        let d: usize = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("device '{s}' is not a device ordinal (0 to {})", count - 1))?;
+        let d: usize = s.trim().parse().map_err(|_| MemoryError::NotAnOrdinal {
+            given: s.to_string(),
+            count,
+        })?;
         if d >= count {
-            return Err(format!(
-                "device {d} does not exist: this machine shows {count} CUDA device(s), ordinals 0 to {} \
-                 (CUDA_VISIBLE_DEVICES narrows and renumbers them)",
-                count - 1
-            ));
+            return Err(MemoryError::NoSuchDevice { ordinal: d, count });
         }
         return Ok(d);
     }
@@ -98,10 +92,15 @@ mod tests {
         assert_eq!(pick_device(None, Some("9"), 8), Ok(1));
         assert_eq!(pick_device(Some("5"), Some("3"), 8), Ok(5));
         let e = pick_device(Some("8"), None, 8).unwrap_err();
-        assert!(e.contains("device 8") && e.contains("0 to 7"), "{e}");
+        assert_eq!(e, MemoryError::NoSuchDevice { ordinal: 8, count: 8 });
+        let m = e.to_string();
+        assert!(m.contains("device 8") && m.contains("0 to 7"), "{m}");
         let e = pick_device(Some("gpu0"), None, 2).unwrap_err();
-        assert!(e.contains("'gpu0'"), "{e}");
-        assert!(pick_device(None, None, 0).unwrap_err().contains("no CUDA device"));
+        assert!(matches!(&e, MemoryError::NotAnOrdinal { given, count: 2 } if given == "gpu0"));
+        assert!(e.to_string().contains("'gpu0'"), "{e}");
+        let e = pick_device(None, None, 0).unwrap_err();
+        assert_eq!(e, MemoryError::NoDevices);
+        assert!(e.to_string().contains("no CUDA device"));
     }
 
     #[test]

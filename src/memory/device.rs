@@ -7,9 +7,10 @@
 
 use std::ops::DerefMut;
 
+use super::MemoryError;
 use crate::reduce::{Dtype, Op};
 
-/// A device and the one stream its work is queued on. Errors are messages naming what failed.
+/// A device and the one stream its work is queued on. Errors say what failed ([`MemoryError`]).
 pub trait Device {
     /// One allocation in device memory.
     type Mem;
@@ -23,13 +24,13 @@ pub trait Device {
     /// The device address of `mem` (for libraries that take device pointers, such as NCCL).
     fn address(&self, mem: &Self::Mem) -> u64;
     /// `bytes` of device memory, zeroed.
-    fn alloc(&self, bytes: usize) -> Result<Self::Mem, String>;
+    fn alloc(&self, bytes: usize) -> Result<Self::Mem, MemoryError>;
     /// `bytes` of pinned host memory, zeroed.
-    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, String>;
+    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, MemoryError>;
     /// Copies `src` into `dst` from byte `at`, and waits for it (setting inputs up; not timed).
-    fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), String>;
+    fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), MemoryError>;
     /// Copies `dst.len()` bytes of `src` from byte `at` into `dst`, and waits for it (for the data check).
-    fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), String>;
+    fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), MemoryError>;
     /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. Those bytes of `dst` must not
     /// be read before a mark queued after the copy has been waited for, or the next [`Device::sync`].
     fn to_host(
@@ -39,7 +40,7 @@ pub trait Device {
         dst: &mut Self::Pinned,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String>;
+    ) -> Result<(), MemoryError>;
     /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`. Those bytes of `src` must not
     /// be written before a mark queued after the copy has been waited for, or the next [`Device::sync`].
     fn to_device(
@@ -49,7 +50,7 @@ pub trait Device {
         dst: &mut Self::Mem,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String>;
+    ) -> Result<(), MemoryError>;
     /// Queues a copy of `len` bytes from `src[src_at..]` into `dst[dst_at..]`, both in device memory.
     fn copy(
         &self,
@@ -58,10 +59,10 @@ pub trait Device {
         dst: &mut Self::Mem,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String>;
+    ) -> Result<(), MemoryError>;
     /// Readies [`Device::reduce`] and [`Device::finalize`] (CUDA compiles its kernels), so the first call
     /// does not pay for it.
-    fn prepare_reductions(&self) -> Result<(), String> {
+    fn prepare_reductions(&self) -> Result<(), MemoryError> {
         Ok(())
     }
     /// Queues `mem[dst_at..] = mem[a_at..] op mem[b_at..]` over `len` bytes of elements of `kind`'s dtype,
@@ -74,7 +75,7 @@ pub trait Device {
         dst_at: usize,
         from: (usize, usize),
         len: usize,
-    ) -> Result<(), String>;
+    ) -> Result<(), MemoryError>;
     /// Queues the end of Avg over `len` bytes of `mem` from `at`: every element divided by `nranks`. Nothing
     /// for the other ops.
     fn finalize(
@@ -84,20 +85,20 @@ pub trait Device {
         at: usize,
         len: usize,
         nranks: usize,
-    ) -> Result<(), String>;
+    ) -> Result<(), MemoryError>;
     /// Records a mark on the stream now.
-    fn mark(&self) -> Result<Self::Mark, String>;
+    fn mark(&self) -> Result<Self::Mark, MemoryError>;
     /// Records `mark`, already passed, again on the stream now (reusing it, where making one costs).
-    fn remark(&self, mark: &mut Self::Mark) -> Result<(), String> {
+    fn remark(&self, mark: &mut Self::Mark) -> Result<(), MemoryError> {
         *mark = self.mark()?;
         Ok(())
     }
     /// Waits until the stream has passed `mark` (work queued after it may still be running).
-    fn wait(&self, mark: &Self::Mark) -> Result<(), String>;
+    fn wait(&self, mark: &Self::Mark) -> Result<(), MemoryError>;
     /// Waits for everything queued so far.
-    fn sync(&self) -> Result<(), String>;
+    fn sync(&self) -> Result<(), MemoryError>;
     /// Seconds between two marks, both passed (after a [`Device::sync`]).
-    fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, String>;
+    fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, MemoryError>;
 }
 
 /// Checks the ranges of a device reduction: within `size` bytes, whole elements, and not overlapping.
@@ -107,7 +108,7 @@ pub fn check_reduce(
     dst_at: usize,
     (a_at, b_at): (usize, usize),
     len: usize,
-) -> Result<(), String> {
+) -> Result<(), MemoryError> {
     for (what, at) in [
         ("reduce (destination)", dst_at),
         ("reduce (a)", a_at),
@@ -116,34 +117,34 @@ pub fn check_reduce(
         check_range(what, at, len, size)?;
     }
     if len % dtype.size() != 0 {
-        return Err(format!("reduce: {len} bytes is not a whole number of {dtype} elements"));
+        return Err(MemoryError::PartElements { len, dtype });
     }
     let apart = |x: usize, y: usize| x.abs_diff(y) >= len;
     if len > 0 && !(apart(dst_at, a_at) && apart(dst_at, b_at) && apart(a_at, b_at)) {
-        return Err(format!(
-            "reduce: overlapping ranges of {len} bytes at {dst_at} (destination), {a_at} and {b_at}"
-        ));
+        return Err(MemoryError::Overlap {
+            len,
+            dst_at,
+            a_at,
+            b_at,
+        });
     }
     Ok(())
 }
 
 /// Checks a finalize of `len` bytes at `at` in a buffer of `size` bytes over `nranks` ranks.
-pub fn check_finalize(at: usize, len: usize, size: usize, nranks: usize) -> Result<(), String> {
+pub fn check_finalize(at: usize, len: usize, size: usize, nranks: usize) -> Result<(), MemoryError> {
     check_range("finalize", at, len, size)?;
     if nranks == 0 {
-        return Err("finalize: the rank count must be at least 1".into());
+        return Err(MemoryError::NoRanks);
     }
     Ok(())
 }
 
 /// Checks that `at..at + len` lies within a buffer of `size` bytes (a staging bug, not bad input).
-pub fn check_range(what: &str, at: usize, len: usize, size: usize) -> Result<(), String> {
+pub fn check_range(what: &'static str, at: usize, len: usize, size: usize) -> Result<(), MemoryError> {
     match at.checked_add(len) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(format!(
-            "{what}: bytes {at}..{} outside a buffer of {size} bytes",
-            at.saturating_add(len)
-        )),
+        _ => Err(MemoryError::OutOfRange { what, at, len, size }),
     }
 }
 
@@ -159,16 +160,16 @@ impl<D: Device + ?Sized> Device for &D {
     fn address(&self, mem: &Self::Mem) -> u64 {
         (**self).address(mem)
     }
-    fn alloc(&self, bytes: usize) -> Result<Self::Mem, String> {
+    fn alloc(&self, bytes: usize) -> Result<Self::Mem, MemoryError> {
         (**self).alloc(bytes)
     }
-    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, String> {
+    fn alloc_pinned(&self, bytes: usize) -> Result<Self::Pinned, MemoryError> {
         (**self).alloc_pinned(bytes)
     }
-    fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), String> {
+    fn upload(&self, src: &[u8], dst: &mut Self::Mem, at: usize) -> Result<(), MemoryError> {
         (**self).upload(src, dst, at)
     }
-    fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn download(&self, src: &Self::Mem, at: usize, dst: &mut [u8]) -> Result<(), MemoryError> {
         (**self).download(src, at, dst)
     }
     fn to_host(
@@ -178,7 +179,7 @@ impl<D: Device + ?Sized> Device for &D {
         dst: &mut Self::Pinned,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         (**self).to_host(src, src_at, dst, dst_at, len)
     }
     fn to_device(
@@ -188,7 +189,7 @@ impl<D: Device + ?Sized> Device for &D {
         dst: &mut Self::Mem,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         (**self).to_device(src, src_at, dst, dst_at, len)
     }
     fn copy(
@@ -198,10 +199,10 @@ impl<D: Device + ?Sized> Device for &D {
         dst: &mut Self::Mem,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         (**self).copy(src, src_at, dst, dst_at, len)
     }
-    fn prepare_reductions(&self) -> Result<(), String> {
+    fn prepare_reductions(&self) -> Result<(), MemoryError> {
         (**self).prepare_reductions()
     }
     fn reduce(
@@ -211,7 +212,7 @@ impl<D: Device + ?Sized> Device for &D {
         dst_at: usize,
         from: (usize, usize),
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         (**self).reduce(mem, kind, dst_at, from, len)
     }
     fn finalize(
@@ -221,22 +222,22 @@ impl<D: Device + ?Sized> Device for &D {
         at: usize,
         len: usize,
         nranks: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         (**self).finalize(mem, kind, at, len, nranks)
     }
-    fn mark(&self) -> Result<Self::Mark, String> {
+    fn mark(&self) -> Result<Self::Mark, MemoryError> {
         (**self).mark()
     }
-    fn remark(&self, mark: &mut Self::Mark) -> Result<(), String> {
+    fn remark(&self, mark: &mut Self::Mark) -> Result<(), MemoryError> {
         (**self).remark(mark)
     }
-    fn wait(&self, mark: &Self::Mark) -> Result<(), String> {
+    fn wait(&self, mark: &Self::Mark) -> Result<(), MemoryError> {
         (**self).wait(mark)
     }
-    fn sync(&self) -> Result<(), String> {
+    fn sync(&self) -> Result<(), MemoryError> {
         (**self).sync()
     }
-    fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, String> {
+    fn elapsed(&self, from: &Self::Mark, to: &Self::Mark) -> Result<f64, MemoryError> {
         (**self).elapsed(from, to)
     }
 }

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::device::{check_finalize, check_range, check_reduce, Device};
-use super::HostBuf;
+use super::{HostBuf, MemoryError};
 use crate::reduce::{kernel, Dtype, Op};
 
 /// Host memory posing as a device with one stream.
@@ -185,15 +185,15 @@ impl Device for Emulated {
         mem.as_ptr() as u64
     }
 
-    fn alloc(&self, bytes: usize) -> Result<HostBuf, String> {
+    fn alloc(&self, bytes: usize) -> Result<HostBuf, MemoryError> {
         Ok(HostBuf::new(bytes))
     }
 
-    fn alloc_pinned(&self, bytes: usize) -> Result<HostBuf, String> {
+    fn alloc_pinned(&self, bytes: usize) -> Result<HostBuf, MemoryError> {
         Ok(HostBuf::new(bytes))
     }
 
-    fn upload(&self, src: &[u8], dst: &mut HostBuf, at: usize) -> Result<(), String> {
+    fn upload(&self, src: &[u8], dst: &mut HostBuf, at: usize) -> Result<(), MemoryError> {
         check_range("upload", at, src.len(), dst.len())?;
         // Stream order: whatever was queued before the upload is done before it.
         self.sync()?;
@@ -201,7 +201,7 @@ impl Device for Emulated {
         Ok(())
     }
 
-    fn download(&self, src: &HostBuf, at: usize, dst: &mut [u8]) -> Result<(), String> {
+    fn download(&self, src: &HostBuf, at: usize, dst: &mut [u8]) -> Result<(), MemoryError> {
         check_range("download", at, dst.len(), src.len())?;
         self.sync()?;
         dst.copy_from_slice(&src[at..at + dst.len()]);
@@ -215,7 +215,7 @@ impl Device for Emulated {
         dst: &mut HostBuf,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_range("copy to the host (source)", src_at, len, src.len())?;
         check_range("copy to the host (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
@@ -231,7 +231,7 @@ impl Device for Emulated {
         dst: &mut HostBuf,
         dst_at: usize,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_range("copy to the device (source)", src_at, len, src.len())?;
         check_range("copy to the device (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
@@ -240,7 +240,14 @@ impl Device for Emulated {
         Ok(())
     }
 
-    fn copy(&self, src: &HostBuf, src_at: usize, dst: &mut HostBuf, dst_at: usize, len: usize) -> Result<(), String> {
+    fn copy(
+        &self,
+        src: &HostBuf,
+        src_at: usize,
+        dst: &mut HostBuf,
+        dst_at: usize,
+        len: usize,
+    ) -> Result<(), MemoryError> {
         check_range("device copy (source)", src_at, len, src.len())?;
         check_range("device copy (destination)", dst_at, len, dst.len())?;
         // SAFETY: both offsets are within their buffers (checked above).
@@ -256,7 +263,7 @@ impl Device for Emulated {
         dst: usize,
         (a, b): (usize, usize),
         len: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_reduce(kind.0, mem.len(), dst, (a, b), len)?;
         if len > 0 {
             let base = mem.base();
@@ -279,7 +286,7 @@ impl Device for Emulated {
         at: usize,
         len: usize,
         nranks: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), MemoryError> {
         check_finalize(at, len, mem.len(), nranks)?;
         if len > 0 && kind.1 == Op::Avg {
             // SAFETY: the offset is within the buffer (checked above).
@@ -291,31 +298,31 @@ impl Device for Emulated {
         Ok(())
     }
 
-    fn mark(&self) -> Result<Mark, String> {
+    fn mark(&self) -> Result<Mark, MemoryError> {
         let at = Rc::new(Cell::new(None));
         self.queue.borrow_mut().push_back(Queued::Mark(Rc::clone(&at)));
         Ok(Mark(at))
     }
 
-    fn wait(&self, mark: &Mark) -> Result<(), String> {
+    fn wait(&self, mark: &Mark) -> Result<(), MemoryError> {
         if mark.0.get().is_none() {
             self.drain(|q| matches!(q, Queued::Mark(m) if Rc::ptr_eq(m, &mark.0)));
         }
         match mark.0.get() {
             Some(_) => Ok(()),
-            None => Err("waiting for a mark this device never queued".into()),
+            None => Err(MemoryError::ForeignMark),
         }
     }
 
-    fn sync(&self) -> Result<(), String> {
+    fn sync(&self) -> Result<(), MemoryError> {
         self.drain(|_| false);
         Ok(())
     }
 
-    fn elapsed(&self, from: &Mark, to: &Mark) -> Result<f64, String> {
+    fn elapsed(&self, from: &Mark, to: &Mark) -> Result<f64, MemoryError> {
         match (from.0.get(), to.0.get()) {
             (Some(a), Some(b)) => Ok(b.saturating_duration_since(a).as_secs_f64()),
-            _ => Err("reading the time of a mark the stream has not passed (wait or sync first)".into()),
+            _ => Err(MemoryError::MarkNotPassed),
         }
     }
 }
@@ -338,7 +345,16 @@ mod tests {
         d.download(&mem, 0, &mut back).unwrap();
         assert_eq!(back, [0, 0, 1, 2, 0, 1, 2, 3]);
         let e = d.to_device(&pin, 0, &mut mem, 6, 4).unwrap_err();
-        assert!(e.contains("outside a buffer of 8 bytes"), "{e}");
+        assert_eq!(
+            e,
+            MemoryError::OutOfRange {
+                what: "copy to the device (destination)",
+                at: 6,
+                len: 4,
+                size: 8
+            }
+        );
+        assert!(e.to_string().contains("outside a buffer of 8 bytes"), "{e}");
         assert!(d.upload(&[0; 9], &mut mem, 0).is_err());
     }
 
@@ -365,7 +381,8 @@ mod tests {
         let second = d.mark().unwrap();
         assert_eq!(&pin[..], &[0, 0, 0, 0], "nothing is copied before a wait");
         let e = d.elapsed(&start, &first).unwrap_err();
-        assert!(e.contains("not passed"), "{e}");
+        assert_eq!(e, MemoryError::MarkNotPassed);
+        assert!(e.to_string().contains("not passed"), "{e}");
         d.wait(&first).unwrap();
         assert_eq!(
             &pin[..],
@@ -386,7 +403,7 @@ mod tests {
         assert_eq!(back, [1, 7]);
         // A mark of another device is refused.
         let other = Emulated::default().mark().unwrap();
-        assert!(d.wait(&other).is_err());
+        assert_eq!(d.wait(&other).unwrap_err(), MemoryError::ForeignMark);
     }
 
     #[test]
@@ -402,9 +419,22 @@ mod tests {
         d.download(&mem, 16, &mut out).unwrap();
         assert_eq!(out.to_vec(), ints([5, 11]), "(1 + 10) / 2 and (2 + 20) / 2, truncated");
         let e = d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 4, (0, 8), 8).unwrap_err();
-        assert!(e.contains("overlapping"), "{e}");
-        assert!(
-            d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 16, (0, 8), 6).is_err(),
+        assert_eq!(
+            e,
+            MemoryError::Overlap {
+                len: 8,
+                dst_at: 4,
+                a_at: 0,
+                b_at: 8
+            }
+        );
+        assert!(e.to_string().contains("overlapping"), "{e}");
+        assert_eq!(
+            d.reduce(&mut mem, (Dtype::Int32, Op::Sum), 16, (0, 8), 6).unwrap_err(),
+            MemoryError::PartElements {
+                len: 6,
+                dtype: Dtype::Int32
+            },
             "not whole elements"
         );
         assert!(

@@ -2,6 +2,7 @@
 
 use std::str::FromStr;
 
+use super::MemoryError;
 use crate::error::{Error, Result};
 
 /// The memory a run's buffers are allocated in.
@@ -15,13 +16,13 @@ pub enum MemoryKind {
 }
 
 impl FromStr for MemoryKind {
-    type Err = String;
+    type Err = MemoryError;
 
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    fn from_str(s: &str) -> std::result::Result<Self, MemoryError> {
         match s.to_ascii_lowercase().as_str() {
             "host" => Ok(MemoryKind::Host),
             "cuda" => Ok(MemoryKind::Cuda),
-            other => Err(format!("unknown memory '{other}' (expected host or cuda)")),
+            other => Err(MemoryError::UnknownKind(other.to_string())),
         }
     }
 }

@@ -12,9 +12,11 @@ pub mod cuda_launch;
 pub mod cuda_probe;
 pub mod device;
 pub mod emulated;
+pub mod error;
 pub mod gpudirect;
 pub mod host;
 pub mod kind;
 
+pub use error::MemoryError;
 pub use host::HostBuf;
 pub use kind::MemoryKind;

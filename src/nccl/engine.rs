@@ -41,7 +41,7 @@ impl NcclComm {
         let host = crate::net::hostname();
         let fail = move |m: String| Error::peer(format!("rank {rank} (host {host}): nccl: {m}"));
         let nccl = Nccl::load().map_err(|m| Error::usage("--transport", m))?;
-        let gpu = Gpu::open(device).map_err(&fail)?;
+        let gpu = Gpu::open(device).map_err(|e| fail(e.into()))?;
         let mut id = UniqueId { internal: [0; 128] };
         if rank == 0 {
             // SAFETY: writes the 128-byte id.
@@ -62,7 +62,7 @@ impl NcclComm {
         gpu.context()
             .bind_to_thread()
             .map_err(driver_err("binding the context"))
-            .map_err(&fail)?;
+            .map_err(|e| fail(e.into()))?;
         let mut comm: Comm = std::ptr::null_mut();
         // SAFETY: every rank passes the same id, its own rank and the job's size; the context is current.
         let rc = unsafe { (nccl.comm_init_rank)(&mut comm, n as i32, id, rank as i32) };
@@ -96,7 +96,7 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
     fn scratch(&mut self, len: usize) -> Result<u64> {
         if self.comm.scratch.as_ref().map_or(true, |s| s.len() < len) {
             self.comm.scratch = None;
-            let fresh = self.comm.gpu.alloc(len.max(1)).map_err(|m| self.fail(m))?;
+            let fresh = self.comm.gpu.alloc(len.max(1)).map_err(|e| self.fail(e.into()))?;
             self.comm.scratch = Some(fresh);
         }
         let s = self.comm.scratch.as_ref().expect("allocated above");
@@ -147,6 +147,7 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
                 Step::ToScratch { src, len } => {
                     result::memcpy_dtod_async(scratch, src, len, self.comm.gpu.stream().cu_stream())
                         .map_err(driver_err("copying the in-place input aside"))
+                        .map_err(String::from)
                 }
                 Step::Group(ref ops) => {
                     n.check("ncclGroupStart", (n.group_start)())?;
@@ -214,11 +215,11 @@ impl<T: Transport> Engine for NcclEngine<'_, T> {
             .context()
             .bind_to_thread()
             .map_err(driver_err("binding the context"))
-            .map_err(|m| self.fail(m))?;
+            .map_err(|e| self.fail(e.into()))?;
         for step in plan(call, self.rank(), self.size(), send, recv, scratch) {
             self.queue(call, &step, scratch).map_err(|m| self.fail(m))?;
         }
-        self.comm.gpu.sync().map_err(|m| self.fail(m))
+        self.comm.gpu.sync().map_err(|e| self.fail(e.into()))
     }
 
     fn barrier(&mut self) -> Result<()> {

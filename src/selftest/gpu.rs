@@ -254,8 +254,12 @@ fn measure_bandwidth(gpu: &Gpu, kernels: &Kernels, iters: usize) -> Result<Bandw
         }
         Ok(best.max(1e-9))
     };
-    let copy_time_s = best(&mut || gpu.copy(&a, &mut dst))?;
-    let reduce_time_s = best(&mut || kernels.reduce(gpu, Dtype::Float, Op::Sum, &mut dst, &a, &b))?;
+    let copy_time_s = best(&mut || gpu.copy(&a, &mut dst).map_err(String::from))?;
+    let reduce_time_s = best(&mut || {
+        kernels
+            .reduce(gpu, Dtype::Float, Op::Sum, &mut dst, &a, &b)
+            .map_err(String::from)
+    })?;
     let copy_gbps = 2.0 * bytes as f64 / copy_time_s / 1e9;
     let reduce_gbps = 3.0 * bytes as f64 / reduce_time_s / 1e9;
     let ratio = reduce_gbps / copy_gbps;

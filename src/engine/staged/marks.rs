@@ -2,6 +2,7 @@
 //! anew, since on CUDA a new mark is an event created, and later destroyed, inside the timed call.
 
 use crate::memory::device::Device;
+use crate::memory::MemoryError;
 
 /// The marks of one call: its start, one after each piece's input copy, and two around each later batch of
 /// device work (copies back, reductions). Only the first `n_*` of each list belong to the current call.
@@ -15,7 +16,7 @@ pub(super) struct Marks<M> {
 }
 
 /// Records mark `i` of `marks`, reusing it when it exists.
-fn record<D: Device>(dev: &D, marks: &mut Vec<D::Mark>, i: usize) -> Result<(), String> {
+fn record<D: Device>(dev: &D, marks: &mut Vec<D::Mark>, i: usize) -> Result<(), MemoryError> {
     match marks.get_mut(i) {
         Some(m) => dev.remark(m),
         None => {
@@ -39,14 +40,14 @@ impl<M> Marks<M> {
     }
 
     /// Starts a call: its first mark, now.
-    pub(super) fn begin<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), String> {
+    pub(super) fn begin<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), MemoryError> {
         self.n_inputs = 0;
         self.n_batches = 0;
         record(dev, &mut self.start, 0)
     }
 
     /// The mark after the next piece's input copy.
-    pub(super) fn input<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), String> {
+    pub(super) fn input<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), MemoryError> {
         record(dev, &mut self.inputs, self.n_inputs)?;
         self.n_inputs += 1;
         Ok(())
@@ -58,12 +59,12 @@ impl<M> Marks<M> {
     }
 
     /// The mark before the next batch of device work.
-    pub(super) fn batch_begin<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), String> {
+    pub(super) fn batch_begin<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), MemoryError> {
         record(dev, &mut self.begins, self.n_batches)
     }
 
     /// The mark after it.
-    pub(super) fn batch_end<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), String> {
+    pub(super) fn batch_end<D: Device<Mark = M>>(&mut self, dev: &D) -> Result<(), MemoryError> {
         record(dev, &mut self.ends, self.n_batches)?;
         self.n_batches += 1;
         Ok(())
@@ -76,7 +77,7 @@ impl<M> Marks<M> {
 
     /// Device time of the call, all marks passed: the input copies ran back to back from the start to the
     /// last input mark; every batch between its own two marks.
-    pub(super) fn device_s<D: Device<Mark = M>>(&self, dev: &D) -> Result<f64, String> {
+    pub(super) fn device_s<D: Device<Mark = M>>(&self, dev: &D) -> Result<f64, MemoryError> {
         let mut s = match (self.start.first(), self.n_inputs) {
             (Some(start), n) if n > 0 => dev.elapsed(start, &self.inputs[n - 1])?,
             _ => 0.0,

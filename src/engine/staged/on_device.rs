@@ -23,6 +23,7 @@ use crate::engine::pieces::Piece;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::memory::device::Device;
+use crate::memory::MemoryError;
 
 /// Whether `call` on `nranks` ranks is reduced on the device (others run the host-reduction pipeline).
 pub(super) fn applies(coll: Collective, nranks: usize) -> bool {
@@ -96,7 +97,7 @@ pub(super) struct Scratch<D: Device> {
 
 impl<D: Device> Scratch<D> {
     /// Empty buffers on `dev`.
-    pub(super) fn new(dev: &D) -> std::result::Result<Self, String> {
+    pub(super) fn new(dev: &D) -> std::result::Result<Self, MemoryError> {
         Ok(Scratch {
             a: dev.alloc_pinned(0)?,
             b: dev.alloc_pinned(0)?,
@@ -171,7 +172,7 @@ impl<D: Device> Staged<D> {
             dev, rank, send, recv, ..
         } = bufs;
         let (dev, r) = (&*dev, *rank);
-        let fail = |m: String| device_error(r, dev, m);
+        let fail = |m: MemoryError| device_error(r, dev, m);
         let Scratch { a, b, c, s, parts, .. } = scratch.as_mut().expect("scratch exists when reducing on the device");
         let kind = (call.dtype, call.op);
 
@@ -268,7 +269,7 @@ fn reduce_blocks<D: Device>(
     part: &Part,
     rank: usize,
     n: usize,
-) -> std::result::Result<usize, String> {
+) -> std::result::Result<usize, MemoryError> {
     let at = |j: usize| part.dev_at + j * part.blk;
     let (mut cur, mut spare) = (at(rank), at(n));
     for j in (0..n).filter(|&j| j != rank) {
