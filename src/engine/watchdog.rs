@@ -348,7 +348,7 @@ fn give_up(shared: &Shared, job: &Job, what: &str, waited: Duration) -> ! {
         let settled = again
             .iter()
             .zip(&answers)
-            .all(|(now, before)| before.is_none() || now.is_none_or(|s| s.settled || !s.in_call));
+            .all(|(now, before)| before.is_none() || now.map_or(true, |s| s.settled || !s.in_call));
         if settled {
             break;
         }
@@ -406,6 +406,7 @@ mod tests {
         Some(State {
             calls,
             in_call,
+            settled: false,
             culprit: None,
         })
     }
