@@ -238,3 +238,64 @@ fn with_interleave_point_the_paths_take_turns_at_every_point() {
         }
     }
 }
+
+#[test]
+fn a_rank_stopped_inside_an_mpi_collective_is_named_by_every_other_rank_within_the_deadline() {
+    if !mpirun_available() {
+        return;
+    }
+    // mpirun's own --timeout is only the test's bound against a hang; without the watchdog it is what ends
+    // the job, and no rank names anyone.
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--timeout",
+        "240",
+        "--oversubscribe",
+        "--mca",
+        "mpi_yield_when_idle",
+        "1",
+        "--mca",
+        "btl",
+        "tcp,self",
+        "-np",
+        "3",
+    ])
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env_remove("COLLBENCH_RANK")
+    .arg(assert_cmd::cargo::cargo_bin("collbench"))
+    .args([
+        "run",
+        "--transport",
+        "mpi",
+        "-T",
+        "5",
+        "-b",
+        "1M",
+        "-e",
+        "8M",
+        "--fault",
+        "1:all_reduce@8M:stop",
+    ]);
+    let out = c.output().expect("mpirun runs");
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    for r in [0, 2] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("collbench: error:") && l.contains(&format!(": rank {r} (host ")))
+            .unwrap_or_else(|| panic!("rank {r} reported no failure:\n{err}"));
+        assert!(
+            line.contains("MPI_Allreduce of 8 MiB")
+                && line.contains("did not answer the watchdog")
+                && line.ends_with(&format!("Culprit: rank 1 (host {})", hostname())),
+            "rank {r}: {line}"
+        );
+    }
+}
+
+fn hostname() -> String {
+    text(&Command::new("hostname").output().unwrap().stdout)
+        .trim()
+        .to_string()
+}

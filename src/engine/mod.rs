@@ -18,6 +18,7 @@ pub mod pieces;
 #[cfg(test)]
 mod rdma_transport_tests;
 pub mod staged;
+pub mod watchdog;
 
 /// Runs collectives on one path, plus the small control exchanges the runner needs.
 pub trait Engine {

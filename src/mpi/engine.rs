@@ -15,6 +15,7 @@ use mpi::raw::AsRaw;
 use super::Mpi;
 use crate::algorithm::{Algo, Args};
 use crate::collective::Collective;
+use crate::engine::watchdog::Watchdog;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::reduce::kernel::finalize;
@@ -27,14 +28,17 @@ extern "C" {
 /// Runs collectives through the MPI library.
 pub struct MpiEngine<'a> {
     mpi: &'a Mpi,
+    /// Holds `-T` on every library call (a call that never returns names the rank that stopped answering).
+    watchdog: &'a Watchdog,
     in_place: *mut c_void,
 }
 
 impl<'a> MpiEngine<'a> {
-    /// An engine on MPI_COMM_WORLD.
-    pub fn new(mpi: &'a Mpi) -> Self {
+    /// An engine on MPI_COMM_WORLD, its calls watched by `watchdog`.
+    pub fn new(mpi: &'a Mpi, watchdog: &'a Watchdog) -> Self {
         MpiEngine {
             mpi,
+            watchdog,
             // SAFETY: returns a constant of the MPI library.
             in_place: unsafe { collbench_mpi_in_place() },
         }
@@ -67,6 +71,19 @@ fn mpi_op(op: Op) -> ffi::MPI_Op {
             Op::Min => ffi::RSMPI_MIN,
             Op::Max => ffi::RSMPI_MAX,
         }
+    }
+}
+
+/// The library call that runs `coll`, as the watchdog names it.
+fn call_name(coll: Collective) -> &'static str {
+    match coll {
+        Collective::AllReduce => "MPI_Allreduce",
+        Collective::AllGather => "MPI_Allgather",
+        Collective::ReduceScatter => "MPI_Reduce_scatter_block",
+        Collective::Broadcast => "MPI_Bcast",
+        Collective::Reduce => "MPI_Reduce",
+        Collective::AllToAll => "MPI_Alltoall",
+        Collective::SendRecv => "MPI_Sendrecv",
     }
 }
 
@@ -113,6 +130,7 @@ impl Engine for MpiEngine<'_> {
         let c = a.count as i32;
         let recv = a.recv.as_mut_ptr() as *mut c_void;
         let send = a.send.map_or(self.in_place, |s| s.as_ptr() as *mut c_void);
+        let _watched = self.watchdog.call(call_name(a.coll), Some((a.count * es) as u64));
         // SAFETY: every buffer holds what the collective reads or writes (the runner sizes them from the
         // collective's layout), and MPI calls are blocking: nothing is in flight after they return.
         unsafe {
@@ -189,16 +207,21 @@ impl Engine for MpiEngine<'_> {
 
     fn barrier(&mut self) -> Result<()> {
         let comm = self.mpi.world().as_raw();
+        let _watched = self.watchdog.call("MPI_Barrier", None);
         // SAFETY: plain barrier on the world communicator.
         check("MPI_Barrier", unsafe { ffi::MPI_Barrier(comm) }, self.rank())
     }
 
     fn gather(&mut self, data: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
-        let all = self.mpi.allgather_bytes(data);
+        let all = {
+            let _watched = self.watchdog.call("MPI_Allgatherv", Some(data.len() as u64));
+            self.mpi.allgather_bytes(data)
+        };
         Ok((self.rank() == 0).then_some(all))
     }
 
     fn broadcast(&mut self, data: &[u8]) -> Result<Vec<u8>> {
+        let _watched = self.watchdog.call("MPI_Bcast", Some(data.len() as u64));
         Ok(self.mpi.broadcast_bytes(data))
     }
 }

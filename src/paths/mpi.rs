@@ -2,9 +2,12 @@
 //! to open: the session started MPI (it may carry the bootstrap too). Its ranks must come from an MPI
 //! launcher, so collbench's own launcher refuses it; its line rate is `--line-rate`'s alone.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
 use super::{Kind, Open, Opening, Staging};
 use crate::bench::{self, Outcome, Sweep};
 use crate::engine::call::HostAlloc;
+use crate::engine::watchdog::{Bound, Job, Peer, Watchdog};
 use crate::error::{Error, Result};
 use crate::options::{Options, PathKind};
 use crate::session::Session;
@@ -25,12 +28,59 @@ impl Kind for Mpi {
         ))
     }
 
-    fn open(&self, _at: &mut Opening<'_>, _opts: &Options) -> Result<Box<dyn Open>> {
-        Ok(Box::new(Mpi))
+    /// Starts the library watchdog: a listener on the control path's address, every rank's exchanged
+    /// through MPI, so `-T` holds on calls that block inside the library.
+    fn open(&self, at: &mut Opening<'_>, opts: &Options) -> Result<Box<dyn Open>> {
+        let sess = &*at.sess;
+        let m = sess.mpi.get().expect("MPI is started when --transport has mpi");
+        let world = &sess.world;
+        let me = &world.ranks[world.rank];
+        let ip = me
+            .endpoints
+            .first()
+            .and_then(|ep| ep.addr.parse::<SocketAddr>().ok())
+            .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
+        let bound = Bound::new(ip)?;
+        let all = m.allgather_bytes(bound.addr()?.to_string().as_bytes());
+        let peers = all
+            .iter()
+            .zip(&world.ranks)
+            .map(|(a, ri)| {
+                let addr = std::str::from_utf8(a)
+                    .ok()
+                    .and_then(|a| a.parse().ok())
+                    .ok_or_else(|| {
+                        Error::peer(format!(
+                            "rank {} (host {}) published an unusable watchdog address for the mpi path",
+                            ri.rank, ri.host
+                        ))
+                    })?;
+                Ok(Peer {
+                    host: ri.host.clone(),
+                    addr,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let watchdog = Watchdog::start(
+            bound,
+            Job {
+                rank: world.rank,
+                peers,
+                token: world.token,
+                timeout: opts.deadlines.timeout,
+                path: "mpi".into(),
+            },
+        )?;
+        Ok(Box::new(OpenMpi { watchdog }))
     }
 }
 
-impl Open for Mpi {
+/// The opened mpi path: its calls watched.
+struct OpenMpi {
+    watchdog: Watchdog,
+}
+
+impl Open for OpenMpi {
     fn name(&self) -> String {
         "mpi".to_string()
     }
@@ -38,7 +88,7 @@ impl Open for Mpi {
     /// On host memory: MPI's collectives get host buffers only (`--memory cuda` is refused with mpi).
     fn sweep(&mut self, sess: &mut Session, _staging: &Staging, s: Sweep<'_>) -> Result<Outcome> {
         let m = sess.mpi.get().expect("MPI is started when --transport has mpi");
-        let mut engine = crate::mpi::engine::MpiEngine::new(m);
+        let mut engine = crate::mpi::engine::MpiEngine::new(m, &self.watchdog);
         bench::sweep(&mut engine, s, HostAlloc)
     }
 
