@@ -541,7 +541,7 @@ mod tests {
         let out = run_threads(3, &Options::default(), |sess| {
             measure_on(&mut sess.transports[0], &cfg, &hosts)
         });
-        let mut reps: Vec<_> = out.into_iter().map(|r| r.unwrap()).collect();
+        let mut reps: Vec<_> = out.into_iter().map(|r| r.unwrap().unwrap()).collect();
         assert!(reps[1..].iter().all(Option::is_none));
         let rep = reps.remove(0).expect("rank 0 reports though it did not measure");
         let lat: Vec<usize> = rep.latency.iter().map(|p| p.size).collect();
