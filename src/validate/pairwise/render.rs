@@ -431,7 +431,7 @@ mod tests {
         r.findings = localise::findings(&r.hosts, &r.links, &Thresholds::default());
         assert!(r.one_host() && !r.findings.is_empty());
         assert_eq!(r.verdict(), "warn", "one host: a warning, exit 0");
-        let t = text(&r);
+        let t = text(&r, crate::units::BwUnit::default());
         assert!(
             t.contains("# Warnings, not failures: every rank runs on one host"),
             "{t}"
