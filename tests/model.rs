@@ -267,3 +267,43 @@ fn the_committed_predictions_regenerate_byte_identical() {
         );
     }
 }
+
+#[test]
+fn one_rank_count_stretched_to_64_and_a_noisy_fit_are_warned_of_in_stderr_and_the_report() {
+    let d = tempfile::tempdir().unwrap();
+    // Exact times at 2 ranks: a good fit, but 64 ranks is 32x beyond what was measured.
+    let two = write(d.path(), "two.json", &results(2, &sweep()));
+    let j = d.path().join("p.json");
+    let out = collbench()
+        .args(["model", "--target-ranks", "64", "-J"])
+        .arg(&j)
+        .arg(&two)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let far = "saw one rank count (2) and predicts 64 ranks, more than 4x beyond it";
+    assert!(
+        err.contains("collbench: warning: the fit of tcp@eth0") && err.contains(far),
+        "{err}"
+    );
+    assert!(text.contains(far), "{text}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    assert!(doc.to_string().contains(far), "{doc}");
+    // Times that do not follow the sizes: R^2 far below 0.9 is said.
+    let mut noisy = results(2, &sweep());
+    for (i, r) in noisy["results"].as_array_mut().unwrap().iter_mut().enumerate() {
+        // Seven values in turn, so neither collective's times follow the sizes.
+        let t = [5000.0, 50.0, 900.0, 20.0, 7000.0, 300.0, 60.0][i % 7];
+        r["out_of_place"]["time"] = json!(t);
+    }
+    let noisy = write(d.path(), "noisy.json", &noisy);
+    let out = collbench()
+        .args(["model", "--target-ranks", "4"])
+        .arg(&noisy)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("has R^2 ") && err.contains("below 0.9"), "{err}");
+}

@@ -1,7 +1,8 @@
 //! `collbench model`: alpha-beta-gamma fits of results files and predictions at a target scale.
 
 use crate::cli::ModelArgs;
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
+use crate::model::Report;
 use crate::model::{attach_measured, input, predict, render, ModelOptions};
 use crate::report::file::check_writable;
 
@@ -25,6 +26,9 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         weighting: args.weight.parse().map_err(|e: String| Error::usage("--weight", e))?,
     };
     let mut report = predict(&samples, &opts)?;
+    for w in weak_fit_warnings(&mut report) {
+        stderr!("collbench: warning: {w}");
+    }
     if !args.measured.is_empty() {
         let mut measured = Vec::new();
         for f in &args.measured {
@@ -53,4 +57,57 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         crate::report::file::write_atomic(p, render::markdown(&report).as_bytes())?;
     }
     Ok(crate::error::EXIT_OK)
+}
+
+/// Below this R^2 a fit explains too little of the measured times for its predictions to be trusted.
+pub const WEAK_R2: f64 = 0.9;
+
+/// Beyond this many times the largest measured rank count, a fit of one rank count is a guess.
+pub const FAR_FACTOR: usize = 4;
+
+/// Warnings for fits whose predictions should not be trusted: R^2 below [`WEAK_R2`], a prediction whose
+/// 95% interval is wider than itself, or a fit of one rank count stretched more than [`FAR_FACTOR`] times
+/// beyond it. Each is also added to its fit's notes, so the printed report and its files say it too.
+fn weak_fit_warnings(report: &mut Report) -> Vec<String> {
+    let target = report.target_ranks;
+    let mut all = Vec::new();
+    for fit in &mut report.fits {
+        let mut warn = Vec::new();
+        if fit.r2.is_finite() && fit.r2 < WEAK_R2 {
+            warn.push(format!(
+                "the fit of {} has R^2 {:.3}, below {WEAK_R2}: it explains little of the measured times, so its \
+                 predictions are weak; measure more sizes, more iterations or more rank counts",
+                fit.path, fit.r2
+            ));
+        }
+        let wide = report
+            .predictions
+            .iter()
+            .filter(|p| p.path == fit.path && p.ci95_us.is_finite() && p.ci95_us > p.time_us)
+            .count();
+        if wide > 0 {
+            warn.push(format!(
+                "{wide} prediction(s) on {} have a 95% interval wider than the estimate itself: they say little",
+                fit.path
+            ));
+        }
+        let mut ranks: Vec<usize> = fit.residuals.iter().map(|r| r.nranks).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if let [only] = ranks.as_slice() {
+            if target > only * FAR_FACTOR {
+                warn.push(format!(
+                    "the fit of {} saw one rank count ({only}) and predicts {target} ranks, more than \
+                     {FAR_FACTOR}x beyond it: how the time grows with ranks is assumed, not measured; add a run \
+                     at more rank counts",
+                    fit.path
+                ));
+            }
+        }
+        for w in &warn {
+            fit.notes.push(format!("warning: {w}"));
+        }
+        all.extend(warn);
+    }
+    all
 }
