@@ -853,3 +853,49 @@ fn json_on_stdout_is_alone_there_and_the_table_goes_to_stderr() {
         assert!(!dir.path().join("-").exists(), "{target}: a file named '-' was made");
     }
 }
+
+/// The short run on `np` ranks (plus `extra`) under `ulimit -n` soft and hard limits as given.
+fn run_with_nofile(soft: u64, hard: u64, np: &str, extra: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(bin());
+    // SHORT is `run --np 2 ...`: its rank count replaced.
+    c.args(["run", "--np", np])
+        .args(&SHORT[3..])
+        .arg("--no-progress")
+        .args(extra)
+        .stdin(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe and changes only the child's own limits.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn two_ranks_run_under_ulimit_n_64_and_a_run_that_cannot_fit_is_a_local_error() {
+    // A soft limit of 64 under a higher hard one is raised as far as the run needs.
+    let out = run_with_nofile(64, 4096, "2", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // 64 for both: two ranks need fewer than that.
+    let out = run_with_nofile(64, 64, "2", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Eight ranks of 16 streams per peer cannot fit in 64 descriptors: exit 2, naming the limit and the need.
+    let out = run_with_nofile(64, 64, "8", &["--streams", "16"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("ulimit -n")
+            && err.contains(" x 16 streams")
+            && err.contains("but the limit is 64 and the hard limit 64"),
+        "{err}"
+    );
+}

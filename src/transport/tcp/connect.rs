@@ -464,9 +464,10 @@ fn hung_up(sock: &TcpStream) -> bool {
 /// Makes room for `sockets` more descriptors (the peers' streams): raises the soft `RLIMIT_NOFILE` towards
 /// the hard limit when needed, and fails naming the numbers when even that is too few.
 fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<()> {
-    // Descriptors already open (listeners, rendezvous, earlier paths, stdio) plus a margin for the rest.
+    // Descriptors already open (listeners, rendezvous, output files, earlier paths, stdio), the sockets to
+    // come, and a few for what a rank opens after connecting (/proc and /sys reads, one at a time).
     let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
-    let need = (open + sockets + 64) as libc::rlim_t;
+    let need = (open + sockets + FD_MARGIN) as libc::rlim_t;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -485,12 +486,20 @@ fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<
             return Ok(());
         }
     }
-    Err(Error::peer(format!(
-        "{me}: needs about {need} file descriptors ({npeers} peers x {ns} streams, {open} already open) but \
-         the limit is {} (hard {}); raise it (ulimit -n) or use fewer --streams",
-        lim.rlim_cur, lim.rlim_max
-    )))
+    // The user's limit, not the network: a local error (exit 2).
+    Err(Error::usage(
+        "ulimit -n",
+        format!(
+            "{me}: needs {need} file descriptors ({npeers} peers x {ns} streams, {open} already open, \
+             {FD_MARGIN} spare) but the limit is {} and the hard limit {}, so it could not be raised; raise it \
+             (ulimit -n {need}) or use fewer --streams",
+            lim.rlim_cur, lim.rlim_max
+        ),
+    ))
 }
+
+/// Descriptors kept spare beyond the sockets, for the files a rank opens after connecting.
+const FD_MARGIN: usize = 16;
 
 /// Readies a connected data socket: blocking reads off, Nagle off, the send buffer and congestion control asked
 /// for, then non-blocking.
