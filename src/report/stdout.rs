@@ -15,7 +15,7 @@ pub fn print(text: &str) -> Result<()> {
     }
 }
 
-/// [`print`], or to standard error where an output file took standard output (`-J -`, `-J /dev/stdout`), so
+/// [`print()`], or to standard error where an output file took standard output (`-J -`, `-J /dev/stdout`), so
 /// the file's text stays whole for its reader (`| jq`).
 pub fn print_beside(text: &str, stdout_taken: bool) -> Result<()> {
     if stdout_taken {
