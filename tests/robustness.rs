@@ -609,9 +609,9 @@ fn a_closed_stderr_neither_panics_nor_loses_results() {
     assert!(std::fs::read_dir(&charts).unwrap().count() > 0, "no chart written");
 }
 
-/// `eprintln!` panics when stderr is a closed pipe; the code writes to stderr through `error::stderr!`.
-#[test]
-fn no_eprintln_is_left_outside_tests() {
+/// Every line of src/ outside unit tests (before `#[cfg(test)]`, and not in a `tests.rs`) that `hit` matches,
+/// as `file:line`.
+fn code_lines_matching(hit: impl Fn(&str) -> bool) -> Vec<String> {
     fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -630,11 +630,18 @@ fn no_eprintln_is_left_outside_tests() {
         // Unit tests (after `#[cfg(test)]`) may print as they like.
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
         for (i, line) in code.lines().enumerate() {
-            if line.contains("eprintln!(") || line.contains("eprint!(") {
+            if hit(line) {
                 found.push(format!("{}:{}", f.display(), i + 1));
             }
         }
     }
+    found
+}
+
+/// `eprintln!` panics when stderr is a closed pipe; the code writes to stderr through `error::stderr!`.
+#[test]
+fn no_eprintln_is_left_outside_tests() {
+    let found = code_lines_matching(|l| l.contains("eprintln!(") || l.contains("eprint!("));
     assert!(found.is_empty(), "use crate::error::stderr! instead at {found:#?}");
 }
 
@@ -747,29 +754,10 @@ fn every_command_survives_a_closed_stdout_and_names_a_full_one() {
 /// `print!` panics on a closed or full stdout; the code writes it through `report::stdout`.
 #[test]
 fn no_print_is_left_outside_tests() {
-    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("tests.rs") {
-                out.push(p);
-            }
-        }
-    }
-    let mut all = Vec::new();
-    files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut all);
-    let mut found = Vec::new();
-    for f in all {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (i, line) in code.lines().enumerate() {
-            let l = line.replace("eprint", "");
-            if l.contains("print!(") || l.contains("println!(") {
-                found.push(format!("{}:{}", f.display(), i + 1));
-            }
-        }
-    }
+    let found = code_lines_matching(|line| {
+        let l = line.replace("eprint", "");
+        l.contains("print!(") || l.contains("println!(")
+    });
     assert!(
         found.is_empty(),
         "use crate::report::stdout::print instead at {found:#?}"
