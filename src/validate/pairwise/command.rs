@@ -121,9 +121,16 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
     // the session's control path first.
     let Rank { mut sess, mut paths } = start.rank(id)?;
     let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+    // The interface the path's TCP connections use: the hosts' set-up of it is checked beside the matrix.
+    let iface = sess.transports.first().map(|t| t.iface().to_string()).unwrap_or_default();
     let measured = paths
         .on_transport(0, &mut sess, |t| {
-            super::measure_on(t, &hosts, cfg, &Thresholds::default())
+            let report = super::measure_on(t, &hosts, cfg, &Thresholds::default())?;
+            let warnings = super::hostconfig::check(t, &iface)?;
+            Ok(report.map(|r| PairwiseReport {
+                host_config: warnings.unwrap_or_default(),
+                ..r
+            }))
         })
         .unwrap_or_else(|| {
             Err(Error::usage(

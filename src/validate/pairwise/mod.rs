@@ -5,11 +5,13 @@
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
+//! - [`hostconfig`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) judged beside it.
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
 pub mod command;
 pub mod confirm;
+pub mod hostconfig;
 pub mod localise;
 pub mod measure;
 pub mod metrics;
@@ -202,6 +204,10 @@ pub struct PairwiseReport {
     pub dismissed: Vec<Finding>,
     /// The thresholds the findings were decided with.
     pub thresholds: Thresholds,
+    /// Warnings about the hosts' set-up of the measured path (an MTU that differs between hosts, an overlay
+    /// too large for its underlay, a CPU quota below the ranks on a host): faults the matrix cannot show.
+    #[serde(default)]
+    pub host_config: Vec<crate::net::advice::Advice>,
     /// Rounds of the first pass, every pair once.
     pub rounds: usize,
     /// Rounds that measured the suspect links again.
@@ -218,9 +224,11 @@ impl PairwiseReport {
         self.hosts.len() > 1 && self.hosts.windows(2).all(|w| w[0].host == w[1].host)
     }
 
-    /// `pass` without a finding; `warn` with findings on one host; `fail` with findings across hosts.
+    /// `pass` without a finding or a set-up warning; `warn` with findings on one host or set-up warnings alone;
+    /// `fail` with findings across hosts.
     pub fn verdict(&self) -> &'static str {
         match (self.findings.is_empty(), self.one_host()) {
+            (true, _) if !self.host_config.is_empty() => "warn",
             (true, _) => "pass",
             (false, true) => "warn",
             (false, false) => "fail",
@@ -293,6 +301,7 @@ pub fn measure_on<T: Transport + ?Sized>(
         links,
         findings,
         dismissed,
+        host_config: Vec::new(),
         thresholds: th.clone(),
         rounds: rounds.len(),
         remeasure_rounds,

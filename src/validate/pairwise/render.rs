@@ -281,6 +281,16 @@ pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
             let _ = writeln!(s, "  first pass: {}", finding_text(f, rep.one_host()));
         }
     }
+    if !rep.host_config.is_empty() {
+        let _ = writeln!(
+            s,
+            "# Set-up warnings: the hosts configure {} unlike each other (the matrix cannot show these)",
+            rep.path
+        );
+        for a in &rep.host_config {
+            let _ = writeln!(s, "WARN {}\n  what to do: {}", a.what, a.advice);
+        }
+    }
     s
 }
 
@@ -308,6 +318,7 @@ mod tests {
             links,
             findings,
             dismissed: Vec::new(),
+            host_config: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
             remeasure_rounds: 0,
@@ -417,6 +428,27 @@ mod tests {
         );
         rep.config.confirm = false;
         assert!(text(&rep, BwUnit::Gbyte).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
+    }
+
+    #[test]
+    fn set_up_warnings_are_shown_last_and_make_a_clean_matrix_a_warning() {
+        let mut rep = report(None);
+        assert_eq!(rep.verdict(), "pass");
+        rep.host_config = vec![crate::net::advice::Advice {
+            severity: crate::net::advice::Severity::Warning,
+            what: "the MTU differs between hosts on the same path: MTU 1280 on h2 (eth0); MTU 1500 on h0 (eth0)".into(),
+            advice: "set one MTU".into(),
+        }];
+        assert_eq!(rep.verdict(), "warn", "a set-up warning alone is a warning");
+        let t = text(&rep, BwUnit::Gbyte);
+        assert!(
+            t.ends_with(
+                "# Set-up warnings: the hosts configure tcp@eth0 unlike each other (the matrix cannot show these)\n\
+                 WARN the MTU differs between hosts on the same path: MTU 1280 on h2 (eth0); MTU 1500 on h0 (eth0)\n  \
+                 what to do: set one MTU\n"
+            ),
+            "{t}"
+        );
     }
 
     #[test]

@@ -697,6 +697,7 @@ mod tests {
             links,
             findings: Vec::new(),
             dismissed: Vec::new(),
+            host_config: Vec::new(),
             thresholds: Default::default(),
             rounds: 3,
             remeasure_rounds: 0,

@@ -148,6 +148,7 @@ mod tests {
             links,
             findings,
             dismissed: Vec::new(),
+            host_config: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
             remeasure_rounds: 0,

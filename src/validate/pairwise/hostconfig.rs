@@ -1,0 +1,160 @@
+//! The hosts' set-up of the measured path, checked beside the measurements: every rank sends its inventory
+//! (interfaces, MTUs, CPU quota) and the interface its transport uses; rank 0 keeps the warnings
+//! [`advise`] finds about that path (an MTU that differs between hosts, an overlay too large for its
+//! underlay, a CPU quota below the ranks placed on a host). A host with a smaller MTU measures at full speed
+//! with the test's messages and still drops the job's large frames, so the matrix alone cannot show it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::net::advice::{advise, Advice, Severity};
+use crate::net::inventory::HostInventory;
+use crate::transport::{control, Transport};
+
+/// What one rank sends rank 0: its host's inventory and the interface its transport is bound to.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    inventory: HostInventory,
+    iface: String,
+}
+
+/// Every rank's set-up gathered on rank 0 and judged there, `iface` being the interface this rank's path is
+/// bound to: `Some(warnings)` on rank 0, `None` elsewhere. Every rank of the transport must call it.
+pub fn check<T: Transport + ?Sized>(t: &mut T, iface: &str) -> Result<Option<Vec<Advice>>> {
+    let mine = Entry {
+        inventory: crate::net::inventory::local(),
+        iface: iface.to_string(),
+    };
+    let bytes = serde_json::to_vec(&mine).expect("an inventory serialises");
+    let Some(all) = control::gather(t, &bytes)? else {
+        return Ok(None);
+    };
+    let entries = all
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice::<Entry>(b).map_err(|e| {
+                Error::peer(format!(
+                    "rank 0: rank {r} sent an unreadable host inventory ({e}); were all ranks started with the same \
+                     collbench version?"
+                ))
+            })
+        })
+        .collect::<Result<Vec<Entry>>>()?;
+    Ok(Some(warnings(
+        &entries
+            .into_iter()
+            .map(|e| (e.inventory, e.iface))
+            .collect::<Vec<_>>(),
+    )))
+}
+
+/// The warnings about the measured path among one entry per rank (its host's inventory, its interface): one
+/// inventory per host with its ranks counted, and only what concerns a measured interface or the hosts' CPUs.
+pub fn warnings(ranks: &[(HostInventory, String)]) -> Vec<Advice> {
+    let mut hosts: Vec<HostInventory> = Vec::new();
+    let mut per_host: Vec<(String, usize)> = Vec::new();
+    let mut ifaces: Vec<(String, String)> = Vec::new();
+    for (inv, iface) in ranks {
+        match per_host.iter_mut().find(|(h, _)| *h == inv.host) {
+            Some((_, n)) => *n += 1,
+            None => {
+                per_host.push((inv.host.clone(), 1));
+                ifaces.push((inv.host.clone(), iface.clone()));
+                hosts.push(inv.clone());
+            }
+        }
+    }
+    advise(&hosts, &per_host, &ifaces)
+        .into_iter()
+        .filter(|a| a.severity == Severity::Warning)
+        .filter(|a| a.what.contains("CPU quota") || ifaces.iter().any(|(_, i)| names(&a.what, i)))
+        .collect()
+}
+
+/// Whether `text` names `word` as a whole word (`eth0` is not named by `veth0`).
+fn names(text: &str, word: &str) -> bool {
+    let part = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    !word.is_empty()
+        && text
+            .match_indices(word)
+            .any(|(i, _)| !part(text[..i].chars().last()) && !part(text[i + word.len()..].chars().next()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::classify::IfaceKind;
+    use crate::net::inventory::{CpuLimit, Iface};
+
+    fn host(name: &str, ifaces: &[(&str, u32)]) -> HostInventory {
+        HostInventory {
+            host: name.into(),
+            ifaces: ifaces
+                .iter()
+                .map(|&(n, mtu)| Iface {
+                    name: n.into(),
+                    kind: IfaceKind::Ethernet,
+                    mtu: Some(mtu),
+                    speed_mbps: None,
+                    oper_state: Some("up".into()),
+                    addrs: Vec::new(),
+                    lower: None,
+                })
+                .collect(),
+            cpu: CpuLimit {
+                quota_cores: None,
+                online_cpus: 2,
+            },
+            rdma: Vec::new(),
+            gpus: Vec::new(),
+            gpu_topology: None,
+        }
+    }
+
+    #[test]
+    fn a_host_with_a_smaller_mtu_on_the_path_is_named() {
+        let ranks: Vec<(HostInventory, String)> = (0..4)
+            .map(|h| {
+                let mtu = if h == 2 { 1280 } else { 1500 };
+                (host(&format!("h{h}"), &[("eth0", mtu)]), "eth0".to_string())
+            })
+            .collect();
+        let w = warnings(&ranks);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].what.contains("MTU 1280 on h2 (eth0)"), "{}", w[0].what);
+        assert!(!w[0].what.contains("1280 on h0"), "{}", w[0].what);
+    }
+
+    #[test]
+    fn the_same_mtu_everywhere_or_a_difference_off_the_path_is_no_warning() {
+        let same: Vec<_> = (0..3)
+            .map(|h| (host(&format!("h{h}"), &[("eth0", 1500)]), "eth0".to_string()))
+            .collect();
+        assert_eq!(warnings(&same), Vec::new());
+        // eth1 differs, but the test ran over eth0.
+        let off: Vec<_> = (0..3)
+            .map(|h| {
+                let mtu = if h == 1 { 1280 } else { 9000 };
+                (host(&format!("h{h}"), &[("eth0", 1500), ("eth1", mtu)]), "eth0".to_string())
+            })
+            .collect();
+        assert_eq!(warnings(&off), Vec::new());
+    }
+
+    #[test]
+    fn ranks_of_one_host_count_once() {
+        let ranks: Vec<_> = (0..4)
+            .map(|r| (host(&format!("h{}", r / 2), &[("eth0", 1500)]), "eth0".to_string()))
+            .collect();
+        assert_eq!(warnings(&ranks), Vec::new());
+    }
+
+    #[test]
+    fn whole_words_only() {
+        assert!(names("MTU 1280 on h2 (eth0)", "eth0"));
+        assert!(!names("MTU 1280 on h2 (veth0)", "eth0"));
+        assert!(!names("eth0x", "eth0"));
+        assert!(!names("anything", ""));
+    }
+}
