@@ -5,6 +5,8 @@
 //! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU; and the same with the
 //!   cgroups hidden from the ranks: named from the starved rank's own wait for a CPU;
 //! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
+//! - one host whose link goes down for a second every three (`cluster.sh flap`): that host's carrier losses
+//!   fail by name, cause the link, and nothing else is blamed;
 //! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
 //! - one host shaped to 100 Mbit/s (`cluster.sh shape`): that host, cause the link;
 //! - a clean cluster beside a CPU hog: nothing failed (PASS, or a WARN that says the hosts were busy).
@@ -385,6 +387,42 @@ fn a_host_dropping_packets_is_named_with_loss_as_cause() {
         "loss",
         &[2],
     );
+}
+
+#[test]
+fn a_host_whose_link_goes_down_now_and_then_is_named_with_the_link_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("f");
+    let dir = tempfile::tempdir().unwrap();
+    // h2's switch port goes down for a second every three: its eth0 loses its carrier over and over.
+    c.run(&["flap", "2", "1", "3"]);
+    let o = preflight(&c, dir.path(), "flap", None);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let carrier: Vec<&&Value> = failed
+        .iter()
+        .filter(|x| x["name"].as_str().unwrap().contains(" link of "))
+        .collect();
+    assert!(!carrier.is_empty(), "no carrier finding:\n{}", o.stdout);
+    for x in &carrier {
+        assert!(
+            x["name"].as_str().unwrap().starts_with(&format!("tcp@eth0 link of {} during ", c.host(2))),
+            "{x}\n{}",
+            o.stdout
+        );
+        assert_eq!(x["cause"], "link", "{x}");
+        assert!(x["measured"].as_str().unwrap().starts_with("eth0 lost its carrier "), "{x}");
+    }
+    // Nothing healthy is blamed: every failure that names a host names h2.
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 1, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    within_budget(&o);
 }
 
 #[test]

@@ -27,6 +27,9 @@
 #   cluster.sh loss NAME HOST PROB           HOST drops each packet it receives or sends with probability
 #                                            PROB (iptables statistic; segmentation offload off on every
 #                                            host's eth0, so a drop is one wire packet, not a 64 KB segment)
+#   cluster.sh flap NAME HOST DOWN_S EVERY_S HOST's link goes down for DOWN_S seconds every EVERY_S seconds
+#                                            (its switch port, so HOST's eth0 loses its carrier), first after
+#                                            EVERY_S, until the cluster is taken down
 #
 # Layout of cluster NAME with id N (10.213.N.0/24 underlay, 10.214.N.0/24 overlay):
 #   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
@@ -407,6 +410,18 @@ cmd_loss() {
   ip netns exec "$ns" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$prob" -j DROP
 }
 
+cmd_flap() {
+  local name=$1 host=${2:?HOST} down=${3:?DOWN_S} every=${4:?EVERY_S} i id
+  [[ $down =~ ^[0-9]+(\.[0-9]+)?$ && $every =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+    die "flap: DOWN_S and EVERY_S are seconds such as 1 or 0.5, not '$down' '$every'"
+  i=$(host_index "$name" "$host")
+  id=$(id_of "$name")
+  # The loop lives in the switch namespace, so taking the cluster down kills it with the rest; detached, so
+  # this command returns at once.
+  setsid ip netns exec "$name-sw" sh -c "while :; do sleep $every; ip link set v${id}h$i down; sleep $down; \
+    ip link set v${id}h$i up; done" </dev/null >/dev/null 2>&1 &
+}
+
 main() {
   local cmd=${1:-}
   shift || true
@@ -427,6 +442,7 @@ main() {
     shape) valid_name "${1:?NAME}"; cmd_shape "$@" ;;
     shape-pair) valid_name "${1:?NAME}"; cmd_shape_pair "$@" ;;
     loss) valid_name "${1:?NAME}"; cmd_loss "$@" ;;
+    flap) valid_name "${1:?NAME}"; cmd_flap "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 }

@@ -497,6 +497,7 @@ mod tests {
             throttled_s: Some(0.0),
             throttled_periods: Some(0),
             waited_s: Some(1.0),
+            link_downs: Some(0),
             tcp: Some(TcpCounters {
                 out_segs: 10_000,
                 retrans_segs: 5,

@@ -33,6 +33,28 @@ pub struct TcpCounters {
     pub ofo: u64,
 }
 
+/// How often an interface lost its carrier, as the kernel counts it (`/sys/class/net/IFACE/carrier_down_count`,
+/// or half of `carrier_changes` on kernels without it): a cable, port or peer that went away and came back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CarrierCounters {
+    /// Times the link went down.
+    pub downs: u64,
+}
+
+/// Every interface's carrier counters in the `class_net` directory (`/sys/class/net` of this namespace).
+fn carriers_in(class_net: &std::path::Path) -> Vec<(String, CarrierCounters)> {
+    crate::net::sysfs::sorted_names(class_net)
+        .into_iter()
+        .filter_map(|name| {
+            let read = |f: &str| {
+                crate::net::sysfs::read_trim(&class_net.join(&name).join(f)).and_then(|v| v.parse::<u64>().ok())
+            };
+            let downs = read("carrier_down_count").or_else(|| read("carrier_changes").map(|c| c / 2))?;
+            Some((name, CarrierCounters { downs }))
+        })
+        .collect()
+}
+
 /// The value under `key` in the two-line table of `kind` (`Tcp:`, `TcpExt:`): a header line of names, then a
 /// line of numbers, as /proc/net/snmp and /proc/net/netstat write them.
 fn field(text: &str, kind: &str, key: &str) -> Option<u64> {
@@ -261,6 +283,9 @@ pub struct HostEvidence {
     pub waited_s: Option<f64>,
     /// The host's TCP counters over the measurement.
     pub tcp: Option<TcpCounters>,
+    /// Times the path's interface lost its carrier during the measurement (`None`: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_downs: Option<u64>,
     pub config: PathConfig,
 }
 
@@ -303,6 +328,10 @@ impl HostEvidence {
             ),
             None => "TCP counters unknown".into(),
         };
+        let tcp = match self.link_downs {
+            Some(d) if d > 0 => format!("{tcp}; {} lost its carrier {d} time(s)", self.config.iface),
+            _ => tcp,
+        };
         format!(
             "{}: CPUs {busy} busy, {throttled}; {tcp}; {}",
             self.host,
@@ -315,6 +344,7 @@ impl HostEvidence {
 pub struct Started {
     cpu: usage::Sample,
     tcp: Option<TcpCounters>,
+    carriers: Vec<(String, CarrierCounters)>,
 }
 
 /// Samples now, at the start of a measurement.
@@ -322,7 +352,17 @@ pub fn start() -> Started {
     Started {
         cpu: usage::Sample::now(),
         tcp: tcp_now(),
+        carriers: carriers_in(std::path::Path::new(CLASS_NET)),
     }
+}
+
+/// Where this network namespace's interfaces are listed.
+const CLASS_NET: &str = "/sys/class/net";
+
+/// Times `iface` went down between two samples; `None` where either sample lacks it.
+fn downs_between(before: &[(String, CarrierCounters)], after: &[(String, CarrierCounters)], iface: &str) -> Option<u64> {
+    let of = |v: &[(String, CarrierCounters)]| v.iter().find(|(n, _)| n == iface).map(|(_, c)| c.downs);
+    Some(of(after)?.saturating_sub(of(before)?))
 }
 
 impl Started {
@@ -333,6 +373,7 @@ impl Started {
             (Some(a), Some(b)) => Some(a.since(&b)),
             _ => None,
         };
+        let link_downs = downs_between(&self.carriers, &carriers_in(std::path::Path::new(CLASS_NET)), &config.iface);
         HostEvidence {
             host: host.to_string(),
             wall_s: u.wall_s,
@@ -342,6 +383,7 @@ impl Started {
             throttled_periods: u.throttled_periods,
             waited_s: u.waited_s,
             tcp,
+            link_downs,
             config,
         }
     }
@@ -381,6 +423,10 @@ pub fn by_host(per_rank: Vec<HostEvidence>) -> Vec<HostEvidence> {
                 }
                 // The most starved rank is the one that held the others back.
                 h.waited_s = match (h.waited_s, e.waited_s) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                h.link_downs = match (h.link_downs, e.link_downs) {
                     (Some(a), Some(b)) => Some(a.max(b)),
                     (a, b) => a.or(b),
                 };
@@ -452,6 +498,41 @@ mod tests {
         );
         assert!((v[0].throttled_share() - 0.75).abs() < 1e-12);
         assert!(v[0].line().contains("throttled 1.50 s"), "{}", v[0].line());
+    }
+
+    #[test]
+    fn carrier_losses_are_counted_per_interface_between_samples() {
+        let dir = tempfile::tempdir().unwrap();
+        let iface = |name: &str, files: &[(&str, &str)]| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            for (f, v) in files {
+                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+            }
+        };
+        iface("eth0", &[("carrier_down_count", "3"), ("carrier_changes", "7")]);
+        iface("old0", &[("carrier_changes", "4")]);
+        iface("lo", &[]);
+        let before = carriers_in(dir.path());
+        assert_eq!(
+            before,
+            vec![
+                ("eth0".to_string(), CarrierCounters { downs: 3 }),
+                ("old0".to_string(), CarrierCounters { downs: 2 }),
+            ]
+        );
+        iface("eth0", &[("carrier_down_count", "5")]);
+        let after = carriers_in(dir.path());
+        assert_eq!(downs_between(&before, &after, "eth0"), Some(2));
+        assert_eq!(downs_between(&before, &after, "old0"), Some(0));
+        assert_eq!(downs_between(&before, &after, "lo"), None, "not counted: unknown, not zero");
+        let mut e = HostEvidence {
+            host: "h1".into(),
+            link_downs: Some(2),
+            ..Default::default()
+        };
+        e.config.iface = "eth0".into();
+        assert!(e.line().contains("eth0 lost its carrier 2 time(s)"), "{}", e.line());
     }
 
     #[test]

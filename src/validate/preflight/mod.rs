@@ -4,9 +4,10 @@
 //!
 //! [`plan`] says what runs, [`rank`] runs it on each rank with `run`'s machinery, [`expect`] reads the
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
-//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
+//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`carrier`] fails a host whose link went down during a measurement, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
 pub mod budget;
+pub mod carrier;
 pub mod cause;
 pub mod checks;
 pub mod decide;

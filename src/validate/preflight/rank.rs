@@ -508,6 +508,7 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
                 pairwise::render::text(&rep, run.setup.base.outputs.units)
             ));
             checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
+            checks.extend(super::carrier::checks(&path, "the pairwise test", &seen));
             checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
             reports.push(rep);
         } else {
