@@ -408,12 +408,18 @@ fn a_host_whose_link_goes_down_now_and_then_is_named_with_the_link_as_cause() {
     assert!(!carrier.is_empty(), "no carrier finding:\n{}", o.stdout);
     for x in &carrier {
         assert!(
-            x["name"].as_str().unwrap().starts_with(&format!("tcp@eth0 link of {} during ", c.host(2))),
+            x["name"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("tcp@eth0 link of {} during ", c.host(2))),
             "{x}\n{}",
             o.stdout
         );
         assert_eq!(x["cause"], "link", "{x}");
-        assert!(x["measured"].as_str().unwrap().starts_with("eth0 lost its carrier "), "{x}");
+        assert!(
+            x["measured"].as_str().unwrap().starts_with("eth0 lost its carrier "),
+            "{x}"
+        );
     }
     // Nothing healthy is blamed: every failure that names a host names h2.
     for x in &failed {

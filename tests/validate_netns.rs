@@ -5,7 +5,8 @@
 //! - one pair shaped to 100 Mbit/s only between themselves: that link named, neither host;
 //! - random packet loss (10%) on one host (iptables statistic): that host named, nothing else;
 //! - a clean cluster, three runs: no finding, exit 0 (no false alarm);
-//! - one host's eth0 at MTU 1280: a set-up warning naming that host (the matrix cannot show it).
+//! - one host's eth0 at MTU 1280: a set-up warning naming that host (the matrix cannot show it);
+//! - one host's link down half a second every two: that host's carrier losses named, exit 1.
 //!
 //! preflight (collectives' plan, then the pairwise test, judged): one host at a quarter of the rate FAILs
 //! naming that host; one slow pair FAILs naming that link and neither host; a lossy host is named; a clean
@@ -269,6 +270,38 @@ fn a_host_with_a_smaller_mtu_is_named_as_a_set_up_warning() {
     if named(&o) == (vec![], vec![]) {
         assert_eq!(o.code, Some(0), "{}", o.stdout);
     }
+}
+
+#[test]
+fn a_host_whose_link_goes_down_between_rounds_is_named() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("f");
+    let dir = tempfile::tempdir().unwrap();
+    // h1's switch port goes down for half a second every two: the rounds may fall between outages, its
+    // carrier counter cannot.
+    c.run(&["flap", "1", "0.5", "2"]);
+    let o = pairwise(&c, dir.path(), "flap", "20");
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let downs = o.json["link_downs"].as_array().unwrap();
+    assert_eq!(downs.len(), 1, "{}", o.stdout);
+    assert_eq!(downs[0]["host"], c.host(1), "{}", o.stdout);
+    assert_eq!(downs[0]["iface"], "eth0", "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains(&format!("LINK DOWN {}: eth0 lost its carrier", c.host(1))),
+        "{}",
+        o.stdout
+    );
+    // No other host is blamed for it.
+    let (hosts, links) = named(&o);
+    assert!(hosts.iter().all(|h| *h == c.host(1)), "{}", o.stdout);
+    assert!(
+        links.iter().all(|(a, b)| *a == c.host(1) || *b == c.host(1)),
+        "{}",
+        o.stdout
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! What the machine's network looks like: interfaces and their addresses, which one a path uses, RDMA
-//! devices and GPUs.
+//! What the machine's network looks like: interfaces and their addresses, which one a path uses, how often
+//! a link lost its carrier, RDMA devices and GPUs.
 
 pub mod advice;
+pub mod carrier;
 pub mod choose;
 pub mod classify;
 pub mod gpu;

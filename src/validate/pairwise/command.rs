@@ -122,13 +122,19 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
     let Rank { mut sess, mut paths } = start.rank(id)?;
     let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     // The interface the path's TCP connections use: the hosts' set-up of it is checked beside the matrix.
-    let iface = sess.transports.first().map(|t| t.iface().to_string()).unwrap_or_default();
+    let iface = sess
+        .transports
+        .first()
+        .map(|t| t.iface().to_string())
+        .unwrap_or_default();
+    let before = crate::net::carrier::Carriers::now();
     let measured = paths
         .on_transport(0, &mut sess, |t| {
             let report = super::measure_on(t, &hosts, cfg, &Thresholds::default())?;
-            let warnings = super::hostconfig::check(t, &iface)?;
+            let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
             Ok(report.map(|r| PairwiseReport {
-                host_config: warnings.unwrap_or_default(),
+                host_config: seen.warnings,
+                link_downs: seen.link_downs,
                 ..r
             }))
         })

@@ -5,13 +5,14 @@
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
-//! - [`hostconfig`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) judged beside it.
+//! - [`hostcheck`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) and their links'
+//!   carrier losses during the test, judged beside the matrix.
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
 pub mod command;
 pub mod confirm;
-pub mod hostconfig;
+pub mod hostcheck;
 pub mod localise;
 pub mod measure;
 pub mod metrics;
@@ -208,6 +209,10 @@ pub struct PairwiseReport {
     /// too large for its underlay, a CPU quota below the ranks on a host): faults the matrix cannot show.
     #[serde(default)]
     pub host_config: Vec<crate::net::advice::Advice>,
+    /// Hosts whose path interface lost its carrier during the test: an intermittent link, whatever the
+    /// matrix shows (an outage between rounds leaves it clean).
+    #[serde(default)]
+    pub link_downs: Vec<hostcheck::LinkDown>,
     /// Rounds of the first pass, every pair once.
     pub rounds: usize,
     /// Rounds that measured the suspect links again.
@@ -224,9 +229,12 @@ impl PairwiseReport {
         self.hosts.len() > 1 && self.hosts.windows(2).all(|w| w[0].host == w[1].host)
     }
 
-    /// `pass` without a finding or a set-up warning; `warn` with findings on one host or set-up warnings alone;
-    /// `fail` with findings across hosts.
+    /// `fail` with findings across hosts or a link that went down; `warn` with findings on one host or set-up
+    /// warnings alone; `pass` otherwise.
     pub fn verdict(&self) -> &'static str {
+        if !self.link_downs.is_empty() {
+            return "fail";
+        }
         match (self.findings.is_empty(), self.one_host()) {
             (true, _) if !self.host_config.is_empty() => "warn",
             (true, _) => "pass",
@@ -302,6 +310,7 @@ pub fn measure_on<T: Transport + ?Sized>(
         findings,
         dismissed,
         host_config: Vec::new(),
+        link_downs: Vec::new(),
         thresholds: th.clone(),
         rounds: rounds.len(),
         remeasure_rounds,

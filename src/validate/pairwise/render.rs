@@ -281,6 +281,14 @@ pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
             let _ = writeln!(s, "  first pass: {}", finding_text(f, rep.one_host()));
         }
     }
+    for l in &rep.link_downs {
+        let _ = writeln!(
+            s,
+            "LINK DOWN {}: {} lost its carrier {} time(s) during the test and came back: an intermittent link \
+             (cable, NIC, switch port or its peer), whatever the matrix shows",
+            l.host, l.iface, l.downs
+        );
+    }
     if !rep.host_config.is_empty() {
         let _ = writeln!(
             s,
@@ -319,6 +327,7 @@ mod tests {
             findings,
             dismissed: Vec::new(),
             host_config: Vec::new(),
+            link_downs: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
             remeasure_rounds: 0,
@@ -428,6 +437,22 @@ mod tests {
         );
         rep.config.confirm = false;
         assert!(text(&rep, BwUnit::Gbyte).contains("# Findings (first pass only: --no-confirm)\nSLOW HOST h2"));
+    }
+
+    #[test]
+    fn a_link_that_went_down_fails_a_clean_matrix_by_name() {
+        let mut rep = report(None);
+        rep.link_downs = vec![super::super::hostcheck::LinkDown {
+            host: "h1".into(),
+            iface: "eth0".into(),
+            downs: 3,
+        }];
+        assert_eq!(rep.verdict(), "fail");
+        assert!(
+            text(&rep, BwUnit::Gbyte).contains("\nLINK DOWN h1: eth0 lost its carrier 3 time(s) during the test"),
+            "{}",
+            text(&rep, BwUnit::Gbyte)
+        );
     }
 
     #[test]

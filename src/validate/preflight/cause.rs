@@ -699,6 +699,7 @@ mod tests {
             findings: Vec::new(),
             dismissed: Vec::new(),
             host_config: Vec::new(),
+            link_downs: Vec::new(),
             thresholds: Default::default(),
             rounds: 3,
             remeasure_rounds: 0,

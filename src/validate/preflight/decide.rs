@@ -71,7 +71,9 @@ pub fn decide(
     }
     // The collectives' evidence is of the first TCP path's interface (see rank.rs).
     if let Some(first) = m.paths.iter().find(|p| p.name.starts_with("tcp")).or(m.paths.first()) {
-        judged.checks.extend(super::carrier::checks(&first.name, "the collectives", &m.evidence));
+        judged
+            .checks
+            .extend(super::carrier::checks(&first.name, "the collectives", &m.evidence));
     }
     judged.checks.extend(extra);
     if args.repeat == 2 {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::usage;
 use crate::error::{Error, Result};
+use crate::net::carrier::Carriers;
 use crate::net::classify::{encapsulation, IfaceKind};
 use crate::net::inventory::HostInventory;
 use crate::transport::control;
@@ -31,28 +32,6 @@ pub struct TcpCounters {
     /// retransmit it, so this is where a host dropping what it receives shows.
     #[serde(default)]
     pub ofo: u64,
-}
-
-/// How often an interface lost its carrier, as the kernel counts it (`/sys/class/net/IFACE/carrier_down_count`,
-/// or half of `carrier_changes` on kernels without it): a cable, port or peer that went away and came back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CarrierCounters {
-    /// Times the link went down.
-    pub downs: u64,
-}
-
-/// Every interface's carrier counters in the `class_net` directory (`/sys/class/net` of this namespace).
-fn carriers_in(class_net: &std::path::Path) -> Vec<(String, CarrierCounters)> {
-    crate::net::sysfs::sorted_names(class_net)
-        .into_iter()
-        .filter_map(|name| {
-            let read = |f: &str| {
-                crate::net::sysfs::read_trim(&class_net.join(&name).join(f)).and_then(|v| v.parse::<u64>().ok())
-            };
-            let downs = read("carrier_down_count").or_else(|| read("carrier_changes").map(|c| c / 2))?;
-            Some((name, CarrierCounters { downs }))
-        })
-        .collect()
 }
 
 /// The value under `key` in the two-line table of `kind` (`Tcp:`, `TcpExt:`): a header line of names, then a
@@ -344,7 +323,7 @@ impl HostEvidence {
 pub struct Started {
     cpu: usage::Sample,
     tcp: Option<TcpCounters>,
-    carriers: Vec<(String, CarrierCounters)>,
+    carriers: Carriers,
 }
 
 /// Samples now, at the start of a measurement.
@@ -352,17 +331,8 @@ pub fn start() -> Started {
     Started {
         cpu: usage::Sample::now(),
         tcp: tcp_now(),
-        carriers: carriers_in(std::path::Path::new(CLASS_NET)),
+        carriers: Carriers::now(),
     }
-}
-
-/// Where this network namespace's interfaces are listed.
-const CLASS_NET: &str = "/sys/class/net";
-
-/// Times `iface` went down between two samples; `None` where either sample lacks it.
-fn downs_between(before: &[(String, CarrierCounters)], after: &[(String, CarrierCounters)], iface: &str) -> Option<u64> {
-    let of = |v: &[(String, CarrierCounters)]| v.iter().find(|(n, _)| n == iface).map(|(_, c)| c.downs);
-    Some(of(after)?.saturating_sub(of(before)?))
 }
 
 impl Started {
@@ -373,7 +343,7 @@ impl Started {
             (Some(a), Some(b)) => Some(a.since(&b)),
             _ => None,
         };
-        let link_downs = downs_between(&self.carriers, &carriers_in(std::path::Path::new(CLASS_NET)), &config.iface);
+        let link_downs = self.carriers.downs_until(&Carriers::now(), &config.iface);
         HostEvidence {
             host: host.to_string(),
             wall_s: u.wall_s,
@@ -501,31 +471,7 @@ mod tests {
     }
 
     #[test]
-    fn carrier_losses_are_counted_per_interface_between_samples() {
-        let dir = tempfile::tempdir().unwrap();
-        let iface = |name: &str, files: &[(&str, &str)]| {
-            let d = dir.path().join(name);
-            std::fs::create_dir_all(&d).unwrap();
-            for (f, v) in files {
-                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
-            }
-        };
-        iface("eth0", &[("carrier_down_count", "3"), ("carrier_changes", "7")]);
-        iface("old0", &[("carrier_changes", "4")]);
-        iface("lo", &[]);
-        let before = carriers_in(dir.path());
-        assert_eq!(
-            before,
-            vec![
-                ("eth0".to_string(), CarrierCounters { downs: 3 }),
-                ("old0".to_string(), CarrierCounters { downs: 2 }),
-            ]
-        );
-        iface("eth0", &[("carrier_down_count", "5")]);
-        let after = carriers_in(dir.path());
-        assert_eq!(downs_between(&before, &after, "eth0"), Some(2));
-        assert_eq!(downs_between(&before, &after, "old0"), Some(0));
-        assert_eq!(downs_between(&before, &after, "lo"), None, "not counted: unknown, not zero");
+    fn carrier_losses_show_in_the_evidence_line() {
         let mut e = HostEvidence {
             host: "h1".into(),
             link_downs: Some(2),
@@ -533,6 +479,8 @@ mod tests {
         };
         e.config.iface = "eth0".into();
         assert!(e.line().contains("eth0 lost its carrier 2 time(s)"), "{}", e.line());
+        e.link_downs = Some(0);
+        assert!(!e.line().contains("carrier"), "{}", e.line());
     }
 
     #[test]

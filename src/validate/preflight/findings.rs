@@ -149,6 +149,7 @@ mod tests {
             findings,
             dismissed: Vec::new(),
             host_config: Vec::new(),
+            link_downs: Vec::new(),
             thresholds: Thresholds::default(),
             rounds: 3,
             remeasure_rounds: 0,

@@ -1,29 +1,54 @@
-//! The hosts' set-up of the measured path, checked beside the measurements: every rank sends its inventory
-//! (interfaces, MTUs, CPU quota) and the interface its transport uses; rank 0 keeps the warnings
-//! [`advise`] finds about that path (an MTU that differs between hosts, an overlay too large for its
-//! underlay, a CPU quota below the ranks placed on a host). A host with a smaller MTU measures at full speed
-//! with the test's messages and still drops the job's large frames, so the matrix alone cannot show it.
+//! What each host says about itself beside the measurements: every rank sends its inventory (interfaces,
+//! MTUs, CPU quota), the interface its transport uses and how often that interface lost its carrier during
+//! the test. Rank 0 keeps the warnings [`advise`] finds about that path (an MTU that differs between hosts, an
+//! overlay too large for its underlay, a CPU quota below the ranks placed on a host) and every host whose link
+//! went down. A host with a smaller MTU measures at full speed with the test's messages and still drops the
+//! job's large frames, and a link down for a second between rounds leaves the matrix clean: the matrix alone
+//! shows neither.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::net::advice::{advise, Advice, Severity};
+use crate::net::carrier::Carriers;
 use crate::net::inventory::HostInventory;
 use crate::transport::{control, Transport};
 
-/// What one rank sends rank 0: its host's inventory and the interface its transport is bound to.
+/// What one rank sends rank 0: its host's inventory, the interface its transport is bound to, and how often
+/// that interface lost its carrier during the test (`None`: not known).
 #[derive(Serialize, Deserialize)]
 struct Entry {
     inventory: HostInventory,
     iface: String,
+    link_downs: Option<u64>,
 }
 
-/// Every rank's set-up gathered on rank 0 and judged there, `iface` being the interface this rank's path is
-/// bound to: `Some(warnings)` on rank 0, `None` elsewhere. Every rank of the transport must call it.
-pub fn check<T: Transport + ?Sized>(t: &mut T, iface: &str) -> Result<Option<Vec<Advice>>> {
+/// A host whose path interface lost its carrier during the test.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkDown {
+    pub host: String,
+    pub iface: String,
+    /// Times it went down.
+    pub downs: u64,
+}
+
+/// What rank 0 learnt about the hosts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostChecks {
+    /// Warnings about the hosts' set-up of the measured path.
+    pub warnings: Vec<Advice>,
+    /// Hosts whose link went down during the test, one entry per host.
+    pub link_downs: Vec<LinkDown>,
+}
+
+/// Every rank's set-up and carrier losses since `before` gathered on rank 0 and judged there, `iface` being
+/// the interface this rank's path is bound to: `Some` on rank 0, `None` elsewhere. Every rank of the
+/// transport must call it.
+pub fn check<T: Transport + ?Sized>(t: &mut T, iface: &str, before: &Carriers) -> Result<Option<HostChecks>> {
     let mine = Entry {
         inventory: crate::net::inventory::local(),
         iface: iface.to_string(),
+        link_downs: before.downs_until(&Carriers::now(), iface),
     };
     let bytes = serde_json::to_vec(&mine).expect("an inventory serialises");
     let Some(all) = control::gather(t, &bytes)? else {
@@ -41,12 +66,26 @@ pub fn check<T: Transport + ?Sized>(t: &mut T, iface: &str) -> Result<Option<Vec
             })
         })
         .collect::<Result<Vec<Entry>>>()?;
-    Ok(Some(warnings(
-        &entries
-            .into_iter()
-            .map(|e| (e.inventory, e.iface))
-            .collect::<Vec<_>>(),
-    )))
+    let mut link_downs: Vec<LinkDown> = Vec::new();
+    for e in &entries {
+        let Some(downs) = e.link_downs.filter(|&d| d > 0) else {
+            continue;
+        };
+        // Ranks of one host share its interface: one entry, the most seen.
+        match link_downs.iter_mut().find(|l| l.host == e.inventory.host) {
+            Some(l) => l.downs = l.downs.max(downs),
+            None => link_downs.push(LinkDown {
+                host: e.inventory.host.clone(),
+                iface: e.iface.clone(),
+                downs,
+            }),
+        }
+    }
+    let ranks: Vec<(HostInventory, String)> = entries.into_iter().map(|e| (e.inventory, e.iface)).collect();
+    Ok(Some(HostChecks {
+        warnings: warnings(&ranks),
+        link_downs,
+    }))
 }
 
 /// The warnings about the measured path among one entry per rank (its host's inventory, its interface): one
@@ -136,7 +175,10 @@ mod tests {
         let off: Vec<_> = (0..3)
             .map(|h| {
                 let mtu = if h == 1 { 1280 } else { 9000 };
-                (host(&format!("h{h}"), &[("eth0", 1500), ("eth1", mtu)]), "eth0".to_string())
+                (
+                    host(&format!("h{h}"), &[("eth0", 1500), ("eth1", mtu)]),
+                    "eth0".to_string(),
+                )
             })
             .collect();
         assert_eq!(warnings(&off), Vec::new());
