@@ -5,6 +5,8 @@
 //! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU; and the same with the
 //!   cgroups hidden from the ranks: named from the starved rank's own wait for a CPU;
 //! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
+//! - one host dropping what it receives beyond 4 MB/s (`cluster.sh police`): that host, slow to receive,
+//!   with one cause across the report;
 //! - one host whose link goes down for a second every three (`cluster.sh flap`): that host's carrier losses
 //!   fail by name, cause the link, and nothing else is blamed;
 //! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
@@ -429,6 +431,39 @@ fn a_host_whose_link_goes_down_now_and_then_is_named_with_the_link_as_cause() {
         }
     }
     within_budget(&o);
+}
+
+#[test]
+fn a_host_dropping_what_it_receives_is_named_as_slow_to_receive() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("r");
+    let dir = tempfile::tempdir().unwrap();
+    // An ingress policer on h2: what arrives beyond 4 MB/s is dropped; what it sends is not limited.
+    c.run(&["police", "2", "4mb/s"]);
+    let o = preflight(&c, dir.path(), "police", None);
+    let name = format!("tcp@eth0 pairwise: slow host {}", c.host(2));
+    let f: Vec<&Value> = findings(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let mine = f
+        .iter()
+        .find(|x| x["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("{name} not failed:\n{}", o.stdout));
+    let detail = mine["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("{} is slow to receive", c.host(2))),
+        "{detail}"
+    );
+    // Loss on its way in, or the way in itself: never a neighbour's retransmissions.
+    assert!(["loss", "link"].contains(&mine["cause"].as_str().unwrap()), "{mine}");
+    named_only(&c, &o, &name, mine["cause"].as_str().unwrap(), &[2]);
+    // One cause for one fault: every failed check that gives a cause gives the finding's.
+    for x in bad(&o)
+        .into_iter()
+        .filter(|x| x["verdict"] == "fail" && !x["cause"].is_null())
+    {
+        assert_eq!(x["cause"], mine["cause"], "{x}\n{}", o.stdout);
+    }
 }
 
 #[test]

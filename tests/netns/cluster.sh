@@ -27,6 +27,8 @@
 #   cluster.sh loss NAME HOST PROB           HOST drops each packet it receives or sends with probability
 #                                            PROB (iptables statistic; segmentation offload off on every
 #                                            host's eth0, so a drop is one wire packet, not a 64 KB segment)
+#   cluster.sh police NAME HOST RATE         HOST drops what it receives on eth0 beyond RATE bytes per second
+#                                            (e.g. 4mb/s: iptables hashlimit, an ingress policer)
 #   cluster.sh flap NAME HOST DOWN_S EVERY_S HOST's link goes down for DOWN_S seconds every EVERY_S seconds
 #                                            (its switch port, so HOST's eth0 loses its carrier), first after
 #                                            EVERY_S, until the cluster is taken down
@@ -410,6 +412,16 @@ cmd_loss() {
   ip netns exec "$ns" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$prob" -j DROP
 }
 
+cmd_police() {
+  local name=$1 host=${2:?HOST} rate=${3:?RATE such as 4mb/s} i
+  [[ $rate =~ ^[0-9]+[km]?b/s$ ]] || die "police: RATE is bytes per second such as 4mb/s or 500kb/s, not '$rate'"
+  command -v iptables >/dev/null || die "'iptables' is not installed (Debian: iptables)"
+  i=$(host_index "$name" "$host")
+  # One bucket for everything arriving on eth0; the burst is the smallest iptables takes for the rate.
+  ip netns exec "$name-h$i" iptables -A INPUT -i eth0 -m hashlimit --hashlimit-name cbpolice \
+    --hashlimit-above "$rate" --hashlimit-burst 8mb -j DROP
+}
+
 cmd_flap() {
   local name=$1 host=${2:?HOST} down=${3:?DOWN_S} every=${4:?EVERY_S} i id
   [[ $down =~ ^[0-9]+(\.[0-9]+)?$ && $every =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
@@ -442,6 +454,7 @@ main() {
     shape) valid_name "${1:?NAME}"; cmd_shape "$@" ;;
     shape-pair) valid_name "${1:?NAME}"; cmd_shape_pair "$@" ;;
     loss) valid_name "${1:?NAME}"; cmd_loss "$@" ;;
+    police) valid_name "${1:?NAME}"; cmd_police "$@" ;;
     flap) valid_name "${1:?NAME}"; cmd_flap "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac

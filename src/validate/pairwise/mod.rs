@@ -5,6 +5,7 @@
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
+//! - [`direction`]: which way a slow host or link is slow (into or out of a host), from the matrix.
 //! - [`hostcheck`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) and their links'
 //!   carrier losses during the test, judged beside the matrix.
 //! - [`render`]: host x host matrices and the findings as text.
@@ -12,6 +13,7 @@
 
 pub mod command;
 pub mod confirm;
+pub mod direction;
 pub mod hostcheck;
 pub mod localise;
 pub mod measure;

@@ -272,6 +272,9 @@ pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
         }
         for f in &rep.findings {
             s += &finding_text(f, one_host);
+            if let Some((_, way)) = super::direction::of_finding(rep, f) {
+                let _ = write!(s, "\n  direction: {way}");
+            }
             s.push('\n');
         }
     }

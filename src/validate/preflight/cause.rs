@@ -373,6 +373,48 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
     }
 }
 
+/// The cause of `host` being slow to receive (`way` says so with the matrix's figures), where `general` is what
+/// [`judge`] found without the direction. A starved CPU stays the cause. Otherwise the loss is the receiver's:
+/// what it drops arrives out of order behind the gap, and its partners retransmit it, so their retransmissions
+/// count against it, never against them; without loss it is the way in (a policer, the switch port toward it,
+/// its NIC's receive side).
+pub fn judge_receiver(host: &str, seen: &[HostEvidence], way: &str, general: Judged) -> Judged {
+    if general.cause == Cause::Cpu {
+        return general;
+    }
+    let me = seen.iter().find(|e| e.host == host);
+    let ofo = me.and_then(|e| e.tcp).map_or(0.0, |t| t.ofo_share());
+    // What the others sent again: for a host that drops what it receives, its partners' retransmissions.
+    let partners: Vec<&HostEvidence> = seen.iter().filter(|e| e.host != host).collect();
+    let (resent, sent) = partners
+        .iter()
+        .filter_map(|e| e.tcp)
+        .fold((0u64, 0u64), |(r, s), t| (r + t.retrans_segs, s + t.out_segs));
+    let partners_share = if sent == 0 { 0.0 } else { resent as f64 / sent as f64 };
+    if ofo >= LOSS_SHARE || partners_share >= LOSS_SHARE {
+        return Judged {
+            busy: false,
+            cause: Cause::Loss,
+            why: format!(
+                "{way}; it drops what it receives: {:.1}% of the segments it received arrived out of order behind a \
+                 lost one, and its partners retransmitted {:.2}% of what they sent (their retransmissions are \
+                 {host}'s drops, not their fault): a policer or rate limit on its way in, a full receive queue, or \
+                 the switch port toward it",
+                100.0 * ofo,
+                100.0 * partners_share
+            ),
+        };
+    }
+    Judged {
+        busy: false,
+        cause: Cause::Link,
+        why: format!(
+            "{way}; no loss seen: the way in to {host} (a rate limit on the switch port toward it, its NIC's \
+             receive side)"
+        ),
+    }
+}
+
 /// The cause written into a check: its field, the evidence of `hosts` (every host when empty), and a
 /// sentence in its detail.
 pub fn annotate(c: &mut Check, j: Judged, seen: &[HostEvidence], hosts: &[String]) {
@@ -676,6 +718,52 @@ mod tests {
         // With a slow link named, the link it is.
         let j = judge_cluster(&s, &["tcp@eth0 pairwise: slow link h1 <-> h3".into()]);
         assert_eq!((j.cause, j.busy), (Cause::Link, false), "{j:?}");
+    }
+
+    #[test]
+    fn a_host_slow_to_receive_owns_its_partners_retransmissions() {
+        let mut s = cluster();
+        // h2 drops what it receives: its partners resend, and what reaches it comes out of order.
+        for (i, e) in s.iter_mut().enumerate() {
+            let t = e.tcp.as_mut().unwrap();
+            if i == 2 {
+                t.ofo = 400;
+            } else {
+                t.retrans_segs = 600;
+            }
+        }
+        let general = judge(&["h2".into()], &s, false);
+        let j = judge_receiver("h2", &s, "h2 is slow to receive", general);
+        assert_eq!(j.cause, Cause::Loss, "{j:?}");
+        assert!(
+            j.why.starts_with("h2 is slow to receive; it drops what it receives"),
+            "{}",
+            j.why
+        );
+        assert!(j.why.contains("their retransmissions are h2's drops"), "{}", j.why);
+        for other in ["h0", "h1", "h3"] {
+            assert!(!names(&j.why, other), "{}", j.why);
+        }
+        // No loss anywhere: the way in.
+        let clean = cluster();
+        let j = judge_receiver(
+            "h2",
+            &clean,
+            "h2 is slow to receive",
+            judge(&["h2".into()], &clean, false),
+        );
+        assert_eq!(j.cause, Cause::Link);
+        assert!(j.why.contains("the way in to h2"), "{}", j.why);
+        // A starved CPU stays the cause.
+        let mut busy = cluster();
+        busy[2].throttled_s = Some(9.0);
+        let j = judge_receiver(
+            "h2",
+            &busy,
+            "h2 is slow to receive",
+            judge(&["h2".into()], &busy, false),
+        );
+        assert_eq!(j.cause, Cause::Cpu);
     }
 
     #[test]

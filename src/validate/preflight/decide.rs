@@ -58,15 +58,37 @@ pub fn decide(
         .filter(|c| c.verdict == verdict::Verdict::Fail && c.name.contains(" pairwise: "))
         .map(|c| c.name.clone())
         .collect();
+    // Where the pairwise test blamed a host or link, a collective's shortfall is that finding's, with its cause:
+    // one report never gives two causes for one fault.
+    let blamed: Option<(super::cause::Cause, Vec<String>)> = extra
+        .iter()
+        .filter(|c| c.verdict == verdict::Verdict::Fail && c.name.contains(" pairwise: "))
+        .find_map(|c| {
+            c.cause
+                .map(|k| (k, c.evidence.iter().map(|e| e.host.clone()).collect()))
+        });
     for c in judged.checks.iter_mut() {
         if c.verdict == verdict::Verdict::Fail && c.name.ends_with(" busbw") && !m.evidence.is_empty() {
-            let j = super::cause::judge_cluster(&m.evidence, &findings);
+            let (j, hosts) = match &blamed {
+                Some((cause, hosts)) => (
+                    super::cause::Judged {
+                        cause: *cause,
+                        why: format!(
+                            "what the pairwise test names ({}), with its cause; see that check",
+                            findings.join("; ")
+                        ),
+                        busy: false,
+                    },
+                    hosts.clone(),
+                ),
+                None => (super::cause::judge_cluster(&m.evidence, &findings), Vec::new()),
+            };
             if j.busy && c.source.starts_with("default:") {
                 // A healthy cluster on busy hosts, judged by a default threshold: said, not failed. A
                 // threshold the user set still fails.
                 c.verdict = verdict::Verdict::Warn;
             }
-            super::cause::annotate(c, j, &m.evidence, &[]);
+            super::cause::annotate(c, j, &m.evidence, &hosts);
         }
     }
     // The collectives' evidence is of the first TCP path's interface (see rank.rs).

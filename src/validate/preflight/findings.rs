@@ -77,6 +77,19 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
                 }
             );
             let judged = super::cause::judge_metric(&hosts, seen, stalls, latency_like);
+            // The matrix shows which way it is slow: a host slow to receive is judged as the receiver, so its
+            // partners' retransmissions (what it dropped) do not blame them.
+            let way = pairwise::direction::of_finding(rep, f);
+            let judged = match (&way, f) {
+                (Some((pairwise::direction::Direction::In, why)), Finding::SlowHost { host, .. }) => {
+                    super::cause::judge_receiver(host, seen, why, judged)
+                }
+                _ => judged,
+            };
+            let line = match &way {
+                Some((_, why)) => format!("{line}; {why}"),
+                None => line,
+            };
             let busy_only = judged.busy;
             // A link slow because one end's ranks are throttled is that host's fault, not the path's.
             let throttled = seen
