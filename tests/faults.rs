@@ -337,3 +337,77 @@ fn the_header_prints_every_timeout() {
         ends[0].stdout
     );
 }
+
+#[test]
+fn a_failed_runs_files_say_they_are_incomplete_why_and_which_points_are_missing() {
+    let mut job = Job::start(3, &[], &[]);
+    let (json, csv, md) = (job.path("r.json"), job.path("r.csv"), job.path("r.md"));
+    let mut args = SWEEP.to_vec();
+    let files = [json.to_str().unwrap(), csv.to_str().unwrap(), md.to_str().unwrap()].map(String::from);
+    args.extend(["--fault", "2:all_reduce@4M:kill", "-J", &files[0]]);
+    args.extend(["--csv", &files[1], "--markdown", &files[2]]);
+    for r in 0..3 {
+        job.spawn(r, &args);
+    }
+    let ends = job.wait(&[0, 1, 2]);
+    assert_eq!(ends[0].status.code(), Some(3), "{}", ends[0].stderr);
+    let host = hostname();
+
+    // JSON: not complete, and the error with its facts and the one point not measured.
+    check_results_kept(&json);
+    let v: Value = serde_json::from_str(&text(&json)).unwrap();
+    assert_eq!(v["collbench"]["complete"], false, "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    let e = &errors[0];
+    assert_eq!(
+        (&e["rank"], &e["host"], &e["culprit"]),
+        (&2.into(), &host.as_str().into(), &true.into()),
+        "{e}"
+    );
+    assert_eq!(e["exit_code"], 3, "{e}");
+    assert!(e["phase"].as_str().unwrap().starts_with("all_reduce of 4 MiB"), "{e}");
+    assert!(
+        ends[0].error().contains(e["message"].as_str().unwrap()),
+        "{e}\n{}",
+        ends[0].stderr
+    );
+    let missing = e["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{e}");
+    assert_eq!(
+        (&missing[0]["collective"], &missing[0]["size"]),
+        (&"all_reduce".into(), &(4u64 << 20).into())
+    );
+
+    // CSV: the rows measured, read by a parser that skips comments, then the one comment line.
+    let body = text(&csv);
+    let rows: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(body.as_bytes())
+        .records()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{e}:\n{body}"));
+    assert_eq!(rows.len(), 4, "two points, two placements each:\n{body}");
+    let last = body.lines().last().unwrap();
+    assert!(last.starts_with("# incomplete: "), "{body}");
+    for w in [
+        &format!("Culprit: rank 2 (host {host})"),
+        "1 planned point(s) not measured",
+        "all_reduce of 4 MiB",
+    ] {
+        assert!(last.contains(w), "'{w}' missing: {last}");
+    }
+
+    // Markdown: the tables measured, then the section saying what is missing and why.
+    let doc = text(&md);
+    assert!(doc.contains("| 2097152 |"), "{doc}");
+    let section = doc.split("## Incomplete run").nth(1).unwrap_or_else(|| panic!("{doc}"));
+    for w in [
+        &format!("- culprit: rank 2 (host {host})"),
+        "- phase: all_reduce of 4 MiB",
+        "- points not measured: 1",
+        "all_reduce of 4 MiB (float sum)",
+    ] {
+        assert!(section.contains(w), "'{w}' missing: {section}");
+    }
+}
