@@ -411,3 +411,43 @@ fn a_failed_runs_files_say_they_are_incomplete_why_and_which_points_are_missing(
         assert!(section.contains(w), "'{w}' missing: {section}");
     }
 }
+
+#[test]
+fn with_a_timeout_shorter_than_the_work_every_rank_names_the_same_culprit() {
+    // A -T of a few milliseconds fails the sweep with no rank stopped: every rank gives up waiting on
+    // another at about the same moment. Whatever each saw first, all must end naming one culprit.
+    let mut failed = 0;
+    for t in ["0.001", "0.002", "0.004", "0.01"] {
+        for _ in 0..2 {
+            let mut job = Job::start(4, &[], &[]);
+            for r in 0..4 {
+                job.spawn(r, &["--collective", "all_reduce", "-b", "1M", "-e", "4M", "-T", t]);
+            }
+            let ends = job.wait(&[0, 1, 2, 3]);
+            if ends.iter().all(|e| e.status.success()) {
+                continue;
+            }
+            failed += 1;
+            let culprits: Vec<&str> = ends
+                .iter()
+                .map(|e| {
+                    assert_eq!(e.status.code(), Some(3), "-T {t}: rank {}:\n{}", e.rank, e.stderr);
+                    let last = e.stderr.lines().last().unwrap_or_default();
+                    assert_eq!(last, e.error(), "-T {t}: rank {}'s last line is its error", e.rank);
+                    let at = last
+                        .rfind("Culprit: rank ")
+                        .unwrap_or_else(|| panic!("-T {t}: rank {} names no culprit: {last}", e.rank));
+                    &last[at..]
+                })
+                .collect();
+            assert!(
+                culprits.iter().all(|c| *c == culprits[0]),
+                "-T {t}: the ranks name different culprits: {culprits:?}"
+            );
+        }
+    }
+    assert!(
+        failed > 0,
+        "no run failed, so nothing was checked: every -T was long enough here"
+    );
+}
