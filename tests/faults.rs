@@ -451,3 +451,46 @@ fn with_a_timeout_shorter_than_the_work_every_rank_names_the_same_culprit() {
         "no run failed, so nothing was checked: every -T was long enough here"
     );
 }
+
+/// Waits until `rank`'s stderr holds `line` and its process is stopped (state `T` in /proc): a fault that
+/// stops a rank prints its line, then stops.
+fn wait_until_stopped(job: &Job, rank: usize, line: &str) {
+    let pid = job.procs.iter().find(|(r, _)| *r == rank).unwrap().1.id();
+    let started = Instant::now();
+    loop {
+        let said = text(&job.path(&format!("{rank}.err"))).contains(line);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name, which ends at the last ')'.
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if said && state == Some(Some('T')) {
+            return;
+        }
+        assert!(started.elapsed() < HANG, "rank {rank} never stopped: {stat}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_stalled_rendezvous_is_named_by_every_rank_that_joins_it() {
+    // Rank 0 serves the rendezvous and stops (SIGSTOP) right after joining it itself; the kernel still takes
+    // connections to it, so ranks 1 and 2, started only then, connect and hear nothing.
+    let args = ["-e", "8", "--bootstrap-timeout", "3", "--fault", "0:bootstrap:stop"];
+    let mut job = Job::start(3, &[0], &args);
+    wait_until_stopped(&job, 0, "--fault: 0:bootstrap:stop");
+    job.spawn(1, &args);
+    job.spawn(2, &args);
+    let root = job.root.clone();
+    let ends = job.wait(&[1, 2]);
+    for e in &ends {
+        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        for w in [
+            &format!("Culprit: the rendezvous at {root}, served by rank 0 (host 127.0.0.1)"),
+            "during the bootstrap",
+            "stopped, hung or starved",
+            "kill -CONT",
+        ] {
+            assert!(line.contains(w), "rank {}: '{w}' missing from: {line}", e.rank);
+        }
+    }
+}
