@@ -85,6 +85,16 @@ impl Error {
         self
     }
 
+    /// The same error with `server` as the process serving the rendezvous it blames, where it blames one.
+    pub fn served_by(mut self, server: impl Into<String>) -> Error {
+        if let Error::Peer(f) = &mut self {
+            if let Some(Culprit::RendezvousAt { server: s, .. }) = &mut f.culprit {
+                *s = server.into();
+            }
+        }
+        self
+    }
+
     /// The same error noting what was being done or waited for (its message already says so in words).
     pub fn waiting_for(mut self, operation: impl Into<String>) -> Error {
         if let Error::Peer(f) = &mut self {
@@ -153,6 +163,9 @@ pub enum Culprit {
     Rank(Party),
     /// The process serving the rendezvous, which could not serve it (stopped or starved), not any rank.
     Rendezvous,
+    /// The rendezvous at `root`, as a rank that joined it saw it: it accepted the connection but never
+    /// answered (its process stopped, hung or starved). `server` names that process (`rank 0 (host H)`).
+    RendezvousAt { root: String, server: String },
 }
 
 impl std::fmt::Display for Culprit {
@@ -160,6 +173,7 @@ impl std::fmt::Display for Culprit {
         match self {
             Culprit::Rank(p) => p.fmt(f),
             Culprit::Rendezvous => f.write_str("this process (the rendezvous), not the ranks"),
+            Culprit::RendezvousAt { root, server } => write!(f, "the rendezvous at {root}, served by {server}"),
         }
     }
 }

@@ -179,7 +179,21 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         }
     }
     // Every path is opened once, here, and borrowed by every sweep below.
-    let Rank { mut sess, mut paths } = start.open(sess)?;
+    let given: Vec<String> = opts.paths.transports.iter().map(|p| p.to_string()).collect();
+    let host = sess.world.host.clone();
+    let size = sess.world.size;
+    let Rank { mut sess, mut paths } = match start.open(sess) {
+        Ok(r) => r,
+        Err(e) => {
+            return Err(mark_incomplete(
+                &mut reporters,
+                e,
+                id.rank,
+                &host,
+                &planned(opts, size, &given),
+            ))
+        }
+    };
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
@@ -220,7 +234,10 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
                             pb.finish_and_clear();
                         }
                         // Every peer learns that this rank gave up, and all name the same culprit.
-                        return Err(paths.abort(i, &mut sess, e));
+                        let e = paths.abort(i, &mut sess, e);
+                        let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
+                        let planned = planned(opts, sess.world.size, &names);
+                        return Err(mark_incomplete(&mut reporters, e, id.rank, &host, &planned));
                     }
                 }
             }
@@ -241,6 +258,69 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         finish(opts, info, &ranks, &line_rates, tally, &mut reporters)?;
     }
     Ok(code)
+}
+
+/// Every point the run plans, in run order, on the paths named `paths`.
+fn planned(opts: &Options, nranks: usize, paths: &[String]) -> Vec<results::PointKey> {
+    let points = bench::plan::points(&opts.sweep, nranks);
+    let key = |path: &String, repeat: u32, p: &bench::plan::Point| results::PointKey {
+        path: path.clone(),
+        collective: p.coll,
+        size: p.layout.size_bytes as u64,
+        dtype: p.dtype,
+        redop: p.op,
+        repeat,
+    };
+    let mut out = Vec::new();
+    for repeat in 0..opts.sweep.repeat {
+        match opts.sweep.interleave {
+            Interleave::Sweep => {
+                for path in paths {
+                    out.extend(points.iter().map(|p| key(path, repeat, p)));
+                }
+            }
+            Interleave::Point => {
+                for p in &points {
+                    out.extend(paths.iter().map(|path| key(path, repeat, p)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `e`, after rank 0 has marked its files incomplete with it (the error's facts and the points of `planned`
+/// not measured). A file that cannot take the mark is said on stderr; the run's own error stays the one
+/// returned.
+fn mark_incomplete(
+    reporters: &mut [Box<dyn Reporter>],
+    e: Error,
+    rank: usize,
+    host: &str,
+    planned: &[results::PointKey],
+) -> Error {
+    if reporters.is_empty() {
+        return e;
+    }
+    let (rank, host, culprit) = match e.culprit() {
+        Some(crate::error::Culprit::Rank(p)) => (p.rank, p.host.clone(), true),
+        _ => (rank, host.to_string(), false),
+    };
+    let facts = results::RunError {
+        message: e.to_string(),
+        phase: e.phase().map(str::to_string),
+        rank: Some(rank),
+        host: Some(host),
+        culprit,
+        exit_code: e.exit_code(),
+        missing: Vec::new(),
+    };
+    for r in reporters.iter_mut() {
+        if let Err(w) = r.fail(&facts, planned) {
+            stderr!("collbench: warning: could not mark an output incomplete: {w}");
+        }
+    }
+    e
 }
 
 /// Rank 0's last step: the summary to every reporter, then the model at the target scale and the charts,

@@ -429,3 +429,65 @@ fn all_reduce_perf_runs_nccls_collectives_on_the_device_where_the_libraries_are(
         "NCCL, not collbench's own path, ran the rows"
     );
 }
+
+#[test]
+fn a_rank_stuck_inside_an_nccl_call_is_named_by_every_rank_and_the_run_ends() {
+    // Three ranks, each its own process on its own fake GPU, meet in the fake NCCL's collectives through a
+    // folder. Rank 1's first ncclAllReduce hangs inside the call and never launches; ranks 0 and 2 launch
+    // theirs and wait on their streams for it, as with real NCCL, where no call returns an error. Only the
+    // watchdog ends this run: without it, it never ends.
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let meet = tmp.path().join("meet");
+    std::fs::create_dir(&meet).unwrap();
+    let line = "run --np 3 --memory cuda --transport nccl --collective all_reduce -b 1K -e 1K -w 1 -n 2 -c 0 -T 2";
+    let mut c = Command::new(env!("CARGO_BIN_EXE_collbench"));
+    c.env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env("FAKE_CUDA_DEVICES", "3")
+        .env("FAKE_NCCL_DIR", &meet)
+        .env("FAKE_NCCL_HANG_RANK", "1")
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("COLLBENCH_CUDA_DEVICE")
+        .args(line.split_whitespace())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("collbench runs");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    // A bound on a hang, not a timing: a run the watchdog does not end is killed and the test fails.
+    let o = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the run with rank 1 stuck in ncclAllReduce never ended: no watchdog held -T");
+        }
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let host = collbench::world::hostname();
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("collbench: error: ")).collect();
+    assert!(!errors.is_empty(), "{err}");
+    for l in &errors {
+        for w in [
+            "ncclAllReduce of 1 KiB has not returned after",
+            "rank 1 (host",
+            "never launched the call the others wait in",
+            &format!("Culprit: rank 1 (host {host})"),
+        ] {
+            assert!(l.contains(w), "'{w}' missing from: {l}\n{err}");
+        }
+    }
+    // The ranks that waited for it name it, not only the stuck rank itself.
+    for r in [0, 2] {
+        assert!(
+            errors
+                .iter()
+                .any(|l| l.contains(&format!("the nccl path: rank {r} (host"))),
+            "rank {r} said nothing:\n{err}"
+        );
+    }
+}

@@ -337,3 +337,160 @@ fn the_header_prints_every_timeout() {
         ends[0].stdout
     );
 }
+
+#[test]
+fn a_failed_runs_files_say_they_are_incomplete_why_and_which_points_are_missing() {
+    let mut job = Job::start(3, &[], &[]);
+    let (json, csv, md) = (job.path("r.json"), job.path("r.csv"), job.path("r.md"));
+    let mut args = SWEEP.to_vec();
+    let files = [json.to_str().unwrap(), csv.to_str().unwrap(), md.to_str().unwrap()].map(String::from);
+    args.extend(["--fault", "2:all_reduce@4M:kill", "-J", &files[0]]);
+    args.extend(["--csv", &files[1], "--markdown", &files[2]]);
+    for r in 0..3 {
+        job.spawn(r, &args);
+    }
+    let ends = job.wait(&[0, 1, 2]);
+    assert_eq!(ends[0].status.code(), Some(3), "{}", ends[0].stderr);
+    let host = hostname();
+
+    // JSON: not complete, and the error with its facts and the one point not measured.
+    check_results_kept(&json);
+    let v: Value = serde_json::from_str(&text(&json)).unwrap();
+    assert_eq!(v["collbench"]["complete"], false, "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    let e = &errors[0];
+    assert_eq!(
+        (&e["rank"], &e["host"], &e["culprit"]),
+        (&2.into(), &host.as_str().into(), &true.into()),
+        "{e}"
+    );
+    assert_eq!(e["exit_code"], 3, "{e}");
+    assert!(e["phase"].as_str().unwrap().starts_with("all_reduce of 4 MiB"), "{e}");
+    assert!(
+        ends[0].error().contains(e["message"].as_str().unwrap()),
+        "{e}\n{}",
+        ends[0].stderr
+    );
+    let missing = e["missing"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{e}");
+    assert_eq!(
+        (&missing[0]["collective"], &missing[0]["size"]),
+        (&"all_reduce".into(), &(4u64 << 20).into())
+    );
+
+    // CSV: the rows measured, read by a parser that skips comments, then the one comment line.
+    let body = text(&csv);
+    let rows: Vec<csv::StringRecord> = csv::ReaderBuilder::new()
+        .comment(Some(b'#'))
+        .from_reader(body.as_bytes())
+        .records()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{e}:\n{body}"));
+    assert_eq!(rows.len(), 4, "two points, two placements each:\n{body}");
+    let last = body.lines().last().unwrap();
+    assert!(last.starts_with("# incomplete: "), "{body}");
+    for w in [
+        &format!("Culprit: rank 2 (host {host})"),
+        "1 planned point(s) not measured",
+        "all_reduce of 4 MiB",
+    ] {
+        assert!(last.contains(w), "'{w}' missing: {last}");
+    }
+
+    // Markdown: the tables measured, then the section saying what is missing and why.
+    let doc = text(&md);
+    assert!(doc.contains("| 2097152 |"), "{doc}");
+    let section = doc.split("## Incomplete run").nth(1).unwrap_or_else(|| panic!("{doc}"));
+    for w in [
+        &format!("- culprit: rank 2 (host {host})"),
+        "- phase: all_reduce of 4 MiB",
+        "- points not measured: 1",
+        "all_reduce of 4 MiB (float sum)",
+    ] {
+        assert!(section.contains(w), "'{w}' missing: {section}");
+    }
+}
+
+#[test]
+fn with_a_timeout_shorter_than_the_work_every_rank_names_the_same_culprit() {
+    // A -T of a few milliseconds fails the sweep with no rank stopped: every rank gives up waiting on
+    // another at about the same moment. Whatever each saw first, all must end naming one culprit.
+    let mut failed = 0;
+    for t in ["0.001", "0.002", "0.004", "0.01"] {
+        for _ in 0..2 {
+            let mut job = Job::start(4, &[], &[]);
+            for r in 0..4 {
+                job.spawn(r, &["--collective", "all_reduce", "-b", "1M", "-e", "4M", "-T", t]);
+            }
+            let ends = job.wait(&[0, 1, 2, 3]);
+            if ends.iter().all(|e| e.status.success()) {
+                continue;
+            }
+            failed += 1;
+            let culprits: Vec<&str> = ends
+                .iter()
+                .map(|e| {
+                    assert_eq!(e.status.code(), Some(3), "-T {t}: rank {}:\n{}", e.rank, e.stderr);
+                    let last = e.stderr.lines().last().unwrap_or_default();
+                    assert_eq!(last, e.error(), "-T {t}: rank {}'s last line is its error", e.rank);
+                    let at = last
+                        .rfind("Culprit: rank ")
+                        .unwrap_or_else(|| panic!("-T {t}: rank {} names no culprit: {last}", e.rank));
+                    &last[at..]
+                })
+                .collect();
+            assert!(
+                culprits.iter().all(|c| *c == culprits[0]),
+                "-T {t}: the ranks name different culprits: {culprits:?}"
+            );
+        }
+    }
+    assert!(
+        failed > 0,
+        "no run failed, so nothing was checked: every -T was long enough here"
+    );
+}
+
+/// Waits until `rank`'s stderr holds `line` and its process is stopped (state `T` in /proc): a fault that
+/// stops a rank prints its line, then stops.
+fn wait_until_stopped(job: &Job, rank: usize, line: &str) {
+    let pid = job.procs.iter().find(|(r, _)| *r == rank).unwrap().1.id();
+    let started = Instant::now();
+    loop {
+        let said = text(&job.path(&format!("{rank}.err"))).contains(line);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name, which ends at the last ')'.
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next());
+        if said && state == Some(Some('T')) {
+            return;
+        }
+        assert!(started.elapsed() < HANG, "rank {rank} never stopped: {stat}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_stalled_rendezvous_is_named_by_every_rank_that_joins_it() {
+    // Rank 0 serves the rendezvous and stops (SIGSTOP) right after joining it itself; the kernel still takes
+    // connections to it, so ranks 1 and 2, started only then, connect and hear nothing.
+    let args = ["-e", "8", "--bootstrap-timeout", "3", "--fault", "0:bootstrap:stop"];
+    let mut job = Job::start(3, &[0], &args);
+    wait_until_stopped(&job, 0, "--fault: 0:bootstrap:stop");
+    job.spawn(1, &args);
+    job.spawn(2, &args);
+    let root = job.root.clone();
+    let ends = job.wait(&[1, 2]);
+    for e in &ends {
+        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        for w in [
+            &format!("Culprit: the rendezvous at {root}, served by rank 0 (host 127.0.0.1)"),
+            "during the bootstrap",
+            "stopped, hung or starved",
+            "kill -CONT",
+        ] {
+            assert!(line.contains(w), "rank {}: '{w}' missing from: {line}", e.rank);
+        }
+    }
+}

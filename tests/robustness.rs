@@ -432,12 +432,12 @@ fn a_rendezvous_stopped_through_its_deadline_blames_itself_not_the_ranks() {
     let (root, mut r0, mut err0, mut said) = (0..5)
         .find_map(|_| stopped_rank0())
         .expect("five free ports taken at once");
-    // Ranks 1 and 2 come while it stands still, and give up at their deadline.
+    // Ranks 1 and 2 come while it stands still, and give up at their deadline naming it.
     for r in [1, 2] {
         let o = job_rank(r, &root, &[]).output().unwrap();
         assert_eq!(o.status.code(), Some(3), "rank {r}: {}", stderr(&o));
         assert!(
-            stderr(&o).contains("no welcome from the rendezvous"),
+            stderr(&o).contains(&format!("Culprit: the rendezvous at {root}, served by rank 0")),
             "rank {r}: {}",
             stderr(&o)
         );

@@ -155,7 +155,15 @@ impl Watchdog {
     /// Marks a library call (`call`, e.g. `MPI_Allreduce`, on a message of `bytes`) as entered until the
     /// guard drops. Allocates nothing: it runs around every timed call.
     pub fn call(&self, call: &'static str, bytes: Option<u64>) -> CallGuard<'_> {
-        self.shared.calls.fetch_add(1, Ordering::SeqCst);
+        let g = self.enter(call, bytes);
+        g.launched();
+        g
+    }
+
+    /// Watches a library call from its start, counting it only once [`CallGuard::launched`] says the library
+    /// took it (NCCL: queued on the stream, whose wait is the part that meets the peers): a rank stuck inside
+    /// the launch itself then lags the ranks waiting for it, and is named.
+    pub fn enter(&self, call: &'static str, bytes: Option<u64>) -> CallGuard<'_> {
         if let Ok(mut c) = self.shared.current.lock() {
             *c = Some(Current {
                 call,
@@ -181,6 +189,13 @@ impl Drop for Watchdog {
 /// A library call in progress; dropping it marks the call returned.
 pub struct CallGuard<'a> {
     shared: &'a Shared,
+}
+
+impl CallGuard<'_> {
+    /// Counts the call as entered: the library has it, and the peers can meet this rank in it.
+    pub fn launched(&self) {
+        self.shared.calls.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for CallGuard<'_> {
@@ -376,8 +391,10 @@ fn failure(
             deadline.as_secs_f64()
         ),
         Some(c) => format!(
-            "; rank {c} (host {}) never entered the call the others wait in",
-            job.peers[c].host
+            "; rank {c} (host {}) never {} the call the others wait in (it is stuck before it, or inside the \
+             library's launch of it)",
+            job.peers[c].host,
+            if job.path == "nccl" { "launched" } else { "entered" }
         ),
         None => "; every rank is inside the same call, so no rank can be named: the library or the network is \
                  stuck (raise -T if the call is only slow)"
@@ -446,6 +463,14 @@ mod tests {
                 culprit: None
             })
         );
+        drop(_g);
+        // A call entered but not yet taken by the library (NCCL's launch) is watched but not counted, so a
+        // rank stuck in a launch lags the ranks that launched.
+        let g = wd.enter("ncclAllReduce", Some(8));
+        assert_eq!(ask(1, addr, &token, d).map(|s| (s.calls, s.in_call)), Some((1, true)));
+        g.launched();
+        assert_eq!(ask(1, addr, &token, d).map(|s| (s.calls, s.in_call)), Some((2, true)));
+        drop(g);
         assert_eq!(ask(1, addr, &[8u8; 16], d), None, "another job's token");
         assert_eq!(ask(2, addr, &token, d), None, "posing as another rank");
     }

@@ -13,6 +13,7 @@ use super::plan::{needs_scratch, plan, P2p, Step};
 use crate::algorithm::{control, Algo, Args};
 use crate::collective::Collective;
 use crate::engine::call::Call;
+use crate::engine::watchdog::Watchdog;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::memory::cuda::{driver_err, Gpu};
@@ -31,6 +32,8 @@ pub struct NcclComm {
 pub struct NcclEngine<'a, T: Transport> {
     ctrl: T,
     comm: &'a mut NcclComm,
+    /// Holds `-T` on each call, which NCCL cannot be given.
+    watchdog: &'a Watchdog,
 }
 
 impl NcclComm {
@@ -77,9 +80,10 @@ impl NcclComm {
 }
 
 impl<'a, T: Transport> NcclEngine<'a, T> {
-    /// An engine over `comm`, with `ctrl` (a path of the same ranks) for the runner's control exchanges.
-    pub fn new(ctrl: T, comm: &'a mut NcclComm) -> Self {
-        NcclEngine { ctrl, comm }
+    /// An engine over `comm`, with `ctrl` (a path of the same ranks) for the runner's control exchanges and
+    /// its calls watched by `watchdog`.
+    pub fn new(ctrl: T, comm: &'a mut NcclComm, watchdog: &'a Watchdog) -> Self {
+        NcclEngine { ctrl, comm, watchdog }
     }
 
     fn fail(&self, m: String) -> Error {
@@ -173,6 +177,19 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
     }
 }
 
+/// The NCCL call that runs `coll`, as the watchdog names it.
+fn call_name(coll: Collective) -> &'static str {
+    match coll {
+        Collective::AllReduce => "ncclAllReduce",
+        Collective::AllGather => "ncclAllGather",
+        Collective::ReduceScatter => "ncclReduceScatter",
+        Collective::Broadcast => "ncclBroadcast",
+        Collective::Reduce => "ncclReduce",
+        Collective::AllToAll => "ncclAllToAll (grouped sends and receives)",
+        Collective::SendRecv => "ncclSend/ncclRecv",
+    }
+}
+
 impl Drop for NcclComm {
     fn drop(&mut self) {
         // SAFETY: the communicator was made by ncclCommInitRank and is not used after this.
@@ -216,9 +233,15 @@ impl<T: Transport> Engine for NcclEngine<'_, T> {
             .bind_to_thread()
             .map_err(driver_err("binding the context"))
             .map_err(|e| self.fail(e.into()))?;
+        // Watched from the first step: a rank stuck inside a launch never counts the call as launched, so the
+        // ranks waiting on their streams for it name it.
+        let watched = self
+            .watchdog
+            .enter(call_name(call.coll), Some(call.send_len.max(call.recv_len) as u64));
         for step in plan(call, self.rank(), self.size(), send, recv, scratch) {
             self.queue(call, &step, scratch).map_err(|m| self.fail(m))?;
         }
+        watched.launched();
         self.comm.gpu.sync().map_err(|e| self.fail(e.into()))
     }
 

@@ -1,10 +1,15 @@
 //! The `nccl` path (feature `cuda`): NCCL's collectives on device buffers handed over directly, the GPU
-//! baseline. Opening it sets NCCL's communicator up over the control path and opens this rank's GPU; before
-//! any rank starts, libnccl must load. Its failures are made known on the control path.
+//! baseline. Opening it sets NCCL's communicator up over the control path, opens this rank's GPU and starts
+//! the library watchdog (`-T` on every NCCL call, as on mpi's; addresses exchanged over the control path);
+//! before any rank starts, libnccl must load. Its failures are made known on the control path.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::{Kind, Open, Opening, Staging};
+use crate::algorithm::control;
 use crate::bench::{self, Outcome, Sweep};
 use crate::engine::direct::DirectAlloc;
+use crate::engine::watchdog::{Bound, Job, Peer, Watchdog};
 use crate::error::{Error, Result};
 use crate::memory::cuda_device::CudaDevice;
 use crate::nccl::engine::{NcclComm, NcclEngine};
@@ -32,14 +37,67 @@ impl Kind for Nccl {
             .ok_or_else(|| Error::usage("--transport", "nccl needs a TCP path for its set-up"))?;
         let comm = NcclComm::open(ctrl, opts.buffers.device.as_deref())?;
         let dev = super::staging::open_gpu(opts, at.sess.world.rank)?;
-        Ok(Box::new(NcclPath { comm, dev }))
+        let watchdog = start_watchdog(at.sess, opts)?;
+        Ok(Box::new(NcclPath { comm, dev, watchdog }))
     }
 }
 
-/// NCCL's communicator, and this rank's GPU holding the sweep's buffers.
+/// Starts the library watchdog on the control path's address, every rank's address gathered on rank 0 and
+/// sent to all over the control path (each line one rank's, in rank order).
+fn start_watchdog(sess: &mut Session, opts: &Options) -> Result<Watchdog> {
+    let world = &sess.world;
+    let ip = world.ranks[world.rank]
+        .endpoints
+        .first()
+        .and_then(|ep| ep.addr.parse::<SocketAddr>().ok())
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
+    let bound = Bound::new(ip)?;
+    let (rank, token, ranks) = (world.rank, world.token, world.ranks.clone());
+    let ctrl = sess
+        .transports
+        .first_mut()
+        .ok_or_else(|| Error::usage("--transport", "nccl needs a TCP path for its set-up"))?;
+    let gathered = control::gather(ctrl, bound.addr()?.to_string().as_bytes())?;
+    let list = gathered.map(|all| all.join(&b'\n')).unwrap_or_default();
+    let list = control::broadcast(ctrl, &list)?;
+    let addrs: Vec<&[u8]> = list.split(|b| *b == b'\n').collect();
+    let peers = ranks
+        .iter()
+        .enumerate()
+        .map(|(r, ri)| {
+            let addr = addrs
+                .get(r)
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| {
+                    Error::peer(format!(
+                        "rank {} (host {}) published an unusable watchdog address for the nccl path",
+                        ri.rank, ri.host
+                    ))
+                })?;
+            Ok(Peer {
+                host: ri.host.clone(),
+                addr,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Watchdog::start(
+        bound,
+        Job {
+            rank,
+            peers,
+            token,
+            timeout: opts.deadlines.timeout,
+            path: "nccl".into(),
+        },
+    )
+}
+
+/// NCCL's communicator, this rank's GPU holding the sweep's buffers, and the watchdog on its calls.
 struct NcclPath {
     comm: NcclComm,
     dev: CudaDevice,
+    watchdog: Watchdog,
 }
 
 impl Open for NcclPath {
@@ -48,7 +106,7 @@ impl Open for NcclPath {
     }
 
     fn sweep(&mut self, sess: &mut Session, _staging: &Staging, s: Sweep<'_>) -> Result<Outcome> {
-        let mut engine = NcclEngine::new(&mut sess.transports[0], &mut self.comm);
+        let mut engine = NcclEngine::new(&mut sess.transports[0], &mut self.comm, &self.watchdog);
         let rank = crate::engine::Engine::rank(&engine);
         bench::sweep(&mut engine, s, DirectAlloc { dev: &self.dev, rank })
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Reporter;
 use crate::error::{Error, Result};
+use crate::results::failure::{PointKey, RunError};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 
 /// The header row, in column order.
@@ -38,6 +39,8 @@ pub const COLUMNS: [&str; 21] = [
 pub struct CsvReporter {
     path: PathBuf,
     out: Option<csv::Writer<File>>,
+    /// The points written, to name those a failed run did not measure.
+    written: Vec<PointKey>,
 }
 
 impl CsvReporter {
@@ -46,6 +49,7 @@ impl CsvReporter {
         CsvReporter {
             path: path.into(),
             out: None,
+            written: Vec::new(),
         }
     }
 
@@ -82,17 +86,39 @@ impl Reporter for CsvReporter {
     fn begin(&mut self, _run: &RunInfo) -> Result<()> {
         // A fresh file per run, even if this reporter wrote one before.
         self.out = None;
+        self.written.clear();
         self.append(&[])
     }
 
     fn record(&mut self, rec: &Record) -> Result<()> {
+        self.written.push(PointKey::of(rec));
         self.append(&[row(rec, false), row(rec, true)])
     }
 
     fn finish(&mut self, _summary: &Summary) -> Result<()> {
         self.append(&[])
     }
+
+    /// The file ends with one comment line, `# incomplete: ERROR; N planned point(s) not measured: ...`,
+    /// which CSV readers told that `#` opens a comment skip (pandas' `comment='#'`, the csv crate's
+    /// `comment(Some(b'#'))`).
+    fn fail(&mut self, error: &RunError, planned: &[PointKey]) -> Result<()> {
+        use std::io::Write as _;
+        self.append(&[])?;
+        let e = error.clone().with_missing(planned, &self.written);
+        let line = format!("{INCOMPLETE}{}\n", e.line());
+        // The rows are flushed by into_inner; the line goes after them, outside the csv writer's quoting.
+        let Some(w) = self.out.take() else { return Ok(()) };
+        let written = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        written.map_err(|e| self.io(e))
+    }
 }
+
+/// How the comment line that marks a failed run's file opens.
+pub const INCOMPLETE: &str = "# incomplete: ";
 
 /// One placement of one record, in [`COLUMNS`] order; redop `none` and root -1 as in the table. The csv
 /// writer quotes free text (RFC 4180) where it holds a comma, quote or line break.

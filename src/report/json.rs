@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::results::document::{
     AverageBusBw, Collbench, Config, Device, Document, Entry, JBool, MemoryNote, OutOfBounds, Placement,
 };
+use crate::results::failure::{PointKey, RunError};
 use crate::results::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
 use crate::results::run_params::{RunParams, StepView};
 
@@ -21,6 +22,8 @@ pub struct JsonReporter {
     path: PathBuf,
     run: Option<RunInfo>,
     records: Vec<Record>,
+    /// What ended the run early, once it has failed.
+    error: Option<RunError>,
 }
 
 impl JsonReporter {
@@ -30,6 +33,7 @@ impl JsonReporter {
             path: path.into(),
             run: None,
             records: Vec::new(),
+            error: None,
         }
     }
 
@@ -41,11 +45,13 @@ impl JsonReporter {
     fn write(&self, summary: Option<&Summary>) -> Result<()> {
         // Nothing to write before begin(): the run metadata is what makes the file meaningful.
         let Some(run) = &self.run else { return Ok(()) };
-        // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final document only.
-        if summary.is_none() && super::file::is_stream(&self.path) {
+        // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final document only, the failed
+        // run's included.
+        if summary.is_none() && self.error.is_none() && super::file::is_stream(&self.path) {
             return Ok(());
         }
-        let doc = document(run, &self.records, summary);
+        let mut doc = document(run, &self.records, summary);
+        doc.errors.extend(self.error.clone());
         let mut bytes = serde_json::to_vec_pretty(&doc)
             .map_err(|e| Error::io(format!("encoding {}", self.path.display()), e.into()))?;
         bytes.push(b'\n');
@@ -67,6 +73,12 @@ impl Reporter for JsonReporter {
 
     fn finish(&mut self, summary: &Summary) -> Result<()> {
         self.write(Some(summary))
+    }
+
+    fn fail(&mut self, error: &RunError, planned: &[PointKey]) -> Result<()> {
+        let measured: Vec<PointKey> = self.records.iter().map(PointKey::of).collect();
+        self.error = Some(error.clone().with_missing(planned, &measured));
+        self.write(None)
     }
 }
 
@@ -334,6 +346,32 @@ mod tests {
         validate(&done);
         let (_d, running) = write_run(false);
         validate(&running);
+    }
+
+    #[test]
+    fn a_failed_runs_file_holds_its_error_and_the_points_missing_and_validates() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = JsonReporter::new(dir.path().join("r.json"));
+        j.begin(&run_info(false)).unwrap();
+        let recs = records();
+        j.record(&recs[0]).unwrap();
+        let planned: Vec<PointKey> = recs.iter().map(PointKey::of).collect();
+        let error = RunError {
+            message: "during all_reduce of 4 MiB: gone. Culprit: rank 1 (host h1)".into(),
+            phase: Some("all_reduce of 4 MiB".into()),
+            rank: Some(1),
+            host: Some("h1".into()),
+            culprit: true,
+            exit_code: 3,
+            missing: Vec::new(),
+        };
+        j.fail(&error, &planned).unwrap();
+        let v: Value = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
+        validate(&v);
+        assert_eq!(v["collbench"]["complete"], false);
+        let read = Document::from_value(&v).unwrap();
+        assert_eq!(read.errors, [error.with_missing(&planned, &planned[..1])]);
+        assert_eq!(read.errors[0].missing.len(), recs.len() - 1);
     }
 
     #[test]

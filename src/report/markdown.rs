@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::file::write_atomic;
 use super::Reporter;
 use crate::error::Result;
+use crate::results::failure::{PointKey, RunError};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 
 /// Writes the Markdown report at a path.
@@ -14,6 +15,8 @@ pub struct MarkdownReporter {
     path: PathBuf,
     head: String,
     records: Vec<Record>,
+    /// What ended the run early, once it has failed.
+    error: Option<RunError>,
 }
 
 impl MarkdownReporter {
@@ -23,15 +26,20 @@ impl MarkdownReporter {
             path: path.into(),
             head: String::new(),
             records: Vec::new(),
+            error: None,
         }
     }
 
     fn write(&self, summary: Option<&Summary>) -> Result<()> {
         // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final report only.
-        if summary.is_none() && super::file::is_stream(&self.path) {
+        if summary.is_none() && self.error.is_none() && super::file::is_stream(&self.path) {
             return Ok(());
         }
-        write_atomic(&self.path, render(&self.head, &self.records, summary).as_bytes())
+        let mut text = render(&self.head, &self.records, summary);
+        if let Some(e) = &self.error {
+            text.push_str(&incomplete(e));
+        }
+        write_atomic(&self.path, text.as_bytes())
     }
 }
 
@@ -43,6 +51,29 @@ fn cell(t: &Timing) -> String {
 /// The table a record belongs in: its path, collective and sweep.
 fn key(r: &Record) -> (&str, &'static str, u32) {
     (r.path.as_str(), r.collective.name(), r.repeat)
+}
+
+/// The section that marks a failed run's report incomplete: the error with its facts, and every point the
+/// run did not measure.
+fn incomplete(e: &RunError) -> String {
+    let mut s = String::from(
+        "\n## Incomplete run\n\nThe run failed before its last point; the tables above hold what \
+                              it measured.\n\n",
+    );
+    let _ = writeln!(s, "- error: {}", crate::error::escape(&e.message));
+    if let Some(p) = &e.phase {
+        let _ = writeln!(s, "- phase: {}", crate::error::escape(p));
+    }
+    if let (Some(r), Some(h)) = (e.rank, &e.host) {
+        let who = if e.culprit { "culprit" } else { "reported by" };
+        let _ = writeln!(s, "- {who}: rank {r} (host {})", crate::error::escape(h));
+    }
+    let _ = writeln!(s, "- exit status: {}", e.exit_code);
+    let _ = writeln!(s, "- points not measured: {}", e.missing.len());
+    for p in &e.missing {
+        let _ = writeln!(s, "  - {p}");
+    }
+    s
 }
 
 /// The whole document for `records` so far (and the summary once the run is over).
@@ -173,6 +204,12 @@ impl Reporter for MarkdownReporter {
 
     fn finish(&mut self, summary: &Summary) -> Result<()> {
         self.write(Some(summary))
+    }
+
+    fn fail(&mut self, error: &RunError, planned: &[PointKey]) -> Result<()> {
+        let measured: Vec<PointKey> = self.records.iter().map(PointKey::of).collect();
+        self.error = Some(error.clone().with_missing(planned, &measured));
+        self.write(None)
     }
 }
 

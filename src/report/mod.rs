@@ -24,7 +24,7 @@ pub use self::summary::{avg_busbw, summarize};
 pub use self::table::TableReporter;
 
 use crate::error::Result;
-use crate::results::{Record, RunInfo, Summary};
+use crate::results::{PointKey, Record, RunError, RunInfo, Summary};
 
 /// One output format. File reporters rewrite their file after every record so an abort keeps what was
 /// measured.
@@ -35,4 +35,9 @@ pub trait Reporter {
     fn record(&mut self, rec: &Record) -> Result<()>;
     /// Called once after the last point (not called when the run aborts).
     fn finish(&mut self, summary: &Summary) -> Result<()>;
+    /// Called instead of [`Reporter::finish`] when the run fails after [`Reporter::begin`]: the error, and the
+    /// points of the plan (`planned`) so the reporter can mark its output incomplete and name what is missing.
+    fn fail(&mut self, _error: &RunError, _planned: &[PointKey]) -> Result<()> {
+        Ok(())
+    }
 }

@@ -48,8 +48,10 @@ pub struct Document<S = SummaryView> {
     pub out_of_bounds: OutOfBounds,
     #[serde(default)]
     pub average_bus_bandwidth: AverageBusBw,
+    /// What ended a failed run early, with its facts (empty for a run that did not fail); files of earlier
+    /// versions hold strings here, read as messages without facts.
     #[serde(default)]
-    pub errors: Vec<String>,
+    pub errors: Vec<super::failure::RunError>,
     /// Written once the run is complete, as nccl-tests writes it at finalisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<String>,

@@ -6,6 +6,7 @@
 //! writer and reader.
 
 pub mod document;
+pub mod failure;
 pub mod per_iter;
 pub mod reader;
 pub mod record;
@@ -14,6 +15,7 @@ pub mod summary_view;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use self::failure::{PointKey, RunError};
 pub use self::run_params::RunParams;
 pub use record::{
     AvgBusBw, Comparison, Connections, Endpoint, PathCost, PathFigure, PeakMemory, RankInfo, Record, RunInfo, Summary,

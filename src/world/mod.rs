@@ -13,6 +13,7 @@ pub mod local;
 mod missing;
 pub mod rank_info;
 pub mod rendezvous;
+mod stalled;
 
 pub use crate::transport::tcp::handshake::Token;
 use rank_info::RankInfo;
@@ -101,12 +102,12 @@ pub fn bootstrap(
     let mut sock = sock;
     match rendezvous::send_join(&mut sock, root, &id.token, &me, deadline) {
         // Closed before the challenge (a flooded service drops the oldest unproved connections): the wait
-        // below connects again.
-        Err(e) if e.exit_code() != crate::error::EXIT_USAGE => {}
-        r => r?,
+        // below connects again. A service that took the connection and stayed silent is named at once.
+        Err(e) if e.exit_code() != crate::error::EXIT_USAGE && e.culprit().is_none() => {}
+        r => r.map_err(|e| served_by(e, id, root))?,
     }
     crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
-    let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline)?;
+    let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline).map_err(|e| served_by(e, id, root))?;
     Ok(World {
         rank: id.rank,
         size: id.size,
@@ -117,6 +118,18 @@ pub fn bootstrap(
         ranks,
         bootstrap_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// `e`, naming collbench's own launcher rather than rank 0 as the process serving a silent rendezvous where
+/// that launcher serves it (`run --np`).
+fn served_by(e: crate::error::Error, id: &Identity, root: &str) -> crate::error::Error {
+    if id.launcher == "local" {
+        let host = stalled::host_of(root);
+        return e.served_by(format!(
+            "collbench's launcher (the `collbench run --np` process, host {host})"
+        ));
+    }
+    e
 }
 
 #[cfg(test)]

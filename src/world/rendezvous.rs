@@ -26,14 +26,14 @@ use crate::transport::tcp::handshake::Token;
 pub(crate) use crate::world::disagreement::disagreement;
 use crate::world::missing::missing_ranks;
 
-const MAGIC: [u8; 4] = *b"CBRV";
+pub(super) const MAGIC: [u8; 4] = *b"CBRV";
 const CHALLENGE_MAGIC: [u8; 4] = *b"CBRC";
 /// 2: the token is proved with nonces and HMAC, never sent.
 const VERSION: u16 = 2;
 /// The rank's hello: magic, version, nonce.
 const PREAMBLE_LEN: usize = 4 + 2 + NONCE_LEN;
 /// The service's challenge: magic, version, nonce, proof.
-const CHALLENGE_LEN: usize = 4 + 2 + NONCE_LEN + PROOF_LEN;
+pub(super) const CHALLENGE_LEN: usize = 4 + 2 + NONCE_LEN + PROOF_LEN;
 /// The rank's proof: a flag byte, then the proof.
 const PROOF_MSG_LEN: usize = 1 + PROOF_LEN;
 /// Where the join's frame starts.
@@ -398,7 +398,7 @@ fn binding<'a>(connector: &'a Nonce, listener: &'a Nonce) -> Binding<'a> {
     }
 }
 
-const VERSION_BYTES: [u8; 2] = VERSION.to_le_bytes();
+pub(super) const VERSION_BYTES: [u8; 2] = VERSION.to_le_bytes();
 
 /// The service's challenge to a rank whose nonce is `connector`: its own nonce and proof.
 fn challenge(token: &Token, connector: &Nonce, listener: &Nonce) -> Vec<u8> {
@@ -525,7 +525,9 @@ fn write_frame<T: Serialize>(sock: &mut TcpStream, v: &T) -> std::io::Result<()>
 enum Heard {
     /// The connection ended before the first byte of an answer.
     Closed(String),
-    /// Anything else: no answer in time, or a broken one.
+    /// No answer before the deadline, on a connection still open.
+    Silent(String),
+    /// Anything else: a broken answer.
     Failed(String),
 }
 
@@ -542,7 +544,7 @@ fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, Heard> {
             Ok(n) => got += n,
             Err(e) if e.kind() == Interrupted => {}
             Err(e) if matches!(e.kind(), WouldBlock | TimedOut) => {
-                return Err(Heard::Failed("no answer before the deadline".into()))
+                return Err(Heard::Silent("no answer before the deadline".into()))
             }
             Err(e) if got == 0 && matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) => {
                 return Err(Heard::Closed(format!(
@@ -748,8 +750,8 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
 /// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
 pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
     match send_join(&mut sock, root, token, me, deadline) {
-        // Closed before the challenge: the wait below connects again.
-        Err(e) if e.exit_code() != crate::error::EXIT_USAGE => {}
+        // Closed before the challenge: the wait below connects again. A silent service is named at once.
+        Err(e) if e.exit_code() != crate::error::EXIT_USAGE && e.culprit().is_none() => {}
         r => r?,
     }
     await_welcome(sock, root, token, me, deadline)
@@ -771,7 +773,16 @@ pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join, dea
         .max(Duration::from_millis(1));
     sock.set_read_timeout(Some(left)).map_err(io_err)?;
     let mut ch = [0u8; CHALLENGE_LEN];
-    sock.read_exact(&mut ch).map_err(io_err)?;
+    let asked = Instant::now();
+    if let Err(e) = sock.read_exact(&mut ch) {
+        // Connected, yet no challenge: a service that is not running (stopped, hung) is blamed by name.
+        if super::stalled::timed_out(&e) {
+            if let Some(stall) = super::stalled::blame_if_silent(&who, root, "challenge", asked) {
+                return Err(stall);
+            }
+        }
+        return Err(io_err(e));
+    }
     let version = u16::from_le_bytes([ch[4], ch[5]]);
     let proved = ch[..4] == CHALLENGE_MAGIC
         && version == VERSION
@@ -825,6 +836,7 @@ pub fn await_welcome(
     let who = format!("rank {} (host {})", me.rank, me.host);
     let io_err = |e: std::io::Error| Error::peer(format!("{who}: talking to the rendezvous at {root} failed: {e}"));
     let mut said = false;
+    let since = Instant::now();
     loop {
         let left = deadline
             .saturating_duration_since(Instant::now())
@@ -832,6 +844,10 @@ pub fn await_welcome(
         sock.set_read_timeout(Some(left)).map_err(io_err)?;
         let why = match read_frame(&mut sock) {
             Ok(frame) => return decode_reply(&frame, &who, root),
+            Err(Heard::Silent(why)) => match super::stalled::blame_if_silent(&who, root, "verdict", since) {
+                Some(stall) => return Err(stall),
+                None => why,
+            },
             Err(Heard::Failed(why)) => why,
             Err(Heard::Closed(why)) if Instant::now() < deadline => {
                 if !said {

@@ -160,25 +160,61 @@ impl TcpTransport {
         self.notes_refused
     }
 
-    /// The note that names the culprit: from this rank's own note (or the first heard), follow the note of
-    /// each blamed rank as long as there is one; a rank that sent none is the culprit.
+    /// The note that names the culprit, chosen from the notes alone, so every rank holding the same notes
+    /// names the same rank whichever note it heard first or wrote itself. Each note blames one rank; a rank
+    /// blamed that sent no note (stopped, dead) or that blames itself (a failure of its own) ends the chain of
+    /// waits, and the lowest such rank is the culprit. When every rank blamed sent a note blaming another
+    /// (each gave up waiting on the next, as with a `-T` shorter than the work), the waits form a cycle and
+    /// the lowest rank on it is named. The note returned blames the culprit: this rank's own where it does,
+    /// else the one from the lowest rank.
     fn verdict(&self) -> Option<&AbortNote> {
-        let mut note = self
+        let note_of = |r: usize| self.notes.iter().find(|n| n.origin == r);
+        let ends = self
             .notes
             .iter()
-            .find(|n| n.origin == self.rank)
-            .or_else(|| self.notes.first())?;
-        let mut seen = vec![note.origin];
-        loop {
-            let (blamed, _) = note.blamed();
-            match self.notes.iter().find(|n| n.origin == blamed) {
-                Some(next) if !seen.contains(&next.origin) => {
-                    seen.push(next.origin);
-                    note = next;
+            .map(AbortNote::blamed)
+            .filter(|(b, _)| match note_of(*b) {
+                None => true,
+                Some(n) => n.blamed().0 == *b,
+            });
+        let culprit = match ends.map(|(b, _)| b).min() {
+            Some(c) => c,
+            None => {
+                // No chain ends: every rank blamed sent a note blaming another. From any note the chain enters
+                // a cycle; the lowest rank on any cycle is named.
+                let mut on_cycle = Vec::new();
+                for start in &self.notes {
+                    let mut seen = vec![start.origin];
+                    let mut at = start.blamed().0;
+                    while !seen.contains(&at) {
+                        seen.push(at);
+                        at = note_of(at).map_or(at, |n| n.blamed().0);
+                    }
+                    // `at` repeats: the ranks from its first visit on are the cycle.
+                    let from = seen.iter().position(|r| *r == at).unwrap_or(0);
+                    on_cycle.extend_from_slice(&seen[from..]);
                 }
-                _ => return Some(note),
+                on_cycle.into_iter().min()?
             }
-        }
+        };
+        let blaming = |n: &&AbortNote| n.blamed().0 == culprit;
+        self.own_note()
+            .filter(blaming)
+            .or_else(|| self.notes.iter().filter(blaming).min_by_key(|n| n.origin))
+    }
+
+    /// Whether the notes held can name the culprit as every other rank will: each rank blamed has sent its
+    /// note (or its connection to this rank is closed), and every rank of the job was heard from, directly or
+    /// relayed, or is closed. A stopped rank never sends one, so lingering ends on its deadline then.
+    fn notes_complete(&self) -> bool {
+        let closed = |r: usize| {
+            self.peers
+                .get(r)
+                .and_then(Option::as_ref)
+                .is_some_and(|p| p.streams.iter().all(|s| s.closed))
+        };
+        let heard = |r: usize| r == self.rank || closed(r) || self.notes.iter().any(|n| n.origin == r);
+        self.notes.iter().all(|n| heard(n.blamed().0)) && (0..self.peers.len()).all(heard)
     }
 
     /// This rank's own note, if it gave up on its own or answered a note blaming it.
@@ -376,7 +412,9 @@ impl TcpTransport {
 
     /// Sends and hears abort notes until every peer was told and has told (or is gone), or [`LINGER`] passed.
     fn linger(&mut self) {
-        let end = Instant::now() + LINGER.min(self.cfg.timeout);
+        // Not cut to -T: a -T of a millisecond would end the wait before any note could arrive, and ranks would
+        // name different culprits.
+        let end = Instant::now() + LINGER;
         loop {
             self.queue_notes();
             let mut drained = true;
@@ -397,7 +435,8 @@ impl TcpTransport {
                 .peers
                 .iter()
                 .flatten()
-                .all(|p| p.heard || p.streams.iter().all(|s| s.closed));
+                .all(|p| p.heard || p.streams.iter().all(|s| s.closed))
+                && self.notes_complete();
             let now = Instant::now();
             if (drained && settled) || now >= end {
                 return;
@@ -717,6 +756,54 @@ mod tests {
             "rank 0 reported only after the stream of notes ended: {m}"
         );
         assert!(m.ends_with("Culprit: rank 1 (host h1)"), "{m}");
+    }
+
+    /// A note from `origin` blaming `culprit` (itself when `None`), as heard.
+    fn note(origin: usize, culprit: Option<usize>) -> AbortNote {
+        AbortNote {
+            origin,
+            origin_host: format!("h{origin}"),
+            culprit: culprit.map(|c| (c, format!("h{c}"))),
+            phase: None,
+            text: format!("rank {origin} gave up"),
+            relayed_by: None,
+        }
+    }
+
+    #[test]
+    fn every_rank_holding_the_same_notes_names_the_same_culprit_whichever_it_wrote() {
+        // Each case: the notes every rank holds (origin, whom it blames), and the culprit all must name.
+        type Notes<'a> = &'a [(usize, Option<usize>)];
+        let cases: [(Notes, usize); 5] = [
+            // Every rank gave up waiting on the next (a -T shorter than the work): a cycle, its lowest rank.
+            (&[(0, Some(1)), (1, Some(2)), (2, Some(3)), (3, Some(1))], 1),
+            (&[(0, Some(1)), (1, Some(0)), (2, Some(3)), (3, Some(2))], 0),
+            // A chain of waits ending at a rank that sent nothing (stopped).
+            (&[(0, Some(1)), (1, Some(2)), (3, Some(2))], 2),
+            // A rank that failed on its own blames itself and ends every chain through it.
+            (&[(0, Some(1)), (1, None), (2, Some(0)), (3, Some(2))], 1),
+            // Two ranks silent: the lowest.
+            (&[(0, Some(3)), (1, Some(2)), (2, None)], 2),
+        ];
+        let mut links = mesh(4);
+        let mut ts: Vec<TcpTransport> = (0..4)
+            .rev()
+            .map(|r| transport(r, links.pop().unwrap(), Duration::from_secs(60)))
+            .collect();
+        ts.reverse();
+        for (notes, culprit) in cases {
+            for (r, t) in ts.iter_mut().enumerate() {
+                // Notes arrive in a different order on every rank.
+                let mut held: Vec<AbortNote> = notes.iter().map(|&(o, c)| note(o, c)).collect();
+                let turn = r % held.len();
+                held.rotate_left(turn);
+                t.notes = held;
+                let v = t
+                    .verdict()
+                    .unwrap_or_else(|| panic!("rank {r}: no verdict for {notes:?}"));
+                assert_eq!(v.blamed().0, culprit, "rank {r}, notes {notes:?}");
+            }
+        }
     }
 
     #[test]

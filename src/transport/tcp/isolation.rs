@@ -27,7 +27,7 @@ impl TcpTransport {
     /// Turns this rank's own note into one that names this rank: it lost every peer at once.
     pub(super) fn blame_self_for_isolation(&mut self) {
         let peers = self.peers.iter().flatten().count();
-        let linger = super::blame::LINGER.min(self.cfg.timeout).as_secs_f64();
+        let linger = super::blame::LINGER.as_secs_f64();
         let rank = self.rank;
         self.suspect = None;
         if let Some(i) = self.notes.iter().position(|n| n.origin == rank) {

@@ -169,6 +169,15 @@ CUresult fake_cuda_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, const char* 
     return OK;
 }
 
+// Also for the fake libnccl: queue `fn(arg)` on the one queue, to run when the host waits for it (as a
+// collective's wait for its peers runs on the stream, not in the call that launched it).
+CUresult fake_cuda_enqueue(void (*fn)(void*), void* arg) {
+    State& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    s.queue.push_back([=] { fn(arg); });
+    return OK;
+}
+
 CUresult cuGetErrorName(CUresult r, const char** s) {
     *s = error_name(r);
     return OK;

@@ -1,11 +1,21 @@
-// A fake libnccl.so.2 for tests (see cuda.cpp beside it): one rank only, where every collective is a copy
+// A fake libnccl.so.2 for tests (see cuda.cpp beside it): one rank, where every collective is a copy
 // (a reduction over one rank is its input) and a send to itself meets its receive inside a group. Copies go
 // through the fake libcuda's queue, which checks both device ranges, so src/nccl/ (the binding, the plan of
 // offsets, the engine) runs against buffers whose bounds are enforced.
+//
+// With FAKE_NCCL_DIR=DIR (a folder every rank can write), a communicator may have several ranks, each its own
+// process: the collectives (all_reduce, reduce_scatter, all_gather, broadcast, reduce) still copy this rank's
+// input only (run them with the data check off), but they meet as NCCL's do: each call is the rank's next in
+// sequence, the call marks it launched (DIR/RANK holds the count), and the stream then waits, when the host
+// synchronises it, until every rank has launched it. FAKE_NCCL_HANG_RANK=R (with FAKE_NCCL_HANG_AT=N, the
+// Nth collective, 1 by default) makes rank R's call hang inside itself, never launching, as a rank whose
+// host thread is stuck in the library does: the other ranks wait on their streams for it without end.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 typedef int ncclResult_t;
@@ -15,11 +25,15 @@ typedef struct {
 } ncclUniqueId;
 typedef unsigned long long CUdeviceptr;
 typedef int (*CopyFn)(CUdeviceptr, CUdeviceptr, size_t, const char*);
+typedef int (*EnqueueFn)(void (*)(void*), void*);
 
 namespace {
 
 struct Comm {
     int nranks;
+    int rank;
+    std::string dir;     // FAKE_NCCL_DIR, where ranks meet (several ranks only)
+    unsigned long seq;   // collectives this rank has launched
 };
 struct P2p {
     const void* buf;
@@ -47,6 +61,63 @@ CopyFn copy_fn() {
         return lib ? (CopyFn)dlsym(lib, "fake_cuda_copy") : nullptr;
     }();
     return f;
+}
+
+EnqueueFn enqueue_fn() {
+    static EnqueueFn f = [] {
+        void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+        return lib ? (EnqueueFn)dlsym(lib, "fake_cuda_enqueue") : nullptr;
+    }();
+    return f;
+}
+
+// The count rank `r` has written to DIR/r (0 before its first).
+unsigned long launched(const std::string& dir, int r) {
+    unsigned long n = 0;
+    if (FILE* f = std::fopen((dir + "/" + std::to_string(r)).c_str(), "r")) {
+        if (std::fscanf(f, "%lu", &n) != 1) n = 0;
+        std::fclose(f);
+    }
+    return n;
+}
+
+struct Meeting {
+    std::string dir;
+    int nranks;
+    unsigned long seq;
+};
+
+// Runs on the stream: waits until every rank has launched collective `seq`.
+void wait_for_peers(void* arg) {
+    Meeting* m = (Meeting*)arg;
+    for (int r = 0; r < m->nranks; r++) {
+        while (launched(m->dir, r) < m->seq) usleep(1000);
+    }
+    delete m;
+}
+
+// A collective of several ranks: hangs here if this is the rank and call FAKE_NCCL_HANG_* name, else marks it
+// launched (written whole, then renamed in place) and queues the wait for the other ranks on the stream.
+ncclResult_t meet(void* comm) {
+    Comm* c = (Comm*)comm;
+    if (c->nranks == 1) return OK;
+    c->seq++;
+    const char* hang = std::getenv("FAKE_NCCL_HANG_RANK");
+    const char* at = std::getenv("FAKE_NCCL_HANG_AT");
+    if (hang && std::atoi(hang) == c->rank && c->seq >= (unsigned long)(at ? std::atol(at) : 1)) {
+        for (;;) pause();
+    }
+    std::string path = c->dir + "/" + std::to_string(c->rank);
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) return fail(SYSTEM_ERROR, "FAKE_NCCL_DIR is not writable");
+    std::fprintf(f, "%lu\n", c->seq);
+    std::fclose(f);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) return fail(SYSTEM_ERROR, "FAKE_NCCL_DIR: rename failed");
+    EnqueueFn q = enqueue_fn();
+    if (!q) return fail(SYSTEM_ERROR, "the fake libcuda.so.1 (fake_cuda_enqueue) is not loadable");
+    q(wait_for_peers, new Meeting{c->dir, c->nranks, c->seq});
+    return OK;
 }
 
 ncclResult_t copy(const void* src, void* dst, size_t bytes, const char* call) {
@@ -104,8 +175,10 @@ static void log_call(const char* name) {
 ncclResult_t ncclCommInitRank(void** comm, int nranks, ncclUniqueId id, int rank) {
     log_call("ncclCommInitRank");
     if (std::strcmp(id.internal, "fake-nccl") != 0) return fail(INVALID_ARGUMENT, "a unique id not from ncclGetUniqueId");
-    if (nranks != 1 || rank != 0) return fail(INVALID_USAGE, "one rank only");
-    *comm = new Comm{nranks};
+    const char* dir = std::getenv("FAKE_NCCL_DIR");
+    if ((nranks != 1 && !dir) || rank < 0 || rank >= nranks)
+        return fail(INVALID_USAGE, "one rank only (several with FAKE_NCCL_DIR set)");
+    *comm = new Comm{nranks, rank, dir ? dir : "", 0};
     return OK;
 }
 ncclResult_t ncclCommDestroy(void* comm) {
@@ -114,24 +187,29 @@ ncclResult_t ncclCommDestroy(void* comm) {
 }
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t count, int dt, int op, void* comm, void*) {
     if (ncclResult_t e = checked(comm, dt, op)) return e;
+    if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclAllReduce");
 }
 ncclResult_t ncclReduceScatter(const void* s, void* r, size_t count, int dt, int op, void* comm, void*) {
     if (ncclResult_t e = checked(comm, dt, op)) return e;
+    if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclReduceScatter");
 }
 ncclResult_t ncclAllGather(const void* s, void* r, size_t count, int dt, void* comm, void*) {
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
+    if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclAllGather");
 }
 ncclResult_t ncclBroadcast(const void* s, void* r, size_t count, int dt, int root, void* comm, void*) {
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
-    if (root != 0) return fail(INVALID_ARGUMENT, "ncclBroadcast: root outside the one rank");
+    if (root < 0 || root >= ((Comm*)comm)->nranks) return fail(INVALID_ARGUMENT, "ncclBroadcast: root outside the ranks");
+    if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclBroadcast");
 }
 ncclResult_t ncclReduce(const void* s, void* r, size_t count, int dt, int op, int root, void* comm, void*) {
     if (ncclResult_t e = checked(comm, dt, op)) return e;
-    if (root != 0) return fail(INVALID_ARGUMENT, "ncclReduce: root outside the one rank");
+    if (root < 0 || root >= ((Comm*)comm)->nranks) return fail(INVALID_ARGUMENT, "ncclReduce: root outside the ranks");
+    if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclReduce");
 }
 ncclResult_t ncclGroupStart() {
