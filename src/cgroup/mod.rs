@@ -100,17 +100,18 @@ struct View {
     who: String,
 }
 
-/// The views tried in order: this process's, its ancestors' (a rank started by `ip netns exec` has lost the
-/// cgroup mounts its launcher still sees), then pid 1's.
-fn views(fs: &Fs) -> Vec<View> {
-    let mut out = Vec::new();
-    if let Some(m) = (fs.read)(Path::new("/proc/self/mountinfo")) {
-        out.push(View {
-            prefix: PathBuf::from("/"),
-            mountinfo: m,
-            who: "this process".into(),
-        });
-    }
+/// This process's own view, then (only where that fails) the views to try after it: its ancestors' (a rank
+/// started by `ip netns exec` has lost the cgroup mounts its launcher still sees), then pid 1's.
+fn own_view(fs: &Fs) -> Option<View> {
+    Some(View {
+        prefix: PathBuf::from("/"),
+        mountinfo: (fs.read)(Path::new("/proc/self/mountinfo"))?,
+        who: "this process".into(),
+    })
+}
+
+/// The ancestors' and pid 1's views, nearest first.
+fn other_views(fs: &Fs) -> Vec<View> {
     let mut pids = Vec::new();
     let mut status = (fs.read)(Path::new("/proc/self/status"));
     while let Some(p) = status.as_deref().and_then(parent_pid).filter(|&p| p > 0) {
@@ -123,16 +124,52 @@ fn views(fs: &Fs) -> Vec<View> {
     if !pids.contains(&1) {
         pids.push(1);
     }
-    for p in pids {
-        if let Some(m) = (fs.read)(&PathBuf::from(format!("/proc/{p}/mountinfo"))) {
-            out.push(View {
+    pids.into_iter()
+        .filter_map(|p| {
+            Some(View {
+                mountinfo: (fs.read)(&PathBuf::from(format!("/proc/{p}/mountinfo")))?,
                 prefix: PathBuf::from(format!("/proc/{p}/root")),
-                mountinfo: m,
                 who: format!("pid {p}"),
-            });
+            })
+        })
+        .collect()
+}
+
+/// The cgroup at `path` of `version`'s hierarchy as `view` shows it, if it does.
+fn find_in(fs: &Fs, view: &View, version: Version, controller: &str, path: &str) -> Option<Located> {
+    for mount in cgroup_mounts(&view.mountinfo) {
+        let right_kind = match version {
+            Version::V2 => mount.v2,
+            Version::V1 => !mount.v2 && mount.options.iter().any(|o| o == controller),
+        };
+        let Some(rel) = right_kind.then(|| below(path, &mount.root)).flatten() else {
+            continue;
+        };
+        let top = view.prefix.join(mount.point.trim_start_matches('/'));
+        let dir = rel.iter().fold(top.clone(), |d, c| d.join(c));
+        if !(fs.is_dir)(&dir) {
+            continue;
         }
+        let root = mount.root.trim_end_matches('/');
+        let levels = (0..=rel.len())
+            .rev()
+            .map(|n| Level {
+                path: match (root, n) {
+                    ("", 0) => "/".to_string(),
+                    _ => format!("{root}/{}", rel[..n].join("/"))
+                        .trim_end_matches('/')
+                        .to_string(),
+                },
+                dir: rel[..n].iter().fold(top.clone(), |d, c| d.join(c)),
+            })
+            .collect();
+        return Some(Located {
+            version,
+            levels,
+            seen_by: view.who.clone(),
+        });
     }
-    out
+    None
 }
 
 /// This process's cgroup for `controller` ("cpu", "memory", "pids"): the v1 hierarchy that controller is
@@ -156,48 +193,22 @@ pub fn locate(fs: &Fs, controller: &str) -> Result<Located, Unknown> {
             }
         },
     };
-    let views = views(fs);
-    for view in &views {
-        for mount in cgroup_mounts(&view.mountinfo) {
-            let right_kind = match version {
-                Version::V2 => mount.v2,
-                Version::V1 => !mount.v2 && mount.options.iter().any(|o| o == controller),
-            };
-            let Some(rel) = right_kind.then(|| below(&path, &mount.root)).flatten() else {
-                continue;
-            };
-            let top = view.prefix.join(mount.point.trim_start_matches('/'));
-            let dir = rel.iter().fold(top.clone(), |d, c| d.join(c));
-            if !(fs.is_dir)(&dir) {
-                continue;
-            }
-            let root = mount.root.trim_end_matches('/');
-            let levels = (0..=rel.len())
-                .rev()
-                .map(|n| Level {
-                    path: match (root, n) {
-                        ("", 0) => "/".to_string(),
-                        _ => format!("{root}/{}", rel[..n].join("/"))
-                            .trim_end_matches('/')
-                            .to_string(),
-                    },
-                    dir: rel[..n].iter().fold(top.clone(), |d, c| d.join(c)),
-                })
-                .collect();
-            return Ok(Located {
-                version,
-                levels,
-                seen_by: view.who.clone(),
-            });
-        }
+    let own = own_view(fs);
+    if let Some(found) = own.as_ref().and_then(|v| find_in(fs, v, version, controller, &path)) {
+        return Ok(found);
     }
+    let others = other_views(fs);
+    if let Some(found) = others.iter().find_map(|v| find_in(fs, v, version, controller, &path)) {
+        return Ok(found);
+    }
+    let tables = usize::from(own.is_some()) + others.len();
     let kind = match version {
         Version::V1 => format!("cgroup v1 {controller}"),
         Version::V2 => "cgroup2".to_string(),
     };
     Err(unknown(format!(
-        "no {kind} mount showing {path} is visible to this process, its ancestors or pid 1 ({} mount tables read)",
-        views.len()
+        "no {kind} mount showing {path} is visible to this process, its ancestors or pid 1 ({tables} mount tables \
+         read)"
     )))
 }
 
