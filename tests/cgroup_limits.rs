@@ -79,16 +79,20 @@ impl Group {
 
     /// collbench with `args`, started by a shell that first moves itself into this cgroup.
     fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[])
+    }
+
+    /// [`Group::run`] with `env` set.
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let procs = self.dir.join("cgroup.procs");
-        Command::new("sh")
-            .arg("-c")
+        let mut c = Command::new("sh");
+        c.arg("-c")
             .arg("echo $$ > \"$0\" && exec \"$@\"")
             .arg(&procs)
             .arg(assert_cmd::cargo::cargo_bin("collbench"))
-            .args(args)
-            .env_remove("COLLBENCH_RANK")
-            .output()
-            .unwrap()
+            .args(args);
+        common::netns::clean_env(&mut c);
+        c.envs(env.iter().copied()).output().unwrap()
     }
 }
 
@@ -143,6 +147,23 @@ fn a_run_that_exceeds_its_memory_cgroup_is_refused_up_front() {
         assert!(err.contains(&part), "{part}: {err}");
     }
     assert!(out.stdout.is_empty(), "nothing measured: {}", text(&out.stdout));
+    // A rank started by another launcher (torchrun's variables) checks the same before it allocates or joins.
+    let launched = g.run_with(
+        &["run", "-e", "64M", "-n", "2", "-w", "1"],
+        &[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29771"),
+            ("COLLBENCH_JOB_ID", "cgroup-limits"),
+        ],
+    );
+    let lerr = text(&launched.stderr);
+    assert_eq!(launched.status.code(), Some(2), "{:?}\n{lerr}", launched.status);
+    assert!(
+        lerr.contains("-e/--maxbytes") && lerr.contains(&format!("the memory cgroup {} leaves", g.path)),
+        "{lerr}"
+    );
     // What fits under the same limit runs to the end.
     let small = g.run(&["run", "--np", "2", "-e", "1M", "-n", "2", "-w", "1"]);
     assert_eq!(small.status.code(), Some(0), "{}", text(&small.stderr));
