@@ -50,6 +50,8 @@
 //!   (`main.rs` only calls [`commands::main`]).
 //! - [`error`]: errors and exit codes; `fault`: the hidden `--fault` testing aid; `input`: files users name
 //!   (`--expect`, ...), read with a size bound and refused when they are not regular files.
+//! - `cgroup`: this process's cgroup per controller, found from /proc/self/cgroup and the mount tables (its
+//!   own, its ancestors', pid 1's), and the limits on it: CPU quota and throttling, memory and tasks left.
 //!
 //! Public modules are the ones the binary, the integration tests in tests/ and the fuzz targets use; the
 //! others (marked as plain code above) are private to the crate.
@@ -59,7 +61,8 @@
 //! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
 //! 2. `sizes`, `units`: byte sizes; the bandwidth unit printed
-//! 3. `flags`, `input`: shared flag parsers; files users name, read with a size bound
+//! 3. `flags`, `input`, `cgroup`: shared flag parsers; files users name, read with a size bound; the cgroups
+//!    this process runs in
 //! 4. `cli`: clap definitions
 //! 5. `reduce`, `net`: element types and kernels; the host's interfaces
 //! 6. `collective`, `memory`, `info`: collective specs; buffers and devices; the host inventory as text
@@ -86,6 +89,7 @@
 pub mod algorithm;
 pub mod alias;
 pub mod bench;
+mod cgroup;
 pub mod cli;
 pub mod collective;
 pub mod commands;

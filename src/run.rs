@@ -22,8 +22,11 @@ use crate::world::{local, Identity};
 pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
     // Each path's own checks (an MPI launcher for mpi, the device and port of an rdma path) come first.
     paths::check_local_launch(opts)?;
-    if let Some(avail) = crate::memory::available::mem_available() {
-        opts.check_memory(opts.np, avail)?;
+    if let Some(avail) = crate::memory::available::available() {
+        opts.check_memory(opts.np, &avail)?;
+    }
+    if let Some(room) = crate::cgroup::limits::pids_room_here() {
+        opts.check_tasks(opts.np, true, &room)?;
     }
     check_outputs(opts)?;
     check_root(opts, opts.np)?;

@@ -4,6 +4,7 @@
 //! its steps one by one to do its own work between them.
 
 use crate::error::Result;
+use crate::memory::available::Available;
 use crate::options::Options;
 use crate::paths::{self, Paths};
 use crate::session::{self, MpiHandle, Pairs, Session};
@@ -20,9 +21,9 @@ pub struct Start<'a> {
     pub pairs: Pairs,
     /// Rank 0's check of the command's output files (collbench's own launcher checked them already).
     pub check_outputs: &'a dyn Fn() -> Result<()>,
-    /// A rank's check that its buffers fit: given the ranks its launcher puts on this host and the bytes of
-    /// memory available (collbench's own launcher checked them already).
-    pub check_memory: &'a dyn Fn(usize, u64) -> Result<()>,
+    /// A rank's check that its buffers fit: given the ranks its launcher puts on this host and the memory
+    /// available (collbench's own launcher checked them already).
+    pub check_memory: &'a dyn Fn(usize, &Available) -> Result<()>,
 }
 
 /// A rank connected to the job, with every path of its options open.
@@ -40,8 +41,9 @@ impl Start<'_> {
     }
 
     /// Under any launcher but collbench's own (which checked before it started the ranks): rank 0 checks the
-    /// output files, and each rank that its buffers fit beside the others its launcher says share this host,
-    /// before anything is allocated.
+    /// output files, and each rank that its buffers, and its processes and threads, fit beside the others its
+    /// launcher says share this host (the memory and pids cgroups' limits included), before anything is
+    /// allocated.
     pub fn check_host(&self, id: &Identity) -> Result<()> {
         if id.launcher == "local" {
             return Ok(());
@@ -49,9 +51,12 @@ impl Start<'_> {
         if id.rank == 0 {
             (self.check_outputs)()?;
         }
-        if let Some(avail) = crate::memory::available::mem_available() {
-            let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
-            (self.check_memory)(local, avail)?;
+        let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+        if let Some(avail) = crate::memory::available::available() {
+            (self.check_memory)(local, &avail)?;
+        }
+        if let Some(room) = crate::cgroup::limits::pids_room_here() {
+            self.opts.check_tasks(local, false, &room)?;
         }
         Ok(())
     }

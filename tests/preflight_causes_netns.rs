@@ -2,8 +2,10 @@
 //! cluster of four network-namespace hosts (`tests/netns/cluster.sh`), one rank each, every eth0 shaped to
 //! 400 Mbit/s, with one fault at a time. Each test asserts the host or link named, that nothing else is
 //! named, the cause given, that every output file was written, and that the preflight kept its budget:
-//! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU; and the same with the
-//!   cgroups hidden from the ranks: named from the starved rank's own wait for a CPU;
+//! - one host's rank under a CPU quota (cgroup v1 cpu controller): that host, cause CPU; the same with the
+//!   cgroup mounts gone from the rank's view, as under a plain `ip netns exec`: the quota found through its
+//!   launcher's view of the mounts and named; and with nothing to find (its own pid namespace and /proc as
+//!   well): named from the starved rank's own wait for a CPU, throttling said to be unknown;
 //! - one host dropping 10% of its packets (`cluster.sh loss`): that host, cause loss;
 //! - one host dropping what it receives beyond 4 MB/s (`cluster.sh police`): that host, slow to receive,
 //!   with one cause across the report;
@@ -39,12 +41,28 @@ const ROOT_PORT: &str = "29600";
 const CPU_CGROUPS: &str = "/sys/fs/cgroup/cpu";
 
 /// The shell each rank starts in: the cgroup v1 cpu hierarchy mounted where a host has it (the namespace's
-/// fresh /sys has none), the rank moved into `$CB_CGROUP` when set, then collbench.
+/// fresh /sys has none), the rank moved into `$CB_CGROUP` when set, the mounts taken away again when
+/// `$CB_HIDE_CGROUPS` is set (as a plain `ip netns exec` leaves a rank), and with `$CB_HIDE_CGROUPS=all` the rank
+/// in its own pid namespace with its own /proc too, so no other process's view of the mounts can be reached;
+/// then collbench.
 const WRAP: &str = "set -e; if ! mountpoint -q /sys/fs/cgroup/cpu; then mount -t tmpfs cgroups /sys/fs/cgroup; \
                     mkdir -p /sys/fs/cgroup/cpu; mount -t cgroup -o cpu cpu /sys/fs/cgroup/cpu; fi; \
                     if [ -n \"$CB_CGROUP\" ]; then echo $$ > /sys/fs/cgroup/cpu/$CB_CGROUP/cgroup.procs; fi; \
                     if [ -n \"$CB_HIDE_CGROUPS\" ]; then umount /sys/fs/cgroup/cpu; umount /sys/fs/cgroup; fi; \
+                    if [ \"$CB_HIDE_CGROUPS\" = all ]; then \
+                    exec unshare --pid --fork --kill-child --mount-proc \"$@\"; fi; \
                     exec \"$@\"";
+
+/// What a rank can see of its cgroup.
+#[derive(Clone, Copy, PartialEq)]
+enum Sight {
+    /// The cpu hierarchy mounted under /sys/fs/cgroup, as on a host.
+    Mounted,
+    /// Nothing mounted in its own view (a plain `ip netns exec`); its launcher's view still shows it.
+    Unmounted,
+    /// Nothing in any view it can reach.
+    Nothing,
+}
 
 fn up(tag: &str) -> Cluster {
     Cluster::up("cbc", tag, HOSTS, &["--rate", RATE])
@@ -98,18 +116,11 @@ impl Drop for Quota {
 /// Runs the default preflight over eth0 with `--budget BUDGET_S`, one rank per host, host `quota.0`'s rank in
 /// cgroup `quota.1`; checks every rank exited with rank 0's verdict and every output file was written.
 fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)>) -> Outcome {
-    preflight_seeing(c, dir, label, quota, true)
+    preflight_seeing(c, dir, label, quota, Sight::Mounted)
 }
 
-/// [`preflight`], with the ranks' view of their cgroups hidden when `cgroups_visible` is false (as under a plain
-/// `ip netns exec`: the quota binds, nothing under /sys/fs/cgroup shows it).
-fn preflight_seeing(
-    c: &Cluster,
-    dir: &Path,
-    label: &str,
-    quota: Option<(usize, &Quota)>,
-    cgroups_visible: bool,
-) -> Outcome {
+/// [`preflight`], with the ranks seeing of their cgroups what `sight` says (the quota binds in every case).
+fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)>, sight: Sight) -> Outcome {
     let json = dir.join(format!("{label}.json"));
     let junit = dir.join(format!("{label}.xml"));
     let md = dir.join(format!("{label}.md"));
@@ -143,11 +154,11 @@ fn preflight_seeing(
                 Some((q, g)) if q == h => cmd.env("CB_CGROUP", g.name()),
                 _ => cmd.env_remove("CB_CGROUP"),
             };
-            if cgroups_visible {
-                cmd.env_remove("CB_HIDE_CGROUPS");
-            } else {
-                cmd.env("CB_HIDE_CGROUPS", "1");
-            }
+            match sight {
+                Sight::Mounted => cmd.env_remove("CB_HIDE_CGROUPS"),
+                Sight::Unmounted => cmd.env("CB_HIDE_CGROUPS", "1"),
+                Sight::Nothing => cmd.env("CB_HIDE_CGROUPS", "all"),
+            };
             spawn(cmd, &format!("{label}{h}"), dir)
         })
         .collect();
@@ -332,8 +343,66 @@ fn a_host_under_a_cpu_quota_is_named_with_the_cpu_as_cause() {
     within_budget(&o);
 }
 
-/// The same quota where the ranks cannot see any cgroup (nothing mounted under /sys/fs/cgroup, as a rank started
-/// by `ip netns exec` sees it): the starved rank's own run-queue wait names its host.
+/// The same quota with nothing mounted under the ranks' /sys/fs/cgroup, as a rank started by a plain
+/// `ip netns exec` sees it: the rank finds its cgroup through its launcher's view of the mounts, so its quota
+/// and throttling are read, and the host is blamed on that quota, named with its size.
+#[test]
+fn a_host_under_a_cpu_quota_behind_ip_netns_exec_is_named_with_its_quota() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let Some(q) = Quota::new(&format!("cbn{}", std::process::id()), 0.02) else {
+        return;
+    };
+    let c = up("n");
+    let dir = tempfile::tempdir().unwrap();
+    let o = preflight_seeing(&c, dir.path(), "netns-quota", Some((1, &q)), Sight::Unmounted);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 2, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    // The quota was found, not guessed from the wait: h1's evidence carries it and its throttling, the other
+    // hosts' their (nil) throttling, read the same way.
+    let all: Vec<&Value> = o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| x["evidence"].as_array().into_iter().flatten())
+        .collect();
+    assert!(!all.is_empty(), "no evidence at all:\n{}", o.stdout);
+    let h1 = c.host(1);
+    assert!(
+        all.iter().any(|e| e["host"] == h1.as_str()
+            && e["quota_cores"].as_f64() == Some(0.02)
+            && e["throttled_periods"].as_u64() > Some(0)),
+        "{h1}'s evidence lacks its quota or throttling:\n{}",
+        o.stdout
+    );
+    assert!(
+        all.iter()
+            .filter(|e| e["host"] != h1.as_str())
+            .all(|e| !e["throttled_s"].is_null()),
+        "another host's throttling was not read:\n{}",
+        o.stdout
+    );
+    // A failed check blames h1 and names its quota: the CPU cause ("throttled by their CPU quota of 0.02
+    // cores"), or the configuration check's warning about that host's quota.
+    assert!(
+        failed
+            .iter()
+            .any(|x| names(&c, &x.to_string(), 1) && x.to_string().contains("CPU quota of 0.02 cores")),
+        "no failed check names {h1}'s CPU quota:\n{}",
+        o.stdout
+    );
+    within_budget(&o);
+}
+
+/// The same quota where the ranks can reach no view of any cgroup (nothing mounted, their own pid namespace
+/// and /proc): the starved rank's own run-queue wait names its host, and throttling is said to be unknown.
 #[test]
 fn a_host_under_a_cpu_quota_it_cannot_see_is_named_from_its_wait_for_a_cpu() {
     let Some(_one) = namespace_test() else {
@@ -344,7 +413,7 @@ fn a_host_under_a_cpu_quota_it_cannot_see_is_named_from_its_wait_for_a_cpu() {
     };
     let c = up("h");
     let dir = tempfile::tempdir().unwrap();
-    let o = preflight_seeing(&c, dir.path(), "hidden-quota", Some((1, &q)), false);
+    let o = preflight_seeing(&c, dir.path(), "hidden-quota", Some((1, &q)), Sight::Nothing);
     assert_eq!(o.code, Some(1), "{}", o.stdout);
     let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
     for x in &failed {

@@ -1,7 +1,7 @@
 //! What a sweep costs its host: this rank's CPU time and the CPU throttling of its cgroups, sampled at
 //! the start and the end of the sweep.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -35,48 +35,6 @@ pub fn parse_cpu_stat(text: &str) -> Option<Throttling> {
         periods: periods?,
         us: us?,
     })
-}
-
-/// The folders whose `cpu.stat` can show this process being throttled: its own cgroup and every ancestor
-/// (a quota set on a pod's cgroup throttles the containers below it), for cgroup v2 or the v1 cpu
-/// controller. `cgroup_table` is `/proc/self/cgroup`; `root` is where cgroups are mounted.
-pub fn cpu_stat_dirs(root: &Path, cgroup_table: &str) -> Vec<PathBuf> {
-    let mut found: Option<(PathBuf, &str)> = None;
-    for line in cgroup_table.lines() {
-        let mut f = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        if controllers.split(',').any(|c| c == "cpu") {
-            let mount = [controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"]
-                .iter()
-                .map(|m| root.join(m))
-                .find(|m| m.is_dir());
-            if let Some(m) = mount {
-                found = Some((m, path));
-                break;
-            }
-        } else if id == "0" && controllers.is_empty() {
-            let base = if root.join("cgroup.controllers").exists() || !root.join("unified").is_dir() {
-                root.to_path_buf()
-            } else {
-                root.join("unified")
-            };
-            found = Some((base, path));
-        }
-    }
-    let Some((mount, path)) = found else {
-        return Vec::new();
-    };
-    // Inside a container the table names the host's hierarchy, but the mount shows only the container's.
-    let joined = mount.join(path.trim_start_matches('/'));
-    let start = if joined.is_dir() { joined } else { mount.clone() };
-    start
-        .ancestors()
-        .take_while(|d| d.starts_with(&mount))
-        .filter(|d| d.join("cpu.stat").is_file())
-        .map(Path::to_path_buf)
-        .collect()
 }
 
 /// Busy and total time of all of this host's CPUs from `/proc/stat`'s `cpu` line (clock ticks): busy is
@@ -153,10 +111,15 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Samples now, reading the cgroups of this process under /sys/fs/cgroup.
+    /// Samples now, reading the throttling of this process's cpu cgroup and its ancestors wherever the cgroup
+    /// is found (`crate::cgroup`: under a rank started by `ip netns exec`, through its launcher's view); none
+    /// read when it is not found, so throttling is unknown rather than nil.
     pub fn now() -> Sample {
-        let table = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        Sample::with_dirs(cpu_stat_dirs(Path::new("/sys/fs/cgroup"), &table))
+        let fs = crate::cgroup::Fs::real();
+        let dirs = crate::cgroup::locate(&fs, "cpu")
+            .map(|loc| crate::cgroup::limits::cpu_stat_dirs(&fs, &loc))
+            .unwrap_or_default();
+        Sample::with_dirs(dirs)
     }
 
     fn with_dirs(dirs: Vec<PathBuf>) -> Sample {
@@ -250,6 +213,7 @@ pub struct Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn write(root: &Path, rel: &str, body: &str) {
         let p = root.join(rel);
@@ -292,42 +256,12 @@ mod tests {
     }
 
     #[test]
-    fn v2_dirs_are_the_cgroup_and_its_ancestors() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        write(root, "cgroup.controllers", "cpu");
-        write(root, "kubepods/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
-        write(root, "kubepods/pod1/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
-        write(root, "kubepods/pod1/ctr/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
-        let dirs = cpu_stat_dirs(root, "0::/kubepods/pod1/ctr\n");
-        assert_eq!(
-            dirs,
-            ["kubepods/pod1/ctr", "kubepods/pod1", "kubepods"].map(|d| root.join(d))
-        );
-    }
-
-    #[test]
-    fn v1_uses_the_cpu_controller_mount_and_a_container_its_own_root() {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path();
-        write(root, "cpu,cpuacct/cpu.stat", "nr_throttled 0\nthrottled_time 0\n");
-        // The table names a host path the container's mount does not show: the mount's root is the group.
-        let table = "4:memory:/x\n2:cpu,cpuacct:/docker/abc\n0::/\n";
-        assert_eq!(cpu_stat_dirs(root, table), [root.join("cpu,cpuacct")]);
-        assert!(
-            cpu_stat_dirs(root, "4:memory:/x\n").is_empty(),
-            "no cpu controller listed"
-        );
-    }
-
-    #[test]
     fn usage_counts_the_throttling_of_the_most_throttled_level() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path();
-        write(root, "cgroup.controllers", "cpu");
         write(root, "a/cpu.stat", "nr_throttled 1\nthrottled_usec 1000\n");
         write(root, "a/b/cpu.stat", "nr_throttled 0\nthrottled_usec 0\n");
-        let start = Sample::with_dirs(cpu_stat_dirs(root, "0::/a/b\n"));
+        let start = Sample::with_dirs(vec![root.join("a/b"), root.join("a")]);
         write(root, "a/cpu.stat", "nr_throttled 4\nthrottled_usec 251000\n");
         write(root, "a/b/cpu.stat", "nr_throttled 2\nthrottled_usec 5000\n");
         let u = start.usage_since("h0", 1e9, 12.0);

@@ -44,9 +44,7 @@ pub fn render(hosts: &[HostInventory], advice: &[Advice]) -> String {
             } else {
                 h.cpu.online_cpus.to_string()
             },
-            h.cpu
-                .quota_cores
-                .map_or("none".into(), |q| format!("{} cores", cores(q))),
+            h.cpu.quota_text(),
         ]);
     }
     out.push('\n');
@@ -271,6 +269,7 @@ mod tests {
                 cpu: CpuLimit {
                     quota_cores: Some(1.5),
                     online_cpus: 64,
+                    cgroup: Some("/kubepods/pod1".into()),
                 },
                 rdma: vec![],
                 gpus: vec![],
@@ -282,6 +281,7 @@ mod tests {
                 cpu: CpuLimit {
                     quota_cores: None,
                     online_cpus: 0,
+                    cgroup: None,
                 },
                 rdma: vec![],
                 gpus: vec![],
@@ -306,7 +306,7 @@ n2     ib0        ipoib         2044  100 Mbit/s  down     -
 
 host   cpus  quota
 node1    64  1.5 cores
-n2        ?  none
+n2        ?  unknown
 
 no RDMA devices on any host
 

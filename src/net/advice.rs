@@ -368,6 +368,7 @@ mod tests {
             cpu: CpuLimit {
                 quota_cores: None,
                 online_cpus: 16,
+                cgroup: Some("/".into()),
             },
             rdma: vec![],
             gpus: vec![],

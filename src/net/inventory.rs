@@ -1,11 +1,11 @@
 //! One host's network interfaces, CPU limits, RDMA devices and GPUs, as `collbench info` reports them.
 //!
-//! Everything is read from files under roots given as arguments (`/sys`, `/proc`, `/sys/fs/cgroup` on a real
-//! host) so tests can hand in a fake tree; only [`local`] looks at the real machine.
+//! Everything is read from files under roots given as arguments (`/sys`, `/proc` on a real host) and the cgroup
+//! through the reader given (`crate::cgroup::Fs`), so tests can hand in a fake tree; only [`local`] looks at the
+//! real machine.
 
-use std::fs;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,21 @@ pub struct CpuLimit {
     pub quota_cores: Option<f64>,
     /// CPUs the kernel has online; 0 when `/sys` does not say.
     pub online_cpus: usize,
+    /// The cpu cgroup the quota was read from (its path as /proc/self/cgroup names it); `None` when it could not
+    /// be found: the quota is then unknown, not absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+}
+
+impl CpuLimit {
+    /// The quota for people: "1.5 cores", "none", or "unknown" where the cgroup could not be found.
+    pub fn quota_text(&self) -> String {
+        match (self.quota_cores, &self.cgroup) {
+            (Some(q), _) => format!("{} cores", super::advice::cores(q)),
+            (None, Some(_)) => "none".into(),
+            (None, None) => "unknown".into(),
+        }
+    }
 }
 
 /// What one host offers: its name, interfaces (sorted by name), CPU limits, RDMA devices and GPUs.
@@ -74,7 +89,7 @@ pub fn local() -> HostInventory {
     read(
         Path::new("/sys"),
         Path::new("/proc"),
-        Path::new("/sys/fs/cgroup"),
+        &crate::cgroup::Fs::real(),
         &addrs,
     )
 }
@@ -83,7 +98,7 @@ pub fn local() -> HostInventory {
 pub fn read(
     sys_root: &Path,
     proc_root: &Path,
-    cgroup_root: &Path,
+    cgroups: &crate::cgroup::Fs,
     addrs: &[(String, IpAddr, Option<u8>)],
 ) -> HostInventory {
     let net = sys_root.join("class/net");
@@ -121,10 +136,7 @@ pub fn read(
     HostInventory {
         host: read_trim(&proc_root.join("sys/kernel/hostname")).unwrap_or_else(|| "unknown-host".into()),
         ifaces,
-        cpu: CpuLimit {
-            quota_cores: cpu_quota(proc_root, cgroup_root),
-            online_cpus: read_trim(&sys_root.join("devices/system/cpu/online")).map_or(0, |s| count_cpu_list(&s)),
-        },
+        cpu: cpu_limit(cgroups, sys_root),
         rdma: rdma::read(sys_root),
         gpus: gpu::read(sys_root, proc_root),
         gpu_topology: None,
@@ -158,63 +170,25 @@ fn count_cpu_list(list: &str) -> usize {
         .sum()
 }
 
-/// This process's CPU quota in cores, from the cgroup `proc_root/self/cgroup` names: cgroup v1's `cpu`
-/// controller if it is mounted (hybrid hosts keep it there), else cgroup v2.
-fn cpu_quota(proc_root: &Path, cgroup_root: &Path) -> Option<f64> {
-    let table = fs::read_to_string(proc_root.join("self/cgroup")).ok()?;
-    let mut v2_path = None;
-    for line in table.lines() {
-        let mut f = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        if id == "0" && controllers.is_empty() {
-            v2_path = Some(path);
-        } else if controllers.split(',').any(|c| c == "cpu") {
-            // v1 mounts the controller at a folder named after it or after its co-mounted set.
-            let mount = [controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"]
-                .iter()
-                .map(|m| cgroup_root.join(m))
-                .find(|m| m.is_dir())?;
-            return min_over_ancestors(&mount, path, |dir| {
-                let quota: i64 = read_trim(&dir.join("cpu.cfs_quota_us"))?.parse().ok()?;
-                let period: i64 = read_trim(&dir.join("cpu.cfs_period_us"))?.parse().ok()?;
-                (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
-            });
-        }
+/// This process's CPU quota, from its cpu cgroup wherever that is to be found (`crate::cgroup`), and the CPUs
+/// online.
+fn cpu_limit(cgroups: &crate::cgroup::Fs, sys_root: &Path) -> CpuLimit {
+    let located = crate::cgroup::locate(cgroups, "cpu").ok();
+    CpuLimit {
+        quota_cores: located
+            .as_ref()
+            .and_then(|l| crate::cgroup::limits::cpu_quota(cgroups, l)),
+        online_cpus: read_trim(&sys_root.join("devices/system/cpu/online")).map_or(0, |s| count_cpu_list(&s)),
+        cgroup: located.map(|l| l.path().to_string()),
     }
-    // Hybrid hosts mount v2 at `unified`; pure v2 hosts at the root itself.
-    let base = if cgroup_root.join("cgroup.controllers").exists() || !cgroup_root.join("unified").is_dir() {
-        cgroup_root.to_path_buf()
-    } else {
-        cgroup_root.join("unified")
-    };
-    min_over_ancestors(&base, v2_path?, |dir| {
-        let max = read_trim(&dir.join("cpu.max"))?;
-        let mut f = max.split_whitespace();
-        let quota: f64 = f.next()?.parse().ok()?; // "max" fails to parse: no quota
-        let period: f64 = f.next().unwrap_or("100000").parse().ok()?;
-        (quota > 0.0 && period > 0.0).then_some(quota / period)
-    })
-}
-
-/// The smallest `limit` of the cgroup at `mount/path` and its ancestors up to `mount`. Inside a container the
-/// path names the host's hierarchy while the mount shows only the container's part; then the mount's own
-/// folder is the container's cgroup.
-fn min_over_ancestors(mount: &Path, path: &str, limit: impl Fn(&Path) -> Option<f64>) -> Option<f64> {
-    let joined: PathBuf = mount.join(path.trim_start_matches('/'));
-    let start = if joined.is_dir() { joined } else { mount.to_path_buf() };
-    start
-        .ancestors()
-        .take_while(|d| d.starts_with(mount))
-        .filter_map(limit)
-        .reduce(f64::min)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cgroup::tests::Fixture;
     use crate::net::classify::tests::fake_iface;
+    use std::fs;
 
     fn write(root: &Path, rel: &str, body: &str) {
         let p = root.join(rel);
@@ -222,8 +196,8 @@ mod tests {
         fs::write(p, format!("{body}\n")).unwrap();
     }
 
-    /// A fake host: /sys with lo and eth0, /proc with a hostname and `cgroup_table` as /proc/self/cgroup.
-    fn fake_host(cgroup_table: &str) -> tempfile::TempDir {
+    /// A fake host: /sys with lo and eth0, /proc with a hostname.
+    fn fake_host() -> tempfile::TempDir {
         let t = tempfile::tempdir().unwrap();
         let net = t.path().join("sys/class/net");
         fake_iface(
@@ -253,23 +227,20 @@ mod tests {
         fake_iface(&net, "vx0", &vx);
         write(t.path(), "sys/devices/system/cpu/online", "0-3,8-11");
         write(t.path(), "proc/sys/kernel/hostname", "node7");
-        write(t.path(), "proc/self/cgroup", cgroup_table);
-        fs::create_dir_all(t.path().join("cg")).unwrap();
         t
     }
 
     fn read_fake(t: &tempfile::TempDir, addrs: &[(String, IpAddr, Option<u8>)]) -> HostInventory {
-        read(
-            &t.path().join("sys"),
-            &t.path().join("proc"),
-            &t.path().join("cg"),
-            addrs,
-        )
+        read_with(t, &Fixture::default(), addrs)
+    }
+
+    fn read_with(t: &tempfile::TempDir, cgroups: &Fixture, addrs: &[(String, IpAddr, Option<u8>)]) -> HostInventory {
+        cgroups.run(|fs| read(&t.path().join("sys"), &t.path().join("proc"), fs, addrs))
     }
 
     #[test]
     fn interfaces_come_from_sysfs_with_addresses_attached() {
-        let t = fake_host("0::/\n");
+        let t = fake_host();
         let addrs = vec![
             ("lo".to_string(), "127.0.0.1".parse().unwrap(), Some(8)),
             ("eth0".to_string(), "10.0.0.7".parse().unwrap(), Some(24)),
@@ -304,84 +275,50 @@ mod tests {
 
     #[test]
     fn an_address_without_a_sysfs_entry_is_still_listed() {
-        let t = fake_host("0::/\n");
+        let t = fake_host();
         let inv = read_fake(&t, &[("wlan9".to_string(), "192.168.1.2".parse().unwrap(), Some(16))]);
         let w = inv.ifaces.iter().find(|i| i.name == "wlan9").unwrap();
         assert_eq!((w.mtu, &w.addrs[..]), (None, &["192.168.1.2/16".to_string()][..]));
     }
 
     #[test]
-    fn cgroup_v2_quota_is_read_along_the_path() {
-        let t = fake_host("0::/kubepods/pod1/ctr\n");
-        let cg = t.path().join("cg");
-        write(&cg, "cgroup.controllers", "cpuset cpu io memory pids");
-        write(&cg, "kubepods/cpu.max", "max 100000");
-        write(&cg, "kubepods/pod1/cpu.max", "300000 100000");
-        write(&cg, "kubepods/pod1/ctr/cpu.max", "max 100000");
-        assert_eq!(
-            read_fake(&t, &[]).cpu.quota_cores,
-            Some(3.0),
-            "the pod's limit binds its container"
-        );
-        write(&cg, "kubepods/pod1/ctr/cpu.max", "150000 100000");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, Some(1.5));
-    }
-
-    #[test]
-    fn cgroup_v2_without_quota_is_none() {
-        let t = fake_host("0::/user.slice\n");
-        let cg = t.path().join("cg");
-        write(&cg, "cgroup.controllers", "cpu");
-        write(&cg, "user.slice/cpu.max", "max 100000");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, None);
-    }
-
-    #[test]
-    fn cgroup_v2_inside_a_container_reads_its_own_root() {
-        // With a cgroup namespace /proc/self/cgroup says "/" and the mount is the container's cgroup.
-        let t = fake_host("0::/\n");
-        let cg = t.path().join("cg");
-        write(&cg, "cgroup.controllers", "cpu");
-        write(&cg, "cpu.max", "200000 100000");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, Some(2.0));
-    }
-
-    #[test]
-    fn cgroup_v1_quota_wins_on_hybrid_hosts() {
-        let table = "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n";
-        let t = fake_host(table);
-        let cg = t.path().join("cg");
-        write(&cg, "unified/cgroup.controllers", "");
-        write(&cg, "cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "50000");
-        write(&cg, "cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
-        write(&cg, "cpu,cpuacct/cpu.cfs_quota_us", "-1");
-        write(&cg, "cpu,cpuacct/cpu.cfs_period_us", "100000");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, Some(0.5));
-    }
-
-    #[test]
-    fn cgroup_v1_in_a_container_without_namespace_falls_back_to_the_mount() {
-        // Docker on v1 shows the host's path, but mounts only the container's cgroup.
-        let t = fake_host("2:cpu:/docker/0123\n");
-        let cg = t.path().join("cg");
-        write(&cg, "cpu/cpu.cfs_quota_us", "400000");
-        write(&cg, "cpu/cpu.cfs_period_us", "100000");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, Some(4.0));
-        write(&cg, "cpu/cpu.cfs_quota_us", "-1");
-        assert_eq!(read_fake(&t, &[]).cpu.quota_cores, None);
+    fn the_quota_comes_from_the_located_cgroup_and_unknown_is_not_none() {
+        let t = fake_host();
+        let mut cg = Fixture::default()
+            .with("/proc/self/cgroup", "1:cpu:/q\n0::/\n")
+            .with(
+                "/proc/self/mountinfo",
+                "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n",
+            )
+            .with("/sys/fs/cgroup/cpu/q/cpu.cfs_quota_us", "10000\n")
+            .with("/sys/fs/cgroup/cpu/q/cpu.cfs_period_us", "100000\n");
+        let cpu = read_with(&t, &cg, &[]).cpu;
+        assert_eq!((cpu.quota_cores, cpu.cgroup.as_deref()), (Some(0.1), Some("/q")));
+        assert_eq!(cpu.quota_text(), "0.1 cores");
+        cg.set("/sys/fs/cgroup/cpu/q/cpu.cfs_quota_us", "-1\n");
+        let cpu = read_with(&t, &cg, &[]).cpu;
+        assert_eq!((cpu.quota_cores, cpu.quota_text().as_str()), (None, "none"));
+        // No view of the hierarchy (a rank behind `ip netns exec` whose ancestors cannot be entered): unknown.
+        let unseen = Fixture::default().with("/proc/self/cgroup", "1:cpu:/q\n0::/\n");
+        let cpu = read_with(&t, &unseen, &[]).cpu;
+        assert_eq!((cpu.quota_cores, cpu.cgroup.as_deref()), (None, None));
+        assert_eq!(cpu.quota_text(), "unknown");
+        let back: CpuLimit = serde_json::from_value(serde_json::to_value(&cpu).unwrap()).unwrap();
+        assert_eq!(back, cpu);
     }
 
     #[test]
     fn missing_files_give_unknowns_not_errors() {
         let t = tempfile::tempdir().unwrap();
-        let inv = read(&t.path().join("sys"), &t.path().join("proc"), &t.path().join("cg"), &[]);
+        let inv = read_fake(&t, &[]);
         assert_eq!(inv.host, "unknown-host");
         assert!(inv.ifaces.is_empty());
         assert_eq!(
             inv.cpu,
             CpuLimit {
                 quota_cores: None,
-                online_cpus: 0
+                online_cpus: 0,
+                cgroup: None,
             }
         );
     }

@@ -33,8 +33,10 @@ pub use crate::transport::rdma::options::RdmaOptions;
 pub use crate::transport::tcp::options::TcpOptions;
 pub use crate::world::deadlines::Deadlines;
 
+use crate::cgroup::limits::Room;
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
+use crate::memory::available::Available;
 use crate::sizes::format_size;
 
 impl Options {
@@ -158,27 +160,68 @@ impl Options {
         most
     }
 
-    /// Fails with a usage error naming `-e` when `nranks_on_this_host` ranks would not fit in `available`.
-    pub fn check_memory(&self, nranks_on_this_host: usize, available: u64) -> Result<()> {
+    /// Fails with a usage error naming `-e` when `nranks_on_this_host` ranks would not fit in `available`,
+    /// saying what bounds it (the machine, or the memory cgroup with its limit) and what to do.
+    pub fn check_memory(&self, nranks_on_this_host: usize, available: &Available) -> Result<()> {
         let per_rank = self.memory_needed();
         let total = per_rank.saturating_mul(nranks_on_this_host as u64);
-        if total <= available {
+        if total <= available.bytes {
             return Ok(());
         }
         Err(Error::usage(
             "-e/--maxbytes",
             format!(
                 "a sweep up to {} needs {} per rank x {} local ranks = {} \
-                 but the machine has {} available; lower -e or --np",
+                 but {}; lower -e or --np{}",
                 format_size(self.sweep.sizes.max),
                 format_size(per_rank),
                 nranks_on_this_host,
                 format_size(total),
-                format_size(available)
+                available.describe(),
+                available.remedy()
+            ),
+        ))
+    }
+
+    /// Processes and threads `nranks_on_this_host` ranks start on this host (with collbench's own launcher
+    /// when `launcher`): each rank's main thread and its rendezvous or signal thread, the threads MPI and NCCL
+    /// start for their progress and proxies where a path uses a library (with collbench's watchdog beside
+    /// them), and the launcher's main, signal and rendezvous threads. An estimate from above: a run that
+    /// fits it is not cut short by a task limit.
+    pub fn tasks_needed(&self, nranks_on_this_host: usize, launcher: bool) -> u64 {
+        let library = self.paths.transports.iter().any(|p| !p.traits().own_transport);
+        let per_rank = if library { 2 + LIBRARY_TASKS } else { 2 };
+        let launcher = if launcher { 3 } else { 0 };
+        (nranks_on_this_host as u64).saturating_mul(per_rank) + launcher
+    }
+
+    /// Fails with a usage error naming `--np` when the pids cgroup leaves room for fewer tasks than
+    /// [`Options::tasks_needed`], naming the cgroup, its `pids.max` and what to do.
+    pub fn check_tasks(&self, nranks_on_this_host: usize, launcher: bool, room: &Room) -> Result<()> {
+        let need = self.tasks_needed(nranks_on_this_host, launcher);
+        if need <= room.free() {
+            return Ok(());
+        }
+        Err(Error::usage(
+            "--np",
+            format!(
+                "{nranks_on_this_host} local ranks start up to {need} processes and threads but the pids cgroup {} \
+                 leaves room for {} ({} {}, {} in use); lower --np, or raise {} of cgroup {}",
+                room.cgroup,
+                room.free(),
+                room.file,
+                room.limit,
+                room.used,
+                room.file,
+                room.cgroup
             ),
         ))
     }
 }
+
+/// Threads an MPI or NCCL library may start per rank (progress, proxy and service threads) plus collbench's
+/// watchdog's two.
+const LIBRARY_TASKS: u64 = 10;
 
 /// `--np`: 1 to [`MAX_NP`] local ranks.
 pub fn np(n: usize) -> Result<usize> {

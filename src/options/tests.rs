@@ -366,21 +366,74 @@ fn memory_needed_counts_both_buffers_and_scratch() {
 
 #[test]
 fn check_memory_names_maxbytes_and_the_numbers() {
+    use crate::memory::available::Available;
     let o = Options::default();
     let need = o.memory_needed();
-    assert!(o.check_memory(4, 4 * need).is_ok());
-    let err = o.check_memory(4, 4 * need - 1).unwrap_err();
+    assert!(o.check_memory(4, &Available::host(4 * need)).is_ok());
+    let err = o.check_memory(4, &Available::host(4 * need - 1)).unwrap_err();
     assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
     let msg = err.to_string();
     for part in [
         "-e/--maxbytes",
         "129 MiB per rank x 4 local ranks = 516 MiB",
+        "but the machine has",
         "lower -e or --np",
         "64 MiB",
     ] {
         assert!(msg.contains(part), "{part}: {msg}");
     }
-    assert!(o.check_memory(usize::MAX, u64::MAX - 1).is_err());
+    assert!(o.check_memory(usize::MAX, &Available::host(u64::MAX - 1)).is_err());
+}
+
+#[test]
+fn check_memory_under_a_cgroup_names_its_limit_and_what_to_do() {
+    use crate::cgroup::limits::Room;
+    use crate::memory::available::Available;
+    let o = opts(&["-e", "64M"]);
+    let room = Room {
+        cgroup: "/jobs/j1".into(),
+        file: "memory.limit_in_bytes",
+        limit: 120 << 20,
+        used: 4 << 20,
+    };
+    let avail = Available::of(Some(64 << 30), Some(room)).unwrap();
+    let err = o.check_memory(2, &avail).unwrap_err();
+    assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+    let msg = err.to_string();
+    for part in [
+        "x 2 local ranks",
+        "the memory cgroup /jobs/j1 leaves 116 MiB (memory.limit_in_bytes 120 MiB, 4 MiB in use)",
+        "lower -e or --np, or raise memory.limit_in_bytes of cgroup /jobs/j1",
+    ] {
+        assert!(msg.contains(part), "{part}: {msg}");
+    }
+    assert!(o.check_memory(1, &Available::host(64 << 30)).is_ok());
+}
+
+#[test]
+fn check_tasks_counts_ranks_threads_and_the_launcher() {
+    use crate::cgroup::limits::Room;
+    let o = Options::default();
+    // Two local ranks over TCP: two tasks each, three for the launcher.
+    assert_eq!(o.tasks_needed(2, true), 7);
+    assert_eq!(o.tasks_needed(2, false), 4);
+    let room = |limit, used| Room {
+        cgroup: "/svc".into(),
+        file: "pids.max",
+        limit,
+        used,
+    };
+    assert!(o.check_tasks(2, true, &room(10, 3)).is_ok());
+    let err = o.check_tasks(2, true, &room(8, 3)).unwrap_err();
+    assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+    let msg = err.to_string();
+    for part in [
+        "--np: 2 local ranks start up to 7 processes and threads",
+        "the pids cgroup /svc leaves room for 5 (pids.max 8, 3 in use)",
+        "lower --np, or raise pids.max of cgroup /svc",
+    ] {
+        assert!(msg.contains(part), "{part}: {msg}");
+    }
 }
 
 #[test]

@@ -144,6 +144,7 @@ mod tests {
             cpu: CpuLimit {
                 quota_cores: None,
                 online_cpus: 2,
+                cgroup: None,
             },
             rdma: Vec::new(),
             gpus: Vec::new(),

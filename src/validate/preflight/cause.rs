@@ -71,6 +71,13 @@ fn throttling_known(seen: &[HostEvidence]) -> String {
     }
 }
 
+/// " of N cores" where the host's ranks' CPU quota is known, for a sentence naming the quota.
+fn quota_of(e: &HostEvidence) -> String {
+    e.quota_cores
+        .map(|q| format!(" of {} cores", crate::net::advice::cores(q)))
+        .unwrap_or_default()
+}
+
 /// A cause and why, in a sentence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Judged {
@@ -153,9 +160,10 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
             busy: false,
             cause: Cause::Cpu,
             why: format!(
-                "{}'s ranks were throttled by their CPU quota for {:.2} s of the {:.2} s measured ({} periods): a \
+                "{}'s ranks were throttled by their CPU quota{} for {:.2} s of the {:.2} s measured ({} periods): a \
                  throttled rank answers late{}",
                 e.host,
+                quota_of(e),
                 e.throttled_s.unwrap_or(0.0),
                 e.wall_s,
                 e.throttled_periods.unwrap_or(0),
@@ -186,12 +194,19 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
                 cause: Cause::Cpu,
                 why: format!(
                     "a rank on {} waited for a CPU for {:.2} s of the {:.2} s measured ({:.0}%, against {:.0}% on the \
-                     other hosts), ready to run but not running: a CPU quota or other work starves it{}",
+                     other hosts), ready to run but not running: {} starves it{}",
                     e.host,
                     e.waited_s.unwrap_or(0.0),
                     e.wall_s,
                     100.0 * w,
                     100.0 * ow,
+                    match e.quota_cores {
+                        Some(q) => format!(
+                            "its CPU quota of {} cores, or other work,",
+                            crate::net::advice::cores(q)
+                        ),
+                        None => "a CPU quota or other work".into(),
+                    },
                     if e.throttled_s.is_none() {
                         " (its cgroup's throttling is not visible to it)"
                     } else {
@@ -540,6 +555,7 @@ mod tests {
             throttled_periods: Some(0),
             waited_s: Some(1.0),
             link_downs: Some(0),
+            quota_cores: None,
             tcp: Some(TcpCounters {
                 out_segs: 10_000,
                 retrans_segs: 5,
@@ -654,6 +670,43 @@ mod tests {
             h.waited_s = Some(6.0);
         }
         assert_ne!(judge(&["h2".into()], &s, false).cause, Cause::Cpu);
+    }
+
+    #[test]
+    fn the_cause_names_the_quota_where_the_cgroup_was_found() {
+        let mut s = cluster();
+        s[1].throttled_s = Some(9.0);
+        s[1].throttled_periods = Some(400);
+        s[1].quota_cores = Some(0.1);
+        let j = judge(&["h1".into()], &s, false);
+        assert_eq!(j.cause, Cause::Cpu, "{j:?}");
+        assert!(
+            j.why
+                .starts_with("h1's ranks were throttled by their CPU quota of 0.1 cores for 9.00 s"),
+            "{}",
+            j.why
+        );
+        assert!(
+            s[1].line().contains("CPU quota 0.1 cores, throttled 9.00 s"),
+            "{}",
+            s[1].line()
+        );
+        // Starved by its wait alone, with the quota known: the quota is named as what starves it.
+        let mut s = cluster();
+        s[2].waited_s = Some(8.5);
+        s[2].quota_cores = Some(0.02);
+        let j = judge(&["h2".into()], &s, false);
+        assert_eq!(j.cause, Cause::Cpu, "{j:?}");
+        assert!(
+            j.why.contains("its CPU quota of 0.02 cores, or other work, starves it"),
+            "{}",
+            j.why
+        );
+        // Without a quota found the sentence stays general.
+        s[2].quota_cores = None;
+        assert!(judge(&["h2".into()], &s, false)
+            .why
+            .contains("a CPU quota or other work starves it"));
     }
 
     #[test]

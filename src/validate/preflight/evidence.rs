@@ -260,6 +260,10 @@ pub struct HostEvidence {
     /// of the rank itself: no cgroup needs to be visible).
     #[serde(default)]
     pub waited_s: Option<f64>,
+    /// The CPU quota of the ranks' cgroup in cores (the tightest of the host's ranks), where one is set and the
+    /// cgroup was found (`crate::cgroup`, through the launcher's view behind `ip netns exec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_cores: Option<f64>,
     /// The host's TCP counters over the measurement.
     pub tcp: Option<TcpCounters>,
     /// Times the path's interface lost its carrier during the measurement (`None`: not known).
@@ -291,6 +295,10 @@ impl HostEvidence {
         };
         let throttled = match self.waited_s {
             Some(w) => format!("{throttled}, a rank waited {w:.2} s for a CPU"),
+            None => throttled,
+        };
+        let throttled = match self.quota_cores {
+            Some(q) => format!("CPU quota {} cores, {throttled}", crate::net::advice::cores(q)),
             None => throttled,
         };
         let tcp = match &self.tcp {
@@ -336,8 +344,8 @@ pub fn start() -> Started {
 }
 
 impl Started {
-    /// This rank's evidence from its start to now, with its path's configuration.
-    pub fn finish(&self, host: &str, config: PathConfig) -> HostEvidence {
+    /// This rank's evidence from its start to now, with its path's configuration and its cgroup's CPU quota.
+    pub fn finish(&self, host: &str, config: PathConfig, quota_cores: Option<f64>) -> HostEvidence {
         let u = self.cpu.usage_since(host, 0.0, 0.0);
         let tcp = match (self.tcp, tcp_now()) {
             (Some(a), Some(b)) => Some(a.since(&b)),
@@ -352,6 +360,7 @@ impl Started {
             throttled_s: u.throttled_s,
             throttled_periods: u.throttled_periods,
             waited_s: u.waited_s,
+            quota_cores,
             tcp,
             link_downs,
             config,
@@ -402,6 +411,10 @@ pub fn by_host(per_rank: Vec<HostEvidence>) -> Vec<HostEvidence> {
                 };
                 h.busy_pct = match (h.busy_pct, e.busy_pct) {
                     (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                h.quota_cores = match (h.quota_cores, e.quota_cores) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
             }
@@ -468,6 +481,14 @@ mod tests {
         );
         assert!((v[0].throttled_share() - 0.75).abs() < 1e-12);
         assert!(v[0].line().contains("throttled 1.50 s"), "{}", v[0].line());
+        // The tightest quota among a host's ranks is the host's.
+        let q = |quota| HostEvidence {
+            host: "a".into(),
+            quota_cores: quota,
+            ..Default::default()
+        };
+        let v = by_host(vec![q(Some(2.0)), q(None), q(Some(0.5))]);
+        assert_eq!(v[0].quota_cores, Some(0.5));
     }
 
     #[test]

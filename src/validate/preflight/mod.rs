@@ -156,19 +156,18 @@ pub fn setup(args: &PreflightArgs) -> Result<Setup> {
 pub fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
     check_outputs(&setup.args)?;
     let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
-    let Some(avail) = crate::memory::available::mem_available() else {
+    let Some(avail) = crate::memory::available::available() else {
         return crate::run::launch_local(&setup.opts, argv);
     };
     let np = setup.opts.np;
-    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail) {
+    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail.bytes) {
         Some(b) if b == want => crate::run::launch_local(&setup.opts, argv),
         Some(b) => {
             stderr!(
-                "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit in the \
-                 {} of memory available",
+                "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit, and {}",
                 format_size(want),
                 format_size(b),
-                format_size(avail)
+                avail.describe()
             );
             let opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat));
             crate::run::launch_local(&opts, &with_bandwidth_bytes(argv, b))
@@ -176,9 +175,10 @@ pub fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
         None => Err(Error::usage(
             "--bandwidth-bytes",
             format!(
-                "even {} per rank does not fit {np} local ranks in the {} of memory available; lower --np",
+                "even {} per rank does not fit {np} local ranks: {}; lower --np{}",
                 format_size(plan::MIN_BANDWIDTH_BYTES),
-                format_size(avail)
+                avail.describe(),
+                avail.remedy()
             ),
         )),
     }

@@ -243,7 +243,9 @@ pub fn fit_memory(base: &Options, want: u64, repeat: u32, local_ranks: usize, av
     let mut b = want;
     while b >= MIN_BANDWIDTH_BYTES {
         let o = union_options(base, &Plan::new(b, repeat));
-        if o.check_memory(local_ranks, available).is_ok() {
+        if o.check_memory(local_ranks, &crate::memory::available::Available::host(available))
+            .is_ok()
+        {
             return Some(b);
         }
         b /= 2;

@@ -438,7 +438,7 @@ impl Run<'_> {
         let t = &mut self.sess.transports[0];
         let inv = crate::net::inventory::local();
         let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
-        let mine = started.finish(&host, config);
+        let mine = started.finish(&host, config, inv.cpu.quota_cores);
         Ok(evidence::gather(t, &mine)?.unwrap_or_default())
     }
 }
@@ -500,7 +500,7 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
         };
         let t = &mut run.sess.transports[k];
         let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
-        let mine = started.finish(&host, config);
+        let mine = started.finish(&host, config, inv.cpu.quota_cores);
         let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
             let _ = crate::report::stdout::print(&format!(
