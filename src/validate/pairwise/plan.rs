@@ -274,7 +274,10 @@ mod tests {
         assert_eq!((p.rounds.len(), p.circle_rounds), (256, 4095));
         assert_eq!(p.pairs(), MAX_PAIRS);
         let p = plan(1024, 0.01, 1e6);
-        assert!(p.every_pair() && p.rounds.len() == 1023 && p.pairs() <= MAX_PAIRS, "{p:?}");
+        assert!(
+            p.every_pair() && p.rounds.len() == 1023 && p.pairs() <= MAX_PAIRS,
+            "{p:?}"
+        );
         let p = plan(1025, 0.01, 1e6);
         assert!(!p.every_pair() && p.pairs() <= MAX_PAIRS, "{p:?}");
     }
@@ -312,10 +315,7 @@ mod tests {
         assert!(good.check(8).is_ok());
         assert!(good.check(9).is_err());
         for rounds in [vec![1, 2], vec![0, 3, 3], vec![0, 7]] {
-            let p = Plan {
-                rounds,
-                ..good.clone()
-            };
+            let p = Plan { rounds, ..good.clone() };
             assert!(p.check(8).is_err(), "{p:?}");
         }
     }

@@ -1,7 +1,9 @@
 //! The pairwise test as planned, on every rank: round 0 of the circle measured and timed, the plan
 //! ([`plan::plan`]) decided by rank 0 from that time and the budget left and shared with every rank, the
-//! planned rounds, then the suspects measured again, each alone, as many as the plan's reserve holds.
+//! planned rounds, then the suspects measured again in rounds of disjoint pairs, as many as the plan's
+//! reserve of rounds holds.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use super::plan::{self, Plan};
@@ -106,7 +108,7 @@ pub fn measure_within<T: Transport + ?Sized>(
                 first_findings,
             }
         }
-        (true, Some(_)) => remeasure(t, &parts, &participants, links.as_deref_mut(), cfg, th, plan.confirm_rounds)?,
+        (true, Some(_)) => remeasure(t, &parts, &participants, links.as_deref_mut(), cfg, th, &plan)?,
     };
     let Some(links) = links else {
         return Ok(None);
@@ -167,8 +169,9 @@ struct Again {
     first_findings: Option<Vec<Finding>>,
 }
 
-/// The suspects of `links` (rank 0's first pass; `None` elsewhere), at most `cap` of them, measured again,
-/// each alone, and merged into `links` ([`confirm::merge`]); every rank runs the same rounds.
+/// The suspects of `links` (rank 0's first pass; `None` elsewhere) measured again in at most the plan's
+/// reserve of rounds ([`pack`]) and merged into `links` ([`confirm::merge`]); every rank runs the rounds
+/// rank 0 sends.
 fn remeasure<T: Transport + ?Sized>(
     t: &mut T,
     parts: &[usize],
@@ -176,18 +179,29 @@ fn remeasure<T: Transport + ?Sized>(
     links: Option<&mut [Link]>,
     cfg: &PairwiseConfig,
     th: &Thresholds,
-    cap: usize,
+    plan: &Plan,
 ) -> Result<Again> {
-    let chosen = links.as_deref().map(|l| within(confirm::suspect_pairs(l, th), cap));
-    let left_out = chosen.as_ref().map_or(0, |(_, out)| *out);
-    let suspects = confirm::share(t, chosen.map(|(s, _)| s), parts.len())?;
-    if suspects.is_empty() {
+    let packed = links.as_deref().map(|l| {
+        let first: HashMap<(usize, usize), usize> = plan
+            .schedule()
+            .into_iter()
+            .enumerate()
+            .flat_map(|(k, round)| round.into_iter().map(move |p| (p, k)))
+            .collect();
+        pack(
+            confirm::suspect_pairs(l, th),
+            |p| first.get(&p).copied().unwrap_or(usize::MAX),
+            plan.confirm_rounds,
+        )
+    });
+    let left_out = packed.as_ref().map_or(0, |(_, out)| *out);
+    let rounds = share_rounds(t, packed.map(|(r, _)| r), parts.len())?;
+    if rounds.is_empty() {
         return Ok(Again {
             left_out,
             ..Again::default()
         });
     }
-    let rounds: Vec<Vec<(usize, usize)>> = suspects.iter().map(|&p| vec![p]).collect();
     let mine = measure::run_rounds(t, parts, &rounds, cfg)?;
     let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
         return Ok(Again {
@@ -196,6 +210,7 @@ fn remeasure<T: Transport + ?Sized>(
         });
     };
     let first = localise::findings(participants, links, th);
+    let suspects: Vec<(usize, usize)> = rounds.iter().flatten().copied().collect();
     for fresh in measure::links_of(participants, &all, &suspects)? {
         let i = links
             .binary_search_by(|l| (l.a, l.b).cmp(&(fresh.a, fresh.b)))
@@ -209,10 +224,46 @@ fn remeasure<T: Transport + ?Sized>(
     })
 }
 
-/// At most `cap` of `suspects`, the lonely ones first: a suspect whose hosts have no other is more likely a
-/// transient, which measuring again dismisses; a host with many is a fault whatever a few more say. Returns
-/// them and how many were left out.
-pub fn within(mut suspects: Vec<(usize, usize)>, cap: usize) -> (Vec<(usize, usize)>, usize) {
+/// Rank 0's rounds of suspects on every rank (`rounds` is `Some` on rank 0, ignored elsewhere). Rounds that
+/// are not disjoint pairs (a, b), a < b < `n`, each pair once, are a protocol error: the ranks run different
+/// versions.
+fn share_rounds<T: Transport + ?Sized>(
+    t: &mut T,
+    rounds: Option<Vec<Vec<(usize, usize)>>>,
+    n: usize,
+) -> Result<Vec<Vec<(usize, usize)>>> {
+    let bytes = serde_json::to_vec(&rounds.unwrap_or_default()).expect("rounds serialise");
+    let got = control::broadcast(t, &bytes)?;
+    let bad = |what: String| {
+        Error::peer(format!(
+            "rank {}: rank 0 sent unusable rounds to measure suspects again ({what}); were all ranks started with \
+             the same collbench version?",
+            t.rank()
+        ))
+    };
+    let rounds: Vec<Vec<(usize, usize)>> = serde_json::from_slice(&got).map_err(|e| bad(e.to_string()))?;
+    let mut seen = HashSet::new();
+    for round in &rounds {
+        let mut busy = HashSet::new();
+        for &(a, b) in round {
+            if a >= b || b >= n || !seen.insert((a, b)) || !busy.insert(a) || !busy.insert(b) {
+                return Err(bad(format!("the pair ({a}, {b}) of {n} participants")));
+            }
+        }
+    }
+    Ok(rounds)
+}
+
+/// `suspects` in at most `cap` rounds of disjoint pairs, the lonely ones first: a suspect whose hosts have
+/// no other is more likely a transient, which measuring again dismisses; a host with many is a fault
+/// whatever a few more say, and its links, sharing the host, take a round each. Two suspects that shared a
+/// round of the first pass (`first_round` of each) never share one again, so one pair's slowness is not
+/// blamed on the other twice. Returns the rounds and how many suspects did not fit.
+pub fn pack(
+    mut suspects: Vec<(usize, usize)>,
+    first_round: impl Fn((usize, usize)) -> usize,
+    cap: usize,
+) -> (Vec<Vec<(usize, usize)>>, usize) {
     let n = suspects.iter().map(|&(_, b)| b + 1).max().unwrap_or(0);
     let mut at = vec![0usize; n];
     for &(a, b) in &suspects {
@@ -220,9 +271,34 @@ pub fn within(mut suspects: Vec<(usize, usize)>, cap: usize) -> (Vec<(usize, usi
         at[b] += 1;
     }
     suspects.sort_by_key(|&(a, b)| (at[a].max(at[b]), a, b));
-    let out = suspects.len().saturating_sub(cap);
-    suspects.truncate(cap);
-    (suspects, out)
+    let mut rounds: Vec<Slot> = Vec::new();
+    let mut left_out = 0;
+    for p in suspects {
+        let origin = first_round(p);
+        let fits = |r: &Slot| !r.hosts.contains(&p.0) && !r.hosts.contains(&p.1) && !r.origins.contains(&origin);
+        match rounds.iter().position(fits) {
+            Some(k) => {
+                let r = &mut rounds[k];
+                r.pairs.push(p);
+                r.hosts.extend([p.0, p.1]);
+                r.origins.insert(origin);
+            }
+            None if rounds.len() < cap => rounds.push(Slot {
+                pairs: vec![p],
+                hosts: HashSet::from([p.0, p.1]),
+                origins: HashSet::from([origin]),
+            }),
+            None => left_out += 1,
+        }
+    }
+    (rounds.into_iter().map(|r| r.pairs).collect(), left_out)
+}
+
+/// One round [`pack`] fills: its pairs, their hosts, and the first-pass rounds they came from.
+struct Slot {
+    pairs: Vec<(usize, usize)>,
+    hosts: HashSet<usize>,
+    origins: HashSet<usize>,
 }
 
 #[cfg(test)]
@@ -232,12 +308,27 @@ mod tests {
     use crate::session::run_threads;
 
     #[test]
-    fn lonely_suspects_are_measured_again_first() {
-        // Host 5's four links and one lonely link (1, 2).
+    fn suspects_are_packed_disjoint_lonely_first_within_the_cap() {
+        // Host 5's four links and one lonely link (1, 2), each from its own first-pass round.
         let s = vec![(0, 5), (1, 2), (1, 5), (3, 5), (4, 5)];
-        assert_eq!(within(s.clone(), 2), (vec![(1, 2), (0, 5)], 3));
-        assert_eq!(within(s.clone(), 10).1, 0);
-        assert_eq!(within(Vec::new(), 3), (Vec::new(), 0));
+        let own = |(a, b): (usize, usize)| 10 * a + b;
+        // The lonely link first, beside one of host 5's; then host 5's other links, a round each.
+        let (rounds, out) = pack(s.clone(), own, 10);
+        assert_eq!(
+            rounds,
+            vec![vec![(1, 2), (0, 5)], vec![(1, 5)], vec![(3, 5)], vec![(4, 5)]]
+        );
+        assert_eq!(out, 0);
+        // Two rounds: what does not fit is counted.
+        let (rounds, out) = pack(s.clone(), own, 2);
+        assert_eq!((rounds.len(), out), (2, 2), "{rounds:?}");
+        // Two suspects that shared a first-pass round do not share a round again.
+        let (rounds, _) = pack(vec![(0, 1), (2, 3)], |_| 7, 10);
+        assert_eq!(rounds, vec![vec![(0, 1)], vec![(2, 3)]]);
+        let (rounds, _) = pack(vec![(0, 1), (2, 3)], own, 10);
+        assert_eq!(rounds, vec![vec![(0, 1), (2, 3)]]);
+        assert_eq!(pack(Vec::new(), own, 3), (Vec::new(), 0));
+        assert_eq!(pack(vec![(0, 1)], own, 0), (Vec::new(), 1));
     }
 
     #[test]
@@ -254,9 +345,14 @@ mod tests {
             let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
             let budget = Budget::new(Instant::now(), 0);
             let mut seen = None;
-            let rep = measure_within(&mut sess.transports[0], &hosts, &cfg, &Thresholds::default(), Some(budget), &mut |p| {
-                seen = Some(p.clone())
-            })?;
+            let rep = measure_within(
+                &mut sess.transports[0],
+                &hosts,
+                &cfg,
+                &Thresholds::default(),
+                Some(budget),
+                &mut |p| seen = Some(p.clone()),
+            )?;
             Ok::<_, Error>((rep, seen))
         });
         let mut out: Vec<_> = out.into_iter().map(|r| r.unwrap().unwrap()).collect();
@@ -266,7 +362,10 @@ mod tests {
         let rec = rep.plan.clone().expect("the plan is recorded");
         let p = rec.plan;
         assert_eq!(seen.as_ref(), Some(&p), "rank 0 announced the plan it recorded");
-        assert_eq!((rec.budget_s, rec.unconfirmed), (Some(0.0), 0));
+        // No rounds to measure suspects again: every suspect of the first pass (on a loaded machine there may
+        // be some) is left as it was measured, and counted.
+        let suspects = confirm::suspect_pairs(&rep.links, &Thresholds::default()).len();
+        assert_eq!((rec.budget_s, rec.unconfirmed), (Some(0.0), suspects));
         assert_eq!((p.rounds.len(), p.circle_rounds, p.confirm_rounds), (4, 5, 0));
         assert!(!p.fits() && !p.every_pair(), "{p:?}");
         assert_eq!((rep.rounds, rep.remeasure_rounds), (4, 0));
@@ -275,6 +374,10 @@ mod tests {
         want.sort_unstable();
         assert_eq!(rep.links.iter().map(|l| (l.a, l.b)).collect::<Vec<_>>(), want);
         assert_eq!(want.len(), 12);
-        assert!(rep.links.iter().all(|l| l.bw_gbs > 0.0 && l.latency_us > 0.0), "{:?}", rep.links);
+        assert!(
+            rep.links.iter().all(|l| l.bw_gbs > 0.0 && l.latency_us > 0.0),
+            "{:?}",
+            rep.links
+        );
     }
 }
