@@ -40,9 +40,10 @@
 //!   then the summary, model and charts) and the local launcher's checks.
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - `gpumatrix`: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
-//! - `validate`: findings about the network: the pairwise link matrix and the slow host or link
-//!   (`collbench pairwise`, its ranks' work in `validate::pairwise::command`), and the pre-flight verdict
-//!   (`collbench preflight`).
+//! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
+//!   (`collbench pairwise`, its ranks' work in `validate::pairwise::command`, its plan within `--budget` in
+//!   `validate::pairwise::plan`), and the pre-flight verdict (`collbench preflight`). Public for the
+//!   simulation in tests/, which runs the planner and the localisation at sizes one machine cannot host.
 //! - [`docgen`]: man pages, the options page and shell completions, generated from [`cli`].
 //! - [`alias`]: collbench under nccl-tests' names (`all_reduce_perf`, ...): its flags, output and exit
 //!   status, and `collbench install-aliases`.
@@ -123,5 +124,5 @@ pub mod sizes;
 mod start;
 pub mod transport;
 pub mod units;
-mod validate;
+pub mod validate;
 pub mod world;

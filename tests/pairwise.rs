@@ -349,3 +349,118 @@ fn latency_statistics_and_message_rates_are_in_json_and_table_and_gbit_is_8x() {
         );
     }
 }
+
+/// The plan line on stdout and the JSON's `plan`, from a run with `flags`: (stdout, JSON).
+fn planned(flags: &[&str]) -> (String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pw.json");
+    let mut args = vec![
+        "--bytes",
+        "16K",
+        "-n",
+        "1",
+        "--lat-iters",
+        "5",
+        "-J",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let out = pairwise(&args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // One host: a finding is a warning, so the run exits 0 whatever the shared machine's loopback did.
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("rank 0 wrote the JSON")).unwrap();
+    validate(&v);
+    (stdout, v)
+}
+
+/// The link pairs of a pairwise JSON.
+fn link_pairs(v: &Value) -> Vec<(u64, u64)> {
+    v["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["a"].as_u64().unwrap(), l["b"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn budget_0_measures_every_pair_and_says_so() {
+    let (stdout, v) = planned(&["--np", "4", "--budget", "0"]);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("plan: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.starts_with("plan: every pair: 3 of 3 rounds, 6 pairs;") && line.ends_with("no budget"),
+        "{line}"
+    );
+    let p = &v["plan"];
+    assert_eq!(p["budget_s"], Value::Null, "{p}");
+    assert_eq!(
+        (p["participants"].as_u64(), p["circle_rounds"].as_u64()),
+        (Some(4), Some(3)),
+        "{p}"
+    );
+    assert_eq!(p["rounds"], serde_json::json!([0, 1, 2]), "{p}");
+    // Without a budget every first-pass link may be measured again.
+    assert_eq!(
+        (p["confirm_rounds"].as_u64(), p["unconfirmed"].as_u64()),
+        (Some(6), Some(0)),
+        "{p}"
+    );
+    assert!(p["round_s"].as_f64().unwrap() > 0.0, "{p}");
+    assert_eq!(v["rounds"], 3);
+    assert_eq!(link_pairs(&v), [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
+}
+
+#[test]
+fn a_budget_too_small_for_every_pair_measures_a_sample_and_says_so() {
+    // Six ranks, one second: the margin alone is more, so the plan is the fewest rounds (4 of the circle's 5),
+    // each rank meets 4 partners, and nothing is left to measure suspects again.
+    let (stdout, v) = planned(&["--np", "6", "--budget", "1"]);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("plan: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.starts_with("plan: 4 of 5 rounds sampled: 12 of 15 pairs, every host meets 4 partners"),
+        "{line}"
+    );
+    assert!(
+        line.contains("of --budget 1 s") && line.contains("raise --budget"),
+        "{line}"
+    );
+    let p = &v["plan"];
+    assert_eq!(p["budget_s"].as_f64(), Some(1.0), "{p}");
+    assert_eq!(p["rounds"].as_array().unwrap().len(), 4, "{p}");
+    assert_eq!(p["confirm_rounds"].as_u64(), Some(0), "{p}");
+    assert_eq!(
+        (v["rounds"].as_u64(), v["remeasure_rounds"].as_u64()),
+        (Some(4), Some(0))
+    );
+    // The links are the planned rounds' pairs: 12 of 15, each rank in 4 of them.
+    let pairs = link_pairs(&v);
+    assert_eq!(pairs.len(), 12, "{pairs:?}");
+    for r in 0..6 {
+        assert_eq!(
+            pairs.iter().filter(|&&(a, b)| a == r || b == r).count(),
+            4,
+            "rank {r}: {pairs:?}"
+        );
+    }
+    // The plan line comes before the matrices, as soon as the plan is made.
+    let at = |s: &str| stdout.find(s).unwrap_or_else(|| panic!("{s}: {stdout}"));
+    assert!(at("plan: ") < at("# Bandwidth"), "{stdout}");
+}
+
+#[test]
+fn the_default_budget_is_recorded_with_the_plan() {
+    let (stdout, v) = planned(&["--np", "2"]);
+    assert!(stdout.contains("of --budget 120 s"), "{stdout}");
+    assert_eq!(v["plan"]["budget_s"].as_f64(), Some(120.0));
+    assert_eq!(v["plan"]["rounds"], serde_json::json!([0]));
+}

@@ -54,5 +54,8 @@ pub const PAIRWISE_BYTES: usize = 4 << 20;
 pub const PAIRWISE_ITERS: usize = 5;
 /// `pairwise --lat-iters`.
 pub const PAIRWISE_LAT_ITERS: usize = 200;
+/// `pairwise --budget`, seconds: two minutes, what a check before a job can cost; 16 hosts at 100 Mbit/s
+/// measure every pair in it, larger or slower clusters a sample of rounds.
+pub const PAIRWISE_BUDGET_S: u64 = 120;
 /// `preflight --budget`, seconds: a few minutes for a small cluster.
 pub const PREFLIGHT_BUDGET_S: u64 = 180;

@@ -154,6 +154,13 @@ pub struct PairwiseArgs {
     #[arg(long = "no-confirm", alias = "no_confirm")]
     pub no_confirm: bool,
 
+    /// Seconds the whole test may take, start-up included: one round is measured first, and every pair is
+    /// measured if its rounds fit, else a sample of rounds in which every host meets as many partners as
+    /// fit (docs/validator.md says what each size of cluster gets); suspects are measured again within it.
+    /// 0: no limit, every pair (up to 1,024 hosts; beyond, as many rounds as hold 2^19 pairs).
+    #[arg(long = "budget", value_name = "SECONDS", default_value_t = defaults::PAIRWISE_BUDGET_S)]
+    pub budget: u64,
+
     /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
     /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
     #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",

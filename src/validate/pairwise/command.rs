@@ -1,11 +1,15 @@
 //! `collbench pairwise` on each rank: the options and test its flags ask for, the checks before local ranks
-//! start, and one rank's test (started as every rank is, [`crate::start`]): every pair measured over the path
+//! start, and one rank's test (started as every rank is, `start`): every pair measured over the path
 //! asked for (collbench's TCP transport, or its verbs transport on an `rdma@` path, set up over a TCP control
 //! path); rank 0 prints the matrices and findings, writes JSON and heatmaps.
 
 use std::ffi::OsString;
 use std::path::Path;
 
+use std::time::Instant;
+
+use super::plan::Plan;
+use super::planned::{self, Budget};
 use super::{render, PairwiseConfig, PairwiseReport, Thresholds};
 use crate::cli::PairwiseArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
@@ -108,6 +112,8 @@ fn files(args: &PairwiseArgs) -> Vec<(&Path, &'static str)> {
 
 /// One rank: start up connecting every pair, measure; rank 0 reports. Returns the exit status.
 pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs) -> Result<i32> {
+    // The budget counts from here: start-up (connecting every pair) is part of what the user waits for.
+    let budget = (args.budget > 0).then(|| Budget::new(Instant::now(), args.budget));
     let start = Start {
         opts,
         // Every rank must run the same test: the options and the test are compared at the rendezvous.
@@ -130,7 +136,10 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
     let before = crate::net::carrier::Carriers::now();
     let measured = paths
         .on_transport(0, &mut sess, |t| {
-            let report = super::measure_on(t, &hosts, cfg, &Thresholds::default())?;
+            // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
+            let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
+                announce(p, budget.map(|b| b.total_s()), args)
+            })?;
             let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
             Ok(report.map(|r| PairwiseReport {
                 host_config: seen.warnings,
@@ -151,6 +160,13 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
     };
     let decided = report.map(|report| report_on_rank0(&report, args));
     share_verdict(&mut sess, &mut paths, decided)
+}
+
+/// Rank 0's plan line on stdout (beside an output file that took stdout).
+fn announce(plan: &Plan, budget_s: Option<f64>, args: &PairwiseArgs) {
+    let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    // A stdout that cannot take it loses nothing the report's own print would not say.
+    let _ = crate::report::stdout::print_beside(&format!("{}\n", plan.line(budget_s)), taken);
 }
 
 /// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.

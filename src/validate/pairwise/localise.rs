@@ -125,7 +125,13 @@ fn judge(
     let to_value = |v: f64| metric.value_of_goodness(v);
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
     let mut out = Vec::new();
-    let mine = |h: usize| -> Vec<usize> { (0..links.len()).filter(|&i| ends[i].0 == h || ends[i].1 == h).collect() };
+    // Each host's links listed once: searching all links per host is N x links, too slow at a thousand hosts.
+    let mut by_host: Vec<Vec<usize>> = vec![Vec::new(); hosts.len()];
+    for (i, &(a, b)) in ends.iter().enumerate() {
+        by_host[a].push(i);
+        by_host[b].push(i);
+    }
+    let mine = |h: usize| -> Vec<usize> { by_host[h].clone() };
     let mut slow_host = named.to_vec();
     let blame = |h: usize, out: &mut Vec<Finding>, slow_host: &mut Vec<bool>| {
         slow_host[h] = true;

@@ -2,6 +2,8 @@
 //! same time, then the slow host or the slow link named.
 //!
 //! - [`schedule`]: which pairs meet in which round (circle method).
+//! - [`plan`](mod@plan): which rounds fit the budget, from the time of a first round (every pair, or a
+//!   sample of rounds); [`planned`]: the test as planned on every rank, suspects re-measured within it.
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
 //! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
@@ -18,10 +20,10 @@ pub mod hostcheck;
 pub mod localise;
 pub mod measure;
 pub mod metrics;
+pub mod plan;
+pub mod planned;
 pub mod render;
 pub mod schedule;
-
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -215,13 +217,17 @@ pub struct PairwiseReport {
     /// matrix shows (an outage between rounds leaves it clean).
     #[serde(default)]
     pub link_downs: Vec<hostcheck::LinkDown>,
-    /// Rounds of the first pass, every pair once.
+    /// Rounds of the first pass: every pair once, or the plan's sample of them.
     pub rounds: usize,
     /// Rounds that measured the suspect links again.
     #[serde(default)]
     pub remeasure_rounds: usize,
     /// Seconds from the first round to the last.
     pub elapsed_s: f64,
+    /// What was planned within `--budget` and what came of it: the rounds measured, the reserve to measure
+    /// suspects again, the time of a round. Absent in files that predate it.
+    #[serde(default)]
+    pub plan: Option<plan::Record>,
 }
 
 impl PairwiseReport {
@@ -265,57 +271,13 @@ pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<
     measure_on(t, &hosts, cfg, &Thresholds::default())
 }
 
-/// [`measure()`] over any transport: `hosts[r]` is rank r's host.
+/// [`measure()`] over any transport: `hosts[r]` is rank r's host. No budget: every pair (up to
+/// [`plan::MAX_PAIRS`] pairs), every suspect measured again.
 pub fn measure_on<T: Transport + ?Sized>(
     t: &mut T,
     hosts: &[String],
     cfg: &PairwiseConfig,
     th: &Thresholds,
 ) -> Result<Option<PairwiseReport>> {
-    let (parts, unit) = measure::participants(hosts, cfg.per_host);
-    let started = Instant::now();
-    let rounds = schedule::rounds(parts.len());
-    let mine = measure::run_rounds(t, &parts, &rounds, cfg)?;
-    let first = measure::collect(t, &mine)?;
-    let participants: Vec<Participant> = parts
-        .iter()
-        .map(|&r| Participant {
-            name: match unit {
-                measure::Unit::Hosts => hosts[r].clone(),
-                measure::Unit::Ranks => format!("rank{r}"),
-            },
-            rank: r,
-            host: hosts[r].clone(),
-        })
-        .collect();
-    let mut links = first.map(|all| measure::links(&participants, &all)).transpose()?;
-    let (remeasure_rounds, first_findings) = if cfg.confirm {
-        confirm::remeasure(t, &parts, &participants, &rounds, links.as_deref_mut(), cfg, th)?
-    } else {
-        (0, None)
-    };
-    let Some(links) = links else {
-        return Ok(None);
-    };
-    let elapsed_s = started.elapsed().as_secs_f64();
-    let findings = localise::findings(&participants, &links, th);
-    let dismissed = first_findings
-        .map(|first| confirm::dismissed(&first, &findings))
-        .unwrap_or_default();
-    Ok(Some(PairwiseReport {
-        schema: SCHEMA.into(),
-        path: t.path(),
-        unit: unit.name().into(),
-        config: cfg.clone(),
-        hosts: participants,
-        links,
-        findings,
-        dismissed,
-        host_config: Vec::new(),
-        link_downs: Vec::new(),
-        thresholds: th.clone(),
-        rounds: rounds.len(),
-        remeasure_rounds,
-        elapsed_s,
-    }))
+    planned::measure_within(t, hosts, cfg, th, None, &mut |_| ())
 }

@@ -335,6 +335,7 @@ mod tests {
             rounds: 3,
             remeasure_rounds: 0,
             elapsed_s: 1.25,
+            plan: None,
         }
     }
 

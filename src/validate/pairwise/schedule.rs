@@ -5,25 +5,32 @@
 /// even n; for odd n, n rounds of (n-1)/2 pairs in which one participant sits out (a bye).
 /// No rounds for n < 2.
 pub fn rounds(n: usize) -> Vec<Vec<(usize, usize)>> {
-    if n < 2 {
-        return Vec::new();
+    (0..count(n)).map(|r| round(n, r)).collect()
+}
+
+/// How many rounds [`rounds`] has for `n` participants: n-1 for even n, n for odd n, none below 2.
+pub fn count(n: usize) -> usize {
+    match n {
+        0 | 1 => 0,
+        _ if n % 2 == 0 => n - 1,
+        _ => n,
     }
+}
+
+/// Round `r` (< [`count`]`(n)`) of [`rounds`] alone, so a sampled schedule need not build all of them.
+pub fn round(n: usize, r: usize) -> Vec<(usize, usize)> {
     // Odd n: a phantom participant `n` joins; whoever meets it has the bye.
     let m = if n % 2 == 0 { n } else { n + 1 };
     let ring = m - 1;
-    (0..ring)
-        .map(|r| {
-            // The last participant stays fixed; the others rotate one step per round.
-            let mut pairs = vec![(m - 1, r)];
-            for i in 1..m / 2 {
-                pairs.push(((r + i) % ring, (r + ring - i) % ring));
-            }
-            pairs
-                .into_iter()
-                .filter(|&(a, b)| a < n && b < n)
-                .map(|(a, b)| (a.min(b), a.max(b)))
-                .collect()
-        })
+    // The last participant stays fixed; the others rotate one step per round.
+    let mut pairs = vec![(m - 1, r)];
+    for i in 1..m / 2 {
+        pairs.push(((r + i) % ring, (r + ring - i) % ring));
+    }
+    pairs
+        .into_iter()
+        .filter(|&(a, b)| a < n && b < n)
+        .map(|(a, b)| (a.min(b), a.max(b)))
         .collect()
 }
 
@@ -53,6 +60,7 @@ mod tests {
             _ => n,
         };
         assert_eq!(rs.len(), want_rounds, "n={n}");
+        assert_eq!(count(n), want_rounds, "n={n}");
         let mut seen = BTreeSet::new();
         for (k, round) in rs.iter().enumerate() {
             assert_eq!(round.len(), n / 2, "n={n} round {k}: {round:?}");

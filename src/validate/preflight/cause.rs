@@ -845,6 +845,7 @@ mod tests {
             rounds: 3,
             remeasure_rounds: 0,
             elapsed_s: 1.0,
+            plan: None,
         };
         let mut paths = vec![PathInfo {
             name: "tcp@eth0".into(),

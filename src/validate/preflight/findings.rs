@@ -167,6 +167,7 @@ mod tests {
             rounds: 3,
             remeasure_rounds: 0,
             elapsed_s: 1.0,
+            plan: None,
         }
     }
 
