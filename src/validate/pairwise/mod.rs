@@ -3,13 +3,16 @@
 //!
 //! - [`schedule`]: which pairs meet in which round (circle method).
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
-//! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
+//! - [`fit`]: the host-effects model (median polish in log space, any subset of pairs) and the
+//!   multiplicity-corrected bar.
+//! - [`localise`]: slow links and hosts from that model, false findings controlled for the number judged.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
 //! - [`render`]: host x host matrices and the findings as text.
 //! - [`command`]: `collbench pairwise`.
 
 pub mod command;
 pub mod confirm;
+pub mod fit;
 pub mod localise;
 pub mod measure;
 pub mod metrics;
