@@ -153,6 +153,9 @@ pub enum Culprit {
     Rank(Party),
     /// The process serving the rendezvous, which could not serve it (stopped or starved), not any rank.
     Rendezvous,
+    /// The path between two ranks, lower rank first: each waited on the other while both were alive, so
+    /// neither host is at fault but the link between them (cut, filtered, an MTU black hole).
+    Link(Party, Party),
 }
 
 impl std::fmt::Display for Culprit {
@@ -160,6 +163,10 @@ impl std::fmt::Display for Culprit {
         match self {
             Culprit::Rank(p) => p.fmt(f),
             Culprit::Rendezvous => f.write_str("this process (the rendezvous), not the ranks"),
+            Culprit::Link(a, b) => write!(
+                f,
+                "the link between {a} and {b} (each waited on the other: the path between them, not either host)"
+            ),
         }
     }
 }
