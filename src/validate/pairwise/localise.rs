@@ -1,42 +1,69 @@
-//! Localisation: which links are slow, and whether a slow host explains them.
+//! Localisation: which links are slow, and whether a slow host explains them, with false findings
+//! controlled for the number of links and hosts judged, not per link.
 //!
-//! Both metrics are judged as a "goodness" where higher is better (GB/s, and 1/latency):
-//! 1. Reference R: each host's best link bounds what the host itself can do, so R is the upper median of
-//!    the hosts' best links. (The median of all links would not do: with one slow host of four, half the
-//!    links are slow and their median lies between the two groups; with two, it is a slow one.) A best
-//!    link is biased upward by noise; the floor (40%) absorbs that for scatter up to +-20%, the spreads
-//!    (below) for more.
-//! 2. Noise: the robust spread (1.4826 x MAD) of the links that look healthy (within the floor of R).
-//! 3. A link is slow when it is below R by more than the relative floor AND by more than k spreads: the
-//!    floor keeps a quiet network's tiny spread from flagging ordinary jitter, the spreads keep a noisy
-//!    network (shared CPUs, busy switches) from flagging its everyday scatter.
-//! 4. A host with slow links to (nearly) every partner is a slow host; so is, then, a host that two or
-//!    more of the remaining slow links (at least half its partners) share. Slow links that touch no slow
-//!    host are slow links, and neither end is blamed.
+//! Bandwidth and latency are judged the same way, in log space (a link at half the rate is as far below at
+//! 1 GB/s as at 50 GB/s):
+//! 1. A host-effects model ([`fit`](super::fit)) is fit by median polish over the links measured (a
+//!    partial schedule too): a cluster level, one effect per host, one residual per link. The typical link
+//!    is the level between two hosts of the median effect, not the best of any host's links (whose
+//!    expected value rises with the number of links it is the best of).
+//! 2. A link is slow when its residual is below 0 by more than the relative floor (`bw_floor`,
+//!    `lat_factor`) AND by more than the multiplicity-corrected bar of robust standard deviations of the
+//!    residuals (Sidak over the links judged, `alpha` family-wise, never below `k`): the floor keeps a quiet
+//!    network's tiny spread from flagging ordinary jitter, the bar keeps 500,000 links from yielding
+//!    false findings that one link at the same level would not.
+//! 3. A host is slow when its effect is below the typical host's by the floor and by the bar over the
+//!    hosts judged, with the spread of the hosts at or above the typical one (slow hosts do not widen it).
+//!    On latency, more than a quarter of the hosts (and more than two) at least half as far below together
+//!    are not single faults but a cluster in two parts (the busy half of a shared machine): none is named
+//!    for latency. On bandwidth a host beyond the floor is a fault however many share it.
+//! 4. Latency is judged on each link's fastest round trip where its distribution was kept: a busy host
+//!    delays some round trips (the median and tail move with its load at that moment) but its fastest ones
+//!    still show the path; a slow path delays them all. And its excess over what its hosts' effects
+//!    predict must be at least `lat_excess_us`.
+//! 5. Stalled round trips are counts: a link is slow with at least `min_stalls` of them and more than the
+//!    stalls of the other links make likely for that many round trips (Poisson, at the same corrected
+//!    level).
+//! 6. After the fit, a host with slow links to (nearly) every partner is a slow host; so is, then, a host
+//!    that two or more of the remaining slow links (at least half its partners) share. Slow links that touch
+//!    no slow host are slow links, and neither end is blamed.
 
 use serde::{Deserialize, Serialize};
 
+use super::fit::{self, Fit};
 use super::{Finding, Link, Metric, Participant};
 
 /// The knobs of [`findings`]; the defaults never flag a clean run (see the tests and README).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
-    /// A link's bandwidth must be this fraction or more below the reference to be slow: 0.4, because on
-    /// shared machines a clean link scatters by +-20% (so 0.8 / 1.2 = a third below its best neighbour).
+    /// A link's bandwidth must be this fraction or more below what its hosts do with others to be slow:
+    /// 0.4, because on shared machines a clean link scatters by +-20% (so 0.8 / 1.2 = a third below its
+    /// best neighbour).
     pub bw_floor: f64,
-    /// A link's latency must be this factor or more above the reference to be slow (scheduling on shared
-    /// cores moves small-message latency far more than bandwidth, so the bar is higher).
+    /// A link's latency must be this factor or more above what its hosts predict to be slow (scheduling on
+    /// shared cores moves small-message latency far more than bandwidth, so the bar is higher).
     pub lat_factor: f64,
-    /// ...and further from the reference than this many robust standard deviations of the healthy links.
+    /// ...and further below its expected value than this many robust standard deviations of the residuals,
+    /// at least: the bar rises above it with the number of links (or hosts) judged, see `alpha`.
     pub k: f64,
-    /// ...and a link's latency must exceed the reference by at least this many microseconds: below it the
-    /// difference is the hosts' scheduling (a process woken late on a busy core), not the network.
+    /// ...and a link's latency must exceed what its hosts predict by at least this many microseconds: below
+    /// it the difference is the hosts' scheduling (a process woken late on a busy core), not the network.
     pub lat_excess_us: f64,
-    /// A link with at least this many stalled round trips (lost packets) is slow, whatever the others do.
+    /// A link with at least this many stalled round trips (lost packets) may be slow, when the other links'
+    /// stalls do not make that many likely.
     pub min_stalls: u64,
     /// A host is slow when at least this share of its links are slow (and it has at least two); a host
     /// that two or more slow links share, at least half of its own, is blamed after those.
     pub host_share: f64,
+    /// The chance that a clean test names anything, per metric, for links and for hosts: each of m links is
+    /// judged at 1 - (1 - alpha)^(1/m) (Sidak).
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+}
+
+/// [`Thresholds::alpha`]'s default, also for files that predate it.
+fn default_alpha() -> f64 {
+    0.01
 }
 
 impl Default for Thresholds {
@@ -48,9 +75,20 @@ impl Default for Thresholds {
             lat_excess_us: 50.0,
             min_stalls: 2,
             host_share: 0.75,
+            alpha: default_alpha(),
         }
     }
 }
+
+/// The least spread (log units, about 1%) the residuals are judged with: a perfectly quiet synthetic or
+/// loopback matrix has none, and the floor decides there.
+const LEAST_SD: f64 = 0.01;
+
+/// The share of hosts, below together, beyond which they are a second mode of the cluster, not faults.
+const GROUP_SHARE: f64 = 0.25;
+
+/// Round trips a link's stall count is over when its distribution was not kept (the default count).
+const DEFAULT_ROUND_TRIPS: usize = crate::cli::defaults::PAIRWISE_LAT_ITERS;
 
 /// The median of `v` (reordered); NaN when empty.
 pub fn median(v: &mut [f64]) -> f64 {
@@ -66,23 +104,134 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Which of `good` (higher is better, one per link, ends in `ends` over `n` hosts) are slow, and the
-/// reference they were judged against. NaN values are never slow and never counted.
-pub fn slow_links(good: &[f64], ends: &[(usize, usize)], n: usize, floor: f64, k: f64) -> (Vec<bool>, f64) {
-    slow_links_with(good, ends, n, floor, k, |_| true)
+/// The upper median of `v` (reordered): with an even count the higher middle value; NaN when empty.
+fn upper_median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
-/// [`slow_links`], where a link is slow only if `also(goodness)` holds too.
-pub fn slow_links_with(
-    good: &[f64],
+/// One metric's verdict before hosts named by other metrics are taken into account.
+struct Verdict {
+    metric: Metric,
+    /// Each link's goodness (higher is better: GB/s, round trips per microsecond, minus the stalls).
+    good: Vec<f64>,
+    /// What each link's two hosts predict for it (goodness); the typical link where there is no model.
+    expected: Vec<f64>,
+    /// A link between two typical hosts (goodness).
+    typical: f64,
+    /// Links slow on their own (residual beyond the bar and the floor).
+    slow: Vec<bool>,
+    /// Hosts whose effect is slow (beyond the bar and the floor), before the counting of slow links.
+    host: Vec<bool>,
+    /// How far below typical (goodness ratio) a link counts as one of a slow host's slow links.
+    floor_ratio: f64,
+}
+
+/// The latency a link is judged on, in microseconds: its fastest round trip where the distribution was
+/// kept (see the module doc), else its median.
+pub fn judged_latency_us(l: &Link) -> f64 {
+    match l.latency {
+        Some(st) if st.min_us.is_finite() && st.min_us > 0.0 => st.min_us,
+        _ => l.latency_us,
+    }
+}
+
+/// The log-space verdict on goodness `good` (one per link, ends `ends`, over `n` hosts): links and hosts
+/// below by more than `floor_log` and the corrected bar; `also(value, expected)` (goodness) must hold too
+/// for a link or host to be slow.
+fn judge_log(
+    metric: Metric,
+    good: Vec<f64>,
     ends: &[(usize, usize)],
     n: usize,
-    floor: f64,
-    k: f64,
-    also: impl Fn(f64) -> bool,
-) -> (Vec<bool>, f64) {
+    floor_log: f64,
+    th: &Thresholds,
+    also: impl Fn(f64, f64) -> bool,
+) -> Verdict {
+    let y: Vec<f64> = good
+        .iter()
+        .map(|&v| if v.is_finite() && v > 0.0 { v.ln() } else { f64::NAN })
+        .collect();
+    let Fit { mu, host, resid } = fit::polish(&y, ends, n);
+    let judged: Vec<f64> = resid.iter().copied().filter(|e| e.is_finite()).collect();
+    let mut degree = vec![0usize; n];
+    for (i, &(a, b)) in ends.iter().enumerate() {
+        if y[i].is_finite() {
+            degree[a] += 1;
+            degree[b] += 1;
+        }
+    }
+    let fitted = degree.iter().filter(|&&d| d > 0).count();
+    if judged.len() < 2 * fitted {
+        return judge_small(metric, good, &y, ends, n, floor_log, th, also);
+    }
+    let mut centre = judged.clone();
+    let centre = median(&mut centre);
+    let sd = fit::robust_sd(judged.iter().copied(), centre).max(LEAST_SD);
+    let link_bar = fit::bar(judged.len(), th.alpha, th.k) * sd;
+    let mut efs: Vec<f64> = host.iter().copied().filter(|h| h.is_finite()).collect();
+    let ref_h = upper_median(&mut efs);
+    // The spread of host effects from the hosts at or above the typical one (slow hosts do not widen it),
+    // and never below what the links' own scatter leaves in a host effect (a median of its links).
+    let mut degs: Vec<f64> = degree.iter().filter(|&&d| d > 0).map(|&d| d as f64).collect();
+    let from_links = 1.2533 * sd / median(&mut degs).max(1.0).sqrt();
+    let host_sd = fit::robust_sd(efs.iter().copied().filter(|&h| h >= ref_h), ref_h).max(from_links);
+    let host_bar = fit::bar(efs.len(), th.alpha, th.k) * host_sd;
+    let expected: Vec<f64> = ends
+        .iter()
+        .map(|&(a, b)| (mu + host[a] + host[b]).exp())
+        .map(|v| if v.is_finite() { v } else { (mu + 2.0 * ref_h).exp() })
+        .collect();
+    let slow: Vec<bool> = (0..good.len())
+        .map(|i| resid[i].is_finite() && -resid[i] > link_bar.max(floor_log) && also(good[i], expected[i]))
+        .collect();
+    let typical = (mu + 2.0 * ref_h).exp();
+    let mut below: Vec<bool> = (0..n)
+        .map(|a| {
+            let d = host[a] - ref_h;
+            d.is_finite() && -d > host_bar.max(floor_log) && also((mu + host[a] + ref_h).exp(), typical)
+        })
+        .collect();
+    // Latency: many hosts at least half as far apart as a named one are a second mode of the cluster (busy
+    // CPUs on part of it), not faults. Bandwidth: beyond the floor every host is a fault, however many.
+    let apart = host
+        .iter()
+        .filter(|&&h| (ref_h - h) > 0.5 * floor_log.max(host_bar))
+        .count();
+    if metric == Metric::Latency && apart > 2 && apart as f64 > GROUP_SHARE * efs.len() as f64 {
+        below = vec![false; n];
+    }
+    Verdict {
+        metric,
+        good,
+        expected,
+        typical,
+        slow,
+        host: below,
+        floor_ratio: (-floor_log).exp(),
+    }
+}
+
+/// [`judge_log`] where the links are too few to tell host effects from link residuals (fewer than two per
+/// host: a full matrix of four hosts or fewer, where the model fits any one slow link or host exactly):
+/// each link against the typical one, the upper median of the hosts' best links (with this few, the
+/// best of two or three links is hardly biased), and hosts named by counting their slow links.
+#[allow(clippy::too_many_arguments)]
+fn judge_small(
+    metric: Metric,
+    good: Vec<f64>,
+    y: &[f64],
+    ends: &[(usize, usize)],
+    n: usize,
+    floor_log: f64,
+    th: &Thresholds,
+    also: impl Fn(f64, f64) -> bool,
+) -> Verdict {
     let mut best = vec![f64::NAN; n];
-    for (&v, &(a, b)) in good.iter().zip(ends) {
+    for (&v, &(a, b)) in y.iter().zip(ends) {
         if v.is_finite() {
             for h in [a, b] {
                 best[h] = if best[h].is_finite() { best[h].max(v) } else { v };
@@ -90,67 +239,142 @@ pub fn slow_links_with(
         }
     }
     let mut caps: Vec<f64> = best.into_iter().filter(|v| v.is_finite()).collect();
-    if caps.is_empty() {
-        return (vec![false; good.len()], f64::NAN);
+    let reference = upper_median(&mut caps);
+    let dev: Vec<f64> = y.iter().map(|v| v - reference).collect();
+    let healthy: Vec<f64> = dev
+        .iter()
+        .copied()
+        .filter(|d| d.is_finite() && -d <= floor_log)
+        .collect();
+    let centre = median(&mut healthy.clone());
+    let sd = fit::robust_sd(healthy.iter().copied(), centre).max(LEAST_SD);
+    let bar = fit::bar(dev.iter().filter(|d| d.is_finite()).count(), th.alpha, th.k) * sd;
+    let typical = reference.exp();
+    let slow = (0..good.len())
+        .map(|i| dev[i].is_finite() && -dev[i] > bar.max(floor_log) && also(good[i], typical))
+        .collect();
+    Verdict {
+        metric,
+        expected: vec![typical; good.len()],
+        good,
+        typical,
+        slow,
+        host: vec![false; n],
+        floor_ratio: (-floor_log).exp(),
     }
-    caps.sort_by(f64::total_cmp);
-    let reference = caps[caps.len() / 2];
-    let healthy_min = (1.0 - floor) * reference;
-    let mut healthy: Vec<f64> = good.iter().copied().filter(|&v| v >= healthy_min).collect();
-    let centre = median(&mut healthy);
-    let mut dev: Vec<f64> = healthy.iter().map(|v| (v - centre).abs()).collect();
-    let spread = 1.4826 * median(&mut dev);
-    let spread = if spread.is_finite() { spread } else { 0.0 };
-    let threshold = healthy_min.min(reference - k * spread);
-    (
-        good.iter()
-            .map(|&v| v.is_finite() && v < threshold && also(v))
-            .collect(),
-        reference,
-    )
 }
 
-/// Findings for one metric: `good[i]` is link i's goodness, `slow` and `reference` what [`slow_links`]
-/// made of them. Hosts marked in `named` (by an earlier metric) are not named again, and links touching
-/// them are taken as explained; the hosts this metric names are marked.
+/// The probability that a Poisson count of mean `mean` is `k` or more.
+fn poisson_tail(k: u64, mean: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if mean <= 0.0 {
+        return 0.0;
+    }
+    // 1 - P(X < k), the terms summed in log space so a large mean does not underflow.
+    let mut term = (-mean).exp();
+    let mut below = 0.0;
+    for j in 0..k {
+        below += term;
+        term *= mean / (j + 1) as f64;
+    }
+    (1.0 - below).max(0.0)
+}
+
+/// Stalls: a link is slow with at least `min_stalls` and more than the others' rate makes likely.
+fn judge_stalls(links: &[Link], n: usize, th: &Thresholds) -> Verdict {
+    let trips = |l: &Link| l.latency.map_or(DEFAULT_ROUND_TRIPS, |s| s.samples).max(1) as f64;
+    // The background rate: the links below the minimum (a busy machine's occasional late answer).
+    let (quiet_stalls, quiet_trips) = links
+        .iter()
+        .filter(|l| l.stalls < th.min_stalls)
+        .fold((0.0, 0.0), |(s, t), l| (s + l.stalls as f64, t + trips(l)));
+    // Fewer than three is no background (a clean path has none): the minimum alone decides.
+    let rate = if quiet_trips > 0.0 && quiet_stalls >= 3.0 {
+        quiet_stalls / quiet_trips
+    } else {
+        0.0
+    };
+    let level = 1.0 - (1.0 - th.alpha).powf(1.0 / links.len().max(1) as f64);
+    let slow = links
+        .iter()
+        .map(|l| l.stalls >= th.min_stalls && (rate == 0.0 || poisson_tail(l.stalls, rate * trips(l)) < level))
+        .collect();
+    let good: Vec<f64> = links.iter().map(|l| -(l.stalls as f64)).collect();
+    let typical = median(&mut good.clone());
+    Verdict {
+        metric: Metric::Stalls,
+        expected: vec![typical; links.len()],
+        good,
+        typical,
+        slow,
+        host: vec![false; n],
+        floor_ratio: 1.0,
+    }
+}
+
+/// Per metric, the verdict: bandwidth, latency (as round trips per microsecond), stalls.
+fn verdicts(n: usize, links: &[Link], th: &Thresholds) -> [Verdict; 3] {
+    let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
+    let n = n.max(links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0));
+    let bw = judge_log(
+        Metric::Bandwidth,
+        links.iter().map(|l| l.bw_gbs).collect(),
+        &ends,
+        n,
+        -(1.0 - th.bw_floor).ln(),
+        th,
+        |_, _| true,
+    );
+    // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
+    let lat = judge_log(
+        Metric::Latency,
+        links.iter().map(|l| 1.0 / judged_latency_us(l)).collect(),
+        &ends,
+        n,
+        th.lat_factor.ln(),
+        th,
+        |v, expected| 1.0 / v - 1.0 / expected >= th.lat_excess_us,
+    );
+    [bw, lat, judge_stalls(links, n, th)]
+}
+
+/// Findings for one metric's verdict `v`. Hosts marked in `named` (by an earlier metric) are not named
+/// again, and links touching them are taken as explained; the hosts this metric names are marked.
 fn judge(
     hosts: &[Participant],
     links: &[Link],
-    metric: Metric,
-    good: &[f64],
-    (slow, reference): (Vec<bool>, f64),
+    adj: &[Vec<usize>],
+    v: &Verdict,
     th: &Thresholds,
     named: &mut [bool],
 ) -> Vec<Finding> {
-    let to_value = |v: f64| metric.value_of_goodness(v);
-    let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
+    let to_value = |g: f64| v.metric.value_of_goodness(g);
+    let n = hosts.len().min(adj.len());
     let mut out = Vec::new();
-    // Each host's links listed once: searching all links per host is N x links, too slow at a thousand hosts.
-    let mut by_host: Vec<Vec<usize>> = vec![Vec::new(); hosts.len()];
-    for (i, &(a, b)) in ends.iter().enumerate() {
-        by_host[a].push(i);
-        by_host[b].push(i);
-    }
-    let mine = |h: usize| -> Vec<usize> { by_host[h].clone() };
     let mut slow_host = named.to_vec();
     let blame = |h: usize, out: &mut Vec<Finding>, slow_host: &mut Vec<bool>| {
         slow_host[h] = true;
-        let links_h = mine(h);
-        let mut vals: Vec<f64> = links_h.iter().map(|&i| good[i]).collect();
+        let mut vals: Vec<f64> = adj[h].iter().map(|&i| v.good[i]).collect();
+        let below = adj[h]
+            .iter()
+            .filter(|&&i| v.slow[i] || v.good[i] < v.floor_ratio * v.typical)
+            .count();
         out.push(Finding::SlowHost {
             host: hosts[h].name.clone(),
-            metric,
+            metric: v.metric,
             value: to_value(median(&mut vals)),
-            reference: to_value(reference),
-            slow_links: links_h.iter().filter(|&&i| slow[i]).count(),
-            links: links_h.len(),
+            reference: to_value(v.typical),
+            slow_links: below.max(1),
+            links: adj[h].len(),
         });
     };
-    // First the hosts slow with (nearly) every partner.
-    for h in (0..hosts.len()).filter(|&h| !named[h]) {
-        let links_h = mine(h);
-        let nslow = links_h.iter().filter(|&&i| slow[i]).count();
-        if links_h.len() >= 2 && nslow as f64 >= th.host_share * links_h.len() as f64 {
+    // The hosts the fit puts below the others, then those slow with (nearly) every partner.
+    for h in (0..n).filter(|&h| !named[h]) {
+        let nslow = adj[h].iter().filter(|&&i| v.slow[i]).count();
+        let share = adj[h].len() >= 2 && nslow as f64 >= th.host_share * adj[h].len() as f64;
+        if v.host[h] || share {
             blame(h, &mut out, &mut slow_host);
         }
     }
@@ -159,15 +383,15 @@ fn judge(
     // stalls some of its links and not others in a short test, so this is how such a host gets named.
     loop {
         let unexplained = |h: usize| {
-            mine(h)
-                .into_iter()
-                .filter(|&i| slow[i] && !slow_host[ends[i].0] && !slow_host[ends[i].1])
+            adj[h]
+                .iter()
+                .filter(|&&i| v.slow[i] && !slow_host[links[i].a] && !slow_host[links[i].b])
                 .count()
         };
-        let pick = (0..hosts.len())
+        let pick = (0..n)
             .filter(|&h| !slow_host[h])
             .map(|h| (unexplained(h), h))
-            .filter(|&(k, h)| k >= 2 && 2 * k >= mine(h).len())
+            .filter(|&(k, h)| k >= 2 && 2 * k >= adj[h].len())
             .max_by_key(|&(k, h)| (k, std::cmp::Reverse(h)));
         match pick {
             Some((_, h)) => blame(h, &mut out, &mut slow_host),
@@ -175,13 +399,13 @@ fn judge(
         }
     }
     for (i, l) in links.iter().enumerate() {
-        if slow[i] && !slow_host[l.a] && !slow_host[l.b] {
+        if v.slow[i] && !slow_host[l.a] && !slow_host[l.b] {
             out.push(Finding::SlowLink {
                 a: l.a_name.clone(),
                 b: l.b_name.clone(),
-                metric,
-                value: to_value(good[i]),
-                reference: to_value(reference),
+                metric: v.metric,
+                value: to_value(v.good[i]),
+                reference: to_value(v.expected[i]),
             });
         }
     }
@@ -189,60 +413,53 @@ fn judge(
     out
 }
 
-/// One metric's verdict on every link: the metric, each link's goodness (higher is better), and which links
-/// are slow with the reference they were judged against.
-type Verdict = (Metric, Vec<f64>, (Vec<bool>, f64));
-
-/// Per metric, which links are slow: bandwidth, latency (as round trips per microsecond), stalls.
-fn slow_by_metric(links: &[Link], th: &Thresholds) -> [Verdict; 3] {
-    let bw: Vec<f64> = links.iter().map(|l| l.bw_gbs).collect();
-    // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
-    let lat: Vec<f64> = links.iter().map(|l| 1.0 / l.latency_us).collect();
+/// The links of each host, over every link (a NaN value is still the host's link for counting).
+fn all_adjacency(links: &[Link], n: usize) -> Vec<Vec<usize>> {
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
-    let n = links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0);
-    let bw_slow = slow_links(&bw, &ends, n, th.bw_floor, th.k);
-    let lat_floor = 1.0 - 1.0 / th.lat_factor;
-    let lat_slow = {
-        let (_, reference) = slow_links(&lat, &ends, n, lat_floor, th.k);
-        let min_us = 1.0 / reference + th.lat_excess_us;
-        slow_links_with(&lat, &ends, n, lat_floor, th.k, |v| 1.0 / v >= min_us)
-    };
-    // Stalls have no scatter to judge against: a clean path has none, so a count is its own verdict.
-    let stalls: Vec<f64> = links.iter().map(|l| -(l.stalls as f64)).collect();
-    let stalled = (
-        links.iter().map(|l| l.stalls >= th.min_stalls).collect(),
-        median(&mut stalls.clone()),
-    );
-    [
-        (Metric::Bandwidth, bw, bw_slow),
-        (Metric::Latency, lat, lat_slow),
-        (Metric::Stalls, stalls, stalled),
-    ]
+    let n = n.max(links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0));
+    fit::adjacency(&vec![0.0; links.len()], &ends, n)
 }
 
-/// The links (indices into `links`) slow by any metric: what the findings rest on, and what confirming
-/// them re-measures.
+/// Links of a suspect host measured again: its worst few by bandwidth (measuring all of a host's links
+/// again at 1,000 hosts would be 999 more rounds; a few show whether the host stays slow).
+pub const SUSPECT_LINKS_PER_HOST: usize = 4;
+
+/// The links (indices into `links`) the findings rest on, and what confirming them re-measures: every link
+/// slow by any metric, and the worst [`SUSPECT_LINKS_PER_HOST`] of each host found slow.
 pub fn suspects(links: &[Link], th: &Thresholds) -> Vec<usize> {
-    let slow = slow_by_metric(links, th);
-    (0..links.len())
-        .filter(|&i| slow.iter().any(|(_, _, (s, _))| s[i]))
-        .collect()
+    let n = links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0);
+    let adj = all_adjacency(links, n);
+    let mut pick = vec![false; links.len()];
+    for v in verdicts(n, links, th) {
+        for (i, &s) in v.slow.iter().enumerate() {
+            pick[i] |= s;
+        }
+        for h in (0..n).filter(|&h| v.host[h]) {
+            let mut mine = adj[h].clone();
+            mine.sort_by(|&x, &y| (v.good[x] / v.expected[x]).total_cmp(&(v.good[y] / v.expected[y])));
+            for &i in mine.iter().take(SUSPECT_LINKS_PER_HOST) {
+                pick[i] = true;
+            }
+        }
+    }
+    (0..links.len()).filter(|&i| pick[i]).collect()
 }
 
 /// Every finding of a test: slow hosts and slow links by bandwidth, then by latency, then by stalled round
 /// trips (each leaving out what the hosts named before explain: a host already named by bandwidth explains
-/// its slow latencies too).
+/// its slow latencies too). `links` may be any subset of the pairs of `hosts` (a partial schedule).
 pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<Finding> {
     let n = hosts.len();
-    let mut named = vec![false; n];
+    let adj = all_adjacency(links, n);
+    let mut named = vec![false; adj.len()];
     let mut out = Vec::new();
-    for (metric, good, slow) in slow_by_metric(links, th) {
-        out.extend(judge(hosts, links, metric, &good, slow, th, &mut named));
+    for v in verdicts(n, links, th) {
+        out.extend(judge(hosts, links, &adj, &v, th, &mut named));
     }
     // A host a later metric named explains the slow links an earlier one left at it.
-    let blamed: Vec<String> = (0..n).filter(|&h| named[h]).map(|h| hosts[h].name.clone()).collect();
+    let blamed: Vec<&str> = (0..n).filter(|&h| named[h]).map(|h| hosts[h].name.as_str()).collect();
     out.retain(|f| match f {
-        Finding::SlowLink { a, b, .. } => !blamed.contains(a) && !blamed.contains(b),
+        Finding::SlowLink { a, b, .. } => !blamed.contains(&a.as_str()) && !blamed.contains(&b.as_str()),
         Finding::SlowHost { .. } => true,
     });
     out
@@ -260,6 +477,12 @@ pub(crate) mod tests {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^= z >> 31;
         1.0 + amp * (2.0 * (z as f64 / u64::MAX as f64) - 1.0)
+    }
+
+    /// A standard normal draw, fixed for every (i, salt) (Box-Muller over two of [`jitter`]'s uniforms).
+    pub fn normal(i: usize, salt: u64) -> f64 {
+        let u = |k: usize| (jitter(k, salt, 1.0) / 2.0).clamp(1e-12, 1.0);
+        (-2.0 * u(2 * i).ln()).sqrt() * (std::f64::consts::TAU * u(2 * i + 1)).cos()
     }
 
     /// `n` hosts h0.. with links of bandwidth `bw(a, b, i)` and latency `lat(a, b, i)`.
@@ -517,5 +740,178 @@ pub(crate) mod tests {
         // The same pair at half the rate is.
         let (h, l) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.5 } else { 1.0 }, |_, _, _| 20.0);
         assert_eq!(slow_links(&findings(&h, &l, &Thresholds::default())).len(), 1);
+    }
+
+    /// `n` hosts as a cluster of shared machines: lognormal scatter per link (10% bandwidth, 20% latency)
+    /// and per host (5%, 10%: some CPUs busier than others); `bw_x(a, b)` and `lat_x(a, b)` scale a link.
+    fn cluster(
+        n: usize,
+        salt: u64,
+        bw_x: impl Fn(usize, usize) -> f64,
+        lat_x: impl Fn(usize, usize) -> f64,
+    ) -> (Vec<Participant>, Vec<Link>) {
+        let host = |h: usize, s: u64| normal(h, salt ^ (s << 40));
+        matrix(
+            n,
+            |a, b, i| 1.2 * (0.1 * normal(i, salt) - 0.05 * (host(a, 1) + host(b, 1))).exp() * bw_x(a, b),
+            |a, b, i| 20.0 * (0.2 * normal(i, salt ^ 0xabc) + 0.1 * (host(a, 2) + host(b, 2))).exp() * lat_x(a, b),
+        )
+    }
+
+    /// The seeds each size is tried with: many at small sizes, fewer where a matrix has 30,000 links.
+    fn seeds(n: usize) -> u64 {
+        match n {
+            0..=16 => 40,
+            17..=64 => 12,
+            _ => 3,
+        }
+    }
+
+    #[test]
+    fn clean_lognormal_clusters_have_no_finding_at_any_size() {
+        for n in [16, 64, 256] {
+            for salt in 0..seeds(n) {
+                let (h, l) = cluster(n, salt, |_, _| 1.0, |_, _| 1.0);
+                let f = findings(&h, &l, &Thresholds::default());
+                assert!(f.is_empty(), "n={n} salt={salt}: {f:?}");
+                assert!(suspects(&l, &Thresholds::default()).is_empty(), "n={n} salt={salt}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_link_at_four_tenths_is_exactly_that_link_at_any_size() {
+        for n in [16, 64, 256] {
+            for salt in 0..seeds(n).min(4) {
+                let (bad_a, bad_b) = (3, n - 2);
+                let (h, l) = cluster(
+                    n,
+                    salt,
+                    |a, b| if (a, b) == (bad_a, bad_b) { 0.4 } else { 1.0 },
+                    |_, _| 1.0,
+                );
+                let f = findings(&h, &l, &Thresholds::default());
+                assert_eq!(
+                    slow_links(&f),
+                    [(format!("h{bad_a}"), format!("h{bad_b}"))],
+                    "n={n} salt={salt}: {f:?}"
+                );
+                assert!(slow_hosts(&f).is_empty(), "n={n} salt={salt}: {f:?}");
+                // Judged against what its two hosts do with others.
+                match &f[0] {
+                    Finding::SlowLink { value, reference, .. } => {
+                        assert!(value / reference < 0.6 && *reference > 0.9, "{f:?}")
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_host_at_four_tenths_is_exactly_that_host_at_any_size() {
+        for n in [16, 64, 256] {
+            for salt in 0..seeds(n).min(4) {
+                let bad = n / 3;
+                let (h, l) = cluster(n, salt, |a, b| if a == bad || b == bad { 0.4 } else { 1.0 }, |_, _| 1.0);
+                let f = findings(&h, &l, &Thresholds::default());
+                assert_eq!(slow_hosts(&f), [format!("h{bad}")], "n={n} salt={salt}: {f:?}");
+                assert!(slow_links(&f).is_empty(), "n={n} salt={salt}: {f:?}");
+                // Confirming it measures a few of its links again, not all of them.
+                let again = suspects(&l, &Thresholds::default());
+                assert!(!again.is_empty() && again.len() <= SUSPECT_LINKS_PER_HOST, "{again:?}");
+                assert!(again.iter().all(|&i| l[i].a == bad || l[i].b == bad), "{again:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_busy_half_is_at_most_one_finding_never_its_links() {
+        // Half the hosts busy: 4x the latency at each busy end (their fastest round trips too) and 0.8x
+        // the bandwidth.
+        for n in [16, 64, 256] {
+            for salt in 0..seeds(n).min(4) {
+                let busy = |h: usize| h >= n / 2;
+                let x = |a: usize, b: usize, f: f64| (if busy(a) { f } else { 1.0 }) * (if busy(b) { f } else { 1.0 });
+                let (h, l) = cluster(n, salt, |a, b| x(a, b, 0.8), |a, b| x(a, b, 4.0));
+                let f = findings(&h, &l, &Thresholds::default());
+                assert!(slow_links(&f).is_empty() && f.len() <= 1, "n={n} salt={salt}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_partial_schedule_is_judged_on_the_links_it_has() {
+        // 64 hosts, each measured with 12 partners (a ring of neighbours at distances 1..=6): a slow link and
+        // a slow host are still exactly themselves, and a clean one has no finding.
+        let n = 64;
+        let keep = |l: &Link| {
+            let d = (l.b - l.a).min(n - (l.b - l.a));
+            d <= 6
+        };
+        for salt in 0..6 {
+            let (h, l) = cluster(n, salt, |_, _| 1.0, |_, _| 1.0);
+            let l: Vec<Link> = l.into_iter().filter(|l| keep(l)).collect();
+            assert_eq!(l.len(), n * 6);
+            assert!(findings(&h, &l, &Thresholds::default()).is_empty(), "salt={salt}");
+            let (h, l) = cluster(n, salt, |a, b| if (a, b) == (10, 13) { 0.4 } else { 1.0 }, |_, _| 1.0);
+            let l: Vec<Link> = l.into_iter().filter(|l| keep(l)).collect();
+            let f = findings(&h, &l, &Thresholds::default());
+            assert_eq!(
+                slow_links(&f),
+                [("h10".to_string(), "h13".to_string())],
+                "salt={salt}: {f:?}"
+            );
+            assert!(slow_hosts(&f).is_empty(), "{f:?}");
+            let (h, l) = cluster(n, salt, |a, b| if a == 40 || b == 40 { 0.4 } else { 1.0 }, |_, _| 1.0);
+            let l: Vec<Link> = l.into_iter().filter(|l| keep(l)).collect();
+            let f = findings(&h, &l, &Thresholds::default());
+            assert_eq!(
+                (slow_hosts(&f), slow_links(&f).len()),
+                (vec!["h40".to_string()], 0),
+                "salt={salt}: {f:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_link_at_one_percent_among_widely_scattered_links_is_named() {
+        // Four hosts whose links scatter from 0.95 to 2.2 GB/s, one at 0.012: the spread is wide, but the
+        // link is two orders of magnitude below it (a linear spread once put the bar below zero).
+        let vals = [0.012, 0.95, 2.2, 1.1, 1.4, 1.9];
+        let (h, l) = matrix(4, |_, _, i| vals[i], |_, _, _| 20.0);
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_links(&f), [("h0".to_string(), "h1".to_string())], "{f:?}");
+    }
+
+    #[test]
+    fn latency_is_judged_on_the_fastest_round_trips() {
+        // A busy pair: its median latency 5x the others but its fastest round trips as fast: not slow.
+        let (h, mut l) = matrix(8, |_, _, i| jitter(i, 2, 0.1), |_, _, i| 20.0 * jitter(i, 3, 0.1));
+        l[9].latency_us *= 5.0;
+        if let Some(st) = l[9].latency.as_mut() {
+            st.p50_us *= 5.0;
+        }
+        assert!(findings(&h, &l, &Thresholds::default()).is_empty());
+        // A long path: every round trip slower.
+        if let Some(st) = l[9].latency.as_mut() {
+            st.min_us *= 5.0;
+        }
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_links(&f).len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn stalls_common_to_every_link_are_background_not_findings() {
+        // 32 hosts on a machine where every link's round trips stall now and then (1 in 100): two or three
+        // stalls on a link are that background; a link with 15 is not.
+        let (h, mut l) = matrix(32, |_, _, i| jitter(i, 8, 0.1), |_, _, _| 20.0);
+        for (i, link) in l.iter_mut().enumerate() {
+            link.stalls = [0, 1, 2, 3, 2, 1][i % 6];
+        }
+        assert!(findings(&h, &l, &Thresholds::default()).is_empty());
+        l[100].stalls = 15;
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_links(&f).len(), 1, "{f:?}");
     }
 }

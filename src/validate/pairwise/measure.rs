@@ -424,4 +424,75 @@ mod tests {
             assert!(st.msg_rate > 0.0 && l.bw_msg_rate > 0.0, "{l:?}");
         }
     }
+
+    /// This thread's CPU time in seconds (user and system).
+    fn thread_cpu_s() -> f64 {
+        // SAFETY: getrusage writes one rusage into the zeroed struct it is given.
+        let ru = unsafe {
+            let mut ru: libc::rusage = std::mem::zeroed();
+            assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut ru), 0);
+            ru
+        };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    }
+
+    /// Ranks 0 and 1 ping-pong `trips` 8-byte round trips while the others wait in the barrier that
+    /// follows; returns per rank (its CPU seconds in that wait, the wait's wall seconds) and rank 0's
+    /// median round trip in microseconds.
+    fn idle_while_a_pair_measures(n: usize, trips: usize) -> Vec<(f64, f64, f64)> {
+        let out = run_threads(n, &Options::default(), |sess| {
+            let t = &mut sess.transports[0];
+            control::barrier(t)?;
+            let (cpu0, wall0) = (thread_cpu_s(), Instant::now());
+            let mut rtt = Vec::new();
+            if t.rank() < 2 {
+                let mut buf = [0u8; 8];
+                for _ in 0..trips {
+                    let t0 = Instant::now();
+                    if t.rank() == 0 {
+                        transport::send(t, 1, &buf)?;
+                        transport::recv(t, 1, &mut buf)?;
+                    } else {
+                        transport::recv(t, 0, &mut buf)?;
+                        transport::send(t, 0, &buf)?;
+                    }
+                    rtt.push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            control::barrier(t)?;
+            Ok::<_, Error>((thread_cpu_s() - cpu0, wall0.elapsed().as_secs_f64(), median(&mut rtt)))
+        });
+        out.into_iter().map(|r| r.unwrap().unwrap()).collect()
+    }
+
+    #[test]
+    fn ranks_not_measuring_block_in_the_kernel() {
+        // Eight ranks, one pair measuring: the six others wait in the barrier after the round. A wait polls
+        // for at most --spin (50 us) and then sleeps in poll(2), so over a wait of many round trips their
+        // CPU time is a small share of it (the bound is generous: spinning would make it about 1).
+        let all = idle_while_a_pair_measures(8, 4000);
+        for (r, &(cpu, wall, _)) in all.iter().enumerate().skip(2) {
+            assert!(
+                wall > 0.0 && cpu < 0.25 * wall,
+                "rank {r}: {cpu} s of CPU over a {wall} s wait"
+            );
+        }
+    }
+
+    /// Not a test of correctness: the figures behind results/pairwise-idle-ranks (a pair's 8 B round trip
+    /// with 14 other ranks idle against the pair alone). `cargo test --release --lib idle_ranks_figures --
+    /// --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn idle_ranks_figures() {
+        for _ in 0..3 {
+            let alone = idle_while_a_pair_measures(2, 20000)[0].2;
+            let beside = idle_while_a_pair_measures(16, 20000)[0].2;
+            println!(
+                "median 8 B round trip: pair alone {alone:.1} us, with 14 idle ranks {beside:.1} us, ratio {:.2}",
+                beside / alone
+            );
+        }
+    }
 }

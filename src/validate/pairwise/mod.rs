@@ -5,7 +5,9 @@
 //! - [`plan`](mod@plan): which rounds fit the budget, from the time of a first round (every pair, or a
 //!   sample of rounds); [`planned`]: the test as planned on every rank, suspects re-measured within it.
 //! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
-//! - [`localise`]: robust outliers (median, MAD, a relative floor) over links and hosts: the findings.
+//! - [`fit`]: the host-effects model (median polish in log space, any subset of pairs) and the
+//!   multiplicity-corrected bar.
+//! - [`localise`]: slow links and hosts from that model, false findings controlled for the number judged.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
 //! - [`direction`]: which way a slow host or link is slow (into or out of a host), from the matrix.
 //! - [`hostcheck`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) and their links'
@@ -16,6 +18,7 @@
 pub mod command;
 pub mod confirm;
 pub mod direction;
+pub mod fit;
 pub mod hostcheck;
 pub mod localise;
 pub mod measure;

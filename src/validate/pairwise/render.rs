@@ -8,6 +8,11 @@ use crate::units::BwUnit;
 
 /// Links listed one by one in the latency statistics: the worst by p99 (all of them in the JSON).
 pub const WORST_LINKS: usize = 5;
+/// The most hosts whose matrices stdout shows; beyond, the heatmaps (`--plot`) and the JSON (`-J`) carry them.
+pub const MAX_MATRIX_HOSTS: usize = 16;
+/// Findings listed one by one per kind (slow hosts, slow links, not confirmed); the rest are counted (and
+/// all of them are in the JSON), so a 1,000-host report stays a screen long.
+pub const MAX_LISTED: usize = 12;
 
 /// Cells of a host x host matrix: `cell(row, col)` for row != col; the diagonal is `-`.
 fn matrix(names: &[String], title: &str, cell: impl Fn(usize, usize) -> Option<f64>, decimals: usize) -> String {
@@ -180,6 +185,90 @@ fn num(v: f64) -> String {
     format!("{v:.digits$}")
 }
 
+/// The bandwidth, latency and stall matrices.
+fn matrices(rep: &PairwiseReport, names: &[String], units: BwUnit) -> String {
+    let n = names.len();
+    let mut at = vec![None; n * n];
+    for (i, l) in rep.links.iter().enumerate() {
+        if l.a < n && l.b < n {
+            at[l.a * n + l.b] = Some(i);
+        }
+    }
+    let link = |r: usize, c: usize| at[r.min(c) * n + r.max(c)].map(|i| &rep.links[i]);
+    let mut s = String::from("\n");
+    s += &matrix(
+        names,
+        &format!("Bandwidth, {units}: row sends to column while column sends to row (as the column received it)"),
+        |r, c| link(r, c).map(|l| units.of_gbs(if r < c { l.bw_ab_gbs } else { l.bw_ba_gbs })),
+        3,
+    );
+    s.push('\n');
+    s += &matrix(
+        names,
+        "Latency, us: half the median 8 B round trip",
+        |r, c| link(r, c).map(|l| l.latency_us),
+        1,
+    );
+    s.push('\n');
+    s += &matrix(
+        names,
+        "Stalls: 8 B round trips over 50 ms and 20x the median (a lost packet's retransmission timeout, or a rank that answered late)",
+        |r, c| link(r, c).map(|l| l.stalls as f64),
+        0,
+    );
+    s
+}
+
+/// `findings` as lines (each through `line`), grouped: slow hosts, then slow links, each kind at most
+/// [`MAX_LISTED`] with the rest counted by metric.
+fn grouped(findings: &[Finding], line: impl Fn(&Finding) -> String, indent: &str) -> String {
+    let mut s = String::new();
+    for hosts in [true, false] {
+        let kind: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| matches!(f, Finding::SlowHost { .. }) == hosts)
+            .collect();
+        if kind.is_empty() {
+            continue;
+        }
+        if findings.len() > MAX_LISTED {
+            let _ = writeln!(
+                s,
+                "# {} slow {} ({})",
+                kind.len(),
+                if hosts { "hosts" } else { "links" },
+                by_metric(&kind)
+            );
+        }
+        for f in kind.iter().take(MAX_LISTED) {
+            let _ = writeln!(s, "{indent}{}", line(f));
+        }
+        if kind.len() > MAX_LISTED {
+            let _ = writeln!(
+                s,
+                "{indent}... and {} more slow {} (every one in -J)",
+                kind.len() - MAX_LISTED,
+                if hosts { "hosts" } else { "links" }
+            );
+        }
+    }
+    s
+}
+
+/// `bandwidth 30, latency 2`: how many of `fs` each metric found.
+fn by_metric(fs: &[&Finding]) -> String {
+    let metric = |f: &Finding| match f {
+        Finding::SlowHost { metric, .. } | Finding::SlowLink { metric, .. } => *metric,
+    };
+    [Metric::Bandwidth, Metric::Latency, Metric::Stalls]
+        .iter()
+        .map(|&m| (m, fs.iter().filter(|f| metric(f) == m).count()))
+        .filter(|&(_, c)| c > 0)
+        .map(|(m, c)| format!("{} {c}", m.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The whole report as printed on stdout, bandwidth in `units`.
 pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
     let names: Vec<String> = rep.hosts.iter().map(|h| h.name.clone()).collect();
@@ -216,28 +305,17 @@ pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
         rep.config.iters,
         rep.config.lat_iters
     );
-    let link = |r: usize, c: usize| rep.links.iter().find(|l| (l.a, l.b) == (r.min(c), r.max(c)));
-    s.push('\n');
-    s += &matrix(
-        &names,
-        &format!("Bandwidth, {units}: row sends to column while column sends to row (as the column received it)"),
-        |r, c| link(r, c).map(|l| units.of_gbs(if r < c { l.bw_ab_gbs } else { l.bw_ba_gbs })),
-        3,
-    );
-    s.push('\n');
-    s += &matrix(
-        &names,
-        "Latency, us: half the median 8 B round trip",
-        |r, c| link(r, c).map(|l| l.latency_us),
-        1,
-    );
-    s.push('\n');
-    s += &matrix(
-        &names,
-        "Stalls: 8 B round trips over 50 ms and 20x the median (a lost packet's retransmission timeout, or a rank that answered late)",
-        |r, c| link(r, c).map(|l| l.stalls as f64),
-        0,
-    );
+    if n <= MAX_MATRIX_HOSTS {
+        s += &matrices(rep, &names, units);
+    } else {
+        let _ = writeln!(
+            s,
+            "# {} links measured; the {n} x {n} matrices are not printed above {MAX_MATRIX_HOSTS} {}: every link \
+             is in -J (JSON) and the --plot heatmaps",
+            rep.links.len(),
+            rep.unit
+        );
+    }
     s.push('\n');
     let stats = latency_stats(rep);
     if !stats.is_empty() {
@@ -270,19 +348,25 @@ pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
                 "# Findings (first pass only: --no-confirm)\n"
             });
         }
-        for f in &rep.findings {
-            s += &finding_text(f, one_host);
-            if let Some((_, way)) = super::direction::of_finding(rep, f) {
-                let _ = write!(s, "\n  direction: {way}");
-            }
-            s.push('\n');
-        }
+        s += &grouped(
+            &rep.findings,
+            // Which way it is slow, where one way is: both ways alike is said by the finding itself.
+            |f| match super::direction::of_finding(rep, f) {
+                Some((d, way)) if d != super::direction::Direction::Both => {
+                    format!("{}; {way}", finding_text(f, one_host))
+                }
+                _ => finding_text(f, one_host),
+            },
+            "",
+        );
     }
     if !rep.dismissed.is_empty() {
         s.push_str("# Not confirmed when measured again (a transient: look only if it recurs)\n");
-        for f in &rep.dismissed {
-            let _ = writeln!(s, "  first pass: {}", finding_text(f, rep.one_host()));
-        }
+        s += &grouped(
+            &rep.dismissed,
+            |f| format!("first pass: {}", finding_text(f, rep.one_host())),
+            "  ",
+        );
     }
     for l in &rep.link_downs {
         let _ = writeln!(
@@ -551,5 +635,67 @@ mod tests {
             host,
             "SLOW HOST h: 3 stalled round trips (median of its links) vs 0 typical; slow with 2 of 3 partners"
         );
+    }
+
+    #[test]
+    fn a_thousand_host_report_is_a_screen_of_grouped_findings() {
+        let n = 1024;
+        let (hosts, links) = synthetic(n, |_, _, i| 1.0 + (i % 7) as f64 * 0.01, |_, _, _| 20.0);
+        let link = |a: usize, b: usize, metric: Metric| Finding::SlowLink {
+            a: format!("h{a}"),
+            b: format!("h{b}"),
+            metric,
+            value: 0.3,
+            reference: 1.0,
+        };
+        let mut findings: Vec<Finding> = (0..3)
+            .map(|h| Finding::SlowHost {
+                host: format!("h{}", 100 + h),
+                metric: Metric::Bandwidth,
+                value: 0.4,
+                reference: 1.0,
+                slow_links: 900,
+                links: n - 1,
+            })
+            .collect();
+        findings.extend((0..38).map(|i| link(i, 500 + i, Metric::Bandwidth)));
+        findings.extend((0..2).map(|i| link(i, 700 + i, Metric::Latency)));
+        let rep = PairwiseReport {
+            schema: SCHEMA.into(),
+            path: "tcp@eth0".into(),
+            unit: "hosts".into(),
+            config: PairwiseConfig::default(),
+            hosts,
+            links,
+            findings,
+            dismissed: (0..30).map(|i| link(i, 900 + i, Metric::Latency)).collect(),
+            host_config: Vec::new(),
+            link_downs: Vec::new(),
+            thresholds: Thresholds::default(),
+            rounds: n - 1,
+            remeasure_rounds: 40,
+            elapsed_s: 100.0,
+            plan: None,
+        };
+        let t = text(&rep, BwUnit::Gbyte);
+        let lines = t.lines().count();
+        assert!(lines <= 60, "{lines} lines:\n{t}");
+        assert!(
+            t.contains("# 523776 links measured; the 1024 x 1024 matrices are not printed above 16 hosts"),
+            "{t}"
+        );
+        assert!(!t.contains("# Bandwidth,"), "{t}");
+        // Grouped and counted, by kind and metric; the first of each listed.
+        assert!(t.contains("# 3 slow hosts (bandwidth 3)\nSLOW HOST h100:"), "{t}");
+        assert!(
+            t.contains("# 40 slow links (bandwidth 38, latency 2)\nSLOW LINK h0 <-> h500:"),
+            "{t}"
+        );
+        assert!(t.contains("... and 28 more slow links (every one in -J)"), "{t}");
+        assert!(t.contains("  ... and 18 more slow links (every one in -J)"), "{t}");
+        assert_eq!(t.matches("SLOW LINK").count(), 2 * MAX_LISTED, "{t}");
+        // At 16 hosts the matrices are still printed.
+        let small = report(Some(2));
+        assert!(text(&small, BwUnit::Gbyte).contains("# Bandwidth,"));
     }
 }

@@ -9,7 +9,7 @@ use crate::validate::pairwise::{self, Finding, PairwiseReport};
 /// most likely cause (`seen`: every host during the test).
 pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
     let check = |name: String, measured: String, threshold: String, verdict, detail: String| {
-        let source = "pairwise localisation (median and MAD over links and hosts, built in)".to_string();
+        let source = "pairwise localisation (host effects and link residuals in log space, false findings controlled for the links and hosts judged, built in)".to_string();
         bare_check(name, path, measured, threshold, source, verdict, detail)
     };
     if rep.links.is_empty() {
@@ -87,8 +87,8 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
                 _ => judged,
             };
             let line = match &way {
-                Some((_, why)) => format!("{line}; {why}"),
-                None => line,
+                Some((d, why)) if *d != pairwise::direction::Direction::Both => format!("{line}; {why}"),
+                _ => line,
             };
             let busy_only = judged.busy;
             // A link slow because one end's ranks are throttled is that host's fault, not the path's.

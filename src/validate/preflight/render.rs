@@ -28,9 +28,63 @@ fn counts(checks: &[Check]) -> (usize, usize, usize) {
     (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
 }
 
+/// Checks of one kind (a pairwise finding about one host or link) listed one by one on stdout at most; the
+/// rest are counted (every one is in the JSON), so a 1,000-host run stays a screen long.
+pub const MAX_FINDING_CHECKS: usize = 12;
+
+/// Whether `c` is one pairwise finding (a slow host or link), of which a large cluster may have many.
+fn is_finding(c: &Check) -> bool {
+    c.name.contains(" pairwise: slow host ") || c.name.contains(" pairwise: slow link ")
+}
+
+/// The checks shown on stdout: every check but the pairwise findings beyond [`MAX_FINDING_CHECKS`] (failed
+/// ones first), and a line counting those left out.
+fn shown(checks: &[Check]) -> (Vec<&Check>, Option<String>) {
+    let findings: Vec<&Check> = checks.iter().filter(|c| is_finding(c)).collect();
+    if findings.len() <= MAX_FINDING_CHECKS {
+        return (checks.iter().collect(), None);
+    }
+    let mut keep: Vec<&Check> = findings
+        .iter()
+        .copied()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .collect();
+    keep.extend(findings.iter().copied().filter(|c| c.verdict != Verdict::Fail));
+    keep.truncate(MAX_FINDING_CHECKS);
+    let left: Vec<&Check> = findings
+        .iter()
+        .copied()
+        .filter(|c| !keep.iter().any(|k| std::ptr::eq(*k, *c)))
+        .collect();
+    let count = |what: &str| left.iter().filter(|c| c.name.contains(what)).count();
+    let (p, w, f) = counts_of(&left);
+    let note = format!(
+        "... and {} more pairwise findings ({} slow hosts, {} slow links; {f} failed, {w} warned, {p} passed): \
+         every one in -J",
+        left.len(),
+        count(" pairwise: slow host "),
+        count(" pairwise: slow link ")
+    );
+    let shown = checks
+        .iter()
+        .filter(|c| !is_finding(c) || keep.iter().any(|k| std::ptr::eq(*k, *c)))
+        .collect();
+    (shown, Some(note))
+}
+
+fn counts_of(checks: &[&Check]) -> (usize, usize, usize) {
+    let n = |v: Verdict| checks.iter().filter(|c| c.verdict == v).count();
+    (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
+}
+
 /// The human summary: a column-aligned table of checks, the notes, what failed or warned and why, the verdict.
+/// Past [`MAX_FINDING_CHECKS`] pairwise findings, the rest are counted on one line.
 pub fn text(r: &Report) -> String {
-    let rows = rows(&r.checks);
+    let (checks, left_out) = shown(&r.checks);
+    let rows: Vec<[String; 5]> = checks
+        .iter()
+        .map(|c| rows(std::slice::from_ref(*c)).remove(0))
+        .collect();
     let mut width = COLUMNS.map(str::len);
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -46,10 +100,13 @@ pub fn text(r: &Report) -> String {
     for row in &rows {
         out += &line(row);
     }
+    if let Some(l) = &left_out {
+        out += &format!("  {l}\n");
+    }
     for n in &r.notes {
         out += &format!("  note: {n}\n");
     }
-    for c in r.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+    for c in checks.iter().filter(|c| c.verdict != Verdict::Pass) {
         out += &format!("  {}\n", why(c));
         for e in &c.evidence {
             out += &format!("      evidence: {}\n", e.line());
@@ -310,5 +367,38 @@ pub(super) mod tests {
         let mut bad = v.clone();
         bad["checks"][0]["verdict"] = json!("maybe");
         assert!(schemas.validate(&bad, idx).is_err());
+    }
+
+    #[test]
+    fn a_thousand_host_preflight_counts_the_findings_past_a_screen() {
+        let mut r = report();
+        for i in 0..300 {
+            let name = if i < 5 {
+                format!("tcp@eth0 pairwise: slow host h{i}")
+            } else {
+                format!("tcp@eth0 pairwise: slow link h{i} <-> h{}", i + 500)
+            };
+            r.checks
+                .push(check(&name, if i % 3 == 0 { Verdict::Warn } else { Verdict::Fail }));
+        }
+        let t = text(&r);
+        assert!(t.lines().count() <= 60, "{} lines:\n{t}", t.lines().count());
+        assert_eq!(
+            t.matches("FAIL: tcp@eth0 pairwise: slow").count(),
+            MAX_FINDING_CHECKS,
+            "{t}"
+        );
+        assert!(
+            t.contains("... and 288 more pairwise findings (2 slow hosts, 286 slow links; 188 failed, 100 warned, 0 passed): every one in -J"),
+            "{t}"
+        );
+        // The other checks and the verdict over all of them stay.
+        assert!(t.contains("tcp@lo all_reduce busbw") && t.contains("note: n1"), "{t}");
+        assert!(
+            t.contains("Preflight verdict: FAIL (1 passed, 101 warned, 201 failed)"),
+            "{t}"
+        );
+        // The JSON keeps every check.
+        assert_eq!(json(&r)["checks"].as_array().map(Vec::len), Some(303));
     }
 }
