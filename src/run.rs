@@ -283,7 +283,7 @@ fn finish(
     }
     if let Some(m) = &model {
         crate::report::stdout::print_beside(
-            &format!("\n{}", crate::model::render::text_after_results(m)),
+            &format!("\n{}", crate::model::render::text_after_results(m, opts.outputs.units)),
             opts.outputs.stdout_taken(),
         )?;
     }

@@ -361,7 +361,7 @@ fn measured_times_at_the_target_give_errors_at_the_largest_size() {
         assert_eq!(e.size, 16 << 20);
         assert!((e.error_pct - (1.0 / 1.1 - 1.0) * 100.0).abs() < 1e-6, "{e:?}");
     }
-    let text = render::text(&r);
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
     assert!(
         text.contains("# measured at 6 ranks (p.json): error at the largest size"),
         "{text}"
@@ -410,7 +410,7 @@ fn a_parameter_the_data_cannot_identify_is_said_and_its_predictions_marked() {
         .find(|c| c.collective == Collective::AllReduce)
         .unwrap();
     assert!(ar.size.is_none() && ar.note.starts_with("cannot tell"), "{ar:?}");
-    let text = render::text(&r);
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
     assert!(text.contains("not identified (held at 0)"), "{text}");
     assert!(
         text.contains("* rests on a parameter the data could not identify (alpha of ring on tcp@eth0"),
@@ -418,3 +418,4 @@ fn a_parameter_the_data_cannot_identify_is_said_and_its_predictions_marked() {
     );
     assert!(!text.contains("faster at every size"), "{text}");
 }
+

@@ -34,7 +34,7 @@ pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
             ),
         ));
     }
-    crate::flags::units_flag(&args.units)?;
+    args.units.unit()?;
     let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
     if !(1..=MAX_BYTES).contains(&bytes) {
         return Err(Error::usage(
@@ -159,7 +159,7 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
-    crate::report::stdout::print_beside(&render::text(report, crate::flags::units_flag(&args.units)?), taken)?;
+    crate::report::stdout::print_beside(&render::text(report, args.units.unit()?), taken)?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {
         EXIT_WRONG

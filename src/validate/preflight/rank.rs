@@ -68,7 +68,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     ));
     if id.rank == 0 {
         // A stdout that cannot take these lines is reported by the verdict's print, after the files are kept.
-        let _ = crate::report::stdout::print(&plan_lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+        let units = opts.outputs.units;
+        let _ = crate::report::stdout::print(
+            &plan_lines
+                .iter()
+                .map(|l| format!("{}\n", units.restate(l)))
+                .collect::<String>(),
+        );
     }
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
@@ -127,7 +133,8 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         }
     ));
     if id.rank == 0 {
-        let _ = crate::report::stdout::print(&format!("{}\n", run.plan_lines.last().expect("just pushed")));
+        let last = run.plan_lines.last().expect("just pushed");
+        let _ = crate::report::stdout::print(&format!("{}\n", opts.outputs.units.restate(last)));
     }
     let phases: Vec<Options> = plan
         .phases
