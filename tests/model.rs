@@ -344,3 +344,36 @@ fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
     assert!(text.contains(" 1.0000 "), "{text}");
 }
 
+/// The README's example: gamma comes out a little below 0, within its noise; it is held at 0 as the
+/// estimate it is, and the all_reduce rows are predictions with intervals, not marked.
+#[test]
+fn the_readme_example_predicts_every_all_reduce_row() {
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("p.json");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/model-prediction");
+    let out = collbench()
+        .arg("model")
+        .args([dir.join("run-2-ring.json"), dir.join("run-3-ring.json")])
+        .args(["--target-ranks", "64", "-J"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("not a prediction") && !text.contains('*'), "{text}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let gamma = &v["fits"][0]["gamma_us_per_byte"];
+    assert_eq!(gamma["held"], "within_noise", "{gamma}");
+    assert!(gamma["sd"].as_f64().unwrap() > 0.0, "{gamma}");
+    let ar: Vec<&Value> = v["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["collective"] == "all_reduce")
+        .collect();
+    assert_eq!(ar.len(), 22, "{text}");
+    for p in ar {
+        assert!(p.get("unidentified").is_none(), "{p}");
+        assert!(p["ci95_us"].as_f64().is_some_and(|c| c > 0.0), "{p}");
+    }
+}

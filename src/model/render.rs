@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::fit::{Param, PathFit};
+use super::fit::{Held, Param, PathFit};
 use super::table::{self, left, right, Cell, Col, Table, TextForm};
 use super::Report;
 use crate::sizes::format_size;
@@ -12,13 +12,12 @@ use crate::units::BwUnit;
 
 /// `value ± sd` in a unit; `(held at 0)` for a parameter that was not fitted.
 fn pm(p: &Param, scale: f64, prec: usize) -> String {
-    if let Some(why) = &p.fixed {
-        // Negative or inseparable: the data cannot identify it, which is not the same as a cost of 0.
-        return if why.contains("negative") || why.contains("cannot be told apart") {
-            "not identified (held at 0)".to_string()
-        } else {
-            "0 (held)".to_string()
-        };
+    match p.held {
+        // Negative beyond its noise: the data cannot identify it, which is not the same as a cost of 0.
+        Some(Held::Negative) => return "not identified (held at 0)".to_string(),
+        Some(Held::Unmeasured | Held::Inseparable) => return "0 (held)".to_string(),
+        // Below 0 within its noise: 0, with the uncertainty it was fitted with.
+        Some(Held::WithinNoise) | None => {}
     }
     let sd = if p.sd.is_finite() {
         format!("{:.prec$}", p.sd * scale)
