@@ -18,11 +18,11 @@ use serde::Serialize;
 
 use crate::cli::SelftestArgs;
 use crate::error::{Error, Result};
-use crate::units::BwUnit;
 use crate::memory::HostBuf;
 use crate::reduce::kernel::reduce_inplace;
 use crate::reduce::{Dtype, Op};
 use crate::sizes::{format_size, parse_size};
+use crate::units::BwUnit;
 
 pub use copy::CopyMethod;
 
@@ -312,7 +312,13 @@ pub fn render(r: &SelftestReport, units: BwUnit) -> String {
     ));
     s.push_str(&format!(
         "# {:>8} {:>9} {:>10} {:>12} {:>10} {:>8} {:>8}\n",
-        "kernel", "dtype", "size(B)", "time(us)", units.label(), "vs copy", "target"
+        "kernel",
+        "dtype",
+        "size(B)",
+        "time(us)",
+        units.label(),
+        "vs copy",
+        "target"
     ));
     // Bytes, as nccl-tests prints sizes, so every row splits into the same number of fields.
     let size = r.bytes;
@@ -466,6 +472,9 @@ mod tests {
                 "{d} missing:\n{table}"
             );
         }
-        assert!(table.contains(&format!("# {ACCOUNTING}\n")), "the header says what the JSON says:\n{table}");
+        assert!(
+            table.contains(&format!("# {ACCOUNTING}\n")),
+            "the header says what the JSON says:\n{table}"
+        );
     }
 }

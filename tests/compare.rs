@@ -273,5 +273,9 @@ fn units_gbit_prints_busbw_in_gbit_per_s_eight_times_the_files() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("# times in us, busbw in GB/s\n"), "{stdout}");
     let first = stdout.lines().find(|l| !l.starts_with('#')).unwrap();
-    assert_eq!(first.split_whitespace().nth(11), Some(format!("{gbs:.3}").as_str()), "{stdout}");
+    assert_eq!(
+        first.split_whitespace().nth(11),
+        Some(format!("{gbs:.3}").as_str()),
+        "{stdout}"
+    );
 }

@@ -324,7 +324,10 @@ fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains("GB/s"), "{text}");
-    assert!(text.contains("1/beta Gb/s") && text.contains("algbw and busbw in Gb/s"), "{text}");
+    assert!(
+        text.contains("1/beta Gb/s") && text.contains("algbw and busbw in Gb/s"),
+        "{text}"
+    );
     let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
     // Every prediction row's algbw and busbw (columns 8 and 9) are 8 x the JSON's GB/s.
     let rows: Vec<Vec<&str>> = text

@@ -466,7 +466,14 @@ fn units_gbit_prints_every_check_in_gbit_per_s_and_the_json_keeps_gbs() {
     assert_eq!(ar["unit"], "GB/s", "{ar}");
     assert!(ar["measured"].as_str().unwrap().contains(" GB/s ["), "{ar}");
     // The same file judged again: the failure line's figures are 8 x the JSON's.
-    let out = preflight(&["--from-results", p(&json), "--expect", p(&impossible), "--units", "gbit"]);
+    let out = preflight(&[
+        "--from-results",
+        p(&json),
+        "--expect",
+        p(&impossible),
+        "--units",
+        "gbit",
+    ]);
     let so = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{so}\n{}", text(&out.stderr));
     assert!(!so.contains("GB/s"), "{so}");
@@ -478,5 +485,8 @@ fn units_gbit_prints_every_check_in_gbit_per_s_and_the_json_keeps_gbs() {
         f("hi")
     );
     assert!(so.contains(&line), "{line}\n{so}");
-    assert!(so.contains("Gb/s median (lowest "), "the pairwise links in Gb/s too:\n{so}");
+    assert!(
+        so.contains("Gb/s median (lowest "),
+        "the pairwise links in Gb/s too:\n{so}"
+    );
 }

@@ -156,9 +156,23 @@ fn an_existing_json_file_is_kept_unless_forced() {
 fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("selftest.json");
-    let out = selftest(&["--bytes", "1M", "--iters", "1", "--units", "gbit", "-J", json.to_str().unwrap()]);
+    let out = selftest(&[
+        "--bytes",
+        "1M",
+        "--iters",
+        "1",
+        "--units",
+        "gbit",
+        "-J",
+        json.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!stdout.contains("GB/s"), "{stdout}");
     let header = stdout.lines().find(|l| l.contains("size(B)")).unwrap();
     assert_eq!(header.split_whitespace().nth(5), Some("Gb/s"), "{stdout}");

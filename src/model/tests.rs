@@ -451,8 +451,14 @@ fn a_cost_below_0_within_its_noise_is_held_at_0_and_still_predicts() {
     let r = predict(&synth_gamma(&ring, &[2, 3], 0.3, -6e-4), &opts(64)).unwrap();
     let g = &r.fits[0].gamma_us_per_byte;
     assert_eq!(g.held, Some(fit::Held::WithinNoise), "{g:?}");
-    assert!(g.identified() && g.value == 0.0 && g.sd.is_finite() && g.sd > 0.0, "{g:?}");
-    assert!(g.fixed.as_deref().unwrap().contains("less than 2 standard errors"), "{g:?}");
+    assert!(
+        g.identified() && g.value == 0.0 && g.sd.is_finite() && g.sd > 0.0,
+        "{g:?}"
+    );
+    assert!(
+        g.fixed.as_deref().unwrap().contains("less than 2 standard errors"),
+        "{g:?}"
+    );
     for p in &r.predictions {
         assert!(p.unidentified.is_empty(), "{p:?}");
         assert!(p.ci95_us.is_finite() && p.ci95_us > 0.0, "{p:?}");
@@ -466,7 +472,10 @@ fn a_cost_below_0_within_its_noise_is_held_at_0_and_still_predicts() {
             .ci95_us
     };
     let mut pinned = r.clone();
-    pinned.fits[0].cov.iter_mut().for_each(|row| *row.last_mut().unwrap() = 0.0);
+    pinned.fits[0]
+        .cov
+        .iter_mut()
+        .for_each(|row| *row.last_mut().unwrap() = 0.0);
     let last = pinned.fits[0].cov.len() - 1;
     pinned.fits[0].cov[last].iter_mut().for_each(|c| *c = 0.0);
     pinned.predictions = predict::predict(&pinned.fits[0], &target(64));
@@ -485,9 +494,16 @@ fn a_cost_below_0_beyond_its_noise_marks_what_rests_on_it() {
     assert_eq!(g.held, Some(fit::Held::Negative), "{g:?}");
     assert!(!g.identified());
     for p in &r.predictions {
-        let want: &[&str] = if p.collective == Collective::AllReduce { &["gamma"] } else { &[] };
+        let want: &[&str] = if p.collective == Collective::AllReduce {
+            &["gamma"]
+        } else {
+            &[]
+        };
         assert_eq!(p.unidentified, want, "{p:?}");
     }
     let text = render::text(&r, crate::units::BwUnit::Gbyte);
-    assert!(text.contains("not a prediction") && text.contains("not identified (held at 0)"), "{text}");
+    assert!(
+        text.contains("not a prediction") && text.contains("not identified (held at 0)"),
+        "{text}"
+    );
 }
