@@ -260,6 +260,11 @@ fn finish(
         ..
     } = tally;
     let records = records.as_slice();
+    for (r, f) in records.iter().zip(results::off_curve::of_records(records)) {
+        if let Some(f) = f {
+            stderr!("collbench: warning: {}", report::table::off_curve_line(r, f));
+        }
+    }
     let mut summary = report::summary::summarize(
         records,
         now_rfc3339(),

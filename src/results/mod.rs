@@ -6,6 +6,7 @@
 //! writer and reader.
 
 pub mod document;
+pub mod off_curve;
 pub mod per_iter;
 pub mod reader;
 pub mod record;
