@@ -66,9 +66,7 @@ fn sweep_key(r: &Record) -> (&str, &str, &str, &str, Option<usize>, usize, u32) 
 pub fn of_records(records: &[Record]) -> Vec<Option<f64>> {
     let mut out = vec![None; records.len()];
     let mut order: Vec<usize> = (0..records.len()).collect();
-    order.sort_by(|&a, &b| {
-        (sweep_key(&records[a]), records[a].size).cmp(&(sweep_key(&records[b]), records[b].size))
-    });
+    order.sort_by(|&a, &b| (sweep_key(&records[a]), records[a].size).cmp(&(sweep_key(&records[b]), records[b].size)));
     for sweep in order.chunk_by(|&a, &b| sweep_key(&records[a]) == sweep_key(&records[b])) {
         // A size met twice in one sweep counts once.
         let mut sweep = sweep.to_vec();
