@@ -28,7 +28,13 @@ pub enum Action {
     Kill,
     /// SIGSTOP: the process stays alive at the socket level but makes no progress.
     Stop,
+    /// Every timed iteration of the one point of exactly the phase's size waits [`SLOW`] first, as a spell
+    /// of loss on the link would slow that point alone.
+    Slow,
 }
+
+/// How much `slow` adds to each timed iteration of its point.
+pub const SLOW: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// One planned fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,9 +84,22 @@ impl Fault {
             },
         ) = fault
         {
-            if f.rank == rank && *c == coll && bytes >= *min_bytes {
+            if f.rank == rank && *c == coll && bytes >= *min_bytes && f.action != Action::Slow {
                 f.fire();
             }
+        }
+    }
+
+    /// What `slow` adds to each timed iteration when `rank` runs `coll` at `bytes`: [`SLOW`] at the point of
+    /// exactly the planned size, nothing elsewhere.
+    pub fn slow_at(fault: Option<&Fault>, rank: usize, coll: Collective, bytes: u64) -> Option<std::time::Duration> {
+        match fault? {
+            Fault {
+                rank: r,
+                phase: Phase::Collective { coll: c, min_bytes },
+                action: Action::Slow,
+            } if *r == rank && *c == coll && bytes == *min_bytes => Some(SLOW),
+            _ => None,
         }
     }
 
@@ -88,6 +107,7 @@ impl Fault {
         let sig = match self.action {
             Action::Kill => libc::SIGKILL,
             Action::Stop => libc::SIGSTOP,
+            Action::Slow => return,
         };
         stderr!("collbench: rank {}: --fault: {self}", self.rank);
         // SAFETY: raise has no memory-safety preconditions.
@@ -110,6 +130,7 @@ impl fmt::Display for Fault {
         let action = match self.action {
             Action::Kill => "kill",
             Action::Stop => "stop",
+            Action::Slow => "slow",
         };
         write!(f, "{}:{}:{action}", self.rank, self.phase)
     }
@@ -146,7 +167,8 @@ impl FromStr for Fault {
         let action = match action {
             "kill" => Action::Kill,
             "stop" => Action::Stop,
-            a => return Err(format!("unknown action '{a}': use kill or stop")),
+            "slow" => Action::Slow,
+            a => return Err(format!("unknown action '{a}': use kill, stop or slow")),
         };
         Ok(Fault { rank, phase, action })
     }

@@ -24,7 +24,7 @@
 //!   tally of a run's sweeps.
 //! - [`results`]: the results schema apart from its writers: one record per point, the run's metadata,
 //!   params and summary, and the results document (written by `run -J`, read by `compare`, `model`, `plot`,
-//!   `preflight`) with its reader.
+//!   `preflight`) with its reader, and which points lie far off their sweep's curve (`off_curve`).
 //! - [`report`]: the reporters (table, nccl-tests' table, JSON, CSV, Markdown), the summary totals and the
 //!   paths compared, and the output files they write (atomically).
 //! - [`plot`]: charts of busbw and time vs size per path (PNG, SVG) and `collbench plot`.

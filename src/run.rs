@@ -343,6 +343,11 @@ fn finish(
         ..
     } = tally;
     let records = records.as_slice();
+    for (r, f) in records.iter().zip(results::off_curve::of_records(records)) {
+        if let Some(f) = f {
+            stderr!("collbench: warning: {}", report::table::off_curve_line(r, f));
+        }
+    }
     let mut summary = report::summary::summarize(
         records,
         now_rfc3339(),
@@ -366,7 +371,7 @@ fn finish(
     }
     if let Some(m) = &model {
         crate::report::stdout::print_beside(
-            &format!("\n{}", crate::model::render::text_after_results(m)),
+            &format!("\n{}", crate::model::render::text_after_results(m, opts.outputs.units)),
             opts.outputs.stdout_taken(),
         )?;
     }

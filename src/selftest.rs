@@ -22,6 +22,7 @@ use crate::memory::HostBuf;
 use crate::reduce::kernel::reduce_inplace;
 use crate::reduce::{Dtype, Op};
 use crate::sizes::{format_size, parse_size};
+use crate::units::BwUnit;
 
 pub use copy::CopyMethod;
 
@@ -166,9 +167,13 @@ pub struct SelftestReport {
     pub reductions: Vec<ReduceResult>,
 }
 
-/// What [`SelftestReport::accounting`] says.
+/// What [`SelftestReport::accounting`] says (the JSON's unit, GB/s, then [`ACCOUNTED`]).
 const ACCOUNTING: &str =
     "GB/s = 1e9 bytes/s of bytes read + written: copy 2 x size (read src, write dst), reduce 3 x size (read dst and src, write dst)";
+
+/// What the bandwidth counts, after its unit.
+const ACCOUNTED: &str =
+    "of bytes read + written: copy 2 x size (read src, write dst), reduce 3 x size (read dst and src, write dst)";
 
 /// Measures the copy and every reduction on the same two buffers, in interleaved rounds: each round runs
 /// every kernel once (after an untimed run), and each kernel's fastest round is kept. On a shared
@@ -290,8 +295,8 @@ fn fill_ones(dtype: Dtype, buf: &mut [u8]) {
     }
 }
 
-/// The nccl-tests style table.
-pub fn render(r: &SelftestReport) -> String {
+/// The nccl-tests style table, bandwidth in `units`.
+pub fn render(r: &SelftestReport, units: BwUnit) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "# collbench selftest: CPU reduction vs memory copy, {} buffers, {} thread, best of {} interleaved rounds ({} warm-up per kernel and round)\n",
@@ -300,14 +305,20 @@ pub fn render(r: &SelftestReport) -> String {
         r.iters,
         r.warmup
     ));
-    s.push_str(&format!("# {}\n", r.accounting));
+    s.push_str(&format!("# {} {ACCOUNTED}\n", units.definition()));
     s.push_str(&format!(
-        "# target: float, half and bfloat16 sum >= {:.0}% of copy GB/s, the fastest copy (ref); double, int32 for context\n#\n",
+        "# target: float, half and bfloat16 sum >= {:.0}% of copy bandwidth, the fastest copy (ref); double, int32 for context\n#\n",
         r.target_ratio * 100.0
     ));
     s.push_str(&format!(
         "# {:>8} {:>9} {:>10} {:>12} {:>10} {:>8} {:>8}\n",
-        "kernel", "dtype", "size(B)", "time(us)", "GB/s", "vs copy", "target"
+        "kernel",
+        "dtype",
+        "size(B)",
+        "time(us)",
+        units.label(),
+        "vs copy",
+        "target"
     ));
     // Bytes, as nccl-tests prints sizes, so every row splits into the same number of fields.
     let size = r.bytes;
@@ -318,7 +329,7 @@ pub fn render(r: &SelftestReport) -> String {
             c.method.name(),
             size,
             c.time_s * 1e6,
-            c.gbps,
+            units.of_gbs(c.gbps),
             c.gbps / r.copy.gbps,
             if c.method == r.copy.method { "ref" } else { "-" }
         ));
@@ -330,7 +341,7 @@ pub fn render(r: &SelftestReport) -> String {
             x.dtype.to_string(),
             size,
             x.time_s * 1e6,
-            x.gbps,
+            units.of_gbs(x.gbps),
             x.ratio,
             x.status.unwrap_or("-")
         ));
@@ -359,6 +370,7 @@ mod tests {
             iters,
             output_file: None,
             force: false,
+            units: crate::cli::UnitsArg { units: "gbyte".into() },
             gpu: false,
             device: None,
         }
@@ -453,12 +465,16 @@ mod tests {
             assert!(x.ratio.is_finite() && x.ratio > 0.0, "{x:?}");
             assert_eq!(x.status.is_some(), x.targeted, "{x:?}");
         }
-        let table = render(&r);
+        let table = render(&r, BwUnit::Gbyte);
         for d in ["float", "half", "bfloat16", "double", "int32"] {
             assert!(
                 table.lines().any(|l| !l.starts_with('#') && l.contains(d)),
                 "{d} missing:\n{table}"
             );
         }
+        assert!(
+            table.contains(&format!("# {ACCOUNTING}\n")),
+            "the header says what the JSON says:\n{table}"
+        );
     }
 }

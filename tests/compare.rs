@@ -237,3 +237,45 @@ fn an_incomplete_or_newer_file_is_refused_and_outputs_are_not_overwritten_withou
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_ne!(std::fs::read_to_string(&kept).unwrap(), "keep me");
 }
+
+#[test]
+fn units_gbit_prints_busbw_in_gbit_per_s_eight_times_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let base_doc = baseline();
+    let base = write(dir.path(), "base.json", &base_doc);
+    let reg = write(dir.path(), "reg.json", &scaled(&base_doc, 1.3, Some(2 << 20)));
+    let js = dir.path().join("out.json");
+    let out = compare(&base, &reg, &["--units", "gbit", "-J", js.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("# times in us, busbw in Gb/s\n"), "{stdout}");
+    assert!(!stdout.contains("GB/s"), "{stdout}");
+    // Each row's old busbw (column 12) is 8 x the file's GB/s, to the 3 decimals printed.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for (row, entry) in rows.iter().zip(base_doc["results"].as_array().unwrap()) {
+        let gbs = entry["out_of_place"]["bus_bw"].as_f64().unwrap();
+        assert_eq!(row[11], format!("{:.3}", gbs * 8.0), "{row:?}");
+    }
+    let regressed = stdout.lines().find(|l| l.starts_with("# REGRESSED:")).unwrap();
+    assert!(regressed.ends_with("Gb/s (-23.1%)"), "{regressed}");
+    // The JSON keeps GB/s.
+    let j: Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
+    let gbs = base_doc["results"][0]["out_of_place"]["bus_bw"].as_f64().unwrap();
+    let kept = j["points"][0]["old"]["bus_bw"].as_f64().unwrap();
+    assert!((kept - gbs).abs() < 1e-9 * gbs, "{kept} vs {gbs}");
+    // By default, GB/s.
+    let out = compare(&base, &reg, &[]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("# times in us, busbw in GB/s\n"), "{stdout}");
+    let first = stdout.lines().find(|l| !l.starts_with('#')).unwrap();
+    assert_eq!(
+        first.split_whitespace().nth(11),
+        Some(format!("{gbs:.3}").as_str()),
+        "{stdout}"
+    );
+}

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use collbench::world::{env, hostname, new_token, token_to_hex};
 use serde_json::Value;
 
+mod common;
+
 /// A run that is not over by then has hung: the test fails and kills what is left.
 const HANG: Duration = Duration::from_secs(120);
 
@@ -491,6 +493,61 @@ fn a_stalled_rendezvous_is_named_by_every_rank_that_joins_it() {
             "kill -CONT",
         ] {
             assert!(line.contains(w), "rank {}: '{w}' missing from: {line}", e.rank);
+        }
+    }
+}
+
+/// One point made slow on one rank (every iteration, as a loss spell would) is flagged in the table under
+/// its sweep, in a `#` line parsers pass over, and warned of on stderr; the run still passes.
+#[test]
+fn a_point_slowed_on_one_rank_is_flagged_off_the_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_collbench"))
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("MASTER_ADDR")
+        .args([
+            "run",
+            "--np",
+            "2",
+            "--collective",
+            "all_reduce",
+            "-b",
+            "1K",
+            "-e",
+            "256K",
+            "-n",
+            "5",
+            "-w",
+            "1",
+        ])
+        .args(["--fault", "1:all_reduce@32K:slow", "-J"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{so}\n{se}");
+    let flagged = "OFF CURVE: tcp@lo all_reduce 32768 B";
+    assert!(se.contains(&format!("collbench: warning: {flagged}")), "{se}");
+    let lines: Vec<&str> = so.lines().filter(|l| l.contains("OFF CURVE")).collect();
+    assert_eq!(lines.len(), 1, "{so}");
+    assert!(lines[0].starts_with(&format!("# {flagged}")), "{so}");
+    // Only that point: its neighbours are on the curve.
+    assert_eq!(se.matches("OFF CURVE").count(), 1, "{se}");
+    // The JSON says so at that point alone, in the entry's collbench object the schema describes.
+    let v: Value = serde_json::from_str(&text(&json)).unwrap();
+    common::validate_against_schema(&v);
+    for e in v["results"].as_array().unwrap() {
+        let f = e["collbench"].get("off_curve");
+        if e["size"] == 32768 {
+            assert!(f.and_then(Value::as_f64).is_some_and(|f| f > 3.0), "{e}");
+        } else {
+            assert!(f.is_none(), "{e}");
         }
     }
 }

@@ -12,19 +12,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn collbench() -> Command {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
-    for v in [
-        "COLLBENCH_RANK",
-        "RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
+    common::clean_env(&mut c);
     c
 }
 

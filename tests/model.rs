@@ -307,3 +307,76 @@ fn one_rank_count_stretched_to_64_and_a_noisy_fit_are_warned_of_in_stderr_and_th
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(err.contains("has R^2 ") && err.contains("below 0.9"), "{err}");
 }
+
+#[test]
+fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "two.json", &results(2, &sweep()));
+    let b = write(d.path(), "three.json", &results(3, &sweep()));
+    let j = d.path().join("p.json");
+    let out = collbench()
+        .arg("model")
+        .args([&a, &b])
+        .args(["--target-ranks", "6", "--units", "gbit", "-J"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("GB/s"), "{text}");
+    assert!(
+        text.contains("1/beta Gb/s") && text.contains("algbw and busbw in Gb/s"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    // Every prediction row's algbw and busbw (columns 8 and 9) are 8 x the JSON's GB/s.
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.starts_with("  tcp@eth0"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let preds = v["predictions"].as_array().unwrap();
+    assert_eq!(rows.len(), preds.len(), "{text}");
+    for (row, p) in rows.iter().zip(preds) {
+        for (col, key) in [(7, "algbw"), (8, "busbw")] {
+            let gbs = p[key].as_f64().unwrap();
+            assert_eq!(row[col], format!("{:.4}", gbs * 8.0), "{key} of {p}");
+        }
+    }
+    // beta 8 ns/B is 0.125 GB/s, 1 Gbit/s.
+    assert!(text.contains(" 1.0000 "), "{text}");
+}
+
+/// The README's example: gamma comes out a little below 0, within its noise; it is held at 0 as the
+/// estimate it is, and the all_reduce rows are predictions with intervals, not marked.
+#[test]
+fn the_readme_example_predicts_every_all_reduce_row() {
+    let d = tempfile::tempdir().unwrap();
+    let j = d.path().join("p.json");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/model-prediction");
+    let out = collbench()
+        .arg("model")
+        .args([dir.join("run-2-ring.json"), dir.join("run-3-ring.json")])
+        .args(["--target-ranks", "64", "-J"])
+        .arg(&j)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("not a prediction") && !text.contains('*'), "{text}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let gamma = &v["fits"][0]["gamma_us_per_byte"];
+    assert_eq!(gamma["held"], "within_noise", "{gamma}");
+    assert!(gamma["sd"].as_f64().unwrap() > 0.0, "{gamma}");
+    let ar: Vec<&Value> = v["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["collective"] == "all_reduce")
+        .collect();
+    assert_eq!(ar.len(), 22, "{text}");
+    for p in ar {
+        assert!(p.get("unidentified").is_none(), "{p}");
+        assert!(p["ci95_us"].as_f64().is_some_and(|c| c > 0.0), "{p}");
+    }
+}

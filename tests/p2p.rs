@@ -7,19 +7,11 @@ use std::process::Output;
 
 use serde_json::Value;
 
+mod common;
+
 fn p2p(args: &[&str]) -> Output {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"));
-    for v in [
-        "COLLBENCH_RANK",
-        "RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "OMPI_COMM_WORLD_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-    ] {
-        c.env_remove(v);
-    }
+    common::clean_env(&mut c);
     c.arg("p2p").args(args).output().expect("collbench runs")
 }
 

@@ -440,3 +440,53 @@ fn every_rank_exits_with_the_verdict() {
         }
     }
 }
+
+#[test]
+fn units_gbit_prints_every_check_in_gbit_per_s_and_the_json_keeps_gbs() {
+    let dir = tempfile::tempdir().unwrap();
+    let impossible = write(dir.path(), "fast.toml", "[[expect]]\nmin_busbw = 1e6\n");
+    let json = dir.path().join("p.json");
+    let out = preflight(&[
+        "--np",
+        "2",
+        "--bandwidth-bytes",
+        "1M",
+        "--expect",
+        p(&impossible),
+        "-J",
+        p(&json),
+        "--units",
+        "gbit",
+    ]);
+    let so = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{so}\n{}", text(&out.stderr));
+    assert!(!so.contains("GB/s"), "every figure in Gb/s:\n{so}");
+    let v = read_json(&json);
+    let ar = check(&v, "tcp@lo all_reduce busbw");
+    assert_eq!(ar["unit"], "GB/s", "{ar}");
+    assert!(ar["measured"].as_str().unwrap().contains(" GB/s ["), "{ar}");
+    // The same file judged again: the failure line's figures are 8 x the JSON's.
+    let out = preflight(&[
+        "--from-results",
+        p(&json),
+        "--expect",
+        p(&impossible),
+        "--units",
+        "gbit",
+    ]);
+    let so = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{so}\n{}", text(&out.stderr));
+    assert!(!so.contains("GB/s"), "{so}");
+    let f = |k: &str| format!("{:.3}", ar[k].as_f64().unwrap() * 8.0);
+    let line = format!(
+        "FAIL: tcp@lo all_reduce busbw: {} Gb/s [{}, {}] vs >= 8000000.000 Gb/s",
+        f("value"),
+        f("lo"),
+        f("hi")
+    );
+    assert!(so.contains(&line), "{line}\n{so}");
+    assert!(
+        so.contains("Gb/s median (lowest "),
+        "the pairwise links in Gb/s too:\n{so}"
+    );
+}

@@ -151,3 +151,46 @@ fn an_existing_json_file_is_kept_unless_forced() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(v.is_object(), "replaced by this run's JSON: {v}");
 }
+
+#[test]
+fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("selftest.json");
+    let out = selftest(&[
+        "--bytes",
+        "1M",
+        "--iters",
+        "1",
+        "--units",
+        "gbit",
+        "-J",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("GB/s"), "{stdout}");
+    let header = stdout.lines().find(|l| l.contains("size(B)")).unwrap();
+    assert_eq!(header.split_whitespace().nth(5), Some("Gb/s"), "{stdout}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let json_rows: Vec<&Value> = v["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(v["reductions"].as_array().unwrap())
+        .collect();
+    assert_eq!(rows.len(), json_rows.len(), "{stdout}");
+    for (row, j) in rows.iter().zip(json_rows) {
+        let gbs = j["gbps"].as_f64().unwrap();
+        assert_eq!(row[4], format!("{:.2}", gbs * 8.0), "{row:?} vs {j}");
+    }
+}

@@ -99,8 +99,13 @@ fn measure_placement<E: Engine, M: Memory>(
     let mut times_us = Vec::with_capacity(if it.per_iter { opts.sweep.iters as usize } else { 0 });
     // Only the timed calls' staging is reported.
     bufs.take_staging();
+    let slow = crate::fault::Fault::slow_at(opts.aids.fault.as_ref(), e.rank(), p.coll, p.layout.size_bytes as u64);
     for _ in 0..opts.sweep.iters {
         let t0 = Instant::now();
+        if let Some(d) = slow {
+            // The `slow` testing aid: this point alone, every iteration, as a loss spell would.
+            std::thread::sleep(d);
+        }
         // -m: the iteration's collectives run back to back; -z 1: each ends in a barrier, timed.
         for _ in 0..agg {
             bufs.run(e, algo, &call)?;

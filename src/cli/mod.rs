@@ -161,11 +161,8 @@ pub struct PairwiseArgs {
     #[arg(long = "budget", value_name = "SECONDS", default_value_t = defaults::PAIRWISE_BUDGET_S)]
     pub budget: u64,
 
-    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
-    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
-    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
-        value_parser = Choices(crate::units::UNITS))]
-    pub units: String,
+    #[command(flatten)]
+    pub units: UnitsArg,
 
     #[command(flatten)]
     pub deadlines: DeadlineArgs,
@@ -304,6 +301,9 @@ pub struct CompareArgs {
     #[arg(long = "allow-incomplete")]
     pub allow_incomplete: bool,
 
+    #[command(flatten)]
+    pub units: UnitsArg,
+
     /// Overwrite output files that already exist.
     #[arg(long = "force")]
     pub force: bool,
@@ -329,6 +329,9 @@ pub struct SelftestArgs {
     /// Overwrite an existing -J file.
     #[arg(long = "force")]
     pub force: bool,
+
+    #[command(flatten)]
+    pub units: UnitsArg,
 
     /// Check the GPU kernels instead (needs --features cuda and an NVIDIA GPU): every dtype/op reduction
     /// against the CPU kernels on random data, the verification kernel, and float sum at 256 MiB vs a
@@ -472,11 +475,8 @@ pub struct PreflightArgs {
     #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
-    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
-    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
-    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
-        value_parser = Choices(crate::units::UNITS), help_heading = OUTPUT)]
-    pub units: String,
+    #[command(flatten, next_help_heading = OUTPUT)]
+    pub units: UnitsArg,
 
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
     #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
@@ -491,6 +491,23 @@ pub struct PreflightArgs {
     /// Testing aid, as `run --fault`: RANK:PHASE:ACTION makes one rank kill or stop itself at PHASE.
     #[arg(long = "fault", value_name = "RANK:PHASE:ACTION", hide = true)]
     pub fault: Option<String>,
+}
+
+/// `--units`, shared by every subcommand that prints bandwidth in the unit nccl-tests does.
+#[derive(Debug, Clone, Args)]
+pub struct UnitsArg {
+    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
+    /// bits/s, as perftest's --report_gbits and link speeds); files (JSON, CSV, Markdown) stay in GB/s.
+    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
+        value_parser = Choices(crate::units::UNITS))]
+    pub units: String,
+}
+
+impl UnitsArg {
+    /// The unit chosen.
+    pub fn unit(&self) -> crate::error::Result<crate::units::BwUnit> {
+        crate::flags::units_flag(&self.units)
+    }
 }
 
 /// Deadlines of the bootstrap, the connections and every wait, shared by `run`, `preflight` and `pairwise`.
@@ -802,11 +819,8 @@ pub struct RunArgs {
     #[arg(long = "no-progress", alias = "no_progress", help_heading = OUTPUT)]
     pub no_progress: bool,
 
-    /// Unit bandwidth is printed in: gbyte (GB/s, 10^9 bytes/s, as nccl-tests prints) or gbit (Gbit/s, 10^9
-    /// bits/s, as perftest's --report_gbits and link speeds); JSON stays in GB/s.
-    #[arg(long = "units", value_name = "UNIT", default_value = "gbyte",
-        value_parser = Choices(crate::units::UNITS), help_heading = OUTPUT)]
-    pub units: String,
+    #[command(flatten, next_help_heading = OUTPUT)]
+    pub units: UnitsArg,
 
     /// Testing aid: corrupt one output element on this rank in every data check, to prove the check,
     /// the #wrong column and exit status 1 work end to end.

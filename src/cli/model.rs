@@ -51,4 +51,7 @@ pub struct ModelArgs {
     /// Overwrite output files that already exist.
     #[arg(long = "force")]
     pub force: bool,
+
+    #[command(flatten)]
+    pub units: super::UnitsArg,
 }

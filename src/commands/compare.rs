@@ -24,6 +24,7 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     }
     crate::report::file::refuse_same_file(&files)?;
     let stdout_taken = files.iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    let units = args.units.unit()?;
     let old = input::read_for_compare(&args.old, args.allow_incomplete)?;
     let new = input::read_for_compare(&args.new, args.allow_incomplete)?;
     for (pts, name) in [(&old, &args.old), (&new, &args.new)] {
@@ -74,7 +75,7 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         write_atomic(p, md.as_bytes())?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    let mut text = render::text(&h, &d);
+    let mut text = render::text(&h, &d, units);
     if let Some(l) = &cpu {
         text += &format!("{l}\n");
     }

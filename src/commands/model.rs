@@ -45,7 +45,7 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
         }
         attach_measured(&mut report, &measured);
     }
-    let text = render::text(&report);
+    let text = render::text(&report, args.units.unit()?);
     crate::report::stdout::print(&text)?;
     if let Some(p) = &args.output_file {
         let mut bytes =

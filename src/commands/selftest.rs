@@ -20,8 +20,9 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
         return Err(Error::usage("--gpu", crate::memory::cuda_probe::not_built_message()));
     }
     let opts = SelftestOptions::from_args(args)?;
+    let units = args.units.unit()?;
     let report = measure(opts);
-    crate::report::stdout::print(&render(&report))?;
+    crate::report::stdout::print(&render(&report, units))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;

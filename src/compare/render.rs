@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::diff::{Change, Diff};
 use super::input::Key;
+use crate::units::BwUnit;
 
 /// What the outputs say about the comparison itself.
 pub struct Header<'a> {
@@ -34,7 +35,8 @@ fn key_text(k: &Key) -> String {
     format!("{} {} {} {} {} B", k.path, k.collective, k.dtype, k.redop, k.size)
 }
 
-fn cells(c: &Change) -> [String; 14] {
+/// One compared point's cells, busbw in `units`.
+fn cells(c: &Change, units: BwUnit) -> [String; 14] {
     [
         c.key.path.clone(),
         c.key.collective.clone(),
@@ -47,8 +49,8 @@ fn cells(c: &Change) -> [String; 14] {
         num(c.new.time_us, 2),
         num(c.new.ci95_us, 2),
         signed(c.time_pct),
-        num(c.old.busbw, 3),
-        num(c.new.busbw, 3),
+        num(units.of_gbs(c.old.busbw), 3),
+        num(units.of_gbs(c.new.busbw), 3),
         signed(c.busbw_pct),
     ]
 }
@@ -71,11 +73,12 @@ const COLUMNS: [&str; 15] = [
     "verdict",
 ];
 
-/// The human table: every compared point, then what could not be compared, then the regressions.
-pub fn text(h: &Header, d: &Diff) -> String {
+/// The human table: every compared point, then what could not be compared, then the regressions; busbw in
+/// `units`.
+pub fn text(h: &Header, d: &Diff, units: BwUnit) -> String {
     let mut rows: Vec<Vec<String>> = vec![COLUMNS.iter().map(|c| c.to_string()).collect()];
     for c in &d.changes {
-        let mut r = cells(c).to_vec();
+        let mut r = cells(c, units).to_vec();
         r.push(c.verdict.word().into());
         rows.push(r);
     }
@@ -89,9 +92,10 @@ pub fn text(h: &Header, d: &Diff) -> String {
     let mut out = String::new();
     out += &format!("# collbench compare: old {} -> new {}\n", h.old, h.new);
     out += &format!(
-        "# regression: new time more than {}% longer and the 95% intervals of the times do not overlap\n#\n",
+        "# regression: new time more than {}% longer and the 95% intervals of the times do not overlap\n",
         h.threshold_pct
     );
+    out += &format!("# times in us, busbw in {units}\n#\n");
     out += &format!("# {}\n", line(&rows[0]));
     for r in &rows[1..] {
         out += &format!("  {}\n", line(r));
@@ -112,13 +116,13 @@ pub fn text(h: &Header, d: &Diff) -> String {
     out += &format!("#\n# {} of {} compared points regressed\n", regs.len(), d.changes.len());
     for c in regs {
         out += &format!(
-            "# REGRESSED: {}: time {} -> {} us ({}%), busbw {} -> {} GB/s ({}%)\n",
+            "# REGRESSED: {}: time {} -> {} us ({}%), busbw {} -> {} {units} ({}%)\n",
             key_text(&c.key),
             num(c.old.time_us, 2),
             num(c.new.time_us, 2),
             signed(c.time_pct),
-            num(c.old.busbw, 3),
-            num(c.new.busbw, 3),
+            num(units.of_gbs(c.old.busbw), 3),
+            num(units.of_gbs(c.new.busbw), 3),
             signed(c.busbw_pct),
         );
     }
@@ -143,7 +147,8 @@ pub fn markdown(h: &Header, d: &Diff) -> String {
             super::diff::Verdict::Regressed => format!("**{}**", c.verdict.word()),
             _ => c.verdict.word().to_string(),
         };
-        out += &format!("| {} | {verdict} |\n", cells(c).join(" | "));
+        // Files keep GB/s, as the JSON does.
+        out += &format!("| {} | {verdict} |\n", cells(c, BwUnit::Gbyte).join(" | "));
     }
     let mut notes = Vec::new();
     notes.extend(d.only_old.iter().map(|k| format!("- only in old: {}", key_text(k))));

@@ -75,16 +75,47 @@ impl std::str::FromStr for Weighting {
     }
 }
 
+/// Why a parameter was held at 0 instead of fitted.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Held {
+    /// Nothing measured depends on it (gamma without a reducing collective).
+    Unmeasured,
+    /// The data cannot tell it from another parameter (gamma without a non-reducing collective beside).
+    Inseparable,
+    /// It came out negative by less than twice its standard error: the data say it is too small to see,
+    /// and 0 is its estimate under the constraint that costs are not negative (the interval keeps its
+    /// standard error). The predictions resting on it are predictions.
+    WithinNoise,
+    /// It came out negative beyond twice its standard error: the model does not describe the data there,
+    /// and what rests on it is not a prediction.
+    Negative,
+}
+
 /// One fitted parameter.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Param {
     pub value: f64,
-    /// Standard error from the fit (NaN with no degrees of freedom left).
+    /// Standard error from the fit (NaN with no degrees of freedom left); for a parameter held at 0 within
+    /// its noise, the standard error it had when it was fitted.
     pub sd: f64,
     /// Why it was held at 0 instead of fitted, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fixed: Option<String>,
+    /// The same, as a kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<Held>,
 }
+
+impl Param {
+    /// Whether the data identified it: fitted, or held at 0 where 0 is within its noise.
+    pub fn identified(&self) -> bool {
+        matches!(self.held, None | Some(Held::WithinNoise))
+    }
+}
+
+/// How many standard errors below 0 a fitted cost may come out and still be taken as 0 (about the 95% level).
+pub const NEGATIVE_SDS: f64 = 2.0;
 
 /// One algorithm's parameters on a path, with what they were fitted from.
 #[derive(Clone, Debug, Serialize)]
@@ -222,7 +253,9 @@ struct Solved {
     w: Vec<f64>,
     sol: lsq::Solution,
     /// Why each parameter was held (at 0) instead of fitted.
-    why: Vec<Option<String>>,
+    why: Vec<Option<(Held, String)>>,
+    /// The standard error each parameter held within its noise had when it was fitted.
+    held_sd: Vec<f64>,
 }
 
 /// Why a set of points could not be solved.
@@ -255,10 +288,11 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
     let y: Vec<f64> = pts.iter().map(|(s, _)| s.time_us).collect();
     let w: Vec<f64> = y.iter().map(|t| 1.0 / t.powf(weighting.exponent())).collect();
     let mut free = vec![true; k];
-    let mut why: Vec<Option<String>> = vec![None; k];
+    let mut why: Vec<Option<(Held, String)>> = vec![None; k];
+    let mut held_sd = vec![f64::NAN; k];
     if !pts.iter().any(|(s, _)| s.collective.reduces()) {
         free[g] = false;
-        why[g] = Some("no reducing collective measured".into());
+        why[g] = Some((Held::Unmeasured, "no reducing collective measured".into()));
     }
     let describe = |i: usize| {
         let a = algos[i];
@@ -277,11 +311,12 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
         match lsq::solve(&x, &y, &w, &free) {
             Err(Failure::Dependent(j)) if j == g => {
                 free[g] = false;
-                why[g] = Some(
+                why[g] = Some((
+                    Held::Inseparable,
                     "not separable from beta: no collective without a reduction (all_gather) was measured \
                      with the same algorithms; the reduction cost is inside beta"
                         .into(),
-                );
+                ));
             }
             Err(Failure::Dependent(j)) => return Err(Refit::Drop(algos[j / 2], describe(j / 2))),
             Err(Failure::TooFewRows { rows, params }) => {
@@ -297,7 +332,24 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
                 match worst {
                     Some(j) => {
                         free[j] = false;
-                        why[j] = Some(format!("came out negative ({:.3e}); held at 0", sol.theta[j]));
+                        // A cost a little below 0 within its noise is a cost too small to see: 0 is its
+                        // estimate. Only one below 0 beyond its noise says the model misses something.
+                        let (v, sd) = (sol.theta[j], sol.cov[j][j].sqrt());
+                        why[j] = Some(if v + NEGATIVE_SDS * sd >= 0.0 {
+                            held_sd[j] = sd;
+                            (
+                                Held::WithinNoise,
+                                format!(
+                                    "came out {v:.3e} ± {sd:.1e}, below 0 by less than {NEGATIVE_SDS} standard \
+                                     errors: too small to see, held at 0 (its standard error kept)"
+                                ),
+                            )
+                        } else {
+                            (
+                                Held::Negative,
+                                format!("came out negative ({v:.3e} ± {sd:.1e}, beyond its noise); held at 0"),
+                            )
+                        });
                         if (0..k).all(|j| !free[j]) {
                             return Err(Refit::Fatal(
                                 "every parameter came out negative; the data fit no cost model".into(),
@@ -309,6 +361,13 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
             }
         }
     };
+    let mut sol = sol;
+    // A parameter held within its noise keeps its uncertainty: predictions resting on it carry it.
+    for (j, sd) in held_sd.iter().enumerate() {
+        if sd.is_finite() {
+            sol.cov[j][j] = sd * sd;
+        }
+    }
     Ok(Solved {
         algos,
         x,
@@ -316,6 +375,7 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
         w,
         sol,
         why,
+        held_sd,
     })
 }
 
@@ -375,6 +435,7 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
         w,
         sol,
         why,
+        held_sd,
     } = loop {
         if pts.is_empty() {
             return Err(err(unfit.join("; ")));
@@ -397,8 +458,13 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
     let g = k - 1;
     let param = |j: usize| Param {
         value: sol.theta[j],
-        sd: sol.cov[j][j].sqrt(),
-        fixed: why[j].clone(),
+        sd: if held_sd[j].is_finite() {
+            held_sd[j]
+        } else {
+            sol.cov[j][j].sqrt()
+        },
+        fixed: why[j].as_ref().map(|w| w.1.clone()),
+        held: why[j].as_ref().map(|w| w.0),
     };
     let algo_fits = algos
         .iter()
@@ -422,7 +488,7 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
         })
         .collect();
     for (j, reason) in why.iter().enumerate() {
-        if let Some(r) = reason {
+        if let Some((_, r)) = reason {
             let name = if j == g {
                 "gamma".to_string()
             } else {

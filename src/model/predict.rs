@@ -67,25 +67,20 @@ pub struct Prediction {
 }
 
 /// The parameters of `algo` (and gamma, for a reducing `coll`) on `fit` that the data did not identify: held
-/// at 0 because they came out negative or could not be told apart. Gamma held because no non-reducing
-/// collective separates it from beta is not among them: beta then carries the reduction cost.
+/// at 0 because they came out negative beyond their noise. One a little below 0 within its noise is not
+/// among them (0 is its estimate), nor is gamma held because no non-reducing collective separates it from
+/// beta (beta then carries the reduction cost).
 pub fn unidentified(fit: &PathFit, coll: Collective, algo: Algo) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(a) = fit.algos.iter().find(|a| a.algo == algo) {
-        if a.alpha_us.fixed.is_some() {
+        if !a.alpha_us.identified() {
             v.push(format!("alpha of {}", algo.name()));
         }
-        if a.beta_us_per_byte.fixed.is_some() {
+        if !a.beta_us_per_byte.identified() {
             v.push(format!("beta of {}", algo.name()));
         }
     }
-    if coll.reduces()
-        && fit
-            .gamma_us_per_byte
-            .fixed
-            .as_deref()
-            .is_some_and(|w| w.contains("negative"))
-    {
+    if coll.reduces() && fit.gamma_us_per_byte.held == Some(super::fit::Held::Negative) {
         v.push("gamma".into());
     }
     v

@@ -4,20 +4,20 @@
 
 use std::fmt::Write as _;
 
-use super::fit::{Param, PathFit};
+use super::fit::{Held, Param, PathFit};
 use super::table::{self, left, right, Cell, Col, Table, TextForm};
 use super::Report;
 use crate::sizes::format_size;
+use crate::units::BwUnit;
 
 /// `value ± sd` in a unit; `(held at 0)` for a parameter that was not fitted.
 fn pm(p: &Param, scale: f64, prec: usize) -> String {
-    if let Some(why) = &p.fixed {
-        // Negative or inseparable: the data cannot identify it, which is not the same as a cost of 0.
-        return if why.contains("negative") || why.contains("cannot be told apart") {
-            "not identified (held at 0)".to_string()
-        } else {
-            "0 (held)".to_string()
-        };
+    match p.held {
+        // Negative beyond its noise: the data cannot identify it, which is not the same as a cost of 0.
+        Some(Held::Negative) => return "not identified (held at 0)".to_string(),
+        Some(Held::Unmeasured | Held::Inseparable) => return "0 (held)".to_string(),
+        // Below 0 within its noise: 0, with the uncertainty it was fitted with.
+        Some(Held::WithinNoise) | None => {}
     }
     let sd = if p.sd.is_finite() {
         format!("{:.prec$}", p.sd * scale)
@@ -27,10 +27,10 @@ fn pm(p: &Param, scale: f64, prec: usize) -> String {
     format!("{:.prec$} ± {sd}", p.value * scale)
 }
 
-/// 1/beta in GB/s (beta in us per byte).
-fn gbs(us_per_byte: f64) -> String {
+/// 1/beta in `units` (beta in us per byte).
+fn gbs(us_per_byte: f64, units: BwUnit) -> String {
     if us_per_byte > 0.0 {
-        format!("{:.4}", 1.0 / us_per_byte / 1e3)
+        format!("{:.4}", units.of_gbs(1.0 / us_per_byte / 1e3))
     } else {
         "inf".into()
     }
@@ -55,17 +55,17 @@ fn ranks(f: &PathFit) -> String {
     r.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
-fn scale_line(r: &Report) -> String {
+fn scale_line(r: &Report, units: BwUnit) -> String {
     match r.ranks_per_node {
         Some(g) if g > 1 => format!(
             "{} ranks ({} nodes of {g}; two-level rows use the local link: {})",
             r.target_ranks,
             r.target_ranks / g,
             r.local_link.as_ref().map_or_else(String::new, |l| format!(
-                "{}, alpha {:.2} us, {} GB/s",
+                "{}, alpha {:.2} us, {} {units}",
                 l.source,
                 l.alpha_us,
-                gbs(l.beta_us_per_byte)
+                gbs(l.beta_us_per_byte, units)
             ))
         ),
         _ => format!("{} ranks", r.target_ranks),
@@ -197,7 +197,7 @@ struct Fit {
     max_pct: f64,
     r2: String,
     dof: usize,
-    /// gamma ± sd in ns/B, and 1/gamma in GB/s.
+    /// gamma ± sd in ns/B, and 1/gamma in the unit asked for.
     gamma: String,
     gamma_gbs: String,
     algos: Table,
@@ -205,7 +205,7 @@ struct Fit {
 }
 
 impl Fit {
-    fn of(f: &PathFit) -> Fit {
+    fn of(f: &PathFit, units: BwUnit) -> Fit {
         Fit {
             path: f.path.clone(),
             points: f.residuals.len(),
@@ -215,8 +215,8 @@ impl Fit {
             r2: num(f.r2, 4),
             dof: f.dof,
             gamma: pm(&f.gamma_us_per_byte, 1e3, 4),
-            gamma_gbs: gbs(f.gamma_us_per_byte.value),
-            algos: algo_table(f),
+            gamma_gbs: gbs(f.gamma_us_per_byte.value, units),
+            algos: algo_table(f, units),
             residuals: residual_table(f),
         }
     }
@@ -241,7 +241,8 @@ impl Fit {
     }
 }
 
-/// Every table of a report, built once for both forms.
+/// Every table of a report, built once for both forms (bandwidth in text in the unit asked for, in Markdown
+/// in GB/s as the files keep it).
 struct Tables {
     fits: Vec<Fit>,
     predictions: Table,
@@ -251,8 +252,8 @@ struct Tables {
 }
 
 impl Tables {
-    fn of(r: &Report) -> Tables {
-        let fits = r.fits.iter().map(Fit::of).collect();
+    fn of(r: &Report, units: BwUnit) -> Tables {
+        let fits = r.fits.iter().map(|f| Fit::of(f, units)).collect();
         let measured = r.predictions.iter().any(|p| p.measured_us.is_some());
         let mut cols = PREDICTION_COLS.to_vec();
         if measured {
@@ -281,8 +282,8 @@ impl Tables {
                         } else {
                             "n/a".into()
                         }),
-                        Cell::same(format!("{:.4}", p.algbw)),
-                        Cell::same(format!("{:.4}", p.busbw)),
+                        bw_cell(p.algbw, units),
+                        bw_cell(p.busbw, units),
                         Cell::same(p.bound),
                     ];
                     if measured {
@@ -368,7 +369,12 @@ impl Tables {
     }
 }
 
-fn algo_table(f: &PathFit) -> Table {
+/// A bandwidth in GB/s: in `units` in text, in GB/s in Markdown.
+fn bw_cell(gbs: f64, units: BwUnit) -> Cell {
+    Cell::forms(format!("{:.4}", units.of_gbs(gbs)), format!("{gbs:.4}"))
+}
+
+fn algo_table(f: &PathFit, units: BwUnit) -> Table {
     let rows = f
         .algos
         .iter()
@@ -379,15 +385,23 @@ fn algo_table(f: &PathFit) -> Table {
                 Cell::same(a.algo.name()),
                 Cell::same(pm(&a.alpha_us, 1.0, 2)),
                 Cell::same(pm(&a.beta_us_per_byte, 1e3, 4)),
-                Cell::same(gbs(a.beta_us_per_byte.value)),
+                Cell::forms(
+                    gbs(a.beta_us_per_byte.value, units),
+                    gbs(a.beta_us_per_byte.value, BwUnit::Gbyte),
+                ),
                 Cell::same(a.points.to_string()),
                 list(&rk),
                 list(&cs),
             ]
         })
         .collect();
+    let mut cols = ALGO_COLS.to_vec();
+    cols[3].text = match units {
+        BwUnit::Gbyte => "1/beta GB/s",
+        BwUnit::Gbit => "1/beta Gb/s",
+    };
     Table {
-        cols: ALGO_COLS.to_vec(),
+        cols,
         rows,
         text: TextForm {
             head: Some("#   "),
@@ -423,16 +437,15 @@ fn residual_table(f: &PathFit) -> Table {
     }
 }
 
-/// The text report.
 /// [`text`] as `collbench run --target-ranks` prints it after its tables: the predictions' column titles in
 /// words nccl-tests' parsers do not take for a results header (a line holding both `time` and `busbw`).
-pub fn text_after_results(r: &Report) -> String {
-    text(r)
+pub fn text_after_results(r: &Report, units: BwUnit) -> String {
+    text(r, units)
         .lines()
         .map(|l| {
             if l.contains("time(us)") && l.contains("busbw") {
                 l.replacen("time(us)", "pred(us)", 1)
-                    .replacen("    busbw", " bus GB/s", 1)
+                    .replacen("    busbw", &format!(" bus {units}"), 1)
             } else {
                 l.to_string()
             }
@@ -441,17 +454,18 @@ pub fn text_after_results(r: &Report) -> String {
         .collect()
 }
 
-pub fn text(r: &Report) -> String {
-    let t = Tables::of(r);
+/// The text report, bandwidth in `units`.
+pub fn text(r: &Report, units: BwUnit) -> String {
+    let t = Tables::of(r, units);
     let mut s = String::new();
     let _ = writeln!(s, "# collbench model: fitted to {}", r.sources.join(", "));
     let _ = writeln!(s, "# fit: {}", r.weighting);
-    let _ = writeln!(s, "# target: {}", scale_line(r));
+    let _ = writeln!(s, "# target: {}", scale_line(r, units));
     for (f, fit) in r.fits.iter().zip(&t.fits) {
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "# path {}: {}", fit.path, fit.account(false));
         table::text(&mut s, &fit.algos);
-        let _ = writeln!(s, "#   gamma (ns/B reduced) {} ({} GB/s)", fit.gamma, fit.gamma_gbs);
+        let _ = writeln!(s, "#   gamma (ns/B reduced) {} ({} {units})", fit.gamma, fit.gamma_gbs);
         let _ = writeln!(s, "#   residuals (fitted - measured) / measured:");
         table::text(&mut s, &fit.residuals);
         for n in &f.notes {
@@ -461,8 +475,8 @@ pub fn text(r: &Report) -> String {
     let _ = writeln!(s, "#");
     let _ = writeln!(
         s,
-        "# predictions at {} (± is the 95% interval from the fit's uncertainty)",
-        scale_line(r)
+        "# predictions at {} (± is the 95% interval from the fit's uncertainty; algbw and busbw in {units})",
+        scale_line(r, units)
     );
     table::text(&mut s, &t.predictions);
     if let Some(l) = unidentified_line(r) {
@@ -516,9 +530,10 @@ fn unidentified_line(r: &Report) -> Option<String> {
 
 /// The Markdown report.
 pub fn markdown(r: &Report) -> String {
-    let t = Tables::of(r);
+    let units = BwUnit::Gbyte;
+    let t = Tables::of(r, units);
     let mut s = String::new();
-    let _ = writeln!(s, "# collbench model: predictions at {}\n", scale_line(r));
+    let _ = writeln!(s, "# collbench model: predictions at {}\n", scale_line(r, units));
     let _ = writeln!(s, "Fitted to {}; {}.\n", r.sources.join(", "), r.weighting);
     for (f, fit) in r.fits.iter().zip(&t.fits) {
         let _ = writeln!(s, "## Fit of {}\n\n{}\n", fit.path, fit.account(true));
@@ -531,7 +546,7 @@ pub fn markdown(r: &Report) -> String {
         table::markdown(&mut s, &fit.residuals);
         let _ = writeln!(s);
     }
-    let _ = writeln!(s, "## Predictions at {}\n", scale_line(r));
+    let _ = writeln!(s, "## Predictions at {}\n", scale_line(r, units));
     table::markdown(&mut s, &t.predictions);
     if let Some(l) = unidentified_line(r) {
         let _ = writeln!(s, "\n{l}");

@@ -361,7 +361,7 @@ fn measured_times_at_the_target_give_errors_at_the_largest_size() {
         assert_eq!(e.size, 16 << 20);
         assert!((e.error_pct - (1.0 / 1.1 - 1.0) * 100.0).abs() < 1e-6, "{e:?}");
     }
-    let text = render::text(&r);
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
     assert!(
         text.contains("# measured at 6 ranks (p.json): error at the largest size"),
         "{text}"
@@ -377,7 +377,8 @@ fn a_parameter_the_data_cannot_identify_is_said_and_its_predictions_marked() {
     ring.alpha_us = fit::Param {
         value: 0.0,
         sd: f64::NAN,
-        fixed: Some("came out negative (-3.2e1); held at 0".into()),
+        fixed: Some("came out negative (-3.2e1 ± 1.0e0, beyond its noise); held at 0".into()),
+        held: Some(fit::Held::Negative),
     };
     let target = predict::Target {
         nranks: 64,
@@ -410,11 +411,99 @@ fn a_parameter_the_data_cannot_identify_is_said_and_its_predictions_marked() {
         .find(|c| c.collective == Collective::AllReduce)
         .unwrap();
     assert!(ar.size.is_none() && ar.note.starts_with("cannot tell"), "{ar:?}");
-    let text = render::text(&r);
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
     assert!(text.contains("not identified (held at 0)"), "{text}");
     assert!(
         text.contains("* rests on a parameter the data could not identify (alpha of ring on tcp@eth0"),
         "{text}"
     );
     assert!(!text.contains("faster at every size"), "{text}");
+}
+
+/// A flat target of `n` ranks.
+fn target(n: usize) -> predict::Target {
+    predict::Target {
+        nranks: n,
+        ranks_per_node: None,
+        local: predict::LocalLink {
+            source: "default".into(),
+            alpha_us: predict::DEFAULT_LOCAL.0,
+            beta_us_per_byte: predict::DEFAULT_LOCAL.1,
+        },
+        local_fit: None,
+    }
+}
+
+/// `colls` on ranks `ps` as [`synth`] makes them, but with the reduction costing `gamma` us/B.
+fn synth_gamma(colls: &[(Collective, Algo)], ps: &[usize], noise: f64, gamma: f64) -> Vec<Sample> {
+    let mut out = synth("tcp@eth0", colls, ps, noise, 1.0);
+    for s in &mut out {
+        let k = coeff::coeffs(s.collective, Algo::Ring, s.nranks, s.size as f64).unwrap();
+        s.time_us -= k.c * (GAMMA - gamma);
+    }
+    out
+}
+
+#[test]
+fn a_cost_below_0_within_its_noise_is_held_at_0_and_still_predicts() {
+    let ring = [(Collective::AllReduce, Algo::Ring), (Collective::AllGather, Algo::Ring)];
+    // Noisy points from a reduction that costs next to nothing: gamma comes out a little below 0.
+    let r = predict(&synth_gamma(&ring, &[2, 3], 0.3, -6e-4), &opts(64)).unwrap();
+    let g = &r.fits[0].gamma_us_per_byte;
+    assert_eq!(g.held, Some(fit::Held::WithinNoise), "{g:?}");
+    assert!(
+        g.identified() && g.value == 0.0 && g.sd.is_finite() && g.sd > 0.0,
+        "{g:?}"
+    );
+    assert!(
+        g.fixed.as_deref().unwrap().contains("less than 2 standard errors"),
+        "{g:?}"
+    );
+    for p in &r.predictions {
+        assert!(p.unidentified.is_empty(), "{p:?}");
+        assert!(p.ci95_us.is_finite() && p.ci95_us > 0.0, "{p:?}");
+    }
+    // The interval of a reducing collective carries gamma's uncertainty: wider than the same fit's without it.
+    let ar = |r: &Report| {
+        r.predictions
+            .iter()
+            .find(|p| p.collective == Collective::AllReduce && p.algo == "ring" && p.size == 16 << 20)
+            .unwrap()
+            .ci95_us
+    };
+    let mut pinned = r.clone();
+    pinned.fits[0]
+        .cov
+        .iter_mut()
+        .for_each(|row| *row.last_mut().unwrap() = 0.0);
+    let last = pinned.fits[0].cov.len() - 1;
+    pinned.fits[0].cov[last].iter_mut().for_each(|c| *c = 0.0);
+    pinned.predictions = predict::predict(&pinned.fits[0], &target(64));
+    assert!(ar(&r) > ar(&pinned), "{} vs {}", ar(&r), ar(&pinned));
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
+    assert!(!text.contains("not a prediction"), "{text}");
+    assert!(!text.contains("not identified"), "{text}");
+}
+
+#[test]
+fn a_cost_below_0_beyond_its_noise_marks_what_rests_on_it() {
+    let ring = [(Collective::AllReduce, Algo::Ring), (Collective::AllGather, Algo::Ring)];
+    // All-reduce faster than its bytes allow: gamma far below 0, with little noise.
+    let r = predict(&synth_gamma(&ring, &[2, 3], 0.001, -3e-3), &opts(64)).unwrap();
+    let g = &r.fits[0].gamma_us_per_byte;
+    assert_eq!(g.held, Some(fit::Held::Negative), "{g:?}");
+    assert!(!g.identified());
+    for p in &r.predictions {
+        let want: &[&str] = if p.collective == Collective::AllReduce {
+            &["gamma"]
+        } else {
+            &[]
+        };
+        assert_eq!(p.unidentified, want, "{p:?}");
+    }
+    let text = render::text(&r, crate::units::BwUnit::Gbyte);
+    assert!(
+        text.contains("not a prediction") && text.contains("not identified (held at 0)"),
+        "{text}"
+    );
 }

@@ -128,7 +128,15 @@ fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>)
         env: Vec::new(),
         nccl_version: None,
         config: config(run),
-        results: records.iter().map(|r| Entry { cpu_time, ..entry(r) }).collect(),
+        results: records
+            .iter()
+            .zip(crate::results::off_curve::of_records(records))
+            .map(|(r, off_curve)| Entry {
+                cpu_time,
+                off_curve,
+                ..entry(r)
+            })
+            .collect(),
         out_of_bounds: OutOfBounds {
             count: totals.out_of_bounds,
             okay: JBool(totals.out_of_bounds == 0),
@@ -237,6 +245,7 @@ fn entry(rec: &Record) -> Entry {
         out_of_place_per_iter: rec.out_of_place.per_iter.clone(),
         in_place_per_iter: rec.in_place.per_iter.clone(),
         cpu_time: false,
+        off_curve: None,
     }
 }
 

@@ -67,7 +67,7 @@ impl Outputs {
             ranks_per_node: args.ranks_per_node,
             force: args.force,
             progress: Progress::from_flag(args.no_progress),
-            units: crate::flags::units_flag(&args.units)?,
+            units: args.units.unit()?,
         }
         .checked()
     }

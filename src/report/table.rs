@@ -74,7 +74,14 @@ impl<W: Write> TableReporter<W> {
         if self.table.is_empty() {
             return Ok(());
         }
-        let lines = if self.by_point {
+        // Points far off their neighbours' curve, under the footer in `#` lines parsers pass over.
+        let off: Vec<String> = self
+            .table
+            .iter()
+            .zip(crate::results::off_curve::of_records(&self.table))
+            .filter_map(|(r, f)| f.map(|f| format!("# {}", off_curve_line(r, f))))
+            .collect();
+        let mut lines = if self.by_point {
             // A footer per path: an average over two paths' rows would describe neither.
             let mut paths: Vec<&str> = Vec::new();
             for r in &self.table {
@@ -92,6 +99,7 @@ impl<W: Write> TableReporter<W> {
         } else {
             footer(&self.table, self.units)
         };
+        lines.extend(off);
         self.table.clear();
         self.lines(lines)
     }
@@ -408,6 +416,17 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         line
     }));
     lines
+}
+
+/// A point `factor` times slower than its neighbours' curve, in words (the table's `#` line, the warning).
+pub fn off_curve_line(r: &Record, factor: f64) -> String {
+    format!(
+        "OFF CURVE: {} {} {} B: {factor:.1}x slower than its neighbours' sizes suggest (a spell of loss or \
+         contention during this point?); measure it again",
+        r.path,
+        r.collective.name(),
+        r.size
+    )
 }
 
 /// The algorithm column's width: every name fits, so the columns after it (p50, p99, path) stay under

@@ -128,6 +128,10 @@ pub struct Entry {
     /// `-C 1`: the placements' time is written under nccl-tests' `cpu_time` key (read back as `time`).
     #[serde(skip)]
     pub cpu_time: bool,
+    /// How many times slower than its sweep neighbours' curve the point is, where it is far off it
+    /// ([`super::off_curve`]); written in the entry's `collbench` object.
+    #[serde(default)]
+    pub off_curve: Option<f64>,
 }
 
 /// An [`Entry`] as written: nccl-tests' keys in its order with its meanings, collbench's identification of
@@ -179,6 +183,8 @@ pub struct NcclPlacement {
 pub struct EntryExtras {
     out_of_place: Option<Placement>,
     in_place: Option<Placement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_curve: Option<f64>,
 }
 
 impl From<Entry> for EntryOut {
@@ -224,6 +230,7 @@ impl From<Entry> for EntryOut {
             collbench: EntryExtras {
                 out_of_place: extra(&e.out_of_place),
                 in_place: extra(&e.in_place),
+                off_curve: e.off_curve,
             },
         }
     }
@@ -236,6 +243,9 @@ pub(crate) fn lift(entry: &Value) -> Value {
     let mut e = entry.clone();
     let Some(obj) = e.as_object_mut() else { return e };
     let extras = obj.remove("collbench");
+    if let Some(f) = extras.as_ref().and_then(|x| x.get("off_curve")) {
+        obj.insert("off_curve".into(), f.clone());
+    }
     for placement in ["out_of_place", "in_place"] {
         let Some(Value::Object(p)) = obj.get_mut(placement) else {
             continue;

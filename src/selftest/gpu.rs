@@ -161,7 +161,7 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         bandwidth,
         correct,
     };
-    crate::report::stdout::print(&render(&report))?;
+    crate::report::stdout::print(&render(&report, args.units.unit()?))?;
     if let Some(p) = &args.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
         crate::report::file::write_atomic(p, text.as_bytes())?;
@@ -277,7 +277,7 @@ fn measure_bandwidth(gpu: &Gpu, kernels: &Kernels, iters: usize) -> Result<Bandw
 }
 
 /// The text report: one line per failure, counts, and the bandwidth table.
-pub fn render(r: &GpuReport) -> String {
+pub fn render(r: &GpuReport, units: crate::units::BwUnit) -> String {
     let mut s = String::new();
     let bad: Vec<&ReduceCheck> = r.reductions.iter().filter(|c| c.diff.wrong != 0).collect();
     s.push_str(&format!(
@@ -307,18 +307,19 @@ pub fn render(r: &GpuReport) -> String {
     }
     let b = &r.bandwidth;
     s.push_str(&format!(
-        "# bandwidth, {} MiB buffers, best of {}: GB/s = 1e9 bytes/s read + written (copy 2 x size, reduce 3 x size)\n",
+        "# bandwidth, {} MiB buffers, best of {}: {} read + written (copy 2 x size, reduce 3 x size)\n",
         b.bytes >> 20,
-        b.iters
+        b.iters,
+        units.definition()
     ));
     s.push_str(&format!(
-        "  copy (cuMemcpyDtoD) {:>9.1} GB/s {:>10.1} us\n",
-        b.copy_gbps,
+        "  copy (cuMemcpyDtoD) {:>9.1} {units} {:>10.1} us\n",
+        units.of_gbs(b.copy_gbps),
         b.copy_time_s * 1e6
     ));
     s.push_str(&format!(
-        "  reduce float sum    {:>9.1} GB/s {:>10.1} us  {:.1}% of copy (target {:.0}%): {}\n",
-        b.reduce_gbps,
+        "  reduce float sum    {:>9.1} {units} {:>10.1} us  {:.1}% of copy (target {:.0}%): {}\n",
+        units.of_gbs(b.reduce_gbps),
         b.reduce_time_s * 1e6,
         b.ratio * 100.0,
         b.target_ratio * 100.0,
@@ -374,13 +375,13 @@ mod tests {
 
     #[test]
     fn the_text_names_each_failure_and_the_ratio() {
-        let ok = render(&report(0, 37));
+        let ok = render(&report(0, 37), crate::units::BwUnit::Gbyte);
         assert!(
             ok.contains("1 of 1 dtype/op pairs match") && ok.contains("93.8% of copy (target 85%): PASS"),
             "{ok}"
         );
         assert!(ok.contains("# result: correct"));
-        let bad = render(&report(5, 36));
+        let bad = render(&report(5, 36), crate::units::BwUnit::Gbyte);
         assert!(
             bad.contains("WRONG half max: 5 elements differ; first at 3: GPU 0x3c00, CPU 0x3c01"),
             "{bad}"

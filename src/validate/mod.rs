@@ -6,7 +6,12 @@
 //!   shape of OSU's osu_latency and osu_bw).
 //! - [`preflight`]: `collbench preflight`, a fixed short plan and the pairwise test judged against
 //!   expectations: PASS / WARN / FAIL per check and overall.
+//! - `own_path`: the start-up pairwise and p2p share (options, local launch, rank start, the measurement on
+//!   the path's transport).
+//! - [`share`]: rank 0's verdict sent to every rank at the end of pairwise and preflight.
 
+mod own_path;
 pub mod p2p;
 pub mod pairwise;
 pub mod preflight;
+pub mod share;

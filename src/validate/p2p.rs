@@ -9,16 +9,15 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::own_path;
 use super::pairwise::LatencyStats;
 use crate::cli::P2pArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK};
-use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions};
-use crate::session::Pairs;
+use crate::options::Options;
 use crate::sizes::parse_size;
-use crate::start::{Rank, Start};
 use crate::transport::{self, control, Transport};
 use crate::units::BwUnit;
-use crate::world::{local, Identity};
+use crate::world::Identity;
 
 /// Version tag of the p2p JSON.
 pub const SCHEMA: &str = "collbench-p2p/1";
@@ -94,15 +93,14 @@ pub struct P2pReport {
 /// The session options and configuration the flags ask for; errors name the flag. `--pair` is checked
 /// against `--np` here, and against the launcher's world once ranks know it.
 pub fn options(args: &P2pArgs) -> Result<(Options, P2pConfig)> {
-    let np = crate::options::np(args.np)?;
+    let opts = own_path::options(&own_path::PathFlags {
+        command: "p2p",
+        np: args.np,
+        transport: &args.transport,
+        iface: args.iface.as_deref(),
+        deadlines: &args.deadlines,
+    })?;
     crate::flags::units_flag(&args.units)?;
-    let path: PathKind = args.transport.parse().map_err(|e| Error::usage("--transport", e))?;
-    if !path.traits().own_transport {
-        return Err(Error::usage(
-            "--transport",
-            format!("p2p measures collbench's own transports: give tcp, tcp@SPEC or rdma@DEVICE[:PORT], not {path}"),
-        ));
-    }
     let pair = parse_pair(&args.pair)?;
     let size = |flag: &str, v: &str| -> Result<usize> {
         let b = parse_size(v).map_err(|e| Error::usage(flag, e))?;
@@ -138,19 +136,6 @@ pub fn options(args: &P2pArgs) -> Result<(Options, P2pConfig)> {
             format!("must be between 1 and {MAX_WINDOW} (got {})", args.window),
         ));
     }
-    let opts = Options {
-        np,
-        paths: PathOptions {
-            transports: vec![path],
-            ..PathOptions::default()
-        },
-        tcp: TcpOptions {
-            iface: crate::transport::tcp::options::iface_spec(args.iface.as_deref())?,
-            ..TcpOptions::default()
-        },
-        deadlines: Deadlines::from_cli(&args.deadlines)?,
-        ..Options::default()
-    };
     let cfg = P2pConfig {
         pair,
         min_bytes,
@@ -200,9 +185,7 @@ fn check_pair(cfg: &P2pConfig, n: usize) -> Result<()> {
 /// No launcher: the pair checked against `--np`, the outputs and path as `run` checks them, then local ranks.
 pub fn launch(opts: &Options, cfg: &P2pConfig, args: &P2pArgs, argv: &[OsString]) -> Result<i32> {
     check_pair(cfg, opts.np)?;
-    check_outputs(args)?;
-    crate::paths::check_local_launch(opts)?;
-    local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout)
+    own_path::launch(opts, &|| check_outputs(args), argv)
 }
 
 fn check_outputs(args: &P2pArgs) -> Result<()> {
@@ -214,32 +197,12 @@ fn check_outputs(args: &P2pArgs) -> Result<()> {
 
 /// One rank: start up, the pair measures while the others wait, rank 0 reports. Returns the exit status.
 pub fn run_rank(opts: &Options, cfg: &P2pConfig, id: &Identity, args: &P2pArgs) -> Result<i32> {
-    let start = Start {
-        opts,
-        agreement: opts.agreement().to_wire_with("p2p", cfg),
-        pairs: Pairs::All,
-        check_outputs: &|| check_outputs(args),
-        check_memory: &|_, _| Ok(()),
-    };
-    let Rank { mut sess, mut paths } = start.rank(id)?;
+    let mut rank = own_path::start_rank(opts, "p2p", cfg, id, &|| check_outputs(args))?;
     // Every rank sees the same world, so every rank refuses the same way.
-    check_pair(cfg, sess.world.size)?;
-    let hosts = (
-        sess.world.ranks[cfg.pair.0].host.clone(),
-        sess.world.ranks[cfg.pair.1].host.clone(),
-    );
-    let done = paths
-        .on_transport(0, &mut sess, |t| measure_on(t, cfg, &hosts))
-        .unwrap_or_else(|| {
-            Err(Error::usage(
-                "--transport",
-                "this path has no transport of collbench's to measure",
-            ))
-        });
-    let report = match done {
-        Ok(r) => r,
-        Err(e) => return Err(paths.abort(0, &mut sess, e.during("the p2p sweep"))),
-    };
+    check_pair(cfg, rank.sess.world.size)?;
+    let ranks = &rank.sess.world.ranks;
+    let hosts = (ranks[cfg.pair.0].host.clone(), ranks[cfg.pair.1].host.clone());
+    let report = own_path::measure(&mut rank, "the p2p sweep", |t| measure_on(t, cfg, &hosts))?;
     if let Some(rep) = report {
         let mut taken = false;
         if let Some(p) = &args.output_file {

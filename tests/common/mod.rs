@@ -5,7 +5,32 @@
 
 pub mod netns;
 
+use std::process::Command;
+
 use serde_json::Value;
+
+/// Removes the launcher variables of the environment the tests run in, which would otherwise decide the
+/// ranks' identity (collbench looks at OMPI_*, PMI_*, SLURM_*, ... before RANK/WORLD_SIZE).
+pub fn clean_env(c: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let launcher = ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
+            .iter()
+            .any(|p| k.starts_with(p));
+        let torch = [
+            "RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "JOB_COMPLETION_INDEX",
+        ]
+        .contains(&&*k);
+        if launcher || torch {
+            c.env_remove(&*k);
+        }
+    }
+    c
+}
 
 /// Panics, with the validator's account, unless `v` matches schema/collbench-info.schema.json.
 pub fn validate_info_against_schema(v: &Value) {

@@ -59,28 +59,7 @@ pub fn namespace_test() -> Option<MutexGuard<'static, ()>> {
     namespaces_available().then_some(one)
 }
 
-/// Removes the launcher variables of the environment the tests run in, which would otherwise decide the
-/// ranks' identity (collbench looks at OMPI_*, PMI_*, SLURM_*, ... before RANK/WORLD_SIZE).
-pub fn clean_env(c: &mut Command) -> &mut Command {
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        let launcher = ["OMPI_", "PMI_", "PMIX_", "SLURM_", "COLLBENCH_"]
-            .iter()
-            .any(|p| k.starts_with(p));
-        let torch = [
-            "RANK",
-            "WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "JOB_COMPLETION_INDEX",
-        ]
-        .contains(&&*k);
-        if launcher || torch {
-            c.env_remove(&*k);
-        }
-    }
-    c
-}
+pub use super::clean_env;
 
 /// One cluster of namespace hosts; `Drop` tears it down, also when the test panics.
 pub struct Cluster {

@@ -13,13 +13,12 @@ use super::planned::{self, Budget};
 use super::{render, PairwiseConfig, PairwiseReport, Thresholds};
 use crate::cli::PairwiseArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::options::{Deadlines, Options, PathKind, PathOptions, TcpOptions};
+use crate::options::Options;
 use crate::plot::heatmap::{self, Heatmap};
-use crate::session::Pairs;
 use crate::sizes::parse_size;
-use crate::start::{Rank, Start};
-use crate::transport::tcp::options::iface_spec;
-use crate::world::{local, Identity};
+use crate::start::Rank;
+use crate::validate::own_path;
+use crate::world::Identity;
 
 /// Largest `--bytes`: two buffers of it per taking-part rank.
 const MAX_BYTES: u64 = 1 << 30;
@@ -28,17 +27,14 @@ const MAX_ITERS: usize = 1_000_000;
 
 /// The session options and test configuration the flags ask for; errors name the flag.
 pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
-    let np = crate::options::np(args.np)?;
-    let path: PathKind = args.transport.parse().map_err(|e| Error::usage("--transport", e))?;
-    if !path.traits().own_transport {
-        return Err(Error::usage(
-            "--transport",
-            format!(
-                "pairwise measures collbench's own transports: give tcp, tcp@SPEC or rdma@DEVICE[:PORT], not {path}"
-            ),
-        ));
-    }
-    crate::flags::units_flag(&args.units)?;
+    let opts = own_path::options(&own_path::PathFlags {
+        command: "pairwise",
+        np: args.np,
+        transport: &args.transport,
+        iface: args.iface.as_deref(),
+        deadlines: &args.deadlines,
+    })?;
+    args.units.unit()?;
     let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
     if !(1..=MAX_BYTES).contains(&bytes) {
         return Err(Error::usage(
@@ -57,19 +53,6 @@ pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
             ));
         }
     }
-    let opts = Options {
-        np,
-        paths: PathOptions {
-            transports: vec![path],
-            ..PathOptions::default()
-        },
-        tcp: TcpOptions {
-            iface: iface_spec(args.iface.as_deref())?,
-            ..TcpOptions::default()
-        },
-        deadlines: Deadlines::from_cli(&args.deadlines)?,
-        ..Options::default()
-    };
     let cfg = PairwiseConfig {
         bytes: bytes as usize,
         iters: args.iters,
@@ -82,9 +65,7 @@ pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
 
 /// No launcher: the outputs and the path checked as `run` checks them, then `--np` local ranks.
 pub fn launch(opts: &Options, args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
-    check_outputs(args)?;
-    crate::paths::check_local_launch(opts)?;
-    local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout)
+    own_path::launch(opts, &|| check_outputs(args), argv)
 }
 
 /// The JSON file's directory must exist and be writable, and the chart directory must be creatable,
@@ -114,52 +95,36 @@ fn files(args: &PairwiseArgs) -> Vec<(&Path, &'static str)> {
 pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs) -> Result<i32> {
     // The budget counts from here: start-up (connecting every pair) is part of what the user waits for.
     let budget = (args.budget > 0).then(|| Budget::new(Instant::now(), args.budget));
-    let start = Start {
-        opts,
-        // Every rank must run the same test: the options and the test are compared at the rendezvous.
-        agreement: opts.agreement().to_wire_with("pairwise", cfg),
-        pairs: Pairs::All,
-        check_outputs: &|| check_outputs(args),
-        // Two buffers of --bytes per rank: nothing worth checking ahead.
-        check_memory: &|_, _| Ok(()),
-    };
-    // The path measured: a TCP path is the session's transport; an rdma@ path's queue pairs are set up over
-    // the session's control path first.
-    let Rank { mut sess, mut paths } = start.rank(id)?;
-    let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
+    // Every rank must run the same test: the options and the test are compared at the rendezvous.
+    let mut rank = own_path::start_rank(opts, "pairwise", cfg, id, &|| check_outputs(args))?;
+    let hosts: Vec<String> = rank.sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     // The interface the path's TCP connections use: the hosts' set-up of it is checked beside the matrix.
-    let iface = sess
+    let iface = rank
+        .sess
         .transports
         .first()
         .map(|t| t.iface().to_string())
         .unwrap_or_default();
     let before = crate::net::carrier::Carriers::now();
-    let measured = paths
-        .on_transport(0, &mut sess, |t| {
-            // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
-            let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
-                announce(p, budget.map(|b| b.total_s()), args)
-            })?;
-            let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
-            Ok(report.map(|r| PairwiseReport {
-                host_config: seen.warnings,
-                link_downs: seen.link_downs,
-                ..r
-            }))
-        })
-        .unwrap_or_else(|| {
-            Err(Error::usage(
-                "--transport",
-                "this path has no transport of collbench's to measure",
-            ))
-        });
-    let report = match measured {
-        Ok(r) => r,
-        // Every peer learns that this rank gave up, and all name the same culprit.
-        Err(e) => return Err(paths.abort(0, &mut sess, e.during("the pairwise test"))),
-    };
+    let report = own_path::measure(&mut rank, "the pairwise test", |t| {
+        // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
+        let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
+            announce(p, budget.map(|b| b.total_s()), args)
+        })?;
+        let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
+        Ok(report.map(|r| PairwiseReport {
+            host_config: seen.warnings,
+            link_downs: seen.link_downs,
+            ..r
+        }))
+    })?;
     let decided = report.map(|report| report_on_rank0(&report, args));
-    share_verdict(&mut sess, &mut paths, decided)
+    let Rank { mut sess, mut paths } = rank;
+    crate::validate::share::verdict(sess.world.rank, "pairwise", decided, |b| {
+        paths
+            .on_transport(0, &mut sess, |t| crate::transport::control::broadcast(t, b))
+            .unwrap_or_else(|| Ok(b.to_vec()))
+    })
 }
 
 /// Rank 0's plan line on stdout (beside an output file that took stdout).
@@ -188,57 +153,13 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
-    crate::report::stdout::print_beside(&render::text(report, crate::flags::units_flag(&args.units)?), taken)?;
+    crate::report::stdout::print_beside(&render::text(report, args.units.unit()?), taken)?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {
         EXIT_WRONG
     } else {
         EXIT_OK
     })
-}
-
-/// Every rank ends with rank 0's verdict: `decided` is rank 0's (`None` elsewhere); the others exit with the
-/// status rank 0 sends, so a per-pod or per-node check sees the job's verdict on every rank.
-fn share_verdict(
-    sess: &mut crate::session::Session,
-    paths: &mut crate::paths::Paths,
-    decided: Option<Result<i32>>,
-) -> Result<i32> {
-    let me = sess.world.rank;
-    let code = match &decided {
-        Some(Ok(c)) => *c,
-        Some(Err(e)) => e.exit_code(),
-        None => EXIT_OK,
-    };
-    let heard = paths
-        .on_transport(0, sess, |t| {
-            crate::transport::control::broadcast(t, &code.to_le_bytes())
-        })
-        .unwrap_or_else(|| Ok(code.to_le_bytes().to_vec()));
-    match (decided, heard) {
-        // Rank 0 keeps its own verdict even when a rank is gone before hearing it.
-        (Some(d), Ok(_)) => d,
-        (Some(d), Err(e)) => {
-            stderr!("collbench: rank 0: the verdict could not reach every rank: {e}");
-            d
-        }
-        (None, Ok(b)) => {
-            let code = <[u8; 4]>::try_from(b.as_slice()).map(i32::from_le_bytes).map_err(|_| {
-                Error::peer(format!(
-                    "rank {me}: rank 0 sent an unreadable verdict ({} bytes); were all ranks started with the same \
-                     collbench version?",
-                    b.len()
-                ))
-            })?;
-            if code != EXIT_OK {
-                stderr!(
-                    "collbench: rank {me}: exits {code}, the pairwise verdict rank 0 reached (its output says why)"
-                );
-            }
-            Ok(code)
-        }
-        (None, Err(e)) => Err(e),
-    }
 }
 
 /// Writes the bandwidth and latency heatmaps into `dir`; returns their paths.

@@ -153,7 +153,7 @@ pub fn decide(
         write_atomic(p, super::metrics::text(&report, now).as_bytes())?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    crate::report::stdout::print_beside(&render::text(&report), super::stdout_taken(args))?;
+    crate::report::stdout::print_beside(&render::text(&report, args.units.unit()?), super::stdout_taken(args))?;
     Ok(code)
 }
 

@@ -22,7 +22,7 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
         return vec![check(
             format!("{path} pairwise links"),
             format!(
-                "{} links: {:.4} GB/s median (lowest {min_bw:.4}), {:.1} us median latency",
+                "{} links: {:.4} GB/s median (lowest {min_bw:.4} GB/s), {:.1} us median latency",
                 rep.links.len(),
                 pairwise::localise::median(&mut bw),
                 pairwise::localise::median(&mut lat)

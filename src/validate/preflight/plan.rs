@@ -180,7 +180,7 @@ pub fn base_options(args: &PreflightArgs) -> Result<Options> {
         deadlines: Deadlines::from_cli(&args.deadlines)?,
         outputs: Outputs {
             progress: Progress::from_flag(args.no_progress),
-            units: crate::flags::units_flag(&args.units)?,
+            units: args.units.unit()?,
             ..Outputs::default()
         },
         aids: TestAids::from_cli(None, args.fault.as_deref())?,

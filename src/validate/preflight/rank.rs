@@ -12,7 +12,7 @@ use super::plan::{Phase, Plan};
 use super::verdict::{bare_check, Check, Verdict};
 use super::Setup;
 use crate::collective::Collective;
-use crate::error::{stderr, Error, Result, EXIT_OK};
+use crate::error::{stderr, Error, Result};
 use crate::options::{Options, Progress};
 use crate::paths::Paths;
 use crate::results::Record;
@@ -68,7 +68,13 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     ));
     if id.rank == 0 {
         // A stdout that cannot take these lines is reported by the verdict's print, after the files are kept.
-        let _ = crate::report::stdout::print(&plan_lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+        let units = opts.outputs.units;
+        let _ = crate::report::stdout::print(
+            &plan_lines
+                .iter()
+                .map(|l| format!("{}\n", units.restate(l)))
+                .collect::<String>(),
+        );
     }
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
@@ -127,7 +133,8 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         }
     ));
     if id.rank == 0 {
-        let _ = crate::report::stdout::print(&format!("{}\n", run.plan_lines.last().expect("just pushed")));
+        let last = run.plan_lines.last().expect("just pushed");
+        let _ = crate::report::stdout::print(&format!("{}\n", opts.outputs.units.restate(last)));
     }
     let phases: Vec<Options> = plan
         .phases
@@ -180,7 +187,10 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             &super::path_keys(opts),
         )
     });
-    run.share_verdict(decided)
+    let me = run.sess.world.rank;
+    crate::validate::share::verdict(me, "preflight", decided, |b| {
+        control::broadcast(&mut run.sess.transports[0], b)
+    })
 }
 
 /// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
@@ -306,36 +316,6 @@ impl Run<'_> {
                 self.sess.world.rank
             ))
         })
-    }
-
-    /// Every rank ends with rank 0's verdict: `decided` is rank 0's (its exit status, or the error that ended
-    /// its judging), `None` on the other ranks, which exit with the status rank 0 sends. Under a per-pod check
-    /// (a Kubernetes Indexed Job) every pod then reports the job's verdict, not only rank 0's.
-    fn share_verdict(&mut self, decided: Option<Result<i32>>) -> Result<i32> {
-        let me = self.sess.world.rank;
-        let code = self.agree(me == 0, || match &decided {
-            Some(Ok(code)) => *code,
-            Some(Err(e)) => e.exit_code(),
-            None => EXIT_OK,
-        });
-        match (decided, code) {
-            // Rank 0 keeps its own verdict even when a rank is gone before hearing it.
-            (Some(d), Ok(_)) => d,
-            (Some(d), Err(e)) => {
-                stderr!("collbench: rank 0: the verdict could not reach every rank: {e}");
-                d
-            }
-            (None, Ok(code)) => {
-                if code != EXIT_OK {
-                    stderr!(
-                        "collbench: rank {me}: exits {code}, the preflight verdict rank 0 reached (its output \
-                         says why)"
-                    );
-                }
-                Ok(code)
-            }
-            (None, Err(e)) => Err(e),
-        }
     }
 
     /// A short all_reduce at 8 B and at the smallest bandwidth size on every path; rank 0's figures of the

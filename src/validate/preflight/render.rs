@@ -5,18 +5,34 @@ use serde_json::{json, Value};
 
 pub use super::document::Report;
 use super::verdict::{Check, Verdict};
+use crate::units::BwUnit;
 
 const COLUMNS: [&str; 5] = ["check", "measured", "threshold", "source", "verdict"];
 
-fn rows(checks: &[Check]) -> Vec<[String; 5]> {
+/// A check's measurement in `units`: from its numbers where it has them (a figure printed to 3 decimals and
+/// then converted would carry its rounding 8 times over), else as written.
+fn measured(c: &Check, units: BwUnit) -> String {
+    match (c.unit.as_str(), c.value, c.lo, c.hi) {
+        ("GB/s", Some(v), Some(lo), Some(hi)) if units != BwUnit::Gbyte => {
+            let first = c.measured.split_whitespace().next().unwrap_or("");
+            let d = first.split_once('.').map_or(0, |(_, d)| d.len());
+            let f = |x: f64| format!("{:.d$}", units.of_gbs(x));
+            format!("{} {units} [{}, {}]", f(v), f(lo), f(hi))
+        }
+        _ => units.restate(&c.measured),
+    }
+}
+
+/// Each check's cells, bandwidth in `units` (the checks hold GB/s, as the JSON does).
+fn rows(checks: &[Check], units: BwUnit) -> Vec<[String; 5]> {
     checks
         .iter()
         .map(|c| {
             [
                 c.name.clone(),
-                c.measured.clone(),
-                c.threshold.clone(),
-                c.source.clone(),
+                measured(c, units),
+                units.restate(&c.threshold),
+                units.restate(&c.source),
                 c.verdict.word().to_string(),
             ]
         })
@@ -77,13 +93,13 @@ fn counts_of(checks: &[&Check]) -> (usize, usize, usize) {
     (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
 }
 
-/// The human summary: a column-aligned table of checks, the notes, what failed or warned and why, the verdict.
-/// Past [`MAX_FINDING_CHECKS`] pairwise findings, the rest are counted on one line.
-pub fn text(r: &Report) -> String {
+/// The human summary: a column-aligned table of checks, the notes, what failed or warned and why, the verdict;
+/// bandwidth in `units`. Past [`MAX_FINDING_CHECKS`] pairwise findings, the rest are counted on one line.
+pub fn text(r: &Report, units: BwUnit) -> String {
     let (checks, left_out) = shown(&r.checks);
     let rows: Vec<[String; 5]> = checks
         .iter()
-        .map(|c| rows(std::slice::from_ref(*c)).remove(0))
+        .map(|c| rows(std::slice::from_ref(*c), units).remove(0))
         .collect();
     let mut width = COLUMNS.map(str::len);
     for row in &rows {
@@ -104,10 +120,10 @@ pub fn text(r: &Report) -> String {
         out += &format!("  {l}\n");
     }
     for n in &r.notes {
-        out += &format!("  note: {n}\n");
+        out += &format!("  note: {}\n", units.restate(n));
     }
     for c in checks.iter().filter(|c| c.verdict != Verdict::Pass) {
-        out += &format!("  {}\n", why(c));
+        out += &format!("  {}\n", why(c, units));
         for e in &c.evidence {
             out += &format!("      evidence: {}\n", e.line());
         }
@@ -125,16 +141,17 @@ pub fn text(r: &Report) -> String {
     out
 }
 
-/// A failed or warned check in one line: the value, the threshold and where it came from, then why.
-pub fn why(c: &Check) -> String {
+/// A failed or warned check in one line: the value, the threshold and where it came from, then why; bandwidth
+/// in `units`.
+pub fn why(c: &Check, units: BwUnit) -> String {
     format!(
         "{}: {}: {} vs {} ({}): {}",
         c.verdict.word(),
         c.name,
-        c.measured,
-        c.threshold,
-        c.source,
-        c.detail
+        measured(c, units),
+        units.restate(&c.threshold),
+        units.restate(&c.source),
+        units.restate(&c.detail)
     )
 }
 
@@ -147,7 +164,8 @@ pub fn markdown(r: &Report) -> String {
         r.nranks
     );
     out += &format!("| {} |\n|{}\n", COLUMNS.join(" | "), "---|".repeat(COLUMNS.len()));
-    for (c, row) in r.checks.iter().zip(rows(&r.checks)) {
+    // Files keep GB/s, as the JSON does.
+    for (c, row) in r.checks.iter().zip(rows(&r.checks, BwUnit::Gbyte)) {
         let mut cells: Vec<String> = row.iter().map(|x| x.replace('|', "\\|")).collect();
         if c.verdict != Verdict::Pass {
             cells[4] = format!("**{}**", cells[4]);
@@ -167,7 +185,7 @@ pub fn markdown(r: &Report) -> String {
             out += &format!(
                 "- **{}** {}\n",
                 c.verdict.word(),
-                why(c).split_once(": ").map_or("", |x| x.1)
+                why(c, BwUnit::Gbyte).split_once(": ").map_or("", |x| x.1)
             );
             for e in &c.evidence {
                 out += &format!("  - evidence: {}\n", e.line());
@@ -297,7 +315,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_text_summary_lists_every_check_and_the_verdict() {
-        let t = text(&report());
+        let t = text(&report(), BwUnit::Gbyte);
         for name in [
             "tcp@lo connectivity",
             "tcp@lo all_reduce busbw",
@@ -381,7 +399,7 @@ pub(super) mod tests {
             r.checks
                 .push(check(&name, if i % 3 == 0 { Verdict::Warn } else { Verdict::Fail }));
         }
-        let t = text(&r);
+        let t = text(&r, BwUnit::Gbyte);
         assert!(t.lines().count() <= 60, "{} lines:\n{t}", t.lines().count());
         assert_eq!(
             t.matches("FAIL: tcp@eth0 pairwise: slow").count(),
