@@ -28,7 +28,7 @@ pub struct Sides {
 }
 
 impl Sides {
-    /// The slower side, if one is slower by [`SLOWER_SHARE`].
+    /// The slower side, if one is slower by `SLOWER_SHARE` (0.6).
     pub fn direction(&self) -> Direction {
         if self.received_gbs < SLOWER_SHARE * self.sent_gbs {
             Direction::In

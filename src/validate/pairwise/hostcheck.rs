@@ -1,6 +1,6 @@
 //! What each host says about itself beside the measurements: every rank sends its inventory (interfaces,
 //! MTUs, CPU quota), the interface its transport uses and how often that interface lost its carrier during
-//! the test. Rank 0 keeps the warnings [`advise`] finds about that path (an MTU that differs between hosts, an
+//! the test. Rank 0 keeps the warnings `net::advice::advise` finds about that path (an MTU that differs between hosts, an
 //! overlay too large for its underlay, a CPU quota below the ranks placed on a host) and every host whose link
 //! went down. A host with a smaller MTU measures at full speed with the test's messages and still drops the
 //! job's large frames, and a link down for a second between rounds leaves the matrix clean: the matrix alone

@@ -3,7 +3,7 @@
 //!
 //! Bandwidth and latency are judged the same way, in log space (a link at half the rate is as far below at
 //! 1 GB/s as at 50 GB/s):
-//! 1. A host-effects model ([`fit`](super::fit)) is fit by median polish over the links measured (a
+//! 1. A host-effects model (`fit`) is fit by median polish over the links measured (a
 //!    partial schedule too): a cluster level, one effect per host, one residual per link. The typical link
 //!    is the level between two hosts of the median effect, not the best of any host's links (whose
 //!    expected value rises with the number of links it is the best of).
