@@ -166,9 +166,6 @@ pub enum Culprit {
     /// The rendezvous at `root`, as a rank that joined it saw it: it accepted the connection but never
     /// answered (its process stopped, hung or starved). `server` names that process (`rank 0 (host H)`).
     RendezvousAt { root: String, server: String },
-    /// The path between two ranks, lower rank first: each waited on the other while both were alive, so
-    /// neither host is at fault but the link between them (cut, filtered, an MTU black hole).
-    Link(Party, Party),
 }
 
 impl std::fmt::Display for Culprit {
@@ -177,10 +174,6 @@ impl std::fmt::Display for Culprit {
             Culprit::Rank(p) => p.fmt(f),
             Culprit::Rendezvous => f.write_str("this process (the rendezvous), not the ranks"),
             Culprit::RendezvousAt { root, server } => write!(f, "the rendezvous at {root}, served by {server}"),
-            Culprit::Link(a, b) => write!(
-                f,
-                "the link between {a} and {b} (each waited on the other: the path between them, not either host)"
-            ),
         }
     }
 }

@@ -301,26 +301,9 @@ impl TcpTransport {
             );
             (None, message)
         };
-        // Two live ranks each waiting on the other: the path between them failed, not either host.
-        let mutual = self
-            .notes
-            .iter()
-            .find(|n| n.origin == c && c != v.origin)
-            .is_some_and(|n| n.blamed().0 == v.origin);
-        let culprit = if mutual {
-            let other = (v.origin, oh.clone());
-            let (lo, hi) = if other.0 < c {
-                (other, (c, ch))
-            } else {
-                ((c, ch), other)
-            };
-            Culprit::Link(Party::new(lo.0, lo.1), Party::new(hi.0, hi.1))
-        } else {
-            Culprit::Rank(Party::new(c, ch))
-        };
         Some(PeerFailure {
             phase,
-            culprit: Some(culprit),
+            culprit: Some(Culprit::Rank(Party::new(c, ch))),
             peer: Some(Party::new(v.origin, oh)),
             message,
             ..PeerFailure::default()
@@ -582,39 +565,6 @@ mod tests {
             msgs[0]
         );
         assert!(msgs[1].contains("was itself waiting on rank 2 (host h2"), "{}", msgs[1]);
-    }
-
-    #[test]
-    fn two_live_ranks_waiting_on_each_other_name_the_link_on_every_rank() {
-        // Ranks 0 and 1 each wait on the other (nothing flows between them: a cut link), rank 2 waits on
-        // rank 0. Whichever timer fires first, every rank names the link between 0 and 1, not either end.
-        let mut links = mesh(3);
-        let l2 = links.pop().unwrap();
-        let l1 = links.pop().unwrap();
-        let l0 = links.pop().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let spawn = |r: usize, l: Links, ms: u64, from: usize, tx: mpsc::Sender<(usize, String)>| {
-            std::thread::spawn(move || tx.send((r, wait_on(r, l, Duration::from_millis(ms), from))).unwrap())
-        };
-        let hs = [
-            spawn(0, l0, 60_000, 1, tx.clone()),
-            spawn(1, l1, 300, 0, tx.clone()),
-            spawn(2, l2, 60_000, 0, tx),
-        ];
-        let mut msgs = [String::new(), String::new(), String::new()];
-        for _ in 0..3 {
-            let (r, m) = rx.recv_timeout(Duration::from_secs(30)).expect("every rank gives up");
-            msgs[r] = m;
-        }
-        for h in hs {
-            h.join().unwrap();
-        }
-        for (r, m) in msgs.iter().enumerate() {
-            assert!(
-                m.contains("Culprit: the link between rank 0 (host h0) and rank 1 (host h1)"),
-                "rank {r}: {m}"
-            );
-        }
     }
 
     #[test]
