@@ -2,6 +2,9 @@
 //! names and its most likely cause, a warning where every rank shares one host or the hosts were only busy.
 
 use super::evidence::HostEvidence;
+
+/// A rank that waited for a CPU this share of the measurement is starved (as the cause's rule has it).
+const STARVED_WAIT_SHARE: f64 = 0.5;
 use super::verdict::{bare_check, Check, Verdict};
 use crate::validate::pairwise::{self, Finding, PairwiseReport};
 
@@ -92,11 +95,16 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
             };
             let busy_only = judged.busy;
             // A link slow because one end's ranks are throttled is that host's fault, not the path's.
+            // Starved: throttled by a quota it can see, or waiting for a core (where it cannot see its cgroup).
+            let starved = |e: &HostEvidence| e.throttled_share().max(e.waited_share().unwrap_or(0.0));
             let throttled = seen
                 .iter()
                 .filter(|e| hosts.contains(&e.host))
-                .filter(|e| e.throttled_share() >= crate::results::record::THROTTLED_SHARE)
-                .max_by(|a, b| a.throttled_share().total_cmp(&b.throttled_share()))
+                .filter(|e| {
+                    e.throttled_share() >= crate::results::record::THROTTLED_SHARE
+                        || e.waited_share().is_some_and(|w| w >= STARVED_WAIT_SHARE)
+                })
+                .max_by(|a, b| starved(a).total_cmp(&starved(b)))
                 .map(|e| e.host.clone());
             let (name, line) = match (&throttled, judged.cause, f) {
                 (Some(h), super::cause::Cause::Cpu, Finding::SlowLink { .. }) => {
@@ -106,8 +114,8 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
                     (
                         format!("{path} pairwise: slow host {h}"),
                         format!(
-                            "SLOW HOST {h}: one of its links measured {figures} while its ranks were throttled \
-                             by their CPU quota"
+                            "SLOW HOST {h}: one of its links measured {figures} while its ranks were starved of \
+                             CPU (throttled by their quota, or waiting for a core)"
                         ),
                     )
                 }
