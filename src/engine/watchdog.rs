@@ -37,6 +37,34 @@ pub struct Peer {
     pub addr: SocketAddr,
 }
 
+/// Every rank's watchdog peer from the addresses they published, `published[r]` being rank r's (`None`:
+/// nothing arrived); an address that does not parse names its rank, host and `path`.
+pub fn peers<'a>(
+    published: impl Iterator<Item = Option<&'a [u8]>>,
+    ranks: &[crate::results::RankInfo],
+    path: &str,
+) -> crate::error::Result<Vec<Peer>> {
+    published
+        .chain(std::iter::repeat(None))
+        .zip(ranks)
+        .map(|(a, ri)| {
+            let addr = a
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| {
+                    crate::error::Error::peer(format!(
+                        "rank {} (host {}) published an unusable watchdog address for the {path} path",
+                        ri.rank, ri.host
+                    ))
+                })?;
+            Ok(Peer {
+                host: ri.host.clone(),
+                addr,
+            })
+        })
+        .collect()
+}
+
 /// What one rank said about itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct State {

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::{Kind, Open, Opening, Staging};
 use crate::bench::{self, Outcome, Sweep};
 use crate::engine::call::HostAlloc;
-use crate::engine::watchdog::{Bound, Job, Peer, Watchdog};
+use crate::engine::watchdog::{Bound, Job, Watchdog};
 use crate::error::{Error, Result};
 use crate::options::{Options, PathKind};
 use crate::session::Session;
@@ -42,25 +42,7 @@ impl Kind for Mpi {
             .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
         let bound = Bound::new(ip)?;
         let all = m.allgather_bytes(bound.addr()?.to_string().as_bytes());
-        let peers = all
-            .iter()
-            .zip(&world.ranks)
-            .map(|(a, ri)| {
-                let addr = std::str::from_utf8(a)
-                    .ok()
-                    .and_then(|a| a.parse().ok())
-                    .ok_or_else(|| {
-                        Error::peer(format!(
-                            "rank {} (host {}) published an unusable watchdog address for the mpi path",
-                            ri.rank, ri.host
-                        ))
-                    })?;
-                Ok(Peer {
-                    host: ri.host.clone(),
-                    addr,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let peers = crate::engine::watchdog::peers(all.iter().map(|a| Some(a.as_slice())), &world.ranks, "mpi")?;
         let watchdog = Watchdog::start(
             bound,
             Job {

@@ -9,7 +9,7 @@ use super::{Kind, Open, Opening, Staging};
 use crate::algorithm::control;
 use crate::bench::{self, Outcome, Sweep};
 use crate::engine::direct::DirectAlloc;
-use crate::engine::watchdog::{Bound, Job, Peer, Watchdog};
+use crate::engine::watchdog::{Bound, Job, Watchdog};
 use crate::error::{Error, Result};
 use crate::memory::cuda_device::CudaDevice;
 use crate::nccl::engine::{NcclComm, NcclEngine};
@@ -61,26 +61,7 @@ fn start_watchdog(sess: &mut Session, opts: &Options) -> Result<Watchdog> {
     let list = gathered.map(|all| all.join(&b'\n')).unwrap_or_default();
     let list = control::broadcast(ctrl, &list)?;
     let addrs: Vec<&[u8]> = list.split(|b| *b == b'\n').collect();
-    let peers = ranks
-        .iter()
-        .enumerate()
-        .map(|(r, ri)| {
-            let addr = addrs
-                .get(r)
-                .and_then(|a| std::str::from_utf8(a).ok())
-                .and_then(|a| a.parse().ok())
-                .ok_or_else(|| {
-                    Error::peer(format!(
-                        "rank {} (host {}) published an unusable watchdog address for the nccl path",
-                        ri.rank, ri.host
-                    ))
-                })?;
-            Ok(Peer {
-                host: ri.host.clone(),
-                addr,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let peers = crate::engine::watchdog::peers(addrs.into_iter().map(Some), &ranks, "nccl")?;
     Watchdog::start(
         bound,
         Job {
