@@ -364,6 +364,11 @@ fn the_readme_example_predicts_every_all_reduce_row() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains("not a prediction") && !text.contains('*'), "{text}");
+    // A cost held at 0 has no rate: the gamma line says so rather than printing an infinite bandwidth.
+    assert!(
+        text.contains("(no rate: too small to tell from 0)") && !text.contains("inf"),
+        "{text}"
+    );
     let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
     let gamma = &v["fits"][0]["gamma_us_per_byte"];
     assert_eq!(gamma["held"], "within_noise", "{gamma}");

@@ -36,6 +36,16 @@ fn gbs(us_per_byte: f64, units: BwUnit) -> String {
     }
 }
 
+/// gamma as a rate with its unit. A cost of 0 (held there: the data could not tell it from 0) has no rate:
+/// an infinite bandwidth would read as a measurement.
+fn gamma_rate(us_per_byte: f64, units: BwUnit) -> String {
+    if us_per_byte > 0.0 {
+        format!("{} {units}", gbs(us_per_byte, units))
+    } else {
+        "no rate: too small to tell from 0".into()
+    }
+}
+
 fn num(x: f64, prec: usize) -> String {
     if x.is_finite() {
         format!("{x:.prec$}")
@@ -197,9 +207,9 @@ struct Fit {
     max_pct: f64,
     r2: String,
     dof: usize,
-    /// gamma ± sd in ns/B, and 1/gamma in the unit asked for.
+    /// gamma ± sd in ns/B, and 1/gamma in the unit asked for, with the unit.
     gamma: String,
-    gamma_gbs: String,
+    gamma_rate: String,
     algos: Table,
     residuals: Table,
 }
@@ -215,7 +225,7 @@ impl Fit {
             r2: num(f.r2, 4),
             dof: f.dof,
             gamma: pm(&f.gamma_us_per_byte, 1e3, 4),
-            gamma_gbs: gbs(f.gamma_us_per_byte.value, units),
+            gamma_rate: gamma_rate(f.gamma_us_per_byte.value, units),
             algos: algo_table(f, units),
             residuals: residual_table(f),
         }
@@ -465,7 +475,7 @@ pub fn text(r: &Report, units: BwUnit) -> String {
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "# path {}: {}", fit.path, fit.account(false));
         table::text(&mut s, &fit.algos);
-        let _ = writeln!(s, "#   gamma (ns/B reduced) {} ({} {units})", fit.gamma, fit.gamma_gbs);
+        let _ = writeln!(s, "#   gamma (ns/B reduced) {} ({})", fit.gamma, fit.gamma_rate);
         let _ = writeln!(s, "#   residuals (fitted - measured) / measured:");
         table::text(&mut s, &fit.residuals);
         for n in &f.notes {
@@ -538,7 +548,7 @@ pub fn markdown(r: &Report) -> String {
     for (f, fit) in r.fits.iter().zip(&t.fits) {
         let _ = writeln!(s, "## Fit of {}\n\n{}\n", fit.path, fit.account(true));
         table::markdown(&mut s, &fit.algos);
-        let _ = writeln!(s, "\ngamma (reduction): {} ns/B ({} GB/s).\n", fit.gamma, fit.gamma_gbs);
+        let _ = writeln!(s, "\ngamma (reduction): {} ns/B ({}).\n", fit.gamma, fit.gamma_rate);
         for n in &f.notes {
             let _ = writeln!(s, "- {n}");
         }
