@@ -38,7 +38,9 @@ pub fn cells(c: &PathCost) -> Vec<String> {
         opt(c.cpu_s_per_gb, 3),
         format!("{:.0}", c.host_cpu_pct),
         opt(c.host_busy_pct, 0),
-        opt(c.throttled_s, 2),
+        // No cgroup found is not "never throttled": say it is unknown.
+        c.throttled_s
+            .map_or_else(|| "unknown".to_string(), |t| format!("{t:.2}")),
         if c.cpu_limited { "cpu" } else { "-" }.to_string(),
     ]
 }
@@ -48,7 +50,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_row_has_a_cell_per_column_and_dashes_for_the_unknown() {
+    fn a_row_has_a_cell_per_column_dashes_for_what_does_not_apply_and_unknown_throttling_said() {
         let c = PathCost {
             path: "mpi".into(),
             line_rate_gbs: None,
@@ -69,7 +71,7 @@ mod tests {
         assert_eq!(row.len(), HEADERS.len());
         assert_eq!(
             row,
-            ["mpi", "-", "1234.6", "2.00", "3.00", "1.500", "2.000", "91", "97", "-", "cpu"]
+            ["mpi", "-", "1234.6", "2.00", "3.00", "1.500", "2.000", "91", "97", "unknown", "cpu"]
         );
     }
 }
