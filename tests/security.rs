@@ -299,7 +299,7 @@ fn job_rank(job: &str, rank: usize, port: u16, apart: Apart, json: &std::path::P
 fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
-    let mut procs = Vec::new();
+    let mut procs: Vec<(&str, usize, Child, std::path::PathBuf)> = Vec::new();
     let mut a0_err = None;
     for (job, rank) in [
         ("A", 0),
@@ -329,6 +329,14 @@ fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
             }));
             // Until the line, or A0's end (refused at once without a job identity).
             while let Ok(false) = rx.recv() {}
+        }
+        // With its own token, B2 and B3 are refused as soon as they knock: they have their answer before A2 and
+        // A3 start, so A's rendezvous is still open when they come (else A may have completed and gone).
+        if apart == Apart::OwnToken && (job, rank) == ("B", 3) {
+            for (_, _, b, _) in procs.iter_mut().filter(|p| p.0 == "B") {
+                b.wait().expect("B2 ends");
+            }
+            c.wait().expect("B3 ends");
         }
         procs.push((job, rank, c, json));
     }
