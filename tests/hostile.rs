@@ -8,9 +8,9 @@ use std::process::{Command, Stdio};
 
 use collbench::world::env;
 
-/// Rank 0 alone, told the job has `size` ranks, giving up after a one-second bootstrap; its exit code, stderr and
-/// peak resident memory in KiB.
-fn rank0_of(size: &str) -> (Option<i32>, String, i64) {
+/// Rank 0 alone, told the job has `size` ranks, giving up after a one-second bootstrap, with both descriptor
+/// limits set to `nofile` where given; its exit code, stderr and peak resident memory in KiB.
+fn rank0_of(size: &str, nofile: Option<u64>) -> (Option<i32>, String, i64) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -26,6 +26,23 @@ fn rank0_of(size: &str) -> (Option<i32>, String, i64) {
         .env(env::JOB_TOKEN, "000102030405060708090a0b0c0d0e0f")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    if let Some(n) = nofile {
+        use std::os::unix::process::CommandExt;
+        let lim = libc::rlimit {
+            rlim_cur: n,
+            rlim_max: n,
+        };
+        // SAFETY: setrlimit is async-signal-safe and reads only `lim`, copied into the closure.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+        };
+    }
     let mut child = cmd.spawn().expect("collbench starts");
     let stderr = std::thread::spawn({
         let mut err = child.stderr.take().expect("piped");
@@ -50,11 +67,11 @@ fn rank0_of(size: &str) -> (Option<i32>, String, i64) {
 #[test]
 fn a_world_size_beyond_the_bound_exits_2_naming_the_variable_and_the_bound() {
     // 2^32-1 made rank 0 allocate 584 GB and abort; 2^64-1 panicked with "capacity overflow".
-    for size in ["1048577", "99999999", "4294967295", "18446744073709551615"] {
-        let (code, stderr, _) = rank0_of(size);
+    for size in ["131073", "1048577", "99999999", "4294967295", "18446744073709551615"] {
+        let (code, stderr, _) = rank0_of(size, None);
         assert_eq!(code, Some(2), "WORLD_SIZE={size}:\n{stderr}");
         assert!(
-            stderr.contains(env::WORLD_SIZE) && stderr.contains("at most 1048576"),
+            stderr.contains(env::WORLD_SIZE) && stderr.contains("at most 131072"),
             "WORLD_SIZE={size}:\n{stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -64,11 +81,39 @@ fn a_world_size_beyond_the_bound_exits_2_naming_the_variable_and_the_bound() {
 #[test]
 fn a_world_size_at_the_bound_costs_memory_only_for_the_ranks_that_joined() {
     // Before, the rendezvous sized a table by the announced size: 157 MB resident at 2^20 ranks. Per joined
-    // rank, rank 0 stays near its usual ~20 MB.
-    let (code, stderr, maxrss_kib) = rank0_of("1048576");
-    assert_eq!(code, Some(3), "{stderr}");
+    // rank, rank 0 stays near its usual ~20 MB. Where the descriptors for one connection per rank do not fit
+    // under the hard limit, it says so at once instead.
+    let (code, stderr, maxrss_kib) = rank0_of(&env::MAX_WORLD_SIZE.to_string(), None);
+    let hard = nofile().1;
+    if hard < env::MAX_WORLD_SIZE as u64 + 64 {
+        assert_eq!(code, Some(2), "hard limit {hard}:\n{stderr}");
+        assert!(stderr.contains("ulimit -n"), "{stderr}");
+    } else {
+        assert_eq!(code, Some(3), "{stderr}");
+    }
     assert!(maxrss_kib < 64 * 1024, "peak resident {maxrss_kib} KiB:\n{stderr}");
     assert!(stderr.len() < 4096, "{} bytes of stderr", stderr.len());
+}
+
+#[test]
+fn rank_0_without_descriptors_for_every_rank_says_so_at_once_naming_the_limit() {
+    let (code, stderr, _) = rank0_of("5000", Some(1024));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("5000 ranks") && stderr.contains("hard limit 1024") && stderr.contains("ulimit -n"),
+        "{stderr}"
+    );
+}
+
+/// This process's soft and hard descriptor limits.
+fn nofile() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    (lim.rlim_cur, lim.rlim_max)
 }
 
 /// One rank started through the binary, its stderr read line by line as it comes.
@@ -173,38 +218,11 @@ fn garbage(to: SocketAddr, wrong: &[u8], half: &[u8]) -> Vec<TcpStream> {
     out
 }
 
-/// Raises this process's descriptor limit to `need` (the flood holds that many sockets; the ranks inherit it).
-fn raise_nofile(need: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes only the struct it is given.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    if lim.rlim_cur >= need {
-        return;
-    }
-    let want = libc::rlimit {
-        rlim_cur: need,
-        rlim_max: lim.rlim_max.max(need),
-    };
-    // SAFETY: setrlimit reads only the struct it is given.
-    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) };
-    assert_eq!(
-        rc,
-        0,
-        "this test holds about {need} sockets open; RLIMIT_NOFILE is {} (hard {}) and cannot be raised: {}",
-        lim.rlim_cur,
-        lim.rlim_max,
-        std::io::Error::last_os_error()
-    );
-}
-
 #[test]
 fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_stays_short() {
     use collbench::transport::tcp::handshake::{Hello, HELLO_LEN};
     const SILENT: usize = 5000;
-    raise_nofile(16384);
+    common::raise_nofile(16384);
     let token = collbench::world::new_token();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

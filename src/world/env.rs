@@ -67,9 +67,10 @@ pub fn job_ids(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
         .collect()
 }
 
-/// Most ranks a job may have (2^20): far above any job collbench's all-pairs set-up serves, far below what
-/// would make a mistyped or hostile size allocate gigabytes.
-pub const MAX_WORLD_SIZE: usize = 1 << 20;
+/// Most ranks a job may have (2^17 = 131,072): the bound the bootstrap is tested to (the rank table down a
+/// tree of depth 9; see `tests/bootstrap_scale.rs`), far below what would make a mistyped or hostile size
+/// allocate gigabytes.
+pub const MAX_WORLD_SIZE: usize = 1 << 17;
 
 fn parse_num(name: &str, v: &str) -> Result<usize> {
     v.trim()
@@ -311,15 +312,15 @@ mod tests {
 
     #[test]
     fn a_world_size_above_the_bound_is_a_usage_error_naming_the_variable_and_the_bound() {
-        for size in ["1048577", "4294967295", "18446744073709551615"] {
+        for size in ["131073", "1048577", "4294967295", "18446744073709551615"] {
             for (rank_var, size_var) in [(RANK, WORLD_SIZE), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")] {
                 let e = identity_from(env(&[(rank_var, "0"), (size_var, size), (JOB_TOKEN, TOK)])).unwrap_err();
                 assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
                 let msg = e.to_string();
-                assert!(msg.contains(size_var) && msg.contains("at most 1048576"), "{msg}");
+                assert!(msg.contains(size_var) && msg.contains("at most 131072"), "{msg}");
             }
         }
-        let id = identity_from(env(&[(RANK, "0"), (WORLD_SIZE, "1048576"), (JOB_TOKEN, TOK)]));
+        let id = identity_from(env(&[(RANK, "0"), (WORLD_SIZE, "131072"), (JOB_TOKEN, TOK)]));
         assert_eq!(id.unwrap().unwrap().size, MAX_WORLD_SIZE);
     }
 

@@ -12,6 +12,7 @@ pub mod launcher_stop;
 pub mod local;
 mod missing;
 pub mod rank_info;
+pub mod relay;
 pub mod rendezvous;
 mod stalled;
 
@@ -97,9 +98,11 @@ pub fn bootstrap(
         version: env!("CARGO_PKG_VERSION").to_string(),
         consensus,
         job: env::job_ids(|k| std::env::var(k).ok()),
+        relay: None,
     };
     let root = id.root.as_deref().unwrap_or("?");
     let mut sock = sock;
+    let (me, relay) = rendezvous::with_relay(&sock, &me);
     match rendezvous::send_join(&mut sock, root, &id.token, &me, deadline) {
         // Closed before the challenge (a flooded service drops the oldest unproved connections): the wait
         // below connects again. A service that took the connection and stayed silent is named at once.
@@ -107,7 +110,8 @@ pub fn bootstrap(
         r => r.map_err(|e| served_by(e, id, root))?,
     }
     crate::fault::Fault::check(fault, id.rank, &crate::fault::Phase::Bootstrap);
-    let ranks = rendezvous::await_welcome(sock, root, &id.token, &me, deadline).map_err(|e| served_by(e, id, root))?;
+    let ranks =
+        rendezvous::await_welcome(sock, root, &id.token, &me, relay, deadline).map_err(|e| served_by(e, id, root))?;
     Ok(World {
         rank: id.rank,
         size: id.size,

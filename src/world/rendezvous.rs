@@ -1,6 +1,7 @@
 //! The rendezvous service: every rank connects, presents the job token, its endpoint and the options it
 //! was started with; when all have arrived the service checks they agree and sends every rank the full
-//! table, or a refusal that names the ranks and fields that differ.
+//! table, or a refusal that names the ranks and fields that differ. The table goes down a tree of ranks (see
+//! [`super::relay`]): each rank hears a small welcome, and the rendezvous sends the table itself to four ranks.
 //!
 //! Wire, version 2: the rank sends `CBRV`, the protocol version (u16 LE) and its nonce; the service answers
 //! `CBRC`, the version, its nonce and its proof of the job token; the rank checks that proof and only then
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::rank_info::{Endpoint, RankInfo};
+use super::relay::{self, Source, Table, Welcome};
 use crate::error::{stderr, Culprit, Error, PeerFailure, Result};
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
 use crate::transport::tcp::drops::Drops;
@@ -28,8 +30,8 @@ use crate::world::missing::missing_ranks;
 
 pub(super) const MAGIC: [u8; 4] = *b"CBRV";
 const CHALLENGE_MAGIC: [u8; 4] = *b"CBRC";
-/// 2: the token is proved with nonces and HMAC, never sent.
-const VERSION: u16 = 2;
+/// 2: the token is proved with nonces and HMAC, never sent. 3: the table travels down a tree of ranks.
+const VERSION: u16 = 3;
 /// The rank's hello: magic, version, nonce.
 const PREAMBLE_LEN: usize = 4 + 2 + NONCE_LEN;
 /// The service's challenge: magic, version, nonce, proof.
@@ -60,6 +62,10 @@ pub struct Join {
     /// a token are told apart by these.
     #[serde(default)]
     pub job: Vec<String>,
+    /// Where this rank's relay listener serves the table to its children (`ip:port`); none where it has none,
+    /// and then its children get the table from the rendezvous.
+    #[serde(default)]
+    pub relay: Option<String>,
 }
 
 impl Join {
@@ -78,6 +84,9 @@ impl Join {
         }
         for j in &mut self.job {
             esc(j);
+        }
+        if let Some(r) = self.relay.as_mut() {
+            esc(r);
         }
         self
     }
@@ -103,11 +112,29 @@ impl Join {
 
 #[derive(Serialize, Deserialize)]
 enum Reply {
-    Welcome(Vec<RankInfo>),
+    /// Every rank agrees: where the table is, and what proves it.
+    Welcome(Welcome),
     /// The ranks disagree on how the job is set up (options, versions, size): a usage error everywhere.
     Refused(String),
     /// A rank did not turn up: a peer failure everywhere.
     Failed(String),
+}
+
+/// Makes room for the rendezvous of a job of `size` ranks, which holds one connection per rank until all joined:
+/// raises the soft descriptor limit where needed, and is a usage error naming the numbers where the hard limit
+/// is too low (said at once, not after the ranks came and were dropped).
+pub fn make_room(size: usize, root: &str) -> Result<()> {
+    crate::transport::tcp::connect::raise_fd_limit(size).map_err(|s| {
+        Error::usage(
+            "ulimit -n",
+            format!(
+                "the rendezvous at {root} holds one connection per rank until all joined: a job of {size} ranks \
+                 needs {} file descriptors ({} already open) but the limit is {} and the hard limit {}, so it \
+                 could not be raised; raise it for rank 0 (ulimit -n {})",
+                s.need, s.open, s.soft, s.hard, s.need
+            ),
+        )
+    })
 }
 
 /// Serves one job's rendezvous on `listener` until all `size` ranks joined or `timeout` passed.
@@ -125,6 +152,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     // Openings are read through a gate, without blocking: a silent stranger cannot hold up the ranks behind it.
     let mut gate = Gate::new(|n: &Nonce, b: &[u8]| admit_join(n, b, &token), OPENING_DEADLINE);
     let mut unserved = Unserved::new();
+    let mut looked = Instant::now();
     while count < size {
         unserved.tick();
         let (res, mut events) = gate.accept_all(&listener);
@@ -217,6 +245,11 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
         // A joined rank says nothing until the answer, so a readable joined socket means it went away: look
         // between waits (a short tick, since the gate's wait does not watch joined ranks).
         gate.wait(&listener, &[], deadline.min(Instant::now() + NEWS_TICK));
+        // Looked at once a tick, not once a join: a poll over every joined rank per join is quadratic in the job.
+        if looked.elapsed() < NEWS_TICK {
+            continue;
+        }
+        looked = Instant::now();
         if let Some(r) = closed_rank(&joined) {
             let j = &joined[&r].0;
             let missing = missing_ranks(size, &joined);
@@ -242,14 +275,23 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     }
     drops.finish();
     let joins: Vec<&Join> = joined.values().map(|(j, _)| j).collect();
-    if let Some(msg) = disagreement(&joins) {
-        refuse_all(&mut joined, &msg);
-        return Err(Error::usage("options", msg));
-    }
-    let infos: Vec<RankInfo> = joins.iter().map(|j| j.info()).collect();
-    let reply = Reply::Welcome(infos.clone());
-    for (j, sock) in joined.values_mut() {
-        if let Err(e) = write_frame(sock, &reply) {
+    let answer = match answer(&joins, size) {
+        Ok(a) => a,
+        Err(msg) => {
+            refuse_all(&mut joined, &msg);
+            return Err(Error::usage("options", msg));
+        }
+    };
+    for ((j, sock), w) in joined.values_mut().zip(answer.welcomes) {
+        let direct = w.from == Source::Rendezvous;
+        let sent = write_frame(sock, &Reply::Welcome(w)).and_then(|()| {
+            if direct {
+                relay::send(sock, &answer.table.bytes)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = sent {
             stderr!(
                 "collbench: rendezvous at {where_}: could not answer rank {} (host {}): {e}",
                 j.rank,
@@ -257,7 +299,51 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             );
         }
     }
-    Ok(infos)
+    Ok(answer.infos)
+}
+
+/// The rendezvous's answer once every rank joined.
+pub struct Answer {
+    /// Every rank's info, by rank.
+    pub infos: Vec<RankInfo>,
+    /// The same, serialised once, with its digest.
+    pub table: Table,
+    /// Each rank's welcome, by rank.
+    pub welcomes: Vec<Welcome>,
+}
+
+/// The answer to `joins` (one per rank of a job of `size`, in rank order), or the message naming the ranks whose
+/// options differ. Linear in the job: the table is serialised once, and sent whole only to the ranks without
+/// a parent (or whose parent cannot relay); the others get a welcome of a few hundred bytes.
+pub fn answer(joins: &[&Join], size: usize) -> std::result::Result<Answer, String> {
+    if let Some(msg) = disagreement(joins) {
+        return Err(msg);
+    }
+    let infos: Vec<RankInfo> = joins.iter().map(|j| j.info()).collect();
+    let table = Table::new(serde_json::to_vec(&infos).map_err(|e| format!("serialising the rank table: {e}"))?);
+    let welcomes = joins
+        .iter()
+        .map(|j| table.welcome(size, source(j.rank, |p| joins.get(p).copied())))
+        .collect();
+    Ok(Answer { infos, table, welcomes })
+}
+
+/// Where rank `r` gets the table: from its parent (looked up by rank) where the parent has a relay listener,
+/// else from the rendezvous.
+fn source<'a>(r: usize, join_of: impl Fn(usize) -> Option<&'a Join>) -> Source {
+    match relay::parent(r).and_then(join_of) {
+        Some(Join {
+            rank,
+            host,
+            relay: Some(addr),
+            ..
+        }) => Source::Parent {
+            rank: *rank,
+            host: host.clone(),
+            addr: addr.clone(),
+        },
+        _ => Source::Rendezvous,
+    }
 }
 
 /// Why `j` cannot join the ranks `joined` so far, if it cannot: it is a rank of another job (another size,
@@ -484,18 +570,10 @@ pub fn admit_join(nonce: &Nonce, b: &[u8], token: &Token) -> Verdict<Join> {
     }
 }
 
-/// Decodes the rendezvous's answer to a join: every rank's info, or the reason the job cannot start.
-pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Vec<RankInfo>> {
+/// Decodes the rendezvous's answer to a join: where the table is, or the reason the job cannot start.
+pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Welcome> {
     match serde_json::from_slice::<Reply>(frame) {
-        Ok(Reply::Welcome(mut t)) => {
-            // Text from the rendezvous reaches the terminal: made safe to print here, once.
-            for r in &mut t {
-                for s in [&mut r.host, &mut r.iface, &mut r.addr] {
-                    *s = crate::error::escape(s).into_owned();
-                }
-            }
-            Ok(t)
-        }
+        Ok(Reply::Welcome(w)) => Ok(w),
         Ok(Reply::Refused(msg)) => Err(Error::usage(
             "options",
             format!("{who}: the rendezvous refused the job: {}", crate::error::escape(&msg)),
@@ -508,6 +586,76 @@ pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Vec<RankInfo>
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
     }
+}
+
+/// The rank table from its bytes, with the text it carries made safe to print (it reaches the terminal).
+fn decode_table(bytes: &[u8], who: &str) -> Result<Vec<RankInfo>> {
+    let mut t: Vec<RankInfo> = serde_json::from_slice(bytes)
+        .map_err(|e| Error::peer(format!("{who}: the rank table from the rendezvous is malformed: {e}")))?;
+    for r in &mut t {
+        for s in [&mut r.host, &mut r.iface, &mut r.addr] {
+            *s = crate::error::escape(s).into_owned();
+        }
+    }
+    Ok(t)
+}
+
+/// Gets the table the welcome `w` announces (from `sock`, the connection to the rendezvous, or from this rank's
+/// parent), then serves it to this rank's children on `relay` before returning.
+fn fetch_table(
+    w: &Welcome,
+    sock: &mut TcpStream,
+    relay: Option<TcpListener>,
+    me: &Join,
+    who: &str,
+    root: &str,
+    deadline: Instant,
+) -> Result<Vec<RankInfo>> {
+    let bytes = match &w.from {
+        Source::Rendezvous => relay::receive(sock, w).map_err(|why| {
+            Error::peer(format!(
+                "{who}: the rank table from the rendezvous at {root} did not arrive whole: {why}"
+            ))
+            .waiting_for("the rank table")
+        })?,
+        Source::Parent { rank, host, addr } => {
+            let host = crate::error::escape(host).into_owned();
+            relay::fetch(addr, me.rank, w, deadline).map_err(|why| {
+                Error::peer(format!(
+                    "{who}: no rank table from rank {rank} (host {host}, {}), which relays it to this rank: {}; see \
+                     that rank's own error, and check that this host reaches it at that address (a firewall must \
+                     admit its relay port, as it does its data port)",
+                    crate::error::escape(addr),
+                    crate::error::escape(&why)
+                ))
+                .during("the bootstrap")
+                .blaming(*rank, host.clone())
+            })?
+        }
+    };
+    let table = decode_table(&bytes, who)?;
+    if table.len() != w.size {
+        return Err(Error::peer(format!(
+            "{who}: the rank table holds {} ranks, the job {}",
+            table.len(),
+            w.size
+        )));
+    }
+    if let Some(l) = relay {
+        relay::serve_children(l, me.rank, w.size, w, std::sync::Arc::new(bytes), deadline);
+    }
+    Ok(table)
+}
+
+/// This rank's join with a relay listener, bound on the address `sock` reaches the rendezvous from (so the
+/// rank's children reach it too); without one where none can be bound (its children then get the table from
+/// the rendezvous).
+pub fn with_relay(sock: &TcpStream, me: &Join) -> (Join, Option<TcpListener>) {
+    let mut me = me.clone();
+    let l = sock.local_addr().and_then(|a| relay::listen(a.ip())).ok();
+    me.relay = l.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string());
+    let relay = l.filter(|_| me.relay.is_some());
+    (me, relay)
 }
 
 fn frame_bytes<T: Serialize>(v: &T) -> serde_json::Result<Vec<u8>> {
@@ -749,12 +897,13 @@ pub fn connect(root: &str, deadline: Instant, who: &str) -> Result<TcpStream> {
 
 /// Presents `me` over `sock` (connected to the rendezvous at `root`) and returns every rank's info.
 pub fn exchange(mut sock: TcpStream, root: &str, token: &Token, me: &Join, deadline: Instant) -> Result<Vec<RankInfo>> {
-    match send_join(&mut sock, root, token, me, deadline) {
+    let (me, relay) = with_relay(&sock, me);
+    match send_join(&mut sock, root, token, &me, deadline) {
         // Closed before the challenge: the wait below connects again. A silent service is named at once.
         Err(e) if e.exit_code() != crate::error::EXIT_USAGE && e.culprit().is_none() => {}
         r => r?,
     }
-    await_welcome(sock, root, token, me, deadline)
+    await_welcome(sock, root, token, &me, relay, deadline)
 }
 
 /// Says hello to the rendezvous at `root` over `sock`, checks its proof, then sends this rank's proof and
@@ -821,7 +970,7 @@ pub fn send_join(sock: &mut TcpStream, root: &str, token: &Token, me: &Join, dea
 }
 
 /// Waits until `deadline` for the rendezvous's answer to `me` (already sent over `sock`): every rank's info, or
-/// why the job cannot start.
+/// why the job cannot start. `relay` is the listener `me` names, where this rank then serves its children.
 ///
 /// A connection closed before any answer was dropped unauthenticated (the service makes room that way when
 /// strangers flood it) or reset: the rank connects again and sends its join again, until `deadline`. Refusals
@@ -831,6 +980,7 @@ pub fn await_welcome(
     root: &str,
     token: &Token,
     me: &Join,
+    relay: Option<TcpListener>,
     deadline: Instant,
 ) -> Result<Vec<RankInfo>> {
     let who = format!("rank {} (host {})", me.rank, me.host);
@@ -843,7 +993,10 @@ pub fn await_welcome(
             .max(Duration::from_millis(1));
         sock.set_read_timeout(Some(left)).map_err(io_err)?;
         let why = match read_frame(&mut sock) {
-            Ok(frame) => return decode_reply(&frame, &who, root),
+            Ok(frame) => {
+                let w = decode_reply(&frame, &who, root)?;
+                return fetch_table(&w, &mut sock, relay, me, &who, root, deadline);
+            }
             Err(Heard::Silent(why)) => match super::stalled::blame_if_silent(&who, root, "verdict", since) {
                 Some(stall) => return Err(stall),
                 None => why,
@@ -964,6 +1117,7 @@ pub(crate) mod tests {
             version: "0.1.0".into(),
             consensus,
             job: Vec::new(),
+            relay: None,
         }
     }
 
@@ -1029,12 +1183,12 @@ pub(crate) mod tests {
         send_join(&mut s2, &root, &token, &msg(2), deadline()).unwrap();
         drop(s2);
         // Rank 1 hearing of the drop means the service saw it, with rank 0's connection already accepted.
-        let e1 = await_welcome(s1, &root, &token, &msg(1), deadline())
+        let e1 = await_welcome(s1, &root, &token, &msg(1), None, deadline())
             .unwrap_err()
             .to_string();
         assert!(e1.contains("rank 2 (host h"), "{e1}");
         send_join(&mut slow, &root, &token, &msg(0), deadline()).unwrap();
-        let e0 = await_welcome(slow, &root, &token, &msg(0), deadline())
+        let e0 = await_welcome(slow, &root, &token, &msg(0), None, deadline())
             .unwrap_err()
             .to_string();
         assert!(e0.contains("rank 2 (host h") && e0.contains("dropped"), "{e0}");
@@ -1061,7 +1215,9 @@ pub(crate) mod tests {
             let mut proof = [0u8; PROOF_MSG_LEN];
             second.read_exact(&mut proof).unwrap();
             let j: Join = serde_json::from_slice(&read_frame(&mut second).ok().expect("a join")).unwrap();
-            write_frame(&mut second, &Reply::Welcome(vec![j.info()])).unwrap();
+            let t = Table::new(serde_json::to_vec(&vec![j.info()]).unwrap());
+            write_frame(&mut second, &Reply::Welcome(t.welcome(1, Source::Rendezvous))).unwrap();
+            relay::send(&mut second, &t.bytes).unwrap();
         });
         let me = Join {
             size: 1,
@@ -1133,7 +1289,7 @@ pub(crate) mod tests {
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         send_join(&mut a3, &root, &token, &me3, deadline).unwrap();
-        let a3 = await_welcome(a3, &root, &token, &me3, deadline)
+        let a3 = await_welcome(a3, &root, &token, &me3, None, deadline)
             .unwrap_err()
             .to_string();
         assert!(a3.contains("two processes joined as rank 2"), "{a3}");
@@ -1143,7 +1299,7 @@ pub(crate) mod tests {
                 pid: 100 + r as u32,
                 ..join_msg(r, json!({}))
             };
-            let e = await_welcome(s, &root, &token, &me, Instant::now() + Duration::from_secs(30))
+            let e = await_welcome(s, &root, &token, &me, None, Instant::now() + Duration::from_secs(30))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("two processes joined as rank 2"), "rank {r}: {e}");
@@ -1203,7 +1359,7 @@ pub(crate) mod tests {
         let heard = recorder.join().unwrap();
         // The hello (magic, version, a fresh nonce), then the refusal: no token, no proof, no join.
         assert_eq!(heard.len(), PREAMBLE_LEN + PROOF_MSG_LEN, "{heard:?}");
-        assert_eq!(&heard[..6], b"CBRV\x02\x00");
+        assert_eq!(&heard[..6], b"CBRV\x03\x00");
         assert!(heard[PREAMBLE_LEN..].iter().all(|&b| b == 0), "{heard:?}");
         let hex = crate::world::token_to_hex(&token);
         assert!(!heard.windows(16).any(|w| w == token) && !heard.windows(32).any(|w| w == hex.as_bytes()));
@@ -1221,8 +1377,7 @@ pub(crate) mod tests {
     fn text_in_a_welcome_is_made_safe_to_print() {
         let mut j = join_msg(0, json!({}));
         j.host = "h\u{1b}]0;pwned\u{7}\u{1b}[2J".into();
-        let frame = serde_json::to_vec(&Reply::Welcome(vec![j.info()])).unwrap();
-        let got = decode_reply(&frame, "rank 1", "r").unwrap();
+        let got = decode_table(&serde_json::to_vec(&vec![j.info()]).unwrap(), "rank 1").unwrap();
         assert!(!got[0].host.chars().any(char::is_control), "{:?}", got[0].host);
         assert!(got[0].host.contains("\\u{1b}]0;pwned"), "{:?}", got[0].host);
         let refused = serde_json::to_vec(&Reply::Refused("x\u{1b}[2Jy".into())).unwrap();

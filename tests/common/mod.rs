@@ -57,3 +57,31 @@ pub fn validate_against_schema(v: &Value) {
         panic!("JSON output does not match the schema: {e:#}");
     }
 }
+
+/// Raises this process's descriptor limit to `need` for a test that holds that many sockets (the processes it
+/// starts inherit it); root may raise the hard limit too.
+pub fn raise_nofile(need: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    if lim.rlim_cur >= need {
+        return;
+    }
+    let want = libc::rlimit {
+        rlim_cur: need,
+        rlim_max: lim.rlim_max.max(need),
+    };
+    // SAFETY: setrlimit reads only the struct it is given.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) };
+    assert_eq!(
+        rc,
+        0,
+        "this test holds about {need} sockets open; RLIMIT_NOFILE is {} (hard {}) and cannot be raised: {}",
+        lim.rlim_cur,
+        lim.rlim_max,
+        std::io::Error::last_os_error()
+    );
+}

@@ -464,6 +464,33 @@ fn hung_up(sock: &TcpStream) -> bool {
 /// Makes room for `sockets` more descriptors (the peers' streams): raises the soft `RLIMIT_NOFILE` towards
 /// the hard limit when needed, and fails naming the numbers when even that is too few.
 fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<()> {
+    let Err(short) = raise_fd_limit(sockets) else {
+        return Ok(());
+    };
+    // The user's limit, not the network: a local error (exit 2).
+    Err(Error::usage(
+        "ulimit -n",
+        format!(
+            "{me}: needs {} file descriptors ({npeers} peers x {ns} streams, {} already open, {FD_MARGIN} spare) \
+             but the limit is {} and the hard limit {}, so it could not be raised; raise it (ulimit -n {}) or use \
+             fewer --streams",
+            short.need, short.open, short.soft, short.hard, short.need
+        ),
+    ))
+}
+
+/// Why `sockets` more descriptors do not fit: what is needed, open, and the limits.
+#[derive(Debug)]
+pub struct FdShort {
+    pub need: u64,
+    pub open: usize,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` (towards the hard limit) so that `sockets` more descriptors fit beside those
+/// open and a margin spare; the numbers where even the hard limit is too low.
+pub fn raise_fd_limit(sockets: usize) -> std::result::Result<(), FdShort> {
     // Descriptors already open (listeners, rendezvous, output files, earlier paths, stdio), the sockets to
     // come, and a few for what a rank opens after connecting (/proc and /sys reads, one at a time).
     let open = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
@@ -486,16 +513,12 @@ fn ensure_fd_room(sockets: usize, me: &str, npeers: usize, ns: usize) -> Result<
             return Ok(());
         }
     }
-    // The user's limit, not the network: a local error (exit 2).
-    Err(Error::usage(
-        "ulimit -n",
-        format!(
-            "{me}: needs {need} file descriptors ({npeers} peers x {ns} streams, {open} already open, \
-             {FD_MARGIN} spare) but the limit is {} and the hard limit {}, so it could not be raised; raise it \
-             (ulimit -n {need}) or use fewer --streams",
-            lim.rlim_cur, lim.rlim_max
-        ),
-    ))
+    Err(FdShort {
+        need,
+        open,
+        soft: lim.rlim_cur,
+        hard: lim.rlim_max,
+    })
 }
 
 /// Descriptors kept spare beyond the sockets, for the files a rank opens after connecting.
