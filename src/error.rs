@@ -166,6 +166,8 @@ pub enum Culprit {
     /// The rendezvous at `root`, as a rank that joined it saw it: it accepted the connection but never
     /// answered (its process stopped, hung or starved). `server` names that process (`rank 0 (host H)`).
     RendezvousAt { root: String, server: String },
+    /// The link between two ranks that each gave up waiting on the other (both alive): `a` the lower rank.
+    Link { a: Party, b: Party },
 }
 
 impl std::fmt::Display for Culprit {
@@ -174,6 +176,7 @@ impl std::fmt::Display for Culprit {
             Culprit::Rank(p) => p.fmt(f),
             Culprit::Rendezvous => f.write_str("this process (the rendezvous), not the ranks"),
             Culprit::RendezvousAt { root, server } => write!(f, "the rendezvous at {root}, served by {server}"),
+            Culprit::Link { a, b } => write!(f, "the link between {a} and {b}"),
         }
     }
 }

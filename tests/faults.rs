@@ -285,6 +285,7 @@ fn a_rank_of_another_collbench_version_is_refused_naming_the_version() {
         version: "0.0.1-other".into(),
         consensus: serde_json::json!({}),
         job: vec![],
+        relay: None,
     };
     let e = join(&job.root, &token, &me, Duration::from_secs(60))
         .unwrap_err()

@@ -32,6 +32,16 @@
 #   cluster.sh flap NAME HOST DOWN_S EVERY_S HOST's link goes down for DOWN_S seconds every EVERY_S seconds
 #                                            (its switch port, so HOST's eth0 loses its carrier), first after
 #                                            EVERY_S, until the cluster is taken down
+#   cluster.sh cut NAME HOST PEER             every packet between HOST and PEER is dropped, both ways (iptables),
+#                                            carriers up: one broken link, the rest of the cluster whole
+#   cluster.sh mtu-blackhole NAME HOST PEER MTU
+#                                            between HOST and PEER only, packets longer than MTU bytes are dropped
+#                                            both ways, with no ICMP (iptables length): a path MTU black hole on
+#                                            one link; small packets (connection set-up) pass
+#   cluster.sh blink NAME HOST RATE ON_S EVERY_S
+#                                            HOST's switch port sends to it at RATE for ON_S seconds every
+#                                            EVERY_S seconds (tc tbf in the switch): a port that is slow now and
+#                                            then with its carrier up, until the cluster is taken down
 #
 # Layout of cluster NAME with id N (10.213.N.0/24 underlay, 10.214.N.0/24 overlay):
 #   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
@@ -434,6 +444,46 @@ cmd_flap() {
     ip link set v${id}h$i up; done" </dev/null >/dev/null 2>&1 &
 }
 
+cmd_cut() {
+  local name=$1 host=${2:?HOST} peer=${3:?PEER} i p id
+  command -v iptables >/dev/null || die "'iptables' is not installed (Debian: iptables)"
+  i=$(host_index "$name" "$host")
+  p=$(host_index "$name" "$peer")
+  ((i != p)) || die "cut: HOST and PEER are the same host"
+  id=$(id_of "$name")
+  ip netns exec "$name-h$i" iptables -A OUTPUT -o eth0 -d "$(underlay_ip "$id" "$p")" -j DROP
+  ip netns exec "$name-h$p" iptables -A OUTPUT -o eth0 -d "$(underlay_ip "$id" "$i")" -j DROP
+}
+
+cmd_mtu_blackhole() {
+  local name=$1 host=${2:?HOST} peer=${3:?PEER} mtu=${4:?MTU such as 1280} i p id
+  int_in 68 65534 "$mtu" || die "mtu-blackhole: MTU must be between 68 and 65534, not '$mtu'"
+  command -v iptables >/dev/null || die "'iptables' is not installed (Debian: iptables)"
+  i=$(host_index "$name" "$host")
+  p=$(host_index "$name" "$peer")
+  ((i != p)) || die "mtu-blackhole: HOST and PEER are the same host"
+  id=$(id_of "$name")
+  # On the way out of each end: a segment offloaded whole is dropped whole, as a switch port with the smaller
+  # MTU would drop each of its wire packets.
+  ip netns exec "$name-h$i" iptables -A OUTPUT -o eth0 -d "$(underlay_ip "$id" "$p")" \
+    -m length --length "$((mtu + 1)):65535" -j DROP
+  ip netns exec "$name-h$p" iptables -A OUTPUT -o eth0 -d "$(underlay_ip "$id" "$i")" \
+    -m length --length "$((mtu + 1)):65535" -j DROP
+}
+
+cmd_blink() {
+  local name=$1 host=${2:?HOST} rate=${3:?RATE such as 10mbit} on=${4:?ON_S} every=${5:?EVERY_S} i id
+  valid_rate "$rate"
+  [[ $on =~ ^[0-9]+(\.[0-9]+)?$ && $every =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+    die "blink: ON_S and EVERY_S are seconds such as 1 or 0.5, not '$on' '$every'"
+  i=$(host_index "$name" "$host")
+  id=$(id_of "$name")
+  # As flap: the loop lives in the switch namespace and goes with the cluster. The port's carrier stays up.
+  setsid ip netns exec "$name-sw" sh -c "while :; do sleep $every; \
+    tc qdisc replace dev v${id}h$i root tbf rate $rate burst 32kb latency 400ms; sleep $on; \
+    tc qdisc del dev v${id}h$i root; done" </dev/null >/dev/null 2>&1 &
+}
+
 main() {
   local cmd=${1:-}
   shift || true
@@ -456,6 +506,9 @@ main() {
     loss) valid_name "${1:?NAME}"; cmd_loss "$@" ;;
     police) valid_name "${1:?NAME}"; cmd_police "$@" ;;
     flap) valid_name "${1:?NAME}"; cmd_flap "$@" ;;
+    cut) valid_name "${1:?NAME}"; cmd_cut "$@" ;;
+    mtu-blackhole) valid_name "${1:?NAME}"; cmd_mtu_blackhole "$@" ;;
+    blink) valid_name "${1:?NAME}"; cmd_blink "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 }

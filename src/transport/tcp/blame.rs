@@ -14,8 +14,9 @@
 //!   other origin is refused and counted.
 //! - A peer may relay notes it heard (`relayed_by` = that peer, `origin` = the rank that wrote it), because not
 //!   every pair of ranks is connected. A relayed note whose origin is a rank this rank is connected to is
-//!   dropped: that rank speaks for itself on its own connection, so no peer can put words in a neighbour's
-//!   mouth. A relayed note from a rank this rank cannot hear directly is kept, marked with its relayer, and
+//!   set aside: that rank speaks for itself on its own connection, so no peer can put words in a neighbour's
+//!   mouth. The one exception is the rank this rank gave up waiting on: where the link between them is broken
+//!   its words come no other way, so its note relayed counts (marked with its relayer). A relayed note from a rank this rank cannot hear directly is kept, marked with its relayer, and
 //!   any verdict resting on it says so ("relayed by rank R"), so a lie is traceable to the rank that told it;
 //!   its origin and culprit must be ranks of this job, else it is refused and counted.
 //! - Each peer's notes are bounded: at most [`MAX_NOTES_PER_PEER`] bodies are read from one, each cut to
@@ -80,6 +81,15 @@ impl AbortNote {
     }
 }
 
+/// Whom the notes blame.
+#[derive(Debug)]
+enum Verdict<'a> {
+    /// One rank; the note blaming it.
+    Rank(&'a AbortNote),
+    /// The link between two ranks that each gave up waiting on the other: their notes, the lower rank's first.
+    Link(&'a AbortNote, &'a AbortNote),
+}
+
 impl TcpTransport {
     /// Takes the abort frames read on every stream into `notes`, judged by the connection they came on (see the
     /// module doc); returns whether a new one arrived.
@@ -133,11 +143,6 @@ impl TcpTransport {
                         stderr!("collbench: {me}: refused an abort note from {}: it {why}", p.addr);
                         continue;
                     }
-                    // A neighbour speaks for itself on its own connection: a relay of its words is not needed,
-                    // and not trusted.
-                    if note.relayed_by.is_some() && connected[note.origin] {
-                        continue;
-                    }
                     if note.origin == self.rank || self.notes.iter().any(|m| m.origin == note.origin) {
                         continue;
                     }
@@ -147,12 +152,49 @@ impl TcpTransport {
                     if let Some((_, h)) = note.culprit.as_mut() {
                         cut(h, 256);
                     }
+                    // A neighbour speaks for itself on its own connection: a relay of its words is set aside,
+                    // and counts only if this rank gave up waiting on it (see below).
+                    if note.relayed_by.is_some() && connected[note.origin] {
+                        if !self.unheard.iter().any(|m| m.origin == note.origin) {
+                            self.unheard.push(note);
+                        }
+                        continue;
+                    }
                     self.notes.push(note);
                     new = true;
                 }
             }
         }
-        new
+        new | self.hear_the_silent()
+    }
+
+    /// Counts the relayed note of the rank this rank gave up waiting on (or waits on), when it sent none on its
+    /// own connection: a link broken between them carries its words no more, and its note (that it waited on this
+    /// rank in turn) is what tells a broken link from a stopped rank. Returns whether one was counted.
+    fn hear_the_silent(&mut self) -> bool {
+        if self.unheard.is_empty() {
+            return false;
+        }
+        // The rank this rank gave up on, or was waiting on when it stopped (on another's note), or waits on now.
+        let silent = match self.own_note().or(self.answer.as_ref()) {
+            Some(n) => n.culprit.as_ref().map(|c| c.0),
+            None if self.poisoned.is_none() => self.waiting_note().and_then(|n| n.culprit).map(|c| c.0),
+            None => None,
+        };
+        let Some(silent) = silent else {
+            return false;
+        };
+        if self.notes.iter().any(|n| n.origin == silent) {
+            return false;
+        }
+        match self.unheard.iter().position(|m| m.origin == silent) {
+            Some(i) => {
+                let note = self.unheard.swap_remove(i);
+                self.notes.push(note);
+                true
+            }
+            None => false,
+        }
     }
 
     /// How many abort bodies this rank refused (unreadable, or claiming what their connection does not back).
@@ -160,14 +202,15 @@ impl TcpTransport {
         self.notes_refused
     }
 
-    /// The note that names the culprit, chosen from the notes alone, so every rank holding the same notes
-    /// names the same rank whichever note it heard first or wrote itself. Each note blames one rank; a rank
-    /// blamed that sent no note (stopped, dead) or that blames itself (a failure of its own) ends the chain of
-    /// waits, and the lowest such rank is the culprit. When every rank blamed sent a note blaming another
-    /// (each gave up waiting on the next, as with a `-T` shorter than the work), the waits form a cycle and
-    /// the lowest rank on it is named. The note returned blames the culprit: this rank's own where it does,
-    /// else the one from the lowest rank.
-    fn verdict(&self) -> Option<&AbortNote> {
+    /// Whom the notes blame, chosen from the notes alone, so every rank holding the same notes names the same
+    /// culprit whichever note it heard first or wrote itself. Each note blames one rank; a rank blamed that sent
+    /// no note (stopped, dead) or that blames itself (a failure of its own) ends the chain of waits, and the
+    /// lowest such rank is the culprit. When every rank blamed sent a note blaming another (each gave up
+    /// waiting on the next, as with a `-T` shorter than the work), the waits form cycles, and the one through
+    /// the lowest rank is taken: two ranks that each gave up waiting on the other, both alive enough to say so,
+    /// name the link between them; a longer cycle names its lowest rank. The note returned for a rank blames it:
+    /// this rank's own where it does, else the one from the lowest rank.
+    fn verdict(&self) -> Option<Verdict<'_>> {
         let note_of = |r: usize| self.notes.iter().find(|n| n.origin == r);
         let ends = self
             .notes
@@ -181,8 +224,8 @@ impl TcpTransport {
             Some(c) => c,
             None => {
                 // No chain ends: every rank blamed sent a note blaming another. From any note the chain enters
-                // a cycle; the lowest rank on any cycle is named.
-                let mut on_cycle = Vec::new();
+                // a cycle; the cycle through the lowest rank on any is named.
+                let mut lowest: Option<Vec<usize>> = None;
                 for start in &self.notes {
                     let mut seen = vec![start.origin];
                     let mut at = start.blamed().0;
@@ -192,15 +235,25 @@ impl TcpTransport {
                     }
                     // `at` repeats: the ranks from its first visit on are the cycle.
                     let from = seen.iter().position(|r| *r == at).unwrap_or(0);
-                    on_cycle.extend_from_slice(&seen[from..]);
+                    let cycle = seen.split_off(from);
+                    let min = |c: &[usize]| c.iter().copied().min();
+                    if lowest.as_deref().map_or(true, |l| min(&cycle) < min(l)) {
+                        lowest = Some(cycle);
+                    }
                 }
-                on_cycle.into_iter().min()?
+                let cycle = lowest?;
+                if let [a, b] = cycle[..] {
+                    let (a, b) = (a.min(b), a.max(b));
+                    return Some(Verdict::Link(note_of(a)?, note_of(b)?));
+                }
+                cycle.into_iter().min()?
             }
         };
         let blaming = |n: &&AbortNote| n.blamed().0 == culprit;
         self.own_note()
             .filter(blaming)
             .or_else(|| self.notes.iter().filter(blaming).min_by_key(|n| n.origin))
+            .map(Verdict::Rank)
     }
 
     /// Whether the notes held can name the culprit as every other rank will: each rank blamed has sent its
@@ -270,7 +323,10 @@ impl TcpTransport {
     /// The failure of the verdict as this rank reports it; `own` is this rank's error (its phase and the
     /// rest of its message), which its own note replaces when it has one.
     fn verdict_failure(&self, own: (Option<String>, String)) -> Option<PeerFailure> {
-        let v = self.verdict()?;
+        let v = match self.verdict()? {
+            Verdict::Rank(v) => v,
+            Verdict::Link(a, b) => return Some(self.link_failure(a, b, own)),
+        };
         let (c, ch) = v.blamed();
         let own_note = self.own_note();
         let (phase, own) = match own_note {
@@ -278,10 +334,7 @@ impl TcpTransport {
             None => own,
         };
         let ch = crate::error::escape(ch).into_owned();
-        let relayed = match v.relayed_by {
-            Some(r) if v.origin != self.rank => format!(" (relayed by rank {r})"),
-            _ => String::new(),
-        };
+        let relayed = relayed(v, self.rank);
         let said = crate::error::escape(&v.said()).into_owned();
         let oh = crate::error::escape(&v.origin_host).into_owned();
         let (phase, message) = if v.origin == self.rank {
@@ -308,6 +361,46 @@ impl TcpTransport {
             message,
             ..PeerFailure::default()
         })
+    }
+
+    /// The failure when ranks `a` and `b` each gave up waiting on the other (their notes): both were alive to say
+    /// so, so neither is stopped; what lies between them carries nothing either way.
+    fn link_failure(&self, a: &AbortNote, b: &AbortNote, own: (Option<String>, String)) -> PeerFailure {
+        let party = |n: &AbortNote| Party::new(n.origin, crate::error::escape(&n.origin_host).into_owned());
+        let (pa, pb) = (party(a), party(b));
+        let why = "neither is stopped, so the link between them is broken (cut, a firewall, or a path MTU black \
+                   hole: small packets pass, full-sized ones do not)";
+        let (phase, message) = match self.own_note() {
+            Some(n) if n.origin == a.origin || n.origin == b.origin => {
+                let other = if n.origin == a.origin { b } else { a };
+                let message = format!(
+                    "{}; {}{} was waiting on this rank in turn: {why}",
+                    n.text,
+                    party(other),
+                    relayed(other, self.rank)
+                );
+                (n.phase.clone(), message)
+            }
+            Some(n) => (
+                n.phase.clone(),
+                format!("{}; {pa} and {pb} each gave up waiting on the other: {why}", n.text),
+            ),
+            None => {
+                let message = format!(
+                    "{}: stopped because {pa} and {pb} each gave up waiting on the other{}: {why}",
+                    self.me(),
+                    relayed(a, self.rank)
+                );
+                (own.0.or_else(|| a.phase.clone()), message)
+            }
+        };
+        PeerFailure {
+            phase,
+            culprit: Some(Culprit::Link { a: pa.clone(), b: pb }),
+            peer: Some(pa),
+            message,
+            ..PeerFailure::default()
+        }
     }
 
     /// Poisons the transport with what the notes heard say.
@@ -347,7 +440,7 @@ impl TcpTransport {
                 .map(|p| (p.addr.rank, p.addr.host.clone()))
                 .or_else(|| self.blamed_elsewhere.clone());
             let mut text = unphased.clone();
-            text.truncate(MAX_ABORT_BODY / 2);
+            cut(&mut text, MAX_ABORT_BODY / 2);
             self.notes.push(AbortNote {
                 origin: self.rank,
                 origin_host: self.host.clone(),
@@ -467,6 +560,14 @@ impl TcpTransport {
     }
 }
 
+/// ` (relayed by rank R)` where `n` came to rank `me` through another rank, else nothing.
+fn relayed(n: &AbortNote, me: usize) -> String {
+    match n.relayed_by {
+        Some(r) if n.origin != me => format!(" (relayed by rank {r})"),
+        _ => String::new(),
+    }
+}
+
 /// Cuts `s` to at most `max` bytes, at a character boundary.
 fn cut(s: &mut String, max: usize) {
     if s.len() > max {
@@ -487,6 +588,17 @@ mod tests {
     use crate::transport::tcp::{PeerAddr, TcpConfig};
     use crate::transport::Transport;
     type Links = Vec<Option<(PeerAddr, Vec<TcpStream>)>>;
+
+    #[test]
+    fn a_cut_inside_a_multibyte_character_keeps_whole_characters() {
+        // 'é' is two bytes: a cut at an odd length would fall inside one, where String::truncate panics.
+        let mut s = "é".repeat(10);
+        cut(&mut s, 7);
+        assert_eq!(s, "ééé");
+        let mut short = String::from("h1");
+        cut(&mut short, 7);
+        assert_eq!(short, "h1");
+    }
 
     /// The connections of `n` ranks, every pair joined by one loopback connection (Send, unlike a transport).
     fn mesh(n: usize) -> Vec<Links> {
@@ -772,18 +884,26 @@ mod tests {
 
     #[test]
     fn every_rank_holding_the_same_notes_names_the_same_culprit_whichever_it_wrote() {
-        // Each case: the notes every rank holds (origin, whom it blames), and the culprit all must name.
+        // Each case: the notes every rank holds (origin, whom it blames), and the culprit all must name: a rank,
+        // or (as `(a, b)`) the link between two.
         type Notes<'a> = &'a [(usize, Option<usize>)];
-        let cases: [(Notes, usize); 5] = [
+        let rank = |r| (r, None);
+        let link = |a, b| (a, Some(b));
+        let cases: [(Notes, (usize, Option<usize>)); 7] = [
             // Every rank gave up waiting on the next (a -T shorter than the work): a cycle, its lowest rank.
-            (&[(0, Some(1)), (1, Some(2)), (2, Some(3)), (3, Some(1))], 1),
-            (&[(0, Some(1)), (1, Some(0)), (2, Some(3)), (3, Some(2))], 0),
+            (&[(0, Some(1)), (1, Some(2)), (2, Some(3)), (3, Some(1))], rank(1)),
+            // Two ranks each waiting on the other: the link between them; of two such pairs, the lower.
+            (&[(0, Some(1)), (1, Some(0)), (2, Some(3)), (3, Some(2))], link(0, 1)),
+            // The link between 1 and 3 is cut: each waits on the other, the others on one of them.
+            (&[(0, Some(1)), (1, Some(3)), (2, Some(3)), (3, Some(1))], link(1, 3)),
             // A chain of waits ending at a rank that sent nothing (stopped).
-            (&[(0, Some(1)), (1, Some(2)), (3, Some(2))], 2),
+            (&[(0, Some(1)), (1, Some(2)), (3, Some(2))], rank(2)),
             // A rank that failed on its own blames itself and ends every chain through it.
-            (&[(0, Some(1)), (1, None), (2, Some(0)), (3, Some(2))], 1),
+            (&[(0, Some(1)), (1, None), (2, Some(0)), (3, Some(2))], rank(1)),
             // Two ranks silent: the lowest.
-            (&[(0, Some(3)), (1, Some(2)), (2, None)], 2),
+            (&[(0, Some(3)), (1, Some(2)), (2, None)], rank(2)),
+            // A stopped rank ends the chains: a pair waiting on each other beside it is not named.
+            (&[(0, Some(2)), (1, Some(3)), (3, Some(1))], rank(2)),
         ];
         let mut links = mesh(4);
         let mut ts: Vec<TcpTransport> = (0..4)
@@ -798,10 +918,12 @@ mod tests {
                 let turn = r % held.len();
                 held.rotate_left(turn);
                 t.notes = held;
-                let v = t
-                    .verdict()
-                    .unwrap_or_else(|| panic!("rank {r}: no verdict for {notes:?}"));
-                assert_eq!(v.blamed().0, culprit, "rank {r}, notes {notes:?}");
+                let named = match t.verdict() {
+                    Some(Verdict::Rank(v)) => (v.blamed().0, None),
+                    Some(Verdict::Link(a, b)) => (a.origin, Some(b.origin)),
+                    None => panic!("rank {r}: no verdict for {notes:?}"),
+                };
+                assert_eq!(named, culprit, "rank {r}, notes {notes:?}");
             }
         }
     }

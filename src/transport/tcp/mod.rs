@@ -132,6 +132,9 @@ pub struct TcpTransport {
     blamed_elsewhere: Option<(usize, String)>,
     /// Abort notes: this rank's own (once it gave up on its own) and every one heard, one per origin.
     notes: Vec<AbortNote>,
+    /// Relays of notes from neighbours, held aside: a neighbour speaks for itself, unless this rank gave up
+    /// waiting on it (a cut link carries its words no more), and then its relayed note counts. One per origin.
+    unheard: Vec<AbortNote>,
     /// The wire form of each of `notes` as this rank sends it, made once (`notes` only grows at the end).
     note_wire: Vec<Vec<u8>>,
     /// Abort bodies refused: unreadable, or a claim the connection they came on does not back.
@@ -181,6 +184,7 @@ impl TcpTransport {
             suspect: None,
             blamed_elsewhere: None,
             notes: Vec::new(),
+            unheard: Vec::new(),
             note_wire: Vec::new(),
             notes_refused: 0,
             answer: None,
