@@ -375,6 +375,7 @@ fn via_rendezvous(
     plan_paths(opts, single_host, None)?;
     if id.serves_root {
         let source = world::env::root_source(|k| std::env::var(k).ok());
+        rendezvous::make_room(id.size, root)?;
         let listener = rendezvous::bind_root(root, source, deadline)?;
         let (size, token, timeout) = (id.size, id.token, opts.deadlines.bootstrap_timeout);
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
@@ -442,6 +443,8 @@ fn via_mpi(
         consensus,
         // MPI keeps jobs apart itself.
         job: Vec::new(),
+        // MPI's allgather carries the table.
+        relay: None,
     };
     let joins: Vec<rendezvous::Join> = m
         .allgather_bytes(&serde_json::to_vec(&me).expect("a join serialises"))

@@ -490,3 +490,98 @@ fn units_gbit_prints_every_check_in_gbit_per_s_and_the_json_keeps_gbs() {
         "the pairwise links in Gb/s too:\n{so}"
     );
 }
+
+/// A host whose rank waited for a CPU most of the collectives, apart from the others, fails by name with the
+/// CPU as cause, though no figure fell short; the same evidence on every host (a busy machine) names nobody.
+#[test]
+fn a_host_starved_of_cpu_apart_from_the_others_fails_by_name_from_its_evidence_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let out = preflight(&["--np", "2", "--bandwidth-bytes", "1M", "-J", p(&json)]);
+    assert_ne!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let mut v = read_json(&json);
+    let one = v["evidence"][0].clone();
+    let host = |name: &str, waited: f64| {
+        let mut e = one.clone();
+        e["host"] = name.into();
+        e["wall_s"] = 10.0.into();
+        e["waited_s"] = waited.into();
+        e["throttled_s"] = Value::Null;
+        e
+    };
+    let judged = |v: &Value| {
+        let again = dir.path().join("again.json");
+        std::fs::write(dir.path().join("edited.json"), serde_json::to_vec(v).unwrap()).unwrap();
+        let out = preflight(&[
+            "--from-results",
+            p(&dir.path().join("edited.json")),
+            "-J",
+            p(&again),
+            "--force",
+        ]);
+        (out.status.code(), text(&out.stdout), read_json(&again))
+    };
+    v["evidence"] = Value::Array(vec![host("hA", 0.2), host("hB", 8.1), host("hC", 0.3)]);
+    let (code, so, again) = judged(&v);
+    assert_eq!(code, Some(1), "{so}");
+    let c = check(&again, "tcp@lo CPU of hB during the collectives");
+    assert_eq!(
+        (c["verdict"].as_str(), c["cause"].as_str()),
+        (Some("fail"), Some("cpu")),
+        "{c}"
+    );
+    assert!(c["detail"].as_str().unwrap().contains("waited for a CPU"), "{c}");
+    assert!(!so.contains("CPU of hA") && !so.contains("CPU of hC"), "{so}");
+    // Every host alike busy: no host is starved apart.
+    v["evidence"] = Value::Array(vec![host("hA", 7.9), host("hB", 8.1), host("hC", 7.5)]);
+    let (code, so, _) = judged(&v);
+    assert_eq!(code, Some(0), "{so}");
+    assert!(!so.contains(" CPU of "), "{so}");
+}
+
+/// One sweep of a point far off its siblings is a finding, judged from a saved report: with a carrier lost in
+/// the evidence it fails as the link, naming that host; the median alone would have hidden it.
+#[test]
+fn a_sweep_far_off_its_siblings_is_a_finding_not_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let out = preflight(&["--np", "2", "--bandwidth-bytes", "1M", "--repeat", "3", "-J", p(&json)]);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let mut v = read_json(&json);
+    let results = v["results"].as_array_mut().unwrap();
+    let i = results
+        .iter()
+        .position(|e| e["repeat"] == 1 && e["collective"] == "all_reduce" && e["size"] == 1 << 20)
+        .unwrap_or_else(|| panic!("no second sweep at 1 MiB: {}", text(&out.stdout)));
+    results[i]["out_of_place"]["time"] = 500_000.0.into();
+    let judged = |v: &Value| {
+        let edited = dir.path().join("edited.json");
+        let again = dir.path().join("again.json");
+        std::fs::write(&edited, serde_json::to_vec(v).unwrap()).unwrap();
+        let out = preflight(&["--from-results", p(&edited), "-J", p(&again), "--force"]);
+        (out.status.code(), text(&out.stdout), read_json(&again))
+    };
+    // No carrier lost, no timeout: a warning.
+    let (_, so, again) = judged(&v);
+    let c = check(&again, "tcp@lo sweep 2 against the others");
+    assert_eq!(c["verdict"], "warn", "{c}\n{so}");
+    assert!(c["measured"].as_str().unwrap().contains("all_reduce at 1 MiB"), "{c}");
+    // The same with the host's link down twice during the collectives: a failure, cause the link.
+    v["evidence"][0]["link_downs"] = 2.into();
+    let host = v["evidence"][0]["host"].as_str().unwrap().to_string();
+    let (code, so, again) = judged(&v);
+    assert_eq!(code, Some(1), "{so}");
+    let c = check(&again, "tcp@lo sweep 2 against the others");
+    assert_eq!(
+        (c["verdict"].as_str(), c["cause"].as_str()),
+        (Some("fail"), Some("link")),
+        "{c}"
+    );
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{host} lost its carrier 2 time(s)")),
+        "{c}"
+    );
+}

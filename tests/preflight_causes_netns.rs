@@ -121,6 +121,19 @@ fn preflight(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)
 
 /// [`preflight`], with the ranks seeing of their cgroups what `sight` says (the quota binds in every case).
 fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, &Quota)>, sight: Sight) -> Outcome {
+    preflight_with(c, dir, label, quota, sight, "tcp@eth0", &[])
+}
+
+/// [`preflight_seeing`] over `path` with `extra` flags.
+fn preflight_with(
+    c: &Cluster,
+    dir: &Path,
+    label: &str,
+    quota: Option<(usize, &Quota)>,
+    sight: Sight,
+    path: &str,
+    extra: &[&str],
+) -> Outcome {
     let json = dir.join(format!("{label}.json"));
     let junit = dir.join(format!("{label}.xml"));
     let md = dir.join(format!("{label}.md"));
@@ -132,7 +145,7 @@ fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, 
         assert_cmd::cargo::cargo_bin("collbench").to_str().unwrap(),
         "preflight",
         "--transport",
-        "tcp@eth0",
+        path,
         "--budget",
         &budget,
         "--no-progress",
@@ -144,7 +157,7 @@ fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, 
         md.to_str().unwrap(),
     ]
     .map(String::from);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).chain(extra.iter().copied()).collect();
     let master = c.addr(0, "eth0");
     let t0 = Instant::now();
     let procs = (0..HOSTS)
@@ -185,7 +198,13 @@ fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, 
         );
     }
     let json: Value = serde_json::from_str(&text).unwrap();
-    keep_outcome(c, label, done[0].status.code(), elapsed_s, &json);
+    // A soak runs beyond the budget, by its own length.
+    let soak_s: u64 = extra
+        .windows(2)
+        .find(|w| w[0] == "--soak")
+        .and_then(|w| w[1].trim_end_matches('s').parse().ok())
+        .unwrap_or(0);
+    keep_outcome(c, label, done[0].status.code(), elapsed_s, BUDGET_S + soak_s, &json);
     Outcome {
         code: done[0].status.code(),
         stdout: done[0].stdout.clone(),
@@ -197,7 +216,7 @@ fn preflight_seeing(c: &Cluster, dir: &Path, label: &str, quota: Option<(usize, 
 /// For the accuracy table (tests/bench/preflight-accuracy.sh): with `COLLBENCH_PREFLIGHT_OUTCOMES=DIR` each
 /// preflight's report, exit status, time and the cluster's host names are kept in DIR, one file per run,
 /// before any assertion, so a failed run is counted too.
-fn keep_outcome(c: &Cluster, label: &str, code: Option<i32>, elapsed_s: f64, json: &Value) {
+fn keep_outcome(c: &Cluster, label: &str, code: Option<i32>, elapsed_s: f64, budget_s: u64, json: &Value) {
     let Some(dir) = std::env::var_os("COLLBENCH_PREFLIGHT_OUTCOMES") else {
         return;
     };
@@ -207,7 +226,7 @@ fn keep_outcome(c: &Cluster, label: &str, code: Option<i32>, elapsed_s: f64, jso
         "hosts": hosts,
         "code": code,
         "elapsed_s": elapsed_s,
-        "budget_s": BUDGET_S,
+        "budget_s": budget_s,
         "report": json,
     });
     let stamp = std::time::SystemTime::now()
@@ -584,6 +603,144 @@ fn a_host_shaped_is_named_with_the_link_as_cause() {
             .contains("median of the cluster's own links")),
         "{busbw:?}"
     );
+}
+
+/// Two faults at once: h2 shaped, and h1's rank under a CPU quota it cannot see (behind `ip netns exec`, no
+/// cgroup mounted). Each is named with its own cause, neither hides the other, and no healthy host is named.
+#[test]
+fn two_faults_at_once_are_each_named_with_their_own_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let Some(q) = Quota::new(&format!("cbt{}", std::process::id()), 0.02) else {
+        return;
+    };
+    let c = up("t");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["shape", "2", SLOW]);
+    let o = preflight_seeing(&c, dir.path(), "two", Some((1, &q)), Sight::Unmounted);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    // A failed check naming only `h` (by its name or its evidence), with `cause`.
+    let blames = |h: usize, cause: &str| {
+        failed.iter().any(|x| {
+            // A configuration warning is numbered: the host is in what it measured.
+            let name = format!(
+                "{} {}",
+                x["name"].as_str().unwrap(),
+                x["measured"].as_str().unwrap_or_default()
+            );
+            let only = names(&c, &name, h) && !names(&c, &name, 3 - h);
+            only && x["cause"] == cause
+        })
+    };
+    assert!(
+        blames(2, "link"),
+        "the shaped {} is not blamed on its link:\n{}",
+        c.host(2),
+        o.stdout
+    );
+    assert!(
+        blames(1, "cpu"),
+        "the starved {} is not blamed on its CPU:\n{}",
+        c.host(1),
+        o.stdout
+    );
+    // Throttling was read where it is visible; nowhere does the report claim no host was throttled.
+    assert!(!o.stdout.contains("no host was throttled"), "{}", o.stdout);
+    within_budget(&o);
+}
+
+/// A switch port that is slow now and then, its carrier up (20 Mbit/s for 3 s in every 6 s toward h2): the
+/// plan's phases may fall between its spells; `--soak` passes again and again and names h2 as intermittent,
+/// cause the link, and no healthy host.
+#[test]
+fn a_port_slow_now_and_then_is_named_by_the_soak() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("k");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["blink", "2", "20mbit", "3", "6"]);
+    let soak_s = 30;
+    let soak = format!("{soak_s}s");
+    let o = preflight_with(
+        &c,
+        dir.path(),
+        "soak",
+        None,
+        Sight::Mounted,
+        "tcp@eth0",
+        &["--soak", &soak],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let name = format!("tcp@eth0 soak: intermittent host {}", c.host(2));
+    let s = failed
+        .iter()
+        .find(|x| x["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("no {name}:\n{}", o.stdout));
+    assert_eq!(s["cause"], "link", "{s}");
+    assert!(s["detail"].as_str().unwrap().contains("carrier held"), "{s}");
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 1, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    assert!(
+        o.elapsed_s <= (BUDGET_S + soak_s) as f64 + SLACK_S,
+        "took {:.0} s with --budget {BUDGET_S} and --soak {soak}:\n{}",
+        o.elapsed_s,
+        o.stdout
+    );
+}
+
+/// An overlay that no longer fits its underlay on one host: h2's eth0 lowered to MTU 1400 under its VXLAN at
+/// 1450 (the overlay's own traffic to h2 would be black-holed, so the check runs over the underlay). preflight
+/// names h2 and says why, the overlay's MTU plus its 50-byte header over the underlay's, cause configuration,
+/// not merely that an MTU differs between hosts; nothing healthy is named.
+#[test]
+fn an_overlay_that_no_longer_fits_its_underlay_is_named_with_the_reason() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("o");
+    let dir = tempfile::tempdir().unwrap();
+    let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("iproute2's ip");
+    let st = c.exec(2, ip, &["link", "set", "eth0", "mtu", "1400"]).status().unwrap();
+    assert!(st.success());
+    let o = preflight(&c, dir.path(), "overlay-mtu", None);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let why = failed
+        .iter()
+        .find(|x| {
+            let about = format!("{} {}", x["measured"], x["detail"]);
+            names(&c, &about, 2)
+                && about.contains("vxlan0")
+                && about.contains("MTU 1450")
+                && about.contains("fragmented or dropped")
+        })
+        .unwrap_or_else(|| panic!("no failed check says h2's overlay no longer fits:\n{}", o.stdout));
+    assert_eq!(why["cause"], "configuration", "{why}");
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        for h in [0, 1, 3] {
+            assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
+        }
+    }
+    within_budget(&o);
 }
 
 /// Busy loops beside the cluster, stopped on drop.

@@ -429,6 +429,12 @@ pub struct PreflightArgs {
     #[arg(long = "no-pairwise", help_heading = VERDICT)]
     pub no_pairwise: bool,
 
+    /// After the plan, run the pairwise test again and again for this long (90s, 15m, 2h; outside --budget)
+    /// and name a host or link that is bad in some passes and not in others: a fault that comes and goes
+    /// [default: no soak]
+    #[arg(long = "soak", value_name = "DURATION", help_heading = VERDICT)]
+    pub soak: Option<String>,
+
     /// Sweeps of each phase per path; medians and confidence intervals over them decide.
     #[arg(long = "repeat", value_name = "N", default_value_t = 3, help_heading = VERDICT)]
     pub repeat: u32,

@@ -103,9 +103,19 @@ fn mtu_mismatch(hosts: &[HostInventory], path: &[(String, String)], out: &mut Ve
     if by_mtu.len() < 2 {
         return;
     }
+    // Where most hosts agree, the odd ones are named and the rest counted: naming healthy hosts in a warning
+    // about one host's MTU sends people to the wrong machines.
+    let most = by_mtu.values().map(Vec::len).max().unwrap_or(0);
+    let majority = by_mtu
+        .iter()
+        .find(|(_, hs)| hs.len() == most && by_mtu.values().filter(|o| o.len() == most).count() == 1 && most >= 2)
+        .map(|(m, _)| *m);
     let groups: Vec<String> = by_mtu
         .iter()
-        .map(|(mtu, hs)| format!("MTU {mtu} on {}", hs.join(", ")))
+        .map(|(mtu, hs)| match majority {
+            Some(m) if m == *mtu => format!("MTU {mtu} on the other {} hosts", hs.len()),
+            _ => format!("MTU {mtu} on {}", hs.join(", ")),
+        })
         .collect();
     let (low, high) = (by_mtu.keys().next().unwrap(), by_mtu.keys().last().unwrap());
     out.push(Advice {
@@ -427,6 +437,27 @@ mod tests {
             adv[0].what
         );
         assert!(adv[0].advice.contains("mtu 9000"), "{}", adv[0].advice);
+    }
+
+    #[test]
+    fn an_mtu_most_hosts_share_is_counted_and_only_the_odd_host_named() {
+        let mut hosts: Vec<HostInventory> = ["h0", "h1", "h2", "h3"].into_iter().map(healthy).collect();
+        hosts[2].ifaces[1].mtu = Some(1400);
+        let ranks: Vec<(String, usize)> = hosts.iter().map(|h| (h.host.clone(), 1)).collect();
+        let path: Vec<(String, String)> = hosts.iter().map(|h| (h.host.clone(), "eth0".into())).collect();
+        let adv = advise(&hosts, &ranks, &path);
+        let w = adv
+            .iter()
+            .find(|a| a.what.starts_with("the MTU differs"))
+            .unwrap_or_else(|| panic!("{adv:?}"));
+        assert!(
+            w.what.ends_with("MTU 1400 on h2 (eth0); MTU 1500 on the other 3 hosts"),
+            "{}",
+            w.what
+        );
+        for h in ["h0", "h1", "h3"] {
+            assert!(!w.what.contains(&format!("{h} (")), "{}", w.what);
+        }
     }
 
     #[test]

@@ -203,6 +203,7 @@ mod tests {
             version: "0.1.0".into(),
             consensus: Agreement::of(o).to_wire(),
             job: Vec::new(),
+            relay: None,
         }
     }
 

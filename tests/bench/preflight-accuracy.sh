@@ -53,6 +53,8 @@ expect = {
     "pair": ("one pair shaped to 100 Mbit/s", [([1, 3], "link")]),
     "host": ("one host shaped to 100 Mbit/s", [([2], "link")]),
     "two": ("two faults: one host shaped, another's rank under a CPU quota", None),
+    "overlay-mtu": ("one host's eth0 lowered to MTU 1400 under its VXLAN at 1450", [([2], "configuration")]),
+    "soak": ("one host's switch port at 20 Mbit/s 3 s in every 6 s (`--soak 30s`)", [([2], "link")]),
     "hog": ("clean cluster beside a CPU hog", []),
 }
 def names(text, host):

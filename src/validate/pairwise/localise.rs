@@ -456,12 +456,68 @@ pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<F
     for v in verdicts(n, links, th) {
         out.extend(judge(hosts, links, &adj, &v, th, &mut named));
     }
+    out.extend(one_way(hosts, links, &mut named));
     // A host a later metric named explains the slow links an earlier one left at it.
     let blamed: Vec<&str> = (0..n).filter(|&h| named[h]).map(|h| hosts[h].name.as_str()).collect();
     out.retain(|f| match f {
         Finding::SlowLink { a, b, .. } => !blamed.contains(&a.as_str()) && !blamed.contains(&b.as_str()),
         Finding::SlowHost { .. } => true,
     });
+    out
+}
+
+/// A host whose every send (or every receive) is this fraction of the other hosts' typical one or less is slow
+/// one way, however its links look judged by their slower direction.
+pub const ONE_WAY_SHARE: f64 = 0.4;
+
+/// Hosts not yet `named` that are slow one way: the median of what a host sends (or receives) at most
+/// [`ONE_WAY_SHARE`] of the other hosts' median, and each of those directions below 60% of it. Judged by its
+/// slower direction, a link of a host slow to send looks like any link of a host that is starved or shaped
+/// both ways; with two faulty hosts among four, the slow links are half the matrix and nothing stands out,
+/// while the one way that is slow still does.
+fn one_way(hosts: &[Participant], links: &[Link], named: &mut [bool]) -> Vec<Finding> {
+    let n = hosts.len();
+    if n < 3 {
+        return Vec::new();
+    }
+    // Each participant's sends and receives: (bandwidth out, bandwidth in) per link.
+    let mut sent: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut got: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for l in links.iter().filter(|l| l.a < n && l.b < n) {
+        sent[l.a].push(l.bw_ab_gbs);
+        got[l.b].push(l.bw_ab_gbs);
+        sent[l.b].push(l.bw_ba_gbs);
+        got[l.a].push(l.bw_ba_gbs);
+    }
+    let mut out = Vec::new();
+    for way in [&sent, &got] {
+        let meds: Vec<f64> = way.iter().map(|v| median(&mut v.clone())).collect();
+        for h in 0..n {
+            if named[h] || way[h].len() < 2 || !meds[h].is_finite() {
+                continue;
+            }
+            let mut others: Vec<f64> = (0..n)
+                .filter(|&o| o != h && meds[o].is_finite())
+                .map(|o| meds[o])
+                .collect();
+            let reference = median(&mut others);
+            if reference.is_nan() || reference <= 0.0 {
+                continue;
+            }
+            let slow = way[h].iter().filter(|&&x| x < 0.6 * reference).count();
+            if meds[h] <= ONE_WAY_SHARE * reference && slow == way[h].len() {
+                named[h] = true;
+                out.push(Finding::SlowHost {
+                    host: hosts[h].name.clone(),
+                    metric: Metric::Bandwidth,
+                    value: meds[h],
+                    reference,
+                    slow_links: slow,
+                    links: way[h].len(),
+                });
+            }
+        }
+    }
     out
 }
 
@@ -913,5 +969,38 @@ pub(crate) mod tests {
         l[100].stalls = 15;
         let f = findings(&h, &l, &Thresholds::default());
         assert_eq!(slow_links(&f).len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn a_host_slow_to_send_beside_a_starved_one_is_named_from_its_one_way() {
+        // Measured on 4 namespace hosts: h2 shaped to 100 Mbit/s on its way out, h1's rank under a 0.02-core
+        // quota. Row sends to column. Judged by each link's slower direction half the links are slow and no
+        // host stands out; what h2 sends is a third of what the others send.
+        let m = [
+            [0.0, 0.018, 0.051, 0.044],
+            [0.034, 0.0, 0.044, 0.030],
+            [0.012, 0.012, 0.0, 0.012],
+            [0.047, 0.027, 0.025, 0.0],
+        ];
+        let (hosts, mut links) = matrix(4, |_, _, _| 1.0, |_, _, _| 10.0);
+        for l in &mut links {
+            l.bw_ab_gbs = m[l.a][l.b];
+            l.bw_ba_gbs = m[l.b][l.a];
+            l.bw_gbs = l.bw_ab_gbs.min(l.bw_ba_gbs);
+            l.bidir_gbs = l.bw_ab_gbs + l.bw_ba_gbs;
+        }
+        let f = findings(&hosts, &links, &Thresholds::default());
+        assert!(
+            f.iter()
+                .any(|f| matches!(f, Finding::SlowHost { host, .. } if host == "h2")),
+            "{f:?}"
+        );
+        for f in &f {
+            let named = match f {
+                Finding::SlowHost { host, .. } => vec![host.as_str()],
+                Finding::SlowLink { a, b, .. } => vec![a.as_str(), b.as_str()],
+            };
+            assert!(!named.contains(&"h0") && !named.contains(&"h3"), "{f:?}");
+        }
     }
 }

@@ -255,12 +255,18 @@ impl PairwiseReport {
     }
 }
 
-/// Runs the pairwise test over transport path `path` of the session; `Some(report)` on rank 0, `None`
-/// elsewhere. Every rank of the session must call it with the same `cfg`; ranks that do not take part
+/// Runs the pairwise test over transport path `path` of the session within `budget` (planned from rank 0's
+/// clock, see [`planned::measure_within`]; `None`: every pair); `Some(report)` on rank 0, `None` elsewhere.
+/// Every rank of the session must call it with the same `cfg`; ranks that do not take part
 /// (the others on a host) still join the barriers between rounds. The session must connect every pair
 /// (`session::connect_with(.., Pairs::All)`). On an error, hand it to the transport's `abort` so every rank
 /// learns who failed (as `collbench pairwise` does).
-pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<Option<PairwiseReport>> {
+pub fn measure(
+    sess: &mut Session,
+    path: usize,
+    cfg: &PairwiseConfig,
+    budget: Option<planned::Budget>,
+) -> Result<Option<PairwiseReport>> {
     let hosts: Vec<String> = sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     let Some(t) = sess.transports.get_mut(path) else {
         return Err(Error::usage(
@@ -271,7 +277,7 @@ pub fn measure(sess: &mut Session, path: usize, cfg: &PairwiseConfig) -> Result<
             ),
         ));
     };
-    measure_on(t, &hosts, cfg, &Thresholds::default())
+    planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |_| ())
 }
 
 /// [`measure()`] over any transport: `hosts[r]` is rank r's host. No budget: every pair (up to

@@ -35,6 +35,14 @@ impl Budget {
         }
     }
 
+    /// `total_s` seconds (fractions kept, negative as 0) from `start`: a share of a larger budget.
+    pub fn from_secs(start: Instant, total_s: f64) -> Budget {
+        Budget {
+            start,
+            total_s: if total_s.is_finite() { total_s.max(0.0) } else { 0.0 },
+        }
+    }
+
     /// The whole budget, seconds.
     pub fn total_s(&self) -> f64 {
         self.total_s

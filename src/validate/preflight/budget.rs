@@ -154,6 +154,12 @@ pub fn size_pairwise(
     }
 }
 
+/// The time a point of a first sweep is expected to take when the points before it in its phase took
+/// `before` seconds each: twice the longest (each size is double the last), 0 for the phase's first point.
+pub fn first_sweep_point_s(before: &[f64]) -> f64 {
+    2.0 * before.iter().copied().fold(0.0, f64::max)
+}
+
 /// Whether a point expected to take `point_s` may start at `now_s` when the phase must end at `end_s`.
 pub fn may_start(now_s: f64, point_s: f64, end_s: f64) -> bool {
     now_s + point_s <= end_s
@@ -222,6 +228,14 @@ mod tests {
             "{tight:?}"
         );
         assert_eq!(size_pairwise(&base, 1, 1e-9, 1e9, 0.0), base);
+    }
+
+    #[test]
+    fn a_first_sweep_point_is_predicted_from_those_before_it() {
+        assert_eq!(first_sweep_point_s(&[]), 0.0);
+        assert_eq!(first_sweep_point_s(&[0.5, 3.0, 1.0]), 6.0);
+        // 10 s left of the phase and the last point took 6 s: the next (double) would overrun, so it waits.
+        assert!(!may_start(20.0, first_sweep_point_s(&[6.0]), 30.0));
     }
 
     #[test]

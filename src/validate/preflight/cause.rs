@@ -443,7 +443,7 @@ pub fn annotate(c: &mut Check, j: Judged, seen: &[HostEvidence], hosts: &[String
 }
 
 /// Whether `text` names `host` as a whole word (`h1` is not named by `h10`).
-fn names(text: &str, host: &str) -> bool {
+pub(super) fn names(text: &str, host: &str) -> bool {
     text.match_indices(host).any(|(i, _)| {
         let before = text[..i].chars().last();
         let after = text[i + host.len()..].chars().next();
@@ -506,6 +506,10 @@ pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInven
             format!("{}; {}", a.what, a.advice),
         );
         c.evidence = seen.iter().filter(|e| named.contains(&e.host)).cloned().collect();
+        // A CPU quota too small for the ranks is that host's CPU: one fault, one cause across the report.
+        if a.what.contains("CPU quota") {
+            c.cause = Some(Cause::Cpu);
+        }
         out.push(c);
     }
     out

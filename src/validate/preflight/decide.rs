@@ -97,7 +97,18 @@ pub fn decide(
             .checks
             .extend(super::carrier::checks(&first.name, "the collectives", &m.evidence));
     }
+    // A sweep far off its siblings is a finding, not noise for the median to hide.
+    for p in &m.paths {
+        judged
+            .checks
+            .extend(super::off_sweep::checks(&p.name, &samples, &m.evidence));
+    }
     judged.checks.extend(extra);
+    // A host starved of CPU during the collectives fails by name even where no figure showed it.
+    if let Some(first) = m.paths.iter().find(|p| p.name.starts_with("tcp")).or(m.paths.first()) {
+        let starved = super::starved::checks(&first.name, "the collectives", &m.evidence, &judged.checks);
+        judged.checks.extend(starved);
+    }
     if args.repeat == 2 {
         judged.notes.push(
             "--repeat 2: each interval is the range of two sweeps, of 50% confidence: too weak to decide with; give --repeat 3 or more"
@@ -203,6 +214,7 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
             c.name.starts_with(&format!("{} pairwise", c.path))
                 || c.name.starts_with(&format!("{} configuration", c.path))
                 || c.name.ends_with(" within the budget")
+                || c.name.ends_with(" during the pairwise test")
         })
         .collect();
     decide(args, &m, baseline.as_deref(), pairwise, &keys)

@@ -38,7 +38,8 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
     // Ranks that all share one host talk over its loopback: their differences are the CPU scheduler's, not a
     // cable's or a switch port's, so they are shown as warnings rather than failing the run.
     let one_host = rep.hosts.windows(2).all(|w| w[0].host == w[1].host);
-    rep.findings
+    let checks = rep
+        .findings
         .iter()
         .map(|f| {
             let line = pairwise::render::finding_line(f);
@@ -135,15 +136,48 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
                 check(name, line.clone(), "no slow host or link".into(), Verdict::Fail, line)
             };
             super::cause::annotate(&mut c, judged, seen, &hosts);
-            c
+            (c, busy_only && !one_host)
         })
-        .fold(Vec::new(), |mut v: Vec<Check>, c| {
+        .fold(Vec::new(), |mut v: Vec<(Check, bool)>, (c, busy)| {
             // One check per host or link, whichever metrics found it.
-            if !v.iter().any(|x| x.name == c.name) {
-                v.push(c);
+            if !v.iter().any(|(x, _)| x.name == c.name) {
+                v.push((c, busy));
             }
             v
-        })
+        });
+    let (busy, named): (Vec<_>, Vec<_>) = checks.into_iter().partition(|(_, busy)| *busy);
+    let mut checks: Vec<Check> = named.into_iter().map(|(c, _)| c).collect();
+    if !busy.is_empty() {
+        checks.push(busy_hosts(path, busy.len(), seen));
+    }
+    checks
+}
+
+/// The findings made while every host was busy, none set apart by its evidence: one warning that names no host
+/// or link (a host is named only with evidence against it).
+fn busy_hosts(path: &str, n: usize, seen: &[HostEvidence]) -> Check {
+    let busiest = seen.iter().filter_map(|e| e.busy_pct).fold(0.0, f64::max);
+    let lowest = seen.iter().filter_map(|e| e.busy_pct).fold(f64::INFINITY, f64::min);
+    let mut c = bare_check(
+        format!("{path} pairwise: busy hosts"),
+        path,
+        format!(
+            "{n} host(s) or link(s) measured slower while every host's CPUs were {:.0}-{busiest:.0}% busy",
+            if lowest.is_finite() { lowest } else { busiest }
+        ),
+        "no slow host or link".into(),
+        "pairwise localisation, judged against every host's CPU evidence (built in)".into(),
+        Verdict::Warn,
+        format!(
+            "{n} pair(s) or host(s) were slower than the rest while every host was busy with other work, and no \
+             host's evidence (throttling, a wait for a CPU, loss, its configuration) sets it apart: a rank \
+             waiting for a core answers late, so no host or link is named; the hosts were busy (a warning, not a \
+             failure): measure again when they are quieter"
+        ),
+    );
+    c.cause = Some(super::cause::Cause::Cpu);
+    c.evidence = seen.to_vec();
+    c
 }
 
 #[cfg(test)]
@@ -154,7 +188,16 @@ mod tests {
 
     /// Three participants, the links of participant 0 slow, on `hosts` (one per participant).
     fn report(hosts: [&str; 3]) -> PairwiseReport {
-        let (mut parts, links) = matrix(3, |a, b, _| if a == 0 || b == 0 { 0.25 } else { 1.0 }, |_, _, _| 30.0);
+        report_of(hosts, |a, b| if a == 0 || b == 0 { 0.25 } else { 1.0 }, |_, _| 30.0)
+    }
+
+    /// Three participants on `hosts` with the bandwidth and latency of each pair.
+    fn report_of(
+        hosts: [&str; 3],
+        bw: impl Fn(usize, usize) -> f64,
+        lat: impl Fn(usize, usize) -> f64,
+    ) -> PairwiseReport {
+        let (mut parts, links) = matrix(3, |a, b, _| bw(a, b), |a, b, _| lat(a, b));
         for (p, h) in parts.iter_mut().zip(hosts) {
             p.host = h.to_string();
         }
@@ -190,5 +233,45 @@ mod tests {
         assert_eq!(local.len(), across.len());
         assert!(local.iter().all(|c| c.verdict == Verdict::Warn), "{local:?}");
         assert!(local.iter().all(|c| c.detail.contains("one host")), "{local:?}");
+    }
+
+    #[test]
+    fn slow_round_trips_on_hosts_all_busy_are_one_warning_that_names_nobody() {
+        let rep = report_of(
+            ["h0", "h1", "h2"],
+            |_, _| 1.0,
+            |a, b| if a == 0 || b == 0 { 300.0 } else { 30.0 },
+        );
+        let busy = |h: &str| HostEvidence {
+            host: h.into(),
+            wall_s: 5.0,
+            busy_pct: Some(97.0),
+            waited_s: Some(2.0),
+            ..Default::default()
+        };
+        let seen = [busy("h0"), busy("h1"), busy("h2")];
+        let c = pairwise_findings("tcp@eth0", &rep, &seen);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].name, "tcp@eth0 pairwise: busy hosts");
+        assert_eq!(
+            (c[0].verdict, c[0].cause),
+            (Verdict::Warn, Some(super::super::cause::Cause::Cpu))
+        );
+        for h in ["h0", "h1", "h2"] {
+            let said = format!("{} {} {}", c[0].name, c[0].measured, c[0].detail);
+            assert!(!super::super::cause::names(&said, h), "{h} named: {said}");
+        }
+        assert_eq!(c[0].evidence.len(), 3);
+        // The same findings on quiet hosts fail by name.
+        let quiet: Vec<HostEvidence> = seen
+            .iter()
+            .map(|e| HostEvidence {
+                busy_pct: Some(10.0),
+                ..e.clone()
+            })
+            .collect();
+        let c = pairwise_findings("tcp@eth0", &rep, &quiet);
+        assert!(!c.is_empty() && c.iter().all(|c| c.verdict == Verdict::Fail), "{c:?}");
+        assert!(c.iter().all(|c| super::super::cause::names(&c.name, "h0")), "{c:?}");
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! [`plan`] says what runs, [`rank`] runs it on each rank with `run`'s machinery, [`expect`] reads the
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
-//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`carrier`] fails a host whose link went down during a measurement, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
+//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`carrier`] fails a host whose link went down during a measurement, [`starved`] one whose ranks were starved of CPU apart from the others, [`off_sweep`] a sweep far off its siblings, [`soak`] judges `--soak`'s passes, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
 pub mod budget;
 pub mod carrier;
@@ -17,9 +17,12 @@ pub mod expect;
 pub mod findings;
 pub mod measure;
 pub mod metrics;
+pub mod off_sweep;
 pub mod plan;
 pub mod rank;
 pub mod render;
+pub mod soak;
+pub mod starved;
 pub mod verdict;
 
 use std::ffi::OsString;
@@ -52,6 +55,9 @@ pub fn check_flags(args: &PreflightArgs) -> Result<()> {
             "--repeat",
             format!("must be between 1 and {MAX_REPEAT} sweeps (got {})", args.repeat),
         ));
+    }
+    if let Some(d) = &args.soak {
+        soak::parse_duration(d)?;
     }
     if !args.baseline_threshold.is_finite() || args.baseline_threshold < 0.0 {
         return Err(Error::usage(

@@ -47,7 +47,15 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
         },
     };
     // Every path is opened once, here, and borrowed by every phase's sweeps.
-    let Rank { sess, paths: open } = start.rank(id)?;
+    let Rank { sess, paths: open } = match start.rank(id) {
+        Ok(r) => r,
+        Err(e) => {
+            if id.rank == 0 {
+                set_up_failed(setup, id, &e);
+            }
+            return Err(e);
+        }
+    };
     let paths = path_infos(&sess, &open, opts);
     let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
     let mut plan_lines = setup.plan.describe(
@@ -146,8 +154,14 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     if let Some(pb) = &run.progress {
         pb.finish_and_clear();
     }
-    let coll_evidence = run.evidence(&started)?;
-    let (extra, reports) = if setup.args.no_pairwise {
+    let coll_evidence = run.evidence(&started, 0)?;
+    let soak_s = setup
+        .args
+        .soak
+        .as_deref()
+        .map(super::soak::parse_duration)
+        .transpose()?;
+    let (extra, reports) = if setup.args.no_pairwise && soak_s.is_none() {
         (Vec::new(), Vec::new())
     } else {
         let hosts = distinct_hosts(&run.ranks);
@@ -163,7 +177,15 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
                 budget.pairwise_s(budget.elapsed_s()),
             )
         })?;
-        pairwise_checks(&mut run, &cfg)?
+        let (mut checks, reports) = if setup.args.no_pairwise {
+            (Vec::new(), Vec::new())
+        } else {
+            pairwise_checks(&mut run, &cfg, &budget)?
+        };
+        if let Some(d) = soak_s {
+            checks.extend(soak_checks(&mut run, &cfg, d)?);
+        }
+        (checks, reports)
     };
     let decided = (id.rank == 0).then(|| {
         let mut checks = run.budget_checks.clone();
@@ -191,6 +213,36 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
     crate::validate::share::verdict(me, "preflight", decided, |b| {
         control::broadcast(&mut run.sess.transports[0], b)
     })
+}
+
+/// Rank 0's report of a preflight that failed before anything was measured (the bootstrap, or connecting a
+/// path): the failure as its one check, nothing measured, and the process's exit status in every file.
+fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
+    let phase = e.phase().unwrap_or("the bootstrap").to_string();
+    let path = phase.rsplit(' ').next().filter(|p| p.contains('@')).unwrap_or_default();
+    let failed = bare_check(
+        phase.clone(),
+        path,
+        "did not finish".into(),
+        "completes".into(),
+        "built in".into(),
+        Verdict::Fail,
+        e.to_string(),
+    );
+    let m = super::decide::Measured {
+        nranks: id.size,
+        plan: Vec::new(),
+        paths: Vec::new(),
+        bandwidth_from: setup.plan.bandwidth_from(),
+        connectivity: Vec::new(),
+        results: Vec::new(),
+        evidence: Vec::new(),
+        ended_by: Some(e.exit_code()),
+    };
+    let keys = super::path_keys(&setup.opts);
+    if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
+        stderr!("collbench: error: reporting the failed set-up: {w}");
+    }
 }
 
 /// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
@@ -358,7 +410,12 @@ impl Run<'_> {
                 #[allow(clippy::needless_range_loop)] // `took` is indexed beside the sweeps, which borrow self
                 for pi in 0..self.open.len() {
                     for i in 0..points(phase_opts, n).len() {
-                        let predicted = took[pi][k][i];
+                        // A point not yet measured is predicted from the phase's points before it: twice the
+                        // longest (sizes double), never 0, so a first sweep on a slow path stops in time.
+                        let predicted = match took[pi][k][i] {
+                            t if t > 0.0 => t,
+                            _ => budget::first_sweep_point_s(&took[pi][k][..i]),
+                        };
                         let go = self.agree(self.sess.world.rank == 0, || {
                             budget::may_start(budget.elapsed_s(), predicted, end_s)
                         })?;
@@ -412,10 +469,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Every host's evidence since `started`, on rank 0 (empty elsewhere), for the first TCP path.
-    fn evidence(&mut self, started: &evidence::Started) -> Result<Vec<HostEvidence>> {
+    /// Every host's evidence since `started`, on rank 0 (empty elsewhere), for the session's TCP path `path`
+    /// (the collectives' evidence is the first's).
+    fn evidence(&mut self, started: &evidence::Started, path: usize) -> Result<Vec<HostEvidence>> {
         let host = self.ranks[self.sess.world.rank].host.clone();
-        let t = &mut self.sess.transports[0];
+        let t = &mut self.sess.transports[path];
         let inv = crate::net::inventory::local();
         let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
         let mine = started.finish(&host, config, inv.cpu.quota_cores);
@@ -466,22 +524,29 @@ fn measured(
 /// The pairwise link test over every TCP path of the session, run on every rank: on rank 0 its matrices are
 /// printed and its findings become checks (a slow host or link FAILs; none is one PASS check per path), each
 /// with every host's evidence during the test and its most likely cause; the reports are returned too.
-fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check>, Vec<PairwiseReport>)> {
+fn pairwise_checks(
+    run: &mut Run<'_>,
+    cfg: &PairwiseConfig,
+    budget: &Budget,
+) -> Result<(Vec<Check>, Vec<PairwiseReport>)> {
     let mut checks = Vec::new();
     let mut reports = Vec::new();
-    let host = run.ranks[run.sess.world.rank].host.clone();
     let inv = crate::net::inventory::local();
     for k in 0..run.sess.transports.len() {
         let path = run.sess.transports[k].path();
         let started = evidence::start();
-        let report = match pairwise::measure(&mut run.sess, k, cfg) {
+        // Each path its share of what is left; rank 0's clock plans every rank's rounds.
+        let paths_left = (run.sess.transports.len() - k) as f64;
+        let share = pairwise::planned::Budget::from_secs(
+            std::time::Instant::now(),
+            budget.pairwise_s(budget.elapsed_s()) / paths_left,
+        );
+        let report = match pairwise::measure(&mut run.sess, k, cfg, Some(share)) {
             Ok(r) => r,
             Err(e) => return Err(run.sess.transports[k].abort(e.during(&format!("the pairwise link test of {path}")))),
         };
+        let seen = run.evidence(&started, k)?;
         let t = &mut run.sess.transports[k];
-        let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
-        let mine = started.finish(&host, config, inv.cpu.quota_cores);
-        let seen = evidence::gather(t, &mine)?.unwrap_or_default();
         if let Some(rep) = report {
             let _ = crate::report::stdout::print(&format!(
                 "{}\n",
@@ -490,6 +555,8 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
             checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
             checks.extend(super::carrier::checks(&path, "the pairwise test", &seen));
             checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
+            let starved = super::starved::checks(&path, "the pairwise test", &seen, &checks);
+            checks.extend(starved);
             reports.push(rep);
         } else {
             // The others send their inventory for rank 0's configuration checks.
@@ -497,6 +564,90 @@ fn pairwise_checks(run: &mut Run<'_>, cfg: &PairwiseConfig) -> Result<(Vec<Check
         }
     }
     Ok((checks, reports))
+}
+
+/// Seconds one soak pass may take at most: short enough that a soak has several passes, long enough for a
+/// pass of every pair of a small cluster.
+const SOAK_PASS_S: f64 = 10.0;
+
+/// `--soak`: the pairwise test over each TCP path again and again for `duration_s` in all (each path its
+/// share), no re-measuring, each pass with every host's evidence; rank 0 judges the passes into checks.
+fn soak_checks(run: &mut Run<'_>, cfg: &PairwiseConfig, duration_s: f64) -> Result<Vec<Check>> {
+    let cfg = PairwiseConfig {
+        confirm: false,
+        lat_iters: cfg.lat_iters.min(50),
+        ..cfg.clone()
+    };
+    let npaths = run.sess.transports.len();
+    let me = run.sess.world.rank;
+    let mut checks = Vec::new();
+    for k in 0..npaths {
+        let path = run.sess.transports[k].path();
+        let share = duration_s / npaths as f64;
+        let start = std::time::Instant::now();
+        let mut passes: Vec<super::soak::Pass> = Vec::new();
+        // Rank 0 keeps the participants' names and every host's evidence of the first pass for the checks,
+        // and each pass's slowest link to tell which pass stands out.
+        let mut names: Vec<String> = Vec::new();
+        let mut evidence: Vec<HostEvidence> = Vec::new();
+        let mut slowest_of: Vec<f64> = Vec::new();
+        if me == 0 {
+            let _ = crate::report::stdout::print(&format!(
+                "# soak of {path}: the pairwise test again and again for {share:.0} s (a line for each pass that stands out)\n"
+            ));
+        }
+        loop {
+            // Rank 0's clock decides for every rank whether another pass starts.
+            let left = share - start.elapsed().as_secs_f64();
+            let go = run.agree(me == 0, || left > 0.0)?;
+            if !go {
+                break;
+            }
+            let at_s = start.elapsed().as_secs_f64();
+            let budget = pairwise::planned::Budget::from_secs(std::time::Instant::now(), left.clamp(1.0, SOAK_PASS_S));
+            let started = evidence::start();
+            let report = match pairwise::measure(&mut run.sess, k, &cfg, Some(budget)) {
+                Ok(r) => r,
+                Err(e) => return Err(run.sess.transports[k].abort(e.during(&format!("the soak of {path}")))),
+            };
+            let seen = run.evidence(&started, k)?;
+            let Some(rep) = report else {
+                continue;
+            };
+            let slowest = rep.links.iter().map(|l| l.bw_gbs).fold(f64::INFINITY, f64::min);
+            let stalls: u64 = rep.links.iter().map(|l| l.stalls).sum();
+            let downs: Vec<(String, u64)> = seen
+                .iter()
+                .filter_map(|e| e.link_downs.filter(|&d| d > 0).map(|d| (e.host.clone(), d)))
+                .collect();
+            let down_count: u64 = downs.iter().map(|(_, d)| d).sum();
+            // A line for a pass that stands out only: a day's soak has thousands of passes.
+            slowest_of.push(slowest);
+            let typical = super::soak::median_of(&slowest_of);
+            if stalls >= super::soak::STALLS || down_count > 0 || slowest < super::soak::SLOW_SHARE * typical {
+                let _ = crate::report::stdout::print(&format!(
+                    "#   pass {} at {at_s:.0} s: {} links, slowest {slowest:.4} GB/s, {stalls} stalled round trip(s), \
+                     {down_count} carrier loss(es)\n",
+                    passes.len() + 1,
+                    rep.links.len()
+                ));
+            }
+            if passes.is_empty() {
+                names = rep.hosts.iter().map(|p| p.name.clone()).collect();
+                evidence = seen;
+            }
+            passes.push(super::soak::Pass {
+                at_s,
+                links: rep.links.iter().map(super::soak::LinkSample::of).collect(),
+                downs,
+            });
+        }
+        if me == 0 {
+            let one_host = run.ranks.windows(2).all(|w| w[0].host == w[1].host);
+            checks.extend(super::soak::judge(&path, share, &names, &evidence, &passes, one_host));
+        }
+    }
+    Ok(checks)
 }
 
 /// Every rank's inventory on rank 0 (empty elsewhere).
