@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# pairwise and preflight with their defaults on a namespace cluster of HOSTS hosts (default 16), each host's
+# eth0 shaped to RATE (default 100mbit), RUNS times (default 5) each on a clean cluster, with one link slowed
+# to SLOW (default 20mbit, h5 -> h9, cluster.sh shape-pair) and with one host slowed to SLOW (h7's egress,
+# cluster.sh shape). One line per run in results/scale/runs-HOSTSh.csv: command, case, run, exit status,
+# seconds, budget and what it named; a summary per command and case on stderr.
+#
+#   sudo bash tests/bench/scale.sh [HOSTS] [RUNS]
+# COLLBENCH=path overrides the binary (else target/release/collbench, built).
+cd "$(dirname "$0")/../.." || exit
+name=cbs$$
+# shellcheck source=tests/bench/lib.sh
+source tests/bench/lib.sh
+hosts=${1:-16}
+runs=${2:-5}
+rate=${RATE:-100mbit}
+slow=${SLOW:-20mbit}
+need_namespaces
+need_collbench
+trap cleanup EXIT
+cluster_up "$hosts" --rate "$rate"
+out=results/scale
+mkdir -p "$out"
+csv=$out/runs-${hosts}h.csv
+work=$(mktemp -d)
+echo "command,case,run,exit,seconds,budget_s,named" >"$csv"
+master=$(bash "$harness" addr "$name" 0 eth0)
+
+# One run of `collbench CMD` with its defaults over eth0, one rank per host; appends its line to the CSV.
+one() {
+  local cmd=$1 case=$2 run=$3 h pids=() t0 t1 code named budget
+  t0=$(date +%s.%N)
+  for ((h = 0; h < hosts; h++)); do
+    RANK=$h WORLD_SIZE=$hosts MASTER_ADDR=$master MASTER_PORT=29500 COLLBENCH_JOB_ID="$name" \
+      bash "$harness" exec "$name" "$h" "$COLLBENCH" "$cmd" --transport tcp@eth0 \
+      >"$work/rank$h.out" 2>"$work/rank$h.err" &
+    pids+=($!)
+  done
+  code=0
+  wait "${pids[0]}" || code=$?
+  for h in "${pids[@]:1}"; do wait "$h" || true; done
+  t1=$(date +%s.%N)
+  # Every slow host or link rank 0 named, as it printed them; none on a clean run that passed.
+  named=$(grep -oE 'SLOW (HOST [^ :]+|LINK [^ ]+ <-> [^ :]+)' "$work/rank0.out" | sed "s/$name-//g" | sort -u |
+    paste -sd ';' - || true)
+  if [[ $cmd == preflight ]]; then budget=180; else budget=120; fi
+  echo "$cmd,$case,$run,$code,$(echo "$t1 - $t0" | bc),$budget,${named:-none}" >>"$csv"
+  log "$cmd $case run $run: exit $code in $(printf '%.0f' "$(echo "$t1 - $t0" | bc)") s, named ${named:-none}"
+}
+
+for case in clean link host; do
+  case $case in
+    clean) ;;
+    link) bash "$harness" shape-pair "$name" 5 9 "$slow" ;;
+    host)
+      bash "$harness" shape "$name" 5 "$rate"
+      bash "$harness" shape "$name" 7 "$slow"
+      ;;
+  esac
+  for cmd in pairwise preflight; do
+    for ((r = 1; r <= runs; r++)); do
+      one "$cmd" "$case" "$r"
+    done
+  done
+done
+rm -rf "$work"
+log "runs in $csv"
