@@ -365,25 +365,26 @@ fn clash(joined: &Joined, j: &Join, size: usize, where_: &str) -> Option<String>
             them(j)
         ));
     }
-    if let Some((held, _)) = joined.get(&j.rank) {
+    // Two jobs' identities, where they differ, say more than which rank came twice: named first, whichever
+    // rank of the other job happened to arrive first.
+    if let Some((first, _)) = joined.values().next().filter(|(first, _)| first.job != j.job) {
         return Some(format!(
-            "rendezvous at {where_}: two processes joined as rank {}: {} and {}; they belong to two jobs started \
-             with the same job token. {fix}",
-            j.rank,
-            them(held),
-            them(j)
-        ));
-    }
-    match joined.values().next() {
-        Some((first, _)) if first.job != j.job => Some(format!(
             "rendezvous at {where_}: {} belongs to job [{}], {} to job [{}]. {fix}",
             them(first),
             first.job.join(", "),
             them(j),
             j.job.join(", ")
-        )),
-        _ => None,
+        ));
     }
+    joined.get(&j.rank).map(|(held, _)| {
+        format!(
+            "rendezvous at {where_}: two processes joined as rank {}: {} and {}; they belong to two jobs started \
+             with the same job token. {fix}",
+            j.rank,
+            them(held),
+            them(j)
+        )
+    })
 }
 
 /// How long a rendezvous that found two jobs at its address keeps refusing newcomers after the last one came.

@@ -6,22 +6,27 @@
 # seconds, budget and what it named; a summary per command and case on stderr.
 #
 #   sudo bash tests/bench/scale.sh [HOSTS] [RUNS]
-# COLLBENCH=path overrides the binary (else target/release/collbench, built).
+# COLLBENCH=path overrides the binary (else target/release/collbench, built). CASES (default "clean link
+# host") and CMDS (default "pairwise preflight") choose what runs; PAIR (default "5 9") the slowed link's
+# hosts; RATE= (empty) leaves the hosts unshaped; LABEL names the CSV runs-HOSTSh-LABEL.csv.
 cd "$(dirname "$0")/../.." || exit
 name=cbs$$
 # shellcheck source=tests/bench/lib.sh
 source tests/bench/lib.sh
 hosts=${1:-16}
 runs=${2:-5}
-rate=${RATE:-100mbit}
+rate=${RATE-100mbit}
 slow=${SLOW:-20mbit}
+cases=${CASES:-clean link host}
+cmds=${CMDS:-pairwise preflight}
+read -r pa pb <<<"${PAIR:-5 9}"
 need_namespaces
 need_collbench
 trap cleanup EXIT
-cluster_up "$hosts" --rate "$rate"
+if [[ -n $rate ]]; then cluster_up "$hosts" --rate "$rate"; else cluster_up "$hosts"; fi
 out=results/scale
 mkdir -p "$out"
-csv=$out/runs-${hosts}h.csv
+csv=$out/runs-${hosts}h${LABEL:+-$LABEL}.csv
 work=$(mktemp -d)
 echo "command,case,run,exit,seconds,budget_s,named" >"$csv"
 master=$(bash "$harness" addr "$name" 0 eth0)
@@ -48,16 +53,16 @@ one() {
   log "$cmd $case run $run: exit $code in $(printf '%.0f' "$(echo "$t1 - $t0" | bc)") s, named ${named:-none}"
 }
 
-for case in clean link host; do
+for case in $cases; do
   case $case in
     clean) ;;
-    link) bash "$harness" shape-pair "$name" 5 9 "$slow" ;;
+    link) bash "$harness" shape-pair "$name" "$pa" "$pb" "$slow" ;;
     host)
-      bash "$harness" shape "$name" 5 "$rate"
+      if [[ -n $rate ]]; then bash "$harness" shape "$name" "$pa" "$rate"; fi
       bash "$harness" shape "$name" 7 "$slow"
       ;;
   esac
-  for cmd in pairwise preflight; do
+  for cmd in $cmds; do
     for ((r = 1; r <= runs; r++)); do
       one "$cmd" "$case" "$r"
     done

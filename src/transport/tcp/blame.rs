@@ -507,7 +507,7 @@ impl TcpTransport {
     fn linger(&mut self) {
         // Not cut to -T: a -T of a millisecond would end the wait before any note could arrive, and ranks would
         // name different culprits.
-        let end = Instant::now() + LINGER;
+        let end = Instant::now() + self.linger;
         loop {
             self.queue_notes();
             let mut drained = true;

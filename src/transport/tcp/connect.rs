@@ -11,6 +11,7 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -98,12 +99,10 @@ pub fn connect_all(
     }
     let mine = links.peers(rank);
     ensure_fd_room(mine.len() * ns, &me, mine.len(), ns)?;
-    let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..ns).map(|_| None).collect()).collect();
 
-    // 1. Connect to every lower peer and say hello; the kernel completes these through the peer's
-    //    backlog, so no rank waits on another's accept loop here. Then answer each peer's challenge as it
-    //    comes (a lower rank challenges from its accept loop, which it reaches without waiting on this one).
-    let mut outgoing = Vec::new();
+    // 1. Open every lower peer's streams (connected, proved and acked), on a few threads at once, while this thread accepts the higher
+    //    peers': a peer that cannot be reached (each attempt then waits for the deadline) holds up neither
+    //    the other connections nor the peers waiting on this rank's challenges.
     let hello = |p: &PeerAddr, s: usize| Hello {
         from: rank as u32,
         to: p.rank as u32,
@@ -111,40 +110,219 @@ pub fn connect_all(
         nstreams: ns as u16,
         nonce: crate::transport::auth::nonce(),
     };
-    for p in mine.iter().filter(|&&p| p < rank).map(|&p| &peers[p]) {
-        for s in 0..ns {
-            let mut sock = match connect_retry(p, deadline, &me) {
-                Ok(sock) => sock,
-                Err(e) => {
-                    // The peers already reached only learn who is giving up from a proved connection that then
-                    // closes (an unproved one is a stranger to them): prove to them first, briefly, so their
-                    // set-up ends now rather than at the connect deadline.
-                    let brief = deadline.min(Instant::now() + PROVE_BEFORE_LEAVING);
-                    let _ = prove_all(outgoing, peers, &token, brief, &me, &hello);
-                    return Err(e);
-                }
-            };
-            let h = hello(p, s);
-            // A failed send shows when the challenge is read, and is retried there.
-            let _ = sock.write_all(&h.encode());
-            outgoing.push((p.rank, s, sock, h));
+    let jobs: Vec<(usize, usize)> = mine
+        .iter()
+        .filter(|&&p| p < rank)
+        .flat_map(|&p| (0..ns).map(move |s| (p, s)))
+        .collect();
+    let give_up = AtomicBool::new(false);
+    let said = AtomicBool::new(false);
+    let next = AtomicUsize::new(0);
+    let (incoming, outgoing) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.len().min(CONNECTORS))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut got = Vec::new();
+                    while let Some(&(p, s)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let peer = &peers[p];
+                        let r = open_acked(peer, &|| hello(peer, s), &token, deadline, &me, &give_up, &said);
+                        // Stopped because the accepting side failed: that failure is the one to report.
+                        if r.is_ok() || !give_up.load(Ordering::Relaxed) {
+                            got.push((p, s, r));
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        // 2. Accept every higher peer's streams.
+        let incoming = accept_higher(
+            &bound,
+            rank,
+            peers,
+            links,
+            &token,
+            ns,
+            deadline,
+            &me,
+            cfg.connect_timeout,
+        );
+        if incoming.failure.is_some() {
+            give_up.store(true, Ordering::Relaxed);
+        }
+        let outgoing: Vec<_> = workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect();
+        (incoming, outgoing)
+    });
+    let Incoming {
+        mut socks,
+        failure: accept_failure,
+    } = incoming;
+    let mut proved = Vec::with_capacity(outgoing.len());
+    let mut unreached = None;
+    for (p, s, r) in outgoing {
+        match r {
+            Ok(sock) => proved.push((p, s, sock)),
+            // The lowest peer this rank could not reach: direct evidence, reported before what the accepting
+            // side saw (a higher peer that gave up on it too).
+            Err(e) if unreached.as_ref().map_or(true, |(_, q)| p < *q) => unreached = Some((e, p)),
+            Err(_) => {}
         }
     }
-    let mut outgoing = prove_all(outgoing, peers, &token, deadline, &me, &hello)?;
+    let failure = unreached.map(|(e, p)| (e, Some(p))).or(accept_failure);
 
-    // 2. Accept every higher peer's streams. Hellos are read through a gate, without blocking, so a stranger
-    //    that connects and stays silent cannot delay the ranks queued behind it.
+    for (peer, s, sock) in proved {
+        socks[peer][s] = Some(sock);
+    }
+    let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
+
+    if let Some((err, blame)) = failure {
+        // Give up through the connections that came up: the ranks at their other ends hear this rank's note
+        // (and relay it), so every rank names one culprit (a link, where two ranks cannot reach each other)
+        // rather than each its own view.
+        let conns = socks
+            .into_iter()
+            .enumerate()
+            .map(|(r, streams)| {
+                let v: Vec<TcpStream> = streams.into_iter().flatten().collect();
+                (!v.is_empty()).then(|| (peers[r].clone(), v))
+            })
+            .collect();
+        let mut t = TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg);
+        t.linger = SETTLE_AFTER;
+        if let Some(b) = blame {
+            t.blame_peer(b, peers[b].host.clone());
+        }
+        return Err(t.abort(err));
+    }
+
+    let mut conns = Vec::with_capacity(n);
+    for (r, streams) in socks.into_iter().enumerate() {
+        if r == rank || !links.connected(rank, r) {
+            conns.push(None);
+            continue;
+        }
+        let mut v = Vec::with_capacity(ns);
+        for sock in streams {
+            let sock = sock.expect("every stream is connected by now");
+            configure_data_socket(&sock, cfg.sndbuf, cfg.congestion.as_deref()).map_err(|e| {
+                Error::io(
+                    format!(
+                        "{me}: configuring the data socket to {} (--sndbuf, --tcp-congestion)",
+                        peers[r]
+                    ),
+                    e,
+                )
+            })?;
+            v.push(sock);
+        }
+        conns.push(Some((peers[r].clone(), v)));
+    }
+    // 3. Hear from every peer once before leaving set-up, waiting past the connect deadline rather than for
+    //    the first operation's -T: a peer still setting up may yet fail, and its note must reach this rank.
+    TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg).settle(deadline + SETTLE_AFTER)
+}
+
+impl TcpTransport {
+    /// Exchanges one byte with every connected peer by `deadline`; on failure (a peer's abort note, a time-out)
+    /// gives up through the transport, so the note this rank sends and those it hears name one culprit.
+    fn settle(mut self, deadline: Instant) -> Result<Self> {
+        let peers: Vec<usize> = (0..self.peers.len()).filter(|&r| self.peers[r].is_some()).collect();
+        let out = [1u8];
+        // Outlives every operation posted on it, the abort's included: dropped after `self` is done with.
+        let mut inb = vec![0u8; peers.len()];
+        let timeout = self.cfg.timeout;
+        // The wait's time-out message states how long it waited.
+        self.cfg.timeout = deadline.saturating_duration_since(Instant::now());
+        let r = self.exchange_once(&peers, &out, &mut inb, deadline);
+        self.cfg.timeout = timeout;
+        match r {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                self.linger = SETTLE_AFTER;
+                Err(self.abort(e))
+            }
+        }
+    }
+
+    fn exchange_once(&mut self, peers: &[usize], out: &[u8; 1], inb: &mut [u8], deadline: Instant) -> Result<()> {
+        for (&r, slot) in peers.iter().zip(inb.iter_mut()) {
+            // SAFETY: `out` and `inb` outlive the operations (see settle); a send only reads through its pointer.
+            // Their requests are not kept: the loop below waits until no stream is busy.
+            unsafe {
+                let _ = self.post(r, out.as_ptr() as *mut u8, 1, true)?;
+                let _ = self.post(r, slot, 1, false)?;
+            }
+        }
+        loop {
+            if let Some(msg) = &self.poisoned {
+                return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
+            }
+            let busy = self.peers.iter().flatten().any(|p| p.streams.iter().any(|s| s.busy()));
+            if !busy {
+                self.requests.release_all();
+                return Ok(());
+            }
+            if !self.progress()? {
+                self.block(deadline)?;
+            }
+        }
+    }
+}
+
+/// Threads opening a rank's outgoing connections at once: a peer that cannot be reached holds one of them until
+/// the connect deadline, the others go on.
+const CONNECTORS: usize = 16;
+
+/// How long past its connect deadline a rank whose set-up is complete waits to hear from a peer still setting
+/// up: enough for that peer to give up at its own deadline (set a little later, or earlier) and be heard. Also
+/// how long a rank that gives up during set-up keeps relaying notes: the two ends of a broken link may give up
+/// seconds apart, and each hears the other only through the ranks between them.
+const SETTLE_AFTER: Duration = Duration::from_secs(5);
+
+/// What accepting the higher peers' streams ended with: the streams (indexed by rank, then stream), and
+/// the failure, if any, with the peer it is about.
+struct Incoming {
+    socks: Vec<Vec<Option<TcpStream>>>,
+    failure: Option<(Error, Option<usize>)>,
+}
+
+/// Accepts every higher peer's streams until all came or `deadline`. Hellos are read through a gate, without
+/// blocking, so a stranger that connects and stays silent cannot delay the ranks queued behind it.
+#[allow(clippy::too_many_arguments)]
+fn accept_higher(
+    bound: &TcpListenerBound,
+    rank: usize,
+    peers: &[PeerAddr],
+    links: &Links,
+    token: &Token,
+    ns: usize,
+    deadline: Instant,
+    me: &str,
+    connect_timeout: Duration,
+) -> Incoming {
+    let n = peers.len();
+    let mine = links.peers(rank);
+    let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..ns).map(|_| None).collect()).collect();
     let expected = mine.iter().filter(|&&p| p > rank).count() * ns;
     let mut accepted = 0;
-    bound
-        .listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::io(format!("{me}: configuring the data listener"), e))?;
-    let mut gate = Gate::new(|n: &_, b: &[u8]| Hello::admit(n, b, &token), HELLO_DEADLINE);
-    let mut drops = Drops::new(me.clone());
+    let fail = |socks, e, blame| Incoming {
+        socks,
+        failure: Some((e, blame)),
+    };
+    if let Err(e) = bound.listener.set_nonblocking(true) {
+        return fail(
+            socks,
+            Error::io(format!("{me}: configuring the data listener"), e),
+            None,
+        );
+    }
+    let mut gate = Gate::new(|n: &_, b: &[u8]| Hello::admit(n, b, token), HELLO_DEADLINE);
+    let mut drops = Drops::new(me.to_string());
     while accepted < expected {
         let (res, mut events) = gate.accept_all(&bound.listener);
-        res.map_err(|e| Error::io(format!("{me}: accepting on {}", bound.addr), e))?;
+        if let Err(e) = res {
+            return fail(socks, Error::io(format!("{me}: accepting on {}", bound.addr), e), None);
+        }
         events.extend(gate.drive());
         for ev in events {
             let (mut sock, from_addr, h) = match ev {
@@ -172,45 +350,47 @@ pub fn connect_all(
                 );
                 continue;
             }
+            let from = h.from as usize;
             if let Err(e) = sock.write_all(&encode_ack()) {
-                return Err(Error::peer(format!(
-                    "{me}: acking {} failed: {e}",
-                    peers[h.from as usize]
-                )));
+                let e = Error::peer(format!("{me}: acking {} failed: {e}", peers[from]));
+                return fail(socks, e, Some(from));
             }
-            socks[h.from as usize][h.stream as usize] = Some(sock);
+            socks[from][h.stream as usize] = Some(sock);
             accepted += 1;
         }
         if accepted == expected {
             break;
         }
-        let missing = || -> Vec<String> {
+        let missing = |socks: &[Vec<Option<TcpStream>>]| -> Vec<usize> {
             mine.iter()
                 .copied()
                 .filter(|&r| r > rank && socks[r].iter().any(Option::is_none))
-                .map(|r| peers[r].to_string())
                 .collect()
         };
+        let named = |rs: &[usize]| rs.iter().map(|&r| peers[r].to_string()).collect::<Vec<_>>().join(", ");
         // A peer that hangs up before set-up is over gave up, most likely because a rank it connects to failed:
         // waiting for the missing ones until the deadline would only delay the same failure.
         if let Some(gone) = (0..n).find(|&r| socks[r].iter().flatten().any(hung_up)) {
-            return Err(Error::peer(format!(
+            let e = Error::peer(format!(
                 "{me}: {} closed its data connection during set-up, so it gave up (see its own error); still \
                  missing connections from {}, the first of which most likely failed",
                 peers[gone],
-                missing().join(", ")
-            )));
+                named(&missing(&socks))
+            ));
+            return fail(socks, e, Some(gone));
         }
         if Instant::now() >= deadline {
             drops.finish();
-            let missing = missing();
-            return Err(Error::peer(format!(
+            let missing = missing(&socks);
+            let e = Error::peer(format!(
                 "{me}: timed out after {:.1} s waiting for connections from {}; are those ranks running \
                  and able to reach {}? Raise --connect-timeout if they start slowly",
-                cfg.connect_timeout.as_secs_f64(),
-                missing.join(", "),
+                connect_timeout.as_secs_f64(),
+                named(&missing),
                 bound.addr
-            )));
+            ));
+            let first = missing.first().copied();
+            return fail(socks, e, first);
         }
         let admitted: Vec<RawFd> = socks.iter().flatten().flatten().map(|s| s.as_raw_fd()).collect();
         gate.wait(&bound.listener, &admitted, deadline);
@@ -219,186 +399,25 @@ pub fn connect_all(
         drops.note(from, &why);
     }
     drops.finish();
-
-    // 3. Collect the acks of our own connections. One closed before its ack was dropped unauthenticated (the
-    //    peer's listener makes room that way when strangers flood it) or reset: connect and say hello again.
-    let mut said = false;
-    for (peer, s, sock) in outgoing.iter_mut() {
-        let (peer, s) = (*peer, *s);
-        let p = &peers[peer];
-        loop {
-            match read_ack(sock, deadline) {
-                Ok(ack) => {
-                    decode_ack(&ack).map_err(|why| Error::peer(format!("{me}: {p} refused us: {why}")))?;
-                    break;
-                }
-                Err(e) if closed_early(&e) && Instant::now() < deadline => {
-                    if !said {
-                        said = true;
-                        stderr!(
-                            "collbench: {me}: {p} closed a data connection before acking it ({e}; a listener drops \
-                             the oldest unauthenticated connections when strangers flood it); connecting again"
-                        );
-                    }
-                    *sock = open_proved(p, &hello(p, s), &token, deadline, &me)?;
-                }
-                Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
-            }
-        }
-    }
-    for (peer, s, sock) in outgoing {
-        socks[peer][s] = Some(sock);
-    }
-
-    let mut conns = Vec::with_capacity(n);
-    for (r, streams) in socks.into_iter().enumerate() {
-        if r == rank || !links.connected(rank, r) {
-            conns.push(None);
-            continue;
-        }
-        let mut v = Vec::with_capacity(ns);
-        for sock in streams {
-            let sock = sock.expect("every stream is connected by now");
-            configure_data_socket(&sock, cfg.sndbuf, cfg.congestion.as_deref()).map_err(|e| {
-                Error::io(
-                    format!(
-                        "{me}: configuring the data socket to {} (--sndbuf, --tcp-congestion)",
-                        peers[r]
-                    ),
-                    e,
-                )
-            })?;
-            v.push(sock);
-        }
-        conns.push(Some((peers[r].clone(), v)));
-    }
-    let path = bound.label.unwrap_or_else(|| format!("tcp@{}", bound.iface));
-    Ok(TcpTransport::new(rank, host.to_string(), bound.iface, path, conns, cfg))
+    Incoming { socks, failure: None }
 }
 
-/// How long a rank that cannot reach one peer spends proving itself to the peers it did reach, before it
-/// gives up: their challenges come from accept loops that are already running.
-const PROVE_BEFORE_LEAVING: Duration = Duration::from_secs(2);
-
-/// Outgoing connections with their hellos sent: one per (peer, stream).
-type Outgoing = Vec<(usize, usize, TcpStream, Hello)>;
-
-/// Reads each lower peer's challenge as it arrives, checks its proof and sends this rank's; a connection closed
-/// before its challenge (a flooded listener drops the oldest unauthenticated ones) is opened again. Returns the
-/// connections, proved, awaiting their acks.
-fn prove_all(
-    outgoing: Outgoing,
-    peers: &[PeerAddr],
+/// Opens one connection to `p` and goes through the proofs, blocking until `deadline` or until `give_up` is
+/// set (checked at least every [`ATTEMPT`]).
+fn open_proved(
+    p: &PeerAddr,
+    h: &Hello,
     token: &Token,
     deadline: Instant,
     me: &str,
-    hello: &dyn Fn(&PeerAddr, usize) -> Hello,
-) -> Result<Vec<(usize, usize, TcpStream)>> {
-    let mut waiting: Vec<(usize, usize, TcpStream, Hello, Vec<u8>)> = outgoing
-        .into_iter()
-        .map(|(p, s, sock, h)| (p, s, sock, h, Vec::new()))
-        .collect();
-    for w in &waiting {
-        w.2.set_nonblocking(true)
-            .map_err(|e| Error::io(format!("{me}: configuring a data socket"), e))?;
-    }
-    let mut done = Vec::with_capacity(waiting.len());
-    let mut said = false;
-    while !waiting.is_empty() {
-        let mut i = 0;
-        while i < waiting.len() {
-            let (peer, s, sock, h, got) = &mut waiting[i];
-            let p = &peers[*peer];
-            let mut buf = [0u8; CHALLENGE_LEN];
-            let closed = match sock.read(&mut buf[..CHALLENGE_LEN - got.len()]) {
-                Ok(0) => Some("closed".to_string()),
-                Ok(n) => {
-                    got.extend_from_slice(&buf[..n]);
-                    None
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    None
-                }
-                Err(e) if closed_early(&e) => Some(e.to_string()),
-                Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
-            };
-            if let Some(why) = closed {
-                if !said {
-                    said = true;
-                    stderr!(
-                        "collbench: {me}: {p} closed a data connection before challenging it ({why}; a listener drops \
-                         the oldest unauthenticated connections when strangers flood it); connecting again"
-                    );
-                }
-                let fresh = open_proved(p, &hello(p, *s), token, deadline, me)?;
-                let (peer, s) = (*peer, *s);
-                waiting.swap_remove(i);
-                done.push((peer, s, fresh));
-                continue;
-            }
-            if got.len() < CHALLENGE_LEN {
-                i += 1;
-                continue;
-            }
-            let proof = match answer_challenge(token, h, got) {
-                Ok(proof) => proof,
-                Err(why) => {
-                    let _ = sock.set_nonblocking(false).and_then(|()| sock.write_all(&REFUSAL));
-                    return Err(Error::peer(format!("{me}: {p}: {why}")));
-                }
-            };
-            sock.set_nonblocking(false)
-                .and_then(|()| sock.write_all(&proof))
-                .map_err(|e| Error::peer(format!("{me}: proving the job token to {p} failed: {e}")))?;
-            let (peer, s, sock, _, _) = waiting.swap_remove(i);
-            done.push((peer, s, sock));
-        }
-        if waiting.is_empty() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            let who: Vec<String> = waiting.iter().map(|w| peers[w.0].to_string()).collect();
-            return Err(Error::peer(format!(
-                "{me}: no answer to hello from {} before the connect deadline; are those ranks running?",
-                who.join(", ")
-            )));
-        }
-        let mut fds: Vec<libc::pollfd> = waiting
-            .iter()
-            .map(|w| libc::pollfd {
-                fd: w.2.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let ms = deadline
-            .saturating_duration_since(Instant::now())
-            .as_millis()
-            .clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: fds is a valid array of pollfd of its length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    }
-    Ok(done)
-}
-
-/// Opens one connection to `p` and goes through the proofs, blocking until `deadline` (for the rare connection
-/// opened again).
-fn open_proved(p: &PeerAddr, h: &Hello, token: &Token, deadline: Instant, me: &str) -> Result<TcpStream> {
+    give_up: &AtomicBool,
+) -> Result<TcpStream> {
     loop {
-        let mut sock = connect_retry(p, deadline, me)?;
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
+        let mut sock = connect_retry(p, deadline, me, give_up)?;
         let mut ch = [0u8; CHALLENGE_LEN];
         let got = sock
             .write_all(&h.encode())
-            .and_then(|()| sock.set_read_timeout(Some(left)))
-            .and_then(|()| sock.read_exact(&mut ch));
+            .and_then(|()| read_until(&mut sock, &mut ch, deadline, give_up));
         match got {
             Ok(()) => {}
             Err(e) if closed_early(&e) && Instant::now() < deadline => continue,
@@ -418,15 +437,68 @@ fn open_proved(p: &PeerAddr, h: &Hello, token: &Token, deadline: Instant, me: &s
     }
 }
 
-/// Reads the ack of a hello sent over `sock`, waiting until `deadline`.
-fn read_ack(sock: &mut TcpStream, deadline: Instant) -> std::io::Result<[u8; ACK_LEN]> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    sock.set_read_timeout(Some(left))?;
-    let mut ack = [0u8; ACK_LEN];
-    sock.read_exact(&mut ack)?;
-    Ok(ack)
+/// The longest one blocking step of opening a connection (a connect attempt, a read) waits before `give_up`
+/// is looked at again.
+const ATTEMPT: Duration = Duration::from_millis(500);
+
+/// Fills `buf` from `sock` by `deadline`, in steps of at most [`ATTEMPT`], stopping when `give_up` is set.
+fn read_until(sock: &mut TcpStream, buf: &mut [u8], deadline: Instant, give_up: &AtomicBool) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || give_up.load(Ordering::Relaxed) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no answer before the connect deadline",
+            ));
+        }
+        sock.set_read_timeout(Some(left.min(ATTEMPT).max(Duration::from_millis(1))))?;
+        match sock.read(&mut buf[got..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(k) => got += k,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Opens one connection to `p`, goes through the proofs and reads `p`'s ack. One closed before its ack was
+/// dropped unauthenticated (the peer's listener makes room that way when strangers flood it) or reset: it is
+/// opened again (said once per rank, through `said`).
+fn open_acked(
+    p: &PeerAddr,
+    hello: &dyn Fn() -> Hello,
+    token: &Token,
+    deadline: Instant,
+    me: &str,
+    give_up: &AtomicBool,
+    said: &AtomicBool,
+) -> Result<TcpStream> {
+    loop {
+        let mut sock = open_proved(p, &hello(), token, deadline, me, give_up)?;
+        let mut ack = [0u8; ACK_LEN];
+        match read_until(&mut sock, &mut ack, deadline, give_up) {
+            Ok(()) => {
+                return decode_ack(&ack)
+                    .map(|()| sock)
+                    .map_err(|why| Error::peer(format!("{me}: {p} refused us: {why}")))
+            }
+            Err(e) if closed_early(&e) && Instant::now() < deadline => {
+                if !said.swap(true, Ordering::Relaxed) {
+                    stderr!(
+                        "collbench: {me}: {p} closed a data connection before acking it ({e}; a listener drops the \
+                         oldest unauthenticated connections when strangers flood it); connecting again"
+                    );
+                }
+            }
+            Err(e) => return Err(Error::peer(format!("{me}: no answer to hello from {p}: {e}"))),
+        }
+    }
 }
 
 /// Whether a failed ack read means the connection was closed or reset (worth a new one), not that the deadline
@@ -547,11 +619,11 @@ fn configure_data_socket(sock: &TcpStream, sndbuf: Option<usize>, congestion: Op
 const REFUSED_FOR: Duration = Duration::from_secs(1);
 
 /// Connects, retrying failures until the deadline, and refusals for [`REFUSED_FOR`].
-fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream> {
+fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str, give_up: &AtomicBool) -> Result<TcpStream> {
     let mut refused_since = None;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let e = match TcpStream::connect_timeout(&p.addr, left.max(Duration::from_millis(1))) {
+        let e = match TcpStream::connect_timeout(&p.addr, left.min(ATTEMPT).max(Duration::from_millis(1))) {
             Ok(s) => return Ok(s),
             Err(e) => e,
         };
@@ -567,7 +639,7 @@ fn connect_retry(p: &PeerAddr, deadline: Instant, me: &str) -> Result<TcpStream>
         } else {
             refused_since = None;
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline || give_up.load(Ordering::Relaxed) {
             return Err(Error::peer(format!(
                 "{me}: cannot connect to {p}: {e}; is it running and reachable from this host?"
             )));
@@ -599,7 +671,13 @@ mod tests {
             addr,
         };
         // Were the refusal rule gone, the call would end only at this deadline, with a different message.
-        let e = connect_retry(&p, Instant::now() + Duration::from_secs(120), "rank 2 (host h2)").unwrap_err();
+        let e = connect_retry(
+            &p,
+            Instant::now() + Duration::from_secs(120),
+            "rank 2 (host h2)",
+            &AtomicBool::new(false),
+        )
+        .unwrap_err();
         let msg = e.to_string();
         assert!(
             msg.starts_with(&format!(
@@ -638,7 +716,15 @@ mod tests {
                 nonce: crate::transport::auth::nonce(),
             };
             let deadline = Instant::now() + Duration::from_secs(60);
-            let mut s = open_proved(&p, &hello, &token, deadline, "rank 2 (host h2)").unwrap();
+            let mut s = open_proved(
+                &p,
+                &hello,
+                &token,
+                deadline,
+                "rank 2 (host h2)",
+                &AtomicBool::new(false),
+            )
+            .unwrap();
             let mut ack = [0u8; ACK_LEN];
             s.read_exact(&mut ack).unwrap();
             decode_ack(&ack).unwrap();

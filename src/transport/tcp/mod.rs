@@ -143,6 +143,8 @@ pub struct TcpTransport {
     answer: Option<AbortNote>,
     /// The phase this rank gave up in (`all_reduce of 4 MiB`), once it did.
     phase: Option<String>,
+    /// How long a rank that gave up keeps sending and hearing notes, at most: [`blame::LINGER`] once set up.
+    linger: Duration,
     pollfds: Vec<libc::pollfd>,
     /// (peer, stream) of each entry of `pollfds`.
     pollmap: Vec<(usize, usize)>,
@@ -189,6 +191,7 @@ impl TcpTransport {
             notes_refused: 0,
             answer: None,
             phase: None,
+            linger: blame::LINGER,
             pollfds: Vec::new(),
             pollmap: Vec::new(),
         }
