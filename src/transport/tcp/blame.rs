@@ -503,11 +503,15 @@ impl TcpTransport {
         }
     }
 
-    /// Sends and hears abort notes until every peer was told and has told (or is gone), or [`LINGER`] passed.
+    /// Sends and hears abort notes until every peer was told and has told (or is gone), or its linger passed
+    /// ([`LINGER`] once set up; each new note extends it, up to three times).
     fn linger(&mut self) {
         // Not cut to -T: a -T of a millisecond would end the wait before any note could arrive, and ranks would
         // name different culprits.
-        let end = Instant::now() + self.linger;
+        // Each new note buys the notes it sets off (an answer, a relay of it) a whole linger to arrive, up to
+        // three in all: a chain of answers across a broken link takes several hops, each slow on a loaded host.
+        let start = Instant::now();
+        let mut end = start + self.linger;
         loop {
             self.queue_notes();
             let mut drained = true;
@@ -522,6 +526,7 @@ impl TcpTransport {
             // New notes are answered and sent on at once, but never past the deadline.
             if self.collect_notes() && Instant::now() < end {
                 self.answer_blame();
+                end = end.max(Instant::now() + self.linger).min(start + 3 * self.linger);
                 continue;
             }
             let settled = self

@@ -18,7 +18,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::drops::Drops;
 use super::gate::{Event, Gate};
-use super::handshake::{answer_challenge, decode_ack, encode_ack, Hello, Token, ACK_LEN, CHALLENGE_LEN, REFUSAL};
+use super::handshake::{
+    answer_challenge, decode_ack, encode_ack, Hello, Token, ACK_LEN, CHALLENGE_LEN, FRAME_HEADER_LEN, REFUSAL,
+};
+use super::progress::ABORT_MARK;
 use super::{PeerAddr, TcpConfig, TcpTransport};
 use crate::error::{stderr, Error, Result};
 use crate::transport::Links;
@@ -370,7 +373,7 @@ fn accept_higher(
         let named = |rs: &[usize]| rs.iter().map(|&r| peers[r].to_string()).collect::<Vec<_>>().join(", ");
         // A peer that hangs up before set-up is over gave up, most likely because a rank it connects to failed:
         // waiting for the missing ones until the deadline would only delay the same failure.
-        if let Some(gone) = (0..n).find(|&r| socks[r].iter().flatten().any(hung_up)) {
+        if let Some(gone) = (0..n).find(|&r| socks[r].iter().flatten().any(gave_up)) {
             let e = Error::peer(format!(
                 "{me}: {} closed its data connection during set-up, so it gave up (see its own error); still \
                  missing connections from {}, the first of which most likely failed",
@@ -511,20 +514,32 @@ fn closed_early(e: &std::io::Error) -> bool {
     )
 }
 
-/// Whether the peer of `sock` has closed it (or reset it): nothing is read, only peeked at.
-fn hung_up(sock: &TcpStream) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: recv writes at most one byte into `byte`; MSG_PEEK leaves it in the socket.
+/// Whether the peer of an accepted `sock` gave up during set-up: it closed or reset the connection (seen even
+/// behind data not yet read), or what it sent first is an abort frame. Nothing is read, only peeked at.
+fn gave_up(sock: &TcpStream) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN | libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; a timeout of 0 only looks.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+    if ready > 0 && pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+        return true;
+    }
+    let mut head = [0u8; FRAME_HEADER_LEN];
+    // SAFETY: recv writes at most head.len() bytes into `head`; MSG_PEEK leaves them in the socket.
     let got = unsafe {
         libc::recv(
             sock.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
+            head.as_mut_ptr().cast(),
+            head.len(),
             libc::MSG_PEEK | libc::MSG_DONTWAIT,
         )
     };
     match got {
         0 => true,
+        n if n >= 4 => u32::from_le_bytes([head[0], head[1], head[2], head[3]]) == ABORT_MARK,
         n if n > 0 => false,
         _ => matches!(
             std::io::Error::last_os_error().raw_os_error(),
