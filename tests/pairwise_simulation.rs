@@ -14,6 +14,11 @@ use collbench::validate::pairwise::{confirm, localise, planned, Finding, Link, M
 
 /// `pairwise --budget`'s default, seconds.
 const BUDGET_S: f64 = collbench::cli::defaults::PAIRWISE_BUDGET_S as f64;
+/// Hosts from which the cells run with the budget that covers every pair (`every_pair_budget`), not the
+/// default: 4,095 rounds do not fit 120 s at 25 Gbit/s.
+const EVERY_PAIR_FROM: usize = 4096;
+/// Runs per cell of the committed table at 1,024 hosts and more (the budget of a cell covers each of them).
+const FULL_RUNS_LARGE: usize = 20;
 /// The pairwise test's defaults: bytes per exchange, timed exchanges (one more untimed), round trips.
 const BYTES: f64 = collbench::cli::defaults::PAIRWISE_BYTES as f64;
 const ITERS: f64 = collbench::cli::defaults::PAIRWISE_ITERS as f64;
@@ -213,10 +218,64 @@ struct Outcome {
     unconfirmed: usize,
 }
 
-/// One run of `pairwise --budget` on a simulated cluster of `n` hosts at `gbit` Gbit/s.
-fn run(n: usize, gbit: f64, seed: u64, budget_s: f64) -> Outcome {
+/// Start-up before round 0 of `n` hosts, seconds.
+fn startup_s(n: usize) -> f64 {
+    STARTUP_BASE_S + STARTUP_PER_HOST_S * n as f64
+}
+
+/// Measures the pairs of one round of cluster `c` into `links`: every pair at once, then the ping-pongs; the
+/// round lasts as long as its slowest pair. Returns its seconds.
+fn measure_round(c: &Cluster, pairs: &[(usize, usize)], links: &mut Vec<Link>, rng: &mut Rng) -> f64 {
+    let (mut bw_s, mut pp_s) = (0.0f64, 0.0f64);
+    for &(a, b) in pairs {
+        let m = c.measure(a, b, rng);
+        let (bw, pp) = pair_s(m.0, m.1, m.2);
+        bw_s = bw_s.max(bw);
+        pp_s = pp_s.max(pp);
+        links.push(link(a, b, m));
+    }
+    bw_s + pp_s + c.barriers_s()
+}
+
+/// Run `seed`'s cluster of `n` hosts at `gbit` Gbit/s, its round 0 measured into `links`: the cluster, the
+/// generator where the run goes on, and the round's seconds.
+fn first_round(n: usize, gbit: f64, seed: u64, links: &mut Vec<Link>) -> (Cluster, Rng, f64) {
     let mut rng = Rng::new(seed);
     let c = Cluster::new(n, gbit, &mut rng);
+    let round = collbench::validate::pairwise::schedule::round(n, 0);
+    let round_s = measure_round(&c, &round, links, &mut rng);
+    (c, rng, round_s)
+}
+
+/// The margin `pairwise --budget` keeps for gathering, judging and writing, seconds.
+fn margin_s(budget_s: f64) -> f64 {
+    (budget_s * 0.1).max(2.0)
+}
+
+/// The least multiple of 30 s whose plan measures every pair, with its reserve, in each of the first `runs`
+/// runs of the cell: start-up, round 0 as each run measures it, and what the planner says the rest needs
+/// (`plan::every_pair_s`), within the budget less its margin.
+fn every_pair_budget(n: usize, gbit: f64, runs: usize) -> f64 {
+    let need = (0..runs)
+        .map(|r| {
+            let (_, _, round_s) = first_round(n, gbit, seed(n, gbit, r), &mut Vec::new());
+            startup_s(n) + round_s + plan::every_pair_s(n, round_s)
+        })
+        .fold(0.0, f64::max);
+    let mut budget = 30.0 * (need / 30.0).ceil();
+    while budget - margin_s(budget) < need {
+        budget += 30.0;
+    }
+    budget
+}
+
+/// The seed of run `r` of a cell.
+fn seed(n: usize, gbit: f64, r: usize) -> u64 {
+    (n as u64) << 40 ^ ((gbit * 10.0) as u64) << 20 ^ r as u64
+}
+
+/// One run of `pairwise --budget` on a simulated cluster of `n` hosts at `gbit` Gbit/s.
+fn run(n: usize, gbit: f64, seed: u64, budget_s: f64) -> Outcome {
     let th = Thresholds::default();
     let hosts: Vec<Participant> = (0..n)
         .map(|h| Participant {
@@ -225,47 +284,31 @@ fn run(n: usize, gbit: f64, seed: u64, budget_s: f64) -> Outcome {
             host: format!("h{h}"),
         })
         .collect();
-    let startup_s = STARTUP_BASE_S + STARTUP_PER_HOST_S * n as f64;
+    let startup_s = startup_s(n);
     let mut links: Vec<Link> = Vec::new();
-    // A round: every pair at once, then the ping-pongs; the round lasts as long as its slowest pair.
-    let measure_round = |pairs: &[(usize, usize)], links: &mut Vec<Link>, rng: &mut Rng| {
-        let (mut bw_s, mut pp_s) = (0.0f64, 0.0f64);
-        for &(a, b) in pairs {
-            let m = c.measure(a, b, rng);
-            let (bw, pp) = pair_s(m.0, m.1, m.2);
-            bw_s = bw_s.max(bw);
-            pp_s = pp_s.max(pp);
-            links.push(link(a, b, m));
-        }
-        bw_s + pp_s + c.barriers_s()
-    };
-    let round_s = measure_round(
-        &collbench::validate::pairwise::schedule::round(n, 0),
-        &mut links,
-        &mut rng,
-    );
-    let margin = (budget_s * 0.1).max(2.0);
-    let left = budget_s - margin - startup_s - round_s;
+    let (c, mut rng, round_s) = first_round(n, gbit, seed, &mut links);
+    let left = budget_s - margin_s(budget_s) - startup_s - round_s;
     let p = plan::plan(n, round_s, left);
+    links.reserve(p.pairs());
     let mut elapsed = startup_s + round_s;
     for round in p.schedule().iter().skip(1) {
-        elapsed += measure_round(round, &mut links, &mut rng);
+        elapsed += measure_round(&c, round, &mut links, &mut rng);
     }
     links.sort_by_key(|l| (l.a, l.b));
-    let first_round: std::collections::HashMap<(usize, usize), usize> = p
+    let suspects = confirm::suspect_pairs(&links, &th);
+    // The first-pass round of each suspect (what `pack` orders them by), found without a map of every pair.
+    let wanted: std::collections::HashSet<(usize, usize)> = suspects.iter().copied().collect();
+    let round_of: std::collections::HashMap<(usize, usize), usize> = p
         .schedule()
         .into_iter()
         .enumerate()
         .flat_map(|(k, round)| round.into_iter().map(move |pair| (pair, k)))
+        .filter(|(pair, _)| wanted.contains(pair))
         .collect();
-    let (again, unconfirmed) = planned::pack(
-        confirm::suspect_pairs(&links, &th),
-        |pair| first_round[&pair],
-        p.confirm_rounds,
-    );
+    let (again, unconfirmed) = planned::pack(suspects, |pair| round_of[&pair], p.confirm_rounds);
     for round in &again {
         let mut fresh = Vec::new();
-        elapsed += measure_round(round, &mut fresh, &mut rng);
+        elapsed += measure_round(&c, round, &mut fresh, &mut rng);
         for f in &fresh {
             let i = links
                 .binary_search_by_key(&(f.a, f.b), |l| (l.a, l.b))
@@ -348,9 +391,13 @@ struct Row {
     budget_s: f64,
 }
 
-fn cell(n: usize, gbit: f64, runs: usize, budget_s: f64) -> Row {
-    let seed = |r: usize| (n as u64) << 40 ^ ((gbit * 10.0) as u64) << 20 ^ r as u64;
-    let outs: Vec<Outcome> = (0..runs).map(|r| run(n, gbit, seed(r), budget_s)).collect();
+fn cell(n: usize, gbit: f64, runs: usize) -> Row {
+    let budget_s = if n >= EVERY_PAIR_FROM {
+        every_pair_budget(n, gbit, runs.max(FULL_RUNS_LARGE))
+    } else {
+        BUDGET_S
+    };
+    let outs: Vec<Outcome> = (0..runs).map(|r| run(n, gbit, seed(n, gbit, r), budget_s)).collect();
     let share = |f: &dyn Fn(&Outcome) -> bool| outs.iter().filter(|o| f(o)).count() as f64 / runs as f64;
     for e in outs.iter().flat_map(|o| &o.false_examples).take(3) {
         println!("{n} hosts at {gbit} Gbit/s: false finding {e}");
@@ -392,7 +439,7 @@ fn table(grid: &[(usize, f64, usize)]) -> Vec<Row> {
                         let Some(&(n, gbit, runs)) = grid.get(i) else {
                             break mine;
                         };
-                        mine.push((i, cell(n, gbit, runs, BUDGET_S)));
+                        mine.push((i, cell(n, gbit, runs)));
                     }
                 })
             })
@@ -488,15 +535,14 @@ fn statistics_misses(rows: &[Row]) -> Vec<String> {
     out
 }
 
-/// Whether [`statistics_misses`] fail the test; switched on once the localisation meets them.
-const ENFORCE_STATISTICS: bool = false;
-
-fn check(rows: &[Row]) {
+/// Checks the planner's targets on every row, and the statistics' targets where `stats` (the 12 cells at 25
+/// to 400 Gbit/s; the slow clusters' rows are reported, not held to them).
+fn check(rows: &[Row], stats: bool) {
     let planner = planner_misses(rows);
     assert!(planner.is_empty(), "over the budget:\n{}", planner.join("\n"));
-    let stats = statistics_misses(rows);
-    if ENFORCE_STATISTICS {
-        assert!(stats.is_empty(), "statistics' targets missed:\n{}", stats.join("\n"));
+    if stats {
+        let missed = statistics_misses(rows);
+        assert!(missed.is_empty(), "statistics' targets missed:\n{}", missed.join("\n"));
     }
     // Always: the slow host, which every plan measures at each of its partners, is found where the budget
     // lets the plan measure enough rounds.
@@ -511,26 +557,23 @@ fn check(rows: &[Row]) {
     }
 }
 
-/// The CI size: every cell of the grid, fewer runs at the largest sizes.
+/// The CI size: every cell of the grid, fewer runs at the largest sizes (a run of 4,096 hosts judges 8.4
+/// million links: half a minute).
 #[test]
 fn planner_and_localisation_at_64_to_4096_hosts() {
     let rows = table(&grid(|n| match n {
         64 => 40,
         256 => 16,
-        _ => 4,
+        1024 => 4,
+        _ => 1,
     }));
     println!("{}", render(&rows));
     println!("statistics' targets missed: {:#?}", statistics_misses(&rows));
-    check(&rows);
-    // The plan is what the planner says of each size at these speeds: every pair up to 1,024 hosts, 256 rounds
-    // beyond.
+    check(&rows, true);
+    // Every pair at each size and speed: up to 1,024 hosts within the default budget, at 4,096 within the
+    // budget the planner says covers it.
     for r in &rows {
-        let want = if r.n <= 1024 {
-            r.circle
-        } else {
-            plan::MAX_PAIRS / (r.n / 2)
-        };
-        assert_eq!(r.rounds, want, "{} hosts at {} Gbit/s", r.n, r.gbit);
+        assert_eq!(r.rounds, r.circle, "{} hosts at {} Gbit/s", r.n, r.gbit);
     }
 }
 
@@ -539,7 +582,7 @@ fn planner_and_localisation_at_64_to_4096_hosts() {
 fn slow_clusters_are_sampled_within_the_budget() {
     let rows = table(&slow_grid(20));
     println!("{}", render(&rows));
-    check(&rows);
+    check(&rows, false);
     let r64 = &rows[1];
     assert!(
         r64.rounds < r64.circle,
@@ -555,12 +598,13 @@ fn full_table() {
     let mut g = grid(|n| match n {
         64 => 400,
         256 => 100,
-        1024 => 20,
-        _ => 20,
+        _ => FULL_RUNS_LARGE,
     });
+    let fast = g.len();
     g.extend(slow_grid(100));
     let rows = table(&g);
     println!("{}", render(&rows));
     println!("statistics' targets missed: {:#?}", statistics_misses(&rows));
-    check(&rows);
+    check(&rows[..fast], true);
+    check(&rows[fast..], false);
 }

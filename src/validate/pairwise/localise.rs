@@ -7,11 +7,17 @@
 //!    partial schedule too): a cluster level, one effect per host, one residual per link. The typical link
 //!    is the level between two hosts of the median effect, not the best of any host's links (whose
 //!    expected value rises with the number of links it is the best of).
-//! 2. A link is slow when its residual is below 0 by more than the relative floor (`bw_floor`,
-//!    `lat_factor`) AND by more than the multiplicity-corrected bar of robust standard deviations of the
-//!    residuals (Sidak over the links judged, `alpha` family-wise, never below `k`): the floor keeps a quiet
-//!    network's tiny spread from flagging ordinary jitter, the bar keeps 500,000 links from yielding
-//!    false findings that one link at the same level would not.
+//! 2. A link is slow when its residual is below 0 by more than the relative floor AND by more than the
+//!    multiplicity-corrected bar of robust standard deviations of the residuals (Sidak over the links
+//!    judged, `alpha` family-wise, never below `k`): the floor keeps a quiet network's tiny spread from
+//!    flagging ordinary jitter, the bar keeps 500,000 links from yielding false findings that one link at
+//!    the same level would not. Bandwidth is judged in two stages where hosts have many partners (at least
+//!    32): screening for suspects to measure again down to `bw_least` (20% below), and a suspect measured
+//!    twice is slow beyond `bw_least` and the bar for the links measured twice (its second measurement is
+//!    independent of the screening, so the bar is corrected for those links, not for every link screened).
+//!    A link measured once (its suspect left unconfirmed, or no re-measure) must be `bw_floor` (40%) below,
+//!    as must every link with fewer partners per host (the spread is then estimated from too few links to
+//!    let the bar alone decide) and every host. Latency keeps `lat_factor` throughout.
 //! 3. A host is slow when its effect is below the typical host's by the floor and by the bar over the
 //!    hosts judged, with the spread of the hosts at or above the typical one (slow hosts do not widen it).
 //!    On latency, more than a quarter of the hosts (and more than two) at least half as far below together
@@ -36,10 +42,15 @@ use super::{Finding, Link, Metric, Participant};
 /// The knobs of [`findings`]; the defaults never flag a clean run (see the tests and README).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
-    /// A link's bandwidth must be this fraction or more below what its hosts do with others to be slow:
-    /// 0.4, because on shared machines a clean link scatters by +-20% (so 0.8 / 1.2 = a third below its
-    /// best neighbour).
+    /// Where the links are too few to fit host effects (every pair of four hosts or fewer), a link's
+    /// bandwidth must be this fraction or more below its hosts' best neighbour to be slow: 0.4, because on
+    /// shared machines a clean link scatters by +-20% (so 0.8 / 1.2 = a third below its best neighbour).
     pub bw_floor: f64,
+    /// Where host effects are fit, a link (or host) this fraction or less below what its hosts predict (the
+    /// typical host) is never slow, however quiet the network: 0.2. Above it the bar of robust deviations
+    /// decides, so the floor does not cut into a noisy cluster's scatter, nor hide a link at half rate.
+    #[serde(default = "default_bw_least")]
+    pub bw_least: f64,
     /// A link's latency must be this factor or more above what its hosts predict to be slow (scheduling on
     /// shared cores moves small-message latency far more than bandwidth, so the bar is higher).
     pub lat_factor: f64,
@@ -66,10 +77,16 @@ fn default_alpha() -> f64 {
     0.01
 }
 
+/// [`Thresholds::bw_least`]'s default, also for files that predate it.
+fn default_bw_least() -> f64 {
+    0.2
+}
+
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
             bw_floor: 0.4,
+            bw_least: default_bw_least(),
             lat_factor: 3.0,
             k: 4.0,
             lat_excess_us: 50.0,
@@ -83,6 +100,11 @@ impl Default for Thresholds {
 /// The least spread (log units, about 1%) the residuals are judged with: a perfectly quiet synthetic or
 /// loopback matrix has none, and the floor decides there.
 const LEAST_SD: f64 = 0.01;
+
+/// Partners per host (median) from which the residuals' spread is estimated well enough for the bar of
+/// robust deviations to decide down to [`Thresholds::bw_least`]: with 15 (16 hosts) a clean lognormal matrix
+/// has links 4 robust deviations below what the fit predicts, so the [`Thresholds::bw_floor`] stays there.
+const MANY_PARTNERS: usize = 32;
 
 /// The share of hosts, below together, beyond which they are a second mode of the cluster, not faults.
 const GROUP_SHARE: f64 = 0.25;
@@ -139,18 +161,52 @@ pub fn judged_latency_us(l: &Link) -> f64 {
     }
 }
 
-/// The log-space verdict on goodness `good` (one per link, ends `ends`, over `n` hosts): links and hosts
-/// below by more than `floor_log` and the corrected bar; `also(value, expected)` (goodness) must hold too
-/// for a link or host to be slow.
-fn judge_log(
+/// One metric's values to judge: goodness per link (higher is better), the links' ends over `n` hosts, which
+/// links were measured twice (confirmed suspects), and the floors (log units) a slow link must pass.
+struct Judged<'a> {
     metric: Metric,
     good: Vec<f64>,
-    ends: &[(usize, usize)],
+    ends: &'a [(usize, usize)],
+    again: &'a [bool],
     n: usize,
+    /// Below what the fit predicts, with at least [`MANY_PARTNERS`] partners per host: the floor of links
+    /// measured twice, and of every link when screening for suspects ...
     floor_log: f64,
-    th: &Thresholds,
-    also: impl Fn(f64, f64) -> bool,
-) -> Verdict {
+    /// ... the floor of links measured once when judging, and of every link with fewer partners (too few to
+    /// fit at all: below the hosts' best neighbour).
+    few_floor_log: f64,
+    /// Screening for suspects (to measure again) rather than judging.
+    pass: Pass,
+}
+
+/// What a verdict is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Naming the links to measure again: a link at [`Thresholds::bw_least`] is one.
+    Screen,
+    /// The findings: a link measured once must be below [`Thresholds::bw_floor`], a single measurement
+    /// being weaker evidence than two.
+    Judge,
+}
+
+/// The log-space verdict on `j`: links and hosts below by more than the floor and the corrected bar;
+/// `also(value, expected)` (goodness) must hold too for a link or host to be slow.
+///
+/// A link measured once is judged at the bar for every link measured once. A link measured twice (a suspect
+/// of the first pass, kept at the better of its two measurements) is judged at the bar for the links
+/// measured twice: its second measurement is independent of what made it a suspect, so a clean one passes
+/// that bar with the same small chance whatever the number of links the first pass screened.
+fn judge_log(j: Judged, th: &Thresholds, also: impl Fn(f64, f64) -> bool) -> Verdict {
+    let Judged {
+        metric,
+        good,
+        ends,
+        again,
+        n,
+        floor_log,
+        few_floor_log,
+        pass,
+    } = j;
     let y: Vec<f64> = good
         .iter()
         .map(|&v| if v.is_finite() && v > 0.0 { v.ln() } else { f64::NAN })
@@ -166,18 +222,31 @@ fn judge_log(
     }
     let fitted = degree.iter().filter(|&&d| d > 0).count();
     if judged.len() < 2 * fitted {
-        return judge_small(metric, good, &y, ends, n, floor_log, th, also);
+        return judge_small(metric, good, &y, ends, n, few_floor_log, th, also);
     }
+    let mut degs: Vec<f64> = degree.iter().filter(|&&d| d > 0).map(|&d| d as f64).collect();
+    let partners = median(&mut degs);
+    // The hosts' floor is the few-partner one at any size: a host effect is a median of its links, and the
+    // bar decides well below it.
+    let host_floor = few_floor_log;
+    let many = partners >= MANY_PARTNERS as f64;
+    let twice_floor = if many { floor_log } else { few_floor_log };
+    let once_floor = if many && pass == Pass::Screen {
+        floor_log
+    } else {
+        few_floor_log
+    };
     let mut centre = judged.clone();
     let centre = median(&mut centre);
     let sd = fit::robust_sd(judged.iter().copied(), centre).max(LEAST_SD);
-    let link_bar = fit::bar(judged.len(), th.alpha, th.k) * sd;
+    let twice = (0..resid.len()).filter(|&i| again[i] && resid[i].is_finite()).count();
+    let once_bar = fit::bar(judged.len() - twice, th.alpha, th.k) * sd;
+    let twice_bar = fit::bar(twice, th.alpha, th.k) * sd;
     let mut efs: Vec<f64> = host.iter().copied().filter(|h| h.is_finite()).collect();
     let ref_h = upper_median(&mut efs);
     // The spread of host effects from the hosts at or above the typical one (slow hosts do not widen it),
     // and never below what the links' own scatter leaves in a host effect (a median of its links).
-    let mut degs: Vec<f64> = degree.iter().filter(|&&d| d > 0).map(|&d| d as f64).collect();
-    let from_links = 1.2533 * sd / median(&mut degs).max(1.0).sqrt();
+    let from_links = 1.2533 * sd / partners.max(1.0).sqrt();
     let host_sd = fit::robust_sd(efs.iter().copied().filter(|&h| h >= ref_h), ref_h).max(from_links);
     let host_bar = fit::bar(efs.len(), th.alpha, th.k) * host_sd;
     let expected: Vec<f64> = ends
@@ -186,20 +255,27 @@ fn judge_log(
         .map(|v| if v.is_finite() { v } else { (mu + 2.0 * ref_h).exp() })
         .collect();
     let slow: Vec<bool> = (0..good.len())
-        .map(|i| resid[i].is_finite() && -resid[i] > link_bar.max(floor_log) && also(good[i], expected[i]))
+        .map(|i| {
+            let bar = if again[i] {
+                twice_bar.max(twice_floor)
+            } else {
+                once_bar.max(once_floor)
+            };
+            resid[i].is_finite() && -resid[i] > bar && also(good[i], expected[i])
+        })
         .collect();
     let typical = (mu + 2.0 * ref_h).exp();
     let mut below: Vec<bool> = (0..n)
         .map(|a| {
             let d = host[a] - ref_h;
-            d.is_finite() && -d > host_bar.max(floor_log) && also((mu + host[a] + ref_h).exp(), typical)
+            d.is_finite() && -d > host_bar.max(host_floor) && also((mu + host[a] + ref_h).exp(), typical)
         })
         .collect();
     // Latency: many hosts at least half as far apart as a named one are a second mode of the cluster (busy
     // CPUs on part of it), not faults. Bandwidth: beyond the floor every host is a fault, however many.
     let apart = host
         .iter()
-        .filter(|&&h| (ref_h - h) > 0.5 * floor_log.max(host_bar))
+        .filter(|&&h| (ref_h - h) > 0.5 * host_floor.max(host_bar))
         .count();
     if metric == Metric::Latency && apart > 2 && apart as f64 > GROUP_SHARE * efs.len() as f64 {
         below = vec![false; n];
@@ -211,7 +287,7 @@ fn judge_log(
         typical,
         slow,
         host: below,
-        floor_ratio: (-floor_log).exp(),
+        floor_ratio: (-host_floor).exp(),
     }
 }
 
@@ -315,25 +391,36 @@ fn judge_stalls(links: &[Link], n: usize, th: &Thresholds) -> Verdict {
 }
 
 /// Per metric, the verdict: bandwidth, latency (as round trips per microsecond), stalls.
-fn verdicts(n: usize, links: &[Link], th: &Thresholds) -> [Verdict; 3] {
+fn verdicts(n: usize, links: &[Link], th: &Thresholds, pass: Pass) -> [Verdict; 3] {
     let ends: Vec<(usize, usize)> = links.iter().map(|l| (l.a, l.b)).collect();
     let n = n.max(links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0));
+    let again: Vec<bool> = links.iter().map(|l| l.remeasured).collect();
     let bw = judge_log(
-        Metric::Bandwidth,
-        links.iter().map(|l| l.bw_gbs).collect(),
-        &ends,
-        n,
-        -(1.0 - th.bw_floor).ln(),
+        Judged {
+            metric: Metric::Bandwidth,
+            good: links.iter().map(|l| l.bw_gbs).collect(),
+            ends: &ends,
+            again: &again,
+            n,
+            floor_log: -(1.0 - th.bw_least).ln(),
+            few_floor_log: -(1.0 - th.bw_floor).ln(),
+            pass,
+        },
         th,
         |_, _| true,
     );
     // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
     let lat = judge_log(
-        Metric::Latency,
-        links.iter().map(|l| 1.0 / judged_latency_us(l)).collect(),
-        &ends,
-        n,
-        th.lat_factor.ln(),
+        Judged {
+            metric: Metric::Latency,
+            good: links.iter().map(|l| 1.0 / judged_latency_us(l)).collect(),
+            ends: &ends,
+            again: &again,
+            n,
+            floor_log: th.lat_factor.ln(),
+            few_floor_log: th.lat_factor.ln(),
+            pass,
+        },
         th,
         |v, expected| 1.0 / v - 1.0 / expected >= th.lat_excess_us,
     );
@@ -430,7 +517,7 @@ pub fn suspects(links: &[Link], th: &Thresholds) -> Vec<usize> {
     let n = links.iter().map(|l| l.a.max(l.b) + 1).max().unwrap_or(0);
     let adj = all_adjacency(links, n);
     let mut pick = vec![false; links.len()];
-    for v in verdicts(n, links, th) {
+    for v in verdicts(n, links, th, Pass::Screen) {
         for (i, &s) in v.slow.iter().enumerate() {
             pick[i] |= s;
         }
@@ -453,7 +540,7 @@ pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<F
     let adj = all_adjacency(links, n);
     let mut named = vec![false; adj.len()];
     let mut out = Vec::new();
-    for v in verdicts(n, links, th) {
+    for v in verdicts(n, links, th, Pass::Judge) {
         out.extend(judge(hosts, links, &adj, &v, th, &mut named));
     }
     out.extend(one_way(hosts, links, &mut named));
@@ -928,6 +1015,44 @@ pub(crate) mod tests {
                 "salt={salt}: {f:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_link_between_the_floors_is_a_suspect_and_named_only_when_measured_twice() {
+        // 64 hosts (63 partners each), +-5% scatter: a link at 70% is screened (below `bw_least`), one
+        // measurement does not name it (not below `bw_floor`), two do.
+        let th = Thresholds::default();
+        for salt in 0..4 {
+            let (h, mut l) = matrix(
+                64,
+                |a, b, i| jitter(i, salt, 0.05) * if (a, b) == (5, 50) { 0.7 } else { 1.0 },
+                |_, _, _| 20.0,
+            );
+            let i = l.iter().position(|l| (l.a, l.b) == (5, 50)).expect("the pair");
+            assert_eq!(suspects(&l, &th), [i], "salt={salt}");
+            assert!(findings(&h, &l, &th).is_empty(), "salt={salt}");
+            l[i].remeasured = true;
+            let f = findings(&h, &l, &th);
+            assert_eq!(
+                slow_links(&f),
+                [("h5".to_string(), "h50".to_string())],
+                "salt={salt}: {f:?}"
+            );
+            // A suspect whose second measurement was clean is kept at it, and is not named.
+            l[i].bw_gbs = 1.0;
+            assert!(findings(&h, &l, &th).is_empty(), "salt={salt}");
+        }
+        // With 15 partners per host the 40% floor holds for every link, measured twice or not.
+        let (h, mut l) = matrix(
+            16,
+            |a, b, i| jitter(i, 1, 0.05) * if (a, b) == (2, 9) { 0.7 } else { 1.0 },
+            |_, _, _| 20.0,
+        );
+        assert!(suspects(&l, &th).is_empty());
+        for link in &mut l {
+            link.remeasured = true;
+        }
+        assert!(findings(&h, &l, &th).is_empty());
     }
 
     #[test]

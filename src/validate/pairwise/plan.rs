@@ -6,8 +6,9 @@
 //! - Otherwise a sample of the circle's rounds, spread over all of them: every host still meets R distinct
 //!   partners, so a slow host is slow in all of its R links and is named as surely as with every pair; a
 //!   slow link alone is measured with chance R/(N-1) (the plan's `coverage`).
-//! - At most [`MAX_PAIRS`] pairs in any case (every pair up to 1,024 hosts, 256 partners each at 4,096):
-//!   what rank 0 gathers, judges and writes is bounded whatever the budget.
+//! - At most [`MAX_PAIRS`] pairs in any case (every pair up to 4,096 hosts, 2,048 partners each at 8,192):
+//!   what rank 0 gathers, judges and writes is bounded whatever the budget. [`every_pair_s`] says what a
+//!   budget must leave for every pair.
 //!
 //! Pure: the same inputs give the same plan on every rank, and the simulation in
 //! tests/pairwise_simulation.rs runs it at sizes this machine cannot host.
@@ -16,9 +17,11 @@ use serde::{Deserialize, Serialize};
 
 use super::schedule;
 
-/// The most pairs of the first pass: every pair of 1,024 hosts (523,776), and as many rounds as stay under
-/// it beyond (256 at 4,096 hosts): about 150 MB of links at rank 0.
-pub const MAX_PAIRS: usize = 1 << 19;
+/// The most pairs of the first pass: every pair of 4,096 hosts (8,386,560), and as many rounds as stay under
+/// it beyond (2,048 at 8,192 hosts, 128 at 131,072): a slow link among 4,096 hosts is only found if its pair
+/// is measured. Rank 0 holds one `Link` (about 240 bytes with its two names) per pair, so about 2 GB at the
+/// cap, and writes each pair to the report.
+pub const MAX_PAIRS: usize = 1 << 23;
 /// The fewest rounds of a sampled first pass, whatever the budget: a host needs a few links to be judged.
 pub const MIN_ROUNDS: usize = 4;
 /// Planned rounds must fit the seconds left this many times over: rounds with a slow host or link, or on
@@ -165,6 +168,20 @@ fn confirm_for(first: usize) -> usize {
     ((first as f64 * CONFIRM_SHARE).ceil() as usize).max(MIN_CONFIRM)
 }
 
+/// Rounds the first pass measures at most for `n` participants: the whole circle, or as many as hold
+/// [`MAX_PAIRS`] (never fewer than [`MIN_ROUNDS`]).
+fn most_rounds(n: usize) -> usize {
+    schedule::count(n).min((MAX_PAIRS / (n / 2).max(1)).max(MIN_ROUNDS))
+}
+
+/// The seconds [`plan`] must be left (after the measured round, which took `round_s`) to plan its most
+/// rounds, every pair up to [`MAX_PAIRS`], with their re-measure reserve: what `--budget` must cover on
+/// top of start-up, the measured round and its margin.
+pub fn every_pair_s(n: usize, round_s: f64) -> f64 {
+    let most = most_rounds(n);
+    (most.saturating_sub(1) + confirm_for(most)) as f64 * round_s * SAFETY
+}
+
 /// The plan for `n` participants when one round took `round_s` seconds and `left_s` seconds are left for
 /// the rest (the measured round 0 done): every pair if its rounds and their re-measure reserve fit `left_s`
 /// [`SAFETY`] times over, else as many rounds as fit spread evenly over the circle (at least
@@ -179,7 +196,7 @@ pub fn plan(n: usize, round_s: f64, left_s: f64) -> Plan {
     } else {
         ((left / SAFETY / round_s).floor().min(1e12) as usize).saturating_add(1)
     };
-    let cap = circle.min((MAX_PAIRS / (n / 2).max(1)).max(MIN_ROUNDS));
+    let cap = most_rounds(n);
     let first = if cap + confirm_for(cap) <= fit {
         cap
     } else {
@@ -270,16 +287,28 @@ mod tests {
 
     #[test]
     fn never_more_than_the_cap_whatever_the_budget() {
-        let p = plan(4096, 0.005, f64::INFINITY);
-        assert_eq!((p.rounds.len(), p.circle_rounds), (256, 4095));
+        let p = plan(8192, 0.005, f64::INFINITY);
+        assert_eq!((p.rounds.len(), p.circle_rounds), (2048, 8191));
         assert_eq!(p.pairs(), MAX_PAIRS);
-        let p = plan(1024, 0.01, 1e6);
+        let p = plan(4096, 0.01, 1e6);
         assert!(
-            p.every_pair() && p.rounds.len() == 1023 && p.pairs() <= MAX_PAIRS,
+            p.every_pair() && p.rounds.len() == 4095 && p.pairs() <= MAX_PAIRS,
             "{p:?}"
         );
-        let p = plan(1025, 0.01, 1e6);
+        let p = plan(4097, 0.01, 1e6);
         assert!(!p.every_pair() && p.pairs() <= MAX_PAIRS, "{p:?}");
+    }
+
+    #[test]
+    fn every_pair_s_is_the_least_that_plans_every_pair() {
+        for (n, round_s) in [(16, 2.3), (64, 0.05), (1024, 0.02), (4096, 0.03), (8192, 0.01)] {
+            let need = every_pair_s(n, round_s);
+            let p = plan(n, round_s, need + 1e-9);
+            assert_eq!(p.rounds.len(), most_rounds(n), "n={n}: {p:?}");
+            assert!(p.fits() && p.planned_s * SAFETY <= need + 1e-9, "n={n}: {p:?}");
+            let p = plan(n, round_s, need * 0.99);
+            assert!(p.rounds.len() < most_rounds(n), "n={n}: {p:?}");
+        }
     }
 
     #[test]
