@@ -24,7 +24,7 @@ use super::handshake::{
 use super::progress::ABORT_MARK;
 use super::{PeerAddr, TcpConfig, TcpTransport};
 use crate::error::{stderr, Error, Result};
-use crate::transport::Links;
+use crate::transport::{Links, Transport};
 
 /// How long an accepted connection may take to say hello before it is dropped.
 const HELLO_DEADLINE: Duration = Duration::from_secs(5);
@@ -236,7 +236,7 @@ impl TcpTransport {
         let timeout = self.cfg.timeout;
         // The wait's time-out message states how long it waited.
         self.cfg.timeout = deadline.saturating_duration_since(Instant::now());
-        let r = self.exchange_once(&peers, &out, &mut inb, deadline);
+        let r = self.exchange_once(&peers, &out, &mut inb);
         self.cfg.timeout = timeout;
         match r {
             Ok(()) => Ok(self),
@@ -247,28 +247,17 @@ impl TcpTransport {
         }
     }
 
-    fn exchange_once(&mut self, peers: &[usize], out: &[u8; 1], inb: &mut [u8], deadline: Instant) -> Result<()> {
+    fn exchange_once(&mut self, peers: &[usize], out: &[u8; 1], inb: &mut [u8]) -> Result<()> {
         for (&r, slot) in peers.iter().zip(inb.iter_mut()) {
             // SAFETY: `out` and `inb` outlive the operations (see settle); a send only reads through its pointer.
-            // Their requests are not kept: the loop below waits until no stream is busy.
+            // Their requests are not kept: wait_all waits until no stream is busy.
             unsafe {
                 let _ = self.post(r, out.as_ptr() as *mut u8, 1, true)?;
                 let _ = self.post(r, slot, 1, false)?;
             }
         }
-        loop {
-            if let Some(msg) = &self.poisoned {
-                return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
-            }
-            let busy = self.peers.iter().flatten().any(|p| p.streams.iter().any(|s| s.busy()));
-            if !busy {
-                self.requests.release_all();
-                return Ok(());
-            }
-            if !self.progress()? {
-                self.block(deadline)?;
-            }
-        }
+        // settle set the time-out so that this wait ends at its deadline.
+        self.wait_all()
     }
 }
 
