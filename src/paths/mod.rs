@@ -308,7 +308,9 @@ mod tests {
             t.abort(e).to_string()
         });
         for (r, e) in out.into_iter().enumerate().skip(1) {
-            let e = e.unwrap();
+            // Rank 0 may give up while this rank still exchanges set-up's last byte with another: set-up then
+            // fails with rank 0's note, which must name rank 0 just the same.
+            let e = e.unwrap_or_else(|set_up| set_up.to_string());
             assert!(
                 e.contains("the window overflowed")
                     && e.contains("Culprit: rank 0")
