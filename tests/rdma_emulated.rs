@@ -514,7 +514,8 @@ fn on_hosts(cluster: &Cluster, dir: &Path, args: &[&str]) -> Vec<common::netns::
     on_hosts_cmd(cluster, dir, "run", args, &[0])
 }
 
-/// [`on_hosts`] for any subcommand `cmd`, rank 0 exiting with one of `rank0_codes` (the others with 0).
+/// [`on_hosts`] for any subcommand `cmd`, rank 0 exiting with one of `rank0_codes` and every other rank with
+/// rank 0's code (a verdict rank 0 reaches is every rank's exit status).
 fn on_hosts_cmd(
     cluster: &Cluster,
     dir: &Path,
@@ -535,10 +536,15 @@ fn on_hosts_cmd(
         })
         .collect();
     let done = wait_all(procs, Duration::from_secs(600));
+    let rank0 = done[0].status.code();
     for (h, d) in done.iter().enumerate() {
-        let ok: &[i32] = if h == 0 { rank0_codes } else { &[0] };
+        let ok = if h == 0 {
+            rank0.is_some_and(|c| rank0_codes.contains(&c))
+        } else {
+            d.status.code() == rank0
+        };
         assert!(
-            d.status.code().is_some_and(|c| ok.contains(&c)),
+            ok,
             "rank {h} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
             d.status.code(),
             d.stdout,
