@@ -196,6 +196,7 @@ fn link(a: usize, b: usize, (ab, ba, lat): (f64, f64, f64)) -> Link {
         latency: None,
         bw_msg_rate: ab.min(ba) * 1e9 / BYTES,
         remeasured: false,
+        bw_lower_gbs: None,
     }
 }
 

@@ -102,9 +102,14 @@ pub fn rounds(first: &[Vec<(usize, usize)>], suspects: &[(usize, usize)]) -> Vec
 /// A link from its first measurement and its re-measurement. A transient only lowers a measurement, so the
 /// better bandwidth (both directions from the same measurement) and the lower latency count. Stalled round
 /// trips add up: a stall is a lost packet's retransmission timer, not scatter, and a second look only adds
-/// evidence.
+/// evidence. The lower bandwidth is kept beside it: where a link sets the typical value others are held
+/// against, a round that left its pair more of the hosts' CPUs raises it, and the lower reading counts.
 pub fn merge(first: &Link, again: &Link) -> Link {
     let bw = if again.bw_gbs > first.bw_gbs { again } else { first };
+    let lower = [first.bw_lower_gbs.unwrap_or(first.bw_gbs), again.bw_gbs]
+        .into_iter()
+        .filter(|v| !v.is_nan())
+        .reduce(f64::min);
     Link {
         bw_ab_gbs: bw.bw_ab_gbs,
         bw_ba_gbs: bw.bw_ba_gbs,
@@ -121,6 +126,7 @@ pub fn merge(first: &Link, again: &Link) -> Link {
         bw_msg_rate: bw.bw_msg_rate,
         stalls: first.stalls + again.stalls,
         remeasured: true,
+        bw_lower_gbs: lower,
         ..first.clone()
     }
 }
@@ -253,7 +259,8 @@ mod tests {
         let (hosts, first) = matrix(4, |a, b, _| if slow(a, b) { 0.25 } else { 1.0 }, |_, _, _| 30.0);
         let th = Thresholds::default();
         let pairs = suspect_pairs(&first, &th);
-        assert_eq!(pairs, vec![(0, 2), (1, 2), (1, 3), (2, 3)]);
+        // The suspects, and (0, 1) and (0, 3): the best links of h0, h1 and h3, which set the typical value.
+        assert_eq!(pairs, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
         let before = localise::findings(&hosts, &first, &th);
         // Measured again, h2 is as slow and link (1, 3) is healthy: it was a transient.
         let (_, again) = matrix(4, |a, b, _| if a == 2 || b == 2 { 0.25 } else { 1.0 }, |_, _, _| 30.0);
@@ -287,7 +294,8 @@ mod tests {
             "{before:?}"
         );
         let pairs = suspect_pairs(&first, &th);
-        assert_eq!(pairs, vec![(0, 1), (0, 2), (0, 3)]);
+        // h0's links, and (1, 2) and (1, 3), which set the typical value.
+        assert_eq!(pairs, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]);
         let (_, again) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.012 } else { 1.1 }, |_, _, _| 30.0);
         let mut merged = first.clone();
         for l in merged.iter_mut().filter(|l| pairs.contains(&(l.a, l.b))) {
@@ -308,5 +316,77 @@ mod tests {
             reference: 30.0,
         }];
         assert_eq!(dismissed(&other, &after).len(), 1);
+    }
+
+    /// What each finding blames, in order: `host h2`, `link h0-h1`.
+    fn named(f: &[Finding]) -> Vec<String> {
+        f.iter()
+            .map(|f| match f {
+                Finding::SlowHost { host, .. } => format!("host {host}"),
+                Finding::SlowLink { a, b, .. } => format!("link {a}-{b}"),
+            })
+            .collect()
+    }
+
+    /// `first` with the links of `pairs` merged with their measurement in `again`.
+    fn merged(first: &[Link], again: &[Link], pairs: &[(usize, usize)]) -> Vec<Link> {
+        let mut out = first.to_vec();
+        for l in out.iter_mut().filter(|l| pairs.contains(&(l.a, l.b))) {
+            *l = merge(l, again.iter().find(|f| (f.a, f.b) == (l.a, l.b)).unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn a_typical_link_read_high_once_does_not_turn_a_slow_pair_into_two_slow_hosts() {
+        // Four hosts on shared cores, h0 <-> h1 shaped to 1%: the first pass measured h2 <-> h3 while the
+        // shaped pair left it the CPUs (3.49 GB/s), the other links beside a busy pair (1.22-1.77).
+        let bw = |first: bool| {
+            move |a: usize, b: usize, _| match (a, b) {
+                (0, 1) => 0.012,
+                (0, 2) => [1.4, 1.22][first as usize],
+                (0, 3) => [1.6, 1.77][first as usize],
+                (1, 2) => [1.3, 1.5][first as usize],
+                (1, 3) => [1.7, 1.3][first as usize],
+                _ => [1.5, 3.49][first as usize],
+            }
+        };
+        let (hosts, first) = matrix(4, bw(true), |_, _, _| 30.0);
+        let th = Thresholds::default();
+        // Against 3.49, every link of h0 and h1 is 49-65% below: both hosts, as the first pass reads it.
+        let before = localise::findings(&hosts, &first, &th);
+        assert_eq!(named(&before), ["host h0", "host h1"]);
+        // h2 <-> h3 set that value: it is measured again with the suspects, each alone.
+        let pairs = suspect_pairs(&first, &th);
+        assert!(pairs.contains(&(2, 3)), "{pairs:?}");
+        let (_, again) = matrix(4, bw(false), |_, _, _| 30.0);
+        let after = localise::findings(&hosts, &merged(&first, &again, &pairs), &th);
+        assert_eq!(named(&after), ["link h0-h1"]);
+        // The matrix keeps each link's better reading; its lower one is beside it.
+        let l23 = merged(&first, &again, &pairs).pop().unwrap();
+        assert_eq!((l23.bw_gbs, l23.bw_lower_gbs, l23.remeasured), (3.49, Some(1.5), true));
+    }
+
+    #[test]
+    fn two_slow_hosts_of_four_stay_named_when_their_reference_holds_twice() {
+        // h0 and h2 at a quarter: the one healthy link, h1 <-> h3, sets the typical value. Measured again
+        // (every reading within 10% of the first) it holds, and both hosts are still named.
+        let bw = |salt: u64| {
+            move |a: usize, b: usize, i: usize| {
+                let v = localise::tests::jitter(i, salt, 0.1);
+                if [a, b].iter().any(|h| [0, 2].contains(h)) {
+                    v / 4.0
+                } else {
+                    v
+                }
+            }
+        };
+        let (hosts, first) = matrix(4, bw(5), |_, _, _| 30.0);
+        let th = Thresholds::default();
+        let pairs = suspect_pairs(&first, &th);
+        assert!(pairs.contains(&(1, 3)), "{pairs:?}");
+        let (_, again) = matrix(4, bw(6), |_, _, _| 30.0);
+        let after = localise::findings(&hosts, &merged(&first, &again, &pairs), &th);
+        assert_eq!(named(&after), ["host h0", "host h2"]);
     }
 }

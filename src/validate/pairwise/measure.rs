@@ -335,6 +335,7 @@ pub fn links_of(parts: &[Participant], all: &[Vec<Sample>], pairs: &[(usize, usi
             latency: at_a.lat_stats.or(at_b.lat_stats),
             bw_msg_rate: at_a.rx_msg_rate.min(at_b.rx_msg_rate),
             remeasured: false,
+            bw_lower_gbs: None,
         });
     }
     Ok(out)

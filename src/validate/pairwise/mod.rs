@@ -120,6 +120,11 @@ pub struct Link {
     /// ([`confirm::merge`]).
     #[serde(default)]
     pub remeasured: bool,
+    /// Measured twice: the lower of the two measurements' `bw_gbs`. Where links are too few to fit host
+    /// effects, a typical link is judged by it, so the reference a slow link is held against holds twice
+    /// as the finding must (see [`localise`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_lower_gbs: Option<f64>,
 }
 
 /// Which measurement a finding is about.
