@@ -35,7 +35,7 @@
 //!    no slow host are slow links, and neither end is blamed.
 //! 7. With four hosts or fewer there is no fit: each link is held against the hosts' best links (the median
 //!    of those within the floor of their upper median), which are measured again with the suspects and
-//!    count at their lower reading ([`judge_small`]), so the reference holds twice as a finding must.
+//!    count at their lower reading (`judge_small`), so the reference holds twice as a finding must.
 
 use serde::{Deserialize, Serialize};
 
