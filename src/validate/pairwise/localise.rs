@@ -35,7 +35,8 @@
 //!    no slow host are slow links, and neither end is blamed.
 //! 7. With four hosts or fewer there is no fit: each link is held against the hosts' best links (the median
 //!    of those within the floor of their upper median), which are measured again with the suspects and
-//!    count at their lower reading (`judge_small`), so the reference holds twice as a finding must.
+//!    count at their lower reading (`judge_small`), so the reference holds twice as a finding must; a
+//!    slow link is below it by the floor plus how far those best links moved between their readings.
 
 use serde::{Deserialize, Serialize};
 
@@ -234,7 +235,16 @@ fn judge_log(j: Judged, th: &Thresholds, also: impl Fn(f64, f64) -> bool) -> Ver
     }
     let fitted = degree.iter().filter(|&&d| d > 0).count();
     if judged.len() < 2 * fitted {
-        return judge_small(metric, good, (&y, &log(&reference)), ends, n, few_floor_log, th, also);
+        return judge_small(
+            metric,
+            good,
+            (&y, &log(&reference), again),
+            ends,
+            n,
+            few_floor_log,
+            th,
+            also,
+        );
     }
     let mut degs: Vec<f64> = degree.iter().filter(|&&d| d > 0).map(|&d| d as f64).collect();
     let partners = median(&mut degs);
@@ -311,15 +321,16 @@ fn judge_log(j: Judged, th: &Thresholds, also: impl Fn(f64, f64) -> bool) -> Ver
 /// call two slow hosts of four normal (five of six links touch them), the upper median alone would be the
 /// one high link that is the best of both its hosts.
 ///
-/// `(y, yr)` are the links' log goodness as judged and as references. A link is judged by its better
-/// reading and the typical one is set by the hosts' best links at their lower one: one high reading of a
-/// link is the best of both its hosts, two of four, and would alone make the typical one (a pair measured
-/// beside a pair that leaves it the CPUs reads twice the others on shared cores).
+/// `(y, yr, again)` are the links' log goodness as judged and as references, and which links were measured
+/// twice. A link is judged by its better reading and the typical one is set by the hosts' best links at
+/// their lower one: one high reading of a link is the best of both its hosts, two of four, and would alone
+/// make the typical one (a pair measured beside a pair that leaves it the CPUs reads twice the others on
+/// shared cores). The floor grows by how far those best links moved between their two readings (median).
 #[allow(clippy::too_many_arguments)]
 fn judge_small(
     metric: Metric,
     good: Vec<f64>,
-    (y, yr): (&[f64], &[f64]),
+    (y, yr, again): (&[f64], &[f64], &[bool]),
     ends: &[(usize, usize)],
     n: usize,
     floor_log: f64,
@@ -361,6 +372,16 @@ fn judge_small(
     let centre = median(&mut healthy.clone());
     let sd = fit::robust_sd(healthy.iter().copied(), centre).max(LEAST_SD);
     let bar = fit::bar(dev.iter().filter(|d| d.is_finite()).count(), th.alpha, th.k) * sd;
+    // How far the reference itself moved between its two readings: on hosts whose CPUs set the pace the
+    // same link reads far apart from one round to the next, and a link is slow only beyond the floor and
+    // that (with a link's own CPUs on each host the readings agree and the floor alone decides).
+    let mut moved: Vec<f64> = anchors
+        .iter()
+        .filter(|&&i| again[i])
+        .map(|&i| y[i] - yr[i])
+        .filter(|d| d.is_finite())
+        .collect();
+    let floor_log = floor_log + if moved.is_empty() { 0.0 } else { median(&mut moved) };
     let typical = reference.exp();
     let slow = (0..good.len())
         .map(|i| dev[i].is_finite() && -dev[i] > bar.max(floor_log) && also(good[i], typical))
@@ -857,6 +878,35 @@ pub(crate) mod tests {
         let f = findings(&h, &l, &Thresholds::default());
         assert_eq!(slow_links(&f), [("h0".to_string(), "h1".to_string())], "{f:?}");
         assert!(slow_hosts(&f).is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn a_reference_that_moves_between_its_readings_widens_the_floor() {
+        // Four hosts on two cores, h0 -> h1 shaped: h2 <-> h3 read 2.4 then 1.9, the others about 1.0 twice,
+        // so h0's and h1's other links are 42-47% below the typical link, beyond the 40% floor but within how
+        // far the typical link itself moved (21%). Only the shaped link is slow.
+        let scattered = |rest: f64| {
+            let bw = [0.012, 1.1 * rest, rest, 1.05 * rest, rest, 2.4];
+            let (h, mut l) = matrix(4, |_, _, i| bw[i], |_, _, _| 9.0);
+            for (i, lower) in [
+                (0, 0.011),
+                (1, rest),
+                (2, 0.95 * rest),
+                (3, rest),
+                (4, 0.95 * rest),
+                (5, 1.9),
+            ] {
+                (l[i].remeasured, l[i].bw_lower_gbs) = (true, Some(lower));
+            }
+            findings(&h, &l, &Thresholds::default())
+        };
+        let f = scattered(1.0);
+        assert_eq!(slow_links(&f), [("h0".to_string(), "h1".to_string())], "{f:?}");
+        assert!(slow_hosts(&f).is_empty(), "{f:?}");
+        // The same readings with h0 and h1 at 0.8 of that (58% below the typical link): beyond both, two slow
+        // hosts.
+        let f = scattered(0.8);
+        assert_eq!(slow_hosts(&f), ["h0", "h1"], "{f:?}");
     }
 
     #[test]
