@@ -374,7 +374,7 @@ fn judge_small(
     let bar = fit::bar(dev.iter().filter(|d| d.is_finite()).count(), th.alpha, th.k) * sd;
     // How far the reference itself moved between its two readings: on hosts whose CPUs set the pace the
     // same link reads far apart from one round to the next, and a link is slow only beyond the floor and
-    // that (with a link's own CPUs on each host the readings agree and the floor alone decides).
+    // that (where each host has its own cores the readings agree and the floor alone decides).
     let mut moved: Vec<f64> = anchors
         .iter()
         .filter(|&&i| again[i])
@@ -903,8 +903,8 @@ pub(crate) mod tests {
         let f = scattered(1.0);
         assert_eq!(slow_links(&f), [("h0".to_string(), "h1".to_string())], "{f:?}");
         assert!(slow_hosts(&f).is_empty(), "{f:?}");
-        // The same readings with h0 and h1 at 0.8 of that (58% below the typical link): beyond both, two slow
-        // hosts.
+        // The same readings with h0 and h1 at 0.8 of that (54-58% below the typical link): beyond both, two
+        // slow hosts.
         let f = scattered(0.8);
         assert_eq!(slow_hosts(&f), ["h0", "h1"], "{f:?}");
     }
