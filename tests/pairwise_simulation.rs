@@ -197,6 +197,7 @@ fn link(a: usize, b: usize, (ab, ba, lat): (f64, f64, f64)) -> Link {
         bw_msg_rate: ab.min(ba) * 1e9 / BYTES,
         remeasured: false,
         bw_lower_gbs: None,
+        suspect: false,
     }
 }
 
@@ -296,7 +297,7 @@ fn run(n: usize, gbit: f64, seed: u64, budget_s: f64) -> Outcome {
         elapsed += measure_round(&c, round, &mut links, &mut rng);
     }
     links.sort_by_key(|l| (l.a, l.b));
-    let suspects = confirm::suspect_pairs(&links, &th);
+    let suspects = confirm::mark_suspects(&mut links, &th);
     // The first-pass round of each suspect (what `pack` orders them by), found without a map of every pair.
     let wanted: std::collections::HashSet<(usize, usize)> = suspects.iter().copied().collect();
     let round_of: std::collections::HashMap<(usize, usize), usize> = p

@@ -23,11 +23,11 @@ pub fn remeasure<T: Transport + ?Sized>(
     parts: &[usize],
     participants: &[Participant],
     first_rounds: &[Vec<(usize, usize)>],
-    links: Option<&mut [Link]>,
+    mut links: Option<&mut [Link]>,
     cfg: &PairwiseConfig,
     th: &Thresholds,
 ) -> Result<(usize, Option<Vec<Finding>>)> {
-    let suspects = links.as_deref().map(|l| suspect_pairs(l, th));
+    let suspects = links.as_deref_mut().map(|l| mark_suspects(l, th));
     let suspects = share(t, suspects, parts.len())?;
     let again = rounds(first_rounds, &suspects);
     if again.is_empty() {
@@ -48,12 +48,15 @@ pub fn remeasure<T: Transport + ?Sized>(
     Ok((again.len(), Some(first)))
 }
 
-/// The pairs (a, b) of the links the first pass found slow by any metric.
-pub fn suspect_pairs(links: &[Link], th: &Thresholds) -> Vec<(usize, usize)> {
-    localise::suspects(links, th)
-        .into_iter()
-        .map(|i| (links[i].a, links[i].b))
-        .collect()
+/// The pairs (a, b) of the links the first pass names to measure again ([`localise::suspects`]), each marked
+/// [`Link::suspect`]: the findings are then held to the first pass's screen, so a link it cleared is not named
+/// because the suspects, measured again alone, moved what it is held against.
+pub fn mark_suspects(links: &mut [Link], th: &Thresholds) -> Vec<(usize, usize)> {
+    let picked = localise::suspects(links, th);
+    for &i in &picked {
+        links[i].suspect = true;
+    }
+    picked.into_iter().map(|i| (links[i].a, links[i].b)).collect()
 }
 
 /// Rank 0's `pairs` on every rank (`pairs` is `Some` on rank 0, ignored elsewhere). A list that is not pairs
@@ -256,9 +259,9 @@ mod tests {
     fn a_transient_is_dismissed_and_a_fault_confirmed() {
         // Four hosts; in the first pass link (1, 3) and every link of h2 are slow.
         let slow = |a: usize, b: usize| (a, b) == (1, 3) || a == 2 || b == 2;
-        let (hosts, first) = matrix(4, |a, b, _| if slow(a, b) { 0.25 } else { 1.0 }, |_, _, _| 30.0);
+        let (hosts, mut first) = matrix(4, |a, b, _| if slow(a, b) { 0.25 } else { 1.0 }, |_, _, _| 30.0);
         let th = Thresholds::default();
-        let pairs = suspect_pairs(&first, &th);
+        let pairs = mark_suspects(&mut first, &th);
         // The suspects, and (0, 1) and (0, 3): the best links of h0, h1 and h3, which set the typical value.
         assert_eq!(pairs, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
         let before = localise::findings(&hosts, &first, &th);
@@ -286,14 +289,14 @@ mod tests {
         // Four hosts; the first pass blames h0 (all its links slow, a busy moment), measured again only
         // h0<->h1 stays slow, at 1% of the others: the link is the finding, and h0 is not a dismissed
         // transient.
-        let (hosts, first) = matrix(4, |a, _, _| if a == 0 { 0.012 } else { 1.1 }, |_, _, _| 30.0);
+        let (hosts, mut first) = matrix(4, |a, _, _| if a == 0 { 0.012 } else { 1.1 }, |_, _, _| 30.0);
         let th = Thresholds::default();
         let before = localise::findings(&hosts, &first, &th);
         assert!(
             matches!(&before[..], [Finding::SlowHost { host, .. }] if host == "h0"),
             "{before:?}"
         );
-        let pairs = suspect_pairs(&first, &th);
+        let pairs = mark_suspects(&mut first, &th);
         // h0's links, and (1, 2) and (1, 3), which set the typical value.
         assert_eq!(pairs, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)]);
         let (_, again) = matrix(4, |a, b, _| if (a, b) == (0, 1) { 0.012 } else { 1.1 }, |_, _, _| 30.0);
@@ -351,13 +354,13 @@ mod tests {
                 _ => [1.5, 3.49][first as usize],
             }
         };
-        let (hosts, first) = matrix(4, bw(true), |_, _, _| 30.0);
+        let (hosts, mut first) = matrix(4, bw(true), |_, _, _| 30.0);
         let th = Thresholds::default();
         // Against 3.49, every link of h0 and h1 is 49-65% below: both hosts, as the first pass reads it.
         let before = localise::findings(&hosts, &first, &th);
         assert_eq!(named(&before), ["host h0", "host h1"]);
         // h2 <-> h3 set that value: it is measured again with the suspects, each alone.
-        let pairs = suspect_pairs(&first, &th);
+        let pairs = mark_suspects(&mut first, &th);
         assert!(pairs.contains(&(2, 3)), "{pairs:?}");
         let (_, again) = matrix(4, bw(false), |_, _, _| 30.0);
         let after = localise::findings(&hosts, &merged(&first, &again, &pairs), &th);
@@ -381,9 +384,9 @@ mod tests {
                 }
             }
         };
-        let (hosts, first) = matrix(4, bw(5), |_, _, _| 30.0);
+        let (hosts, mut first) = matrix(4, bw(5), |_, _, _| 30.0);
         let th = Thresholds::default();
-        let pairs = suspect_pairs(&first, &th);
+        let pairs = mark_suspects(&mut first, &th);
         assert!(pairs.contains(&(1, 3)), "{pairs:?}");
         let (_, again) = matrix(4, bw(6), |_, _, _| 30.0);
         let after = localise::findings(&hosts, &merged(&first, &again, &pairs), &th);

@@ -336,6 +336,7 @@ pub fn links_of(parts: &[Participant], all: &[Vec<Sample>], pairs: &[(usize, usi
             bw_msg_rate: at_a.rx_msg_rate.min(at_b.rx_msg_rate),
             remeasured: false,
             bw_lower_gbs: None,
+            suspect: false,
         });
     }
     Ok(out)

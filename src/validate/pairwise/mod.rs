@@ -125,6 +125,11 @@ pub struct Link {
     /// as the finding must (see [`localise`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bw_lower_gbs: Option<f64>,
+    /// Named by the first pass to be measured again (slow by some metric, a worst link of a slow host, or a
+    /// reference the suspects are held against); one the reserve of rounds left out is judged on its one
+    /// measurement. Where any link is a suspect, only suspects can be findings (see [`localise::findings`]).
+    #[serde(default)]
+    pub suspect: bool,
 }
 
 /// Which measurement a finding is about.

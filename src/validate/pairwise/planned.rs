@@ -186,12 +186,12 @@ fn remeasure<T: Transport + ?Sized>(
     t: &mut T,
     parts: &[usize],
     participants: &[Participant],
-    links: Option<&mut [Link]>,
+    mut links: Option<&mut [Link]>,
     cfg: &PairwiseConfig,
     th: &Thresholds,
     plan: &Plan,
 ) -> Result<Again> {
-    let packed = links.as_deref().map(|l| {
+    let packed = links.as_deref_mut().map(|l| {
         let first: HashMap<(usize, usize), usize> = plan
             .schedule()
             .into_iter()
@@ -199,7 +199,7 @@ fn remeasure<T: Transport + ?Sized>(
             .flat_map(|(k, round)| round.into_iter().map(move |p| (p, k)))
             .collect();
         pack(
-            confirm::suspect_pairs(l, th),
+            confirm::mark_suspects(l, th),
             |p| first.get(&p).copied().unwrap_or(usize::MAX),
             plan.confirm_rounds,
         )
@@ -374,7 +374,7 @@ mod tests {
         assert_eq!(seen.as_ref(), Some(&p), "rank 0 announced the plan it recorded");
         // No rounds to measure suspects again: every suspect of the first pass (on a loaded machine there may
         // be some) is left as it was measured, and counted.
-        let suspects = confirm::suspect_pairs(&rep.links, &Thresholds::default()).len();
+        let suspects = rep.links.iter().filter(|l| l.suspect).count();
         assert_eq!((rec.budget_s, rec.unconfirmed), (Some(0.0), suspects));
         assert_eq!((p.rounds.len(), p.circle_rounds, p.confirm_rounds), (4, 5, 0));
         assert!(!p.fits() && !p.every_pair(), "{p:?}");
