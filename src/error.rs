@@ -223,8 +223,14 @@ impl std::fmt::Display for PeerFailure {
 /// Writes one line to stderr and ignores a failure: a closed stderr (`2>&1 >/dev/null | head -2`) or a
 /// full one must not end a run that still has results to measure and write. Use the crate's `stderr!` macro.
 pub fn stderr_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{args}");
+    let _ = line_to(&mut std::io::stderr().lock(), args);
+}
+
+/// `args` and a newline to `w` in one write: stderr is unbuffered, so `writeln!` would make a write per
+/// piece of the format, and local ranks sharing the launcher's stderr would cut into each other's lines.
+/// (A pipe keeps a write of up to 4 KiB whole.)
+fn line_to(w: &mut impl std::io::Write, args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    w.write_all(format!("{args}\n").as_bytes())
 }
 
 /// `eprintln!` that never panics (std's does when stderr is a closed pipe): one line through
@@ -260,6 +266,34 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer that keeps each write apart.
+    struct Writes(Vec<Vec<u8>>);
+
+    impl std::io::Write for Writes {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.push(b.to_vec());
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_to_stderr_is_one_write() {
+        let mut w = Writes(Vec::new());
+        let (rank, what) = (2, "the nccl path");
+        line_to(
+            &mut w,
+            format_args!("collbench: error: during {what}: rank {rank} (host vm)"),
+        )
+        .unwrap();
+        assert_eq!(
+            w.0,
+            [b"collbench: error: during the nccl path: rank 2 (host vm)\n".to_vec()]
+        );
+    }
 
     #[test]
     fn a_peer_failure_renders_its_phase_message_and_culprit() {
