@@ -241,13 +241,15 @@ mod tests {
         let (_, links) = matrix(2, |_, _, _| 1.0, |_, _, _| 30.0);
         let mut first = links[0].clone();
         (first.bw_ab_gbs, first.bw_ba_gbs, first.bw_gbs, first.bidir_gbs) = (0.2, 0.9, 0.2, 1.1);
-        (first.latency_us, first.stalls) = (300.0, 1);
+        (first.latency_us, first.stalls, first.suspect) = (300.0, 1, true);
         let mut again = links[0].clone();
         (again.bw_ab_gbs, again.bw_ba_gbs, again.bw_gbs, again.bidir_gbs) = (0.8, 0.7, 0.7, 1.5);
         (again.latency_us, again.stalls) = (31.0, 2);
         let m = merge(&first, &again);
         assert_eq!((m.bw_ab_gbs, m.bw_ba_gbs, m.bw_gbs, m.bidir_gbs), (0.8, 0.7, 0.7, 1.5));
         assert_eq!((m.latency_us, m.stalls, m.remeasured), (31.0, 3, true));
+        // A suspect stays one: the findings hold to the first pass's marks.
+        assert!(m.suspect);
         // The first measurement's bandwidth stays when it was the better one; a missing latency is no value.
         again.latency_us = f64::NAN;
         let m = merge(&again, &first);

@@ -618,8 +618,9 @@ pub fn findings(hosts: &[Participant], links: &[Link], th: &Thresholds) -> Vec<F
     let adj = all_adjacency(links, n);
     let mut named = vec![false; adj.len()];
     let mut out = Vec::new();
-    let screened: Vec<bool> = links.iter().map(|l| l.suspect || l.remeasured).collect();
-    let screen = links.iter().any(|l| l.suspect);
+    // A link measured again was a suspect (`confirm::merge` keeps the mark).
+    let screened: Vec<bool> = links.iter().map(|l| l.suspect).collect();
+    let screen = screened.contains(&true);
     for mut v in verdicts(n, links, th, Pass::Judge) {
         if screen {
             held_to_the_screen(&mut v, &screened, &adj);
