@@ -132,13 +132,13 @@ mod hardware {
         // SAFETY: src stays registered and untouched until the completion is polled below.
         unsafe {
             qp.sender()
-                .post_write_imm(
+                .post_write(
                     3,
                     src.as_ptr(),
                     1000,
                     Some(smr.lkey()),
                     (me.window.addr + 1024, wmr.rkey()),
-                    imm,
+                    Some(imm),
                 )
                 .unwrap()
         };

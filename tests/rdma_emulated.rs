@@ -786,7 +786,7 @@ mod enforcement {
         };
         let (mut a, mut b) = (RcQp::new(&pd, &cq, caps).unwrap(), RcQp::new(&pd, &cq, caps).unwrap());
         // SAFETY: a zero-length write reads no memory.
-        let e = unsafe { a.post_write_imm(1, std::ptr::null(), 0, Some(0), (8, 0), 0) }
+        let e = unsafe { a.post_write(1, std::ptr::null(), 0, Some(0), (8, 0), Some(0)) }
             .unwrap_err()
             .to_string();
         assert!(e.contains("ibv_post_send"), "{e}");
@@ -822,16 +822,21 @@ mod enforcement {
         let remote = (win.as_ptr() as u64, wmr.rkey());
         let src = [5u8; 16];
         // SAFETY: inline: copied during the call.
-        unsafe { a.post_write_imm(10, src.as_ptr(), 16, None, remote, 42) }.unwrap();
+        unsafe { a.post_write(10, src.as_ptr(), 16, None, remote, Some(42)) }.unwrap();
         let mut got = completions(&cq, 2);
         got.sort_unstable();
         assert_eq!(got, [(7, st::IBV_WC_SUCCESS, 42), (10, st::IBV_WC_SUCCESS, 0)]);
         assert_eq!(win[..16], [5; 16]);
+        // The transport's liveness probe: a zero-length write without immediate completes once acknowledged
+        // and takes no receive (none is posted now: one WITH IMM would be RNR NAKed, as below).
+        // SAFETY: a zero-length write reads no memory.
+        unsafe { a.post_write(14, std::ptr::null(), 0, Some(0), remote, None) }.unwrap();
+        assert_eq!(completions(&cq, 1), [(14, st::IBV_WC_SUCCESS, 0)]);
         // No receive posted: RNR NAKs, one retry, then the error and the next request flushed.
         // SAFETY: inline, as above.
-        unsafe { a.post_write_imm(11, src.as_ptr(), 16, None, remote, 1) }.unwrap();
+        unsafe { a.post_write(11, src.as_ptr(), 16, None, remote, Some(1)) }.unwrap();
         // SAFETY: inline, as above.
-        unsafe { a.post_write_imm(12, src.as_ptr(), 16, None, remote, 2) }.unwrap();
+        unsafe { a.post_write(12, src.as_ptr(), 16, None, remote, Some(2)) }.unwrap();
         let got = completions(&cq, 2);
         assert_eq!(
             got,
@@ -847,7 +852,7 @@ mod enforcement {
         }
         d.post_recv(9).unwrap();
         // SAFETY: the provider checks the lkey before reading anything.
-        unsafe { c.post_write_imm(13, src.as_ptr(), 16, Some(0xdead), remote, 3) }.unwrap();
+        unsafe { c.post_write(13, src.as_ptr(), 16, Some(0xdead), remote, Some(3)) }.unwrap();
         assert_eq!(completions(&cq, 1), [(13, st::IBV_WC_LOC_PROT_ERR, 0)]);
     }
 

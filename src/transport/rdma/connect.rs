@@ -77,6 +77,34 @@ pub struct VerbsFabric {
 // SAFETY: every verbs object it owns is used from one thread at a time (the transport is not Sync).
 unsafe impl Send for VerbsFabric {}
 
+impl VerbsFabric {
+    /// A zero-length write to `peer` on its queue pair `qp`: with an immediate, a message of its own; without,
+    /// nothing reaches the peer's software, but it still completes only once the peer's adapter acknowledged it.
+    fn write_empty(
+        &mut self,
+        peer: usize,
+        qp: usize,
+        wr_id: u64,
+        imm: Option<u32>,
+    ) -> std::result::Result<(), RdmaError> {
+        let p = self.peers[peer]
+            .as_mut()
+            .ok_or_else(|| RdmaError::refused("no queue pair to that rank"))?;
+        let remote = (p.remote.addr, p.remote.rkey);
+        let lane = p
+            .lanes
+            .get_mut(qp)
+            .ok_or_else(|| RdmaError::refused("no such queue pair to that rank"))?;
+        lane.in_flight.push_back(None);
+        // SAFETY: a zero-length write reads no memory.
+        unsafe {
+            lane.qp
+                .sender()
+                .post_write(wr_id, std::ptr::null(), 0, Some(0), remote, imm)
+        }
+    }
+}
+
 impl Fabric for VerbsFabric {
     unsafe fn write_data(&mut self, w: &Write) -> std::result::Result<(), RdmaError> {
         let p = self.peers[w.peer]
@@ -93,7 +121,7 @@ impl Fabric for VerbsFabric {
         if w.len > 0 && w.len <= qp.max_inline as usize {
             lane.in_flight.push_back(None);
             // SAFETY: inline data is copied during the call.
-            return unsafe { qp.post_write_imm(w.wr_id, src, w.len, None, remote, w.imm) };
+            return unsafe { qp.post_write(w.wr_id, src, w.len, None, remote, Some(w.imm)) };
         }
         if w.msg_len < COPY_BELOW {
             // The slot's staging bytes are free: its previous write was consumed (its credit came back).
@@ -102,7 +130,7 @@ impl Fabric for VerbsFabric {
             unsafe { std::ptr::copy_nonoverlapping(src, dst, w.len) };
             lane.in_flight.push_back(None);
             // SAFETY: staging stays registered and untouched until the slot is reused.
-            return unsafe { qp.post_write_imm(w.wr_id, dst, w.len, Some(p.staging_mr.lkey()), remote, w.imm) };
+            return unsafe { qp.post_write(w.wr_id, dst, w.len, Some(p.staging_mr.lkey()), remote, Some(w.imm)) };
         }
         let (addr, len) = (w.msg as usize, w.msg_len);
         let lkey = match self.cache.acquire(addr, len) {
@@ -121,26 +149,16 @@ impl Fabric for VerbsFabric {
         unsafe {
             lane.qp
                 .sender()
-                .post_write_imm(w.wr_id, src, w.len, Some(lkey), remote, w.imm)
+                .post_write(w.wr_id, src, w.len, Some(lkey), remote, Some(w.imm))
         }
     }
 
     fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> std::result::Result<(), RdmaError> {
-        let p = self.peers[peer]
-            .as_mut()
-            .ok_or_else(|| RdmaError::refused("no queue pair to that rank"))?;
-        let remote = (p.remote.addr, p.remote.rkey);
-        let lane = p
-            .lanes
-            .get_mut(qp)
-            .ok_or_else(|| RdmaError::refused("no such queue pair to that rank"))?;
-        lane.in_flight.push_back(None);
-        // SAFETY: a zero-length write reads no memory.
-        unsafe {
-            lane.qp
-                .sender()
-                .post_write_imm(wr_id, std::ptr::null(), 0, Some(0), remote, imm)
-        }
+        self.write_empty(peer, qp, wr_id, Some(imm))
+    }
+
+    fn probe(&mut self, peer: usize, qp: usize, wr_id: u64) -> std::result::Result<(), RdmaError> {
+        self.write_empty(peer, qp, wr_id, None)
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> std::result::Result<(), RdmaError> {

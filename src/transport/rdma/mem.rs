@@ -25,6 +25,8 @@ struct Hub {
     cqs: Vec<VecDeque<Completion>>,
     /// Immediates on their way: lanes[receiver][sender][lane].
     lanes: Vec<Vec<Vec<Lane>>>,
+    /// Ranks that left (as a killed process): writes to them fail as exhausted retries do.
+    gone: Vec<bool>,
 }
 
 /// One rank's end of a shared in-memory fabric.
@@ -48,6 +50,8 @@ pub struct MemFabric {
     pub overtaken: usize,
     /// Abort immediates this rank wrote.
     pub aborts_sent: usize,
+    /// Liveness probes this rank wrote.
+    pub probes: usize,
     /// Data writes this rank posted, per lane.
     pub data_per_lane: Vec<usize>,
     /// Whether the transport stopped this fabric.
@@ -70,6 +74,7 @@ pub fn fabrics(n: usize, shape: WindowShape, lanes: usize, seed: u64) -> Vec<Mem
         lanes: (0..n)
             .map(|_| (0..n).map(|_| (0..lanes).map(|_| VecDeque::new()).collect()).collect())
             .collect(),
+        gone: vec![false; n],
     }));
     bases
         .into_iter()
@@ -89,6 +94,7 @@ pub fn fabrics(n: usize, shape: WindowShape, lanes: usize, seed: u64) -> Vec<Mem
             forgotten: 0,
             overtaken: 0,
             aborts_sent: 0,
+            probes: 0,
             data_per_lane: vec![0; lanes],
             shut: false,
         })
@@ -109,6 +115,25 @@ impl MemFabric {
             return Err(RdmaError::refused(format!("no queue pair {qp} to rank {peer}")));
         }
         Ok(())
+    }
+
+    /// This rank leaves the fabric as a killed process would: its queue pairs stop answering, so every later
+    /// write to it, probes included, fails as exhausted retries do.
+    pub fn leave(&self) {
+        self.hub.lock().unwrap().gone[self.rank] = true;
+    }
+
+    /// The completion of a write to `peer` that took `wr_id`: failed when the peer left.
+    fn completion(&self, hub: &Hub, peer: usize, qp: usize, wr_id: u64) -> Completion {
+        if hub.gone[peer] {
+            Completion::Failed {
+                peer: Some(peer),
+                msg: "transport retry counter exceeded: the peer no longer answers (it left the in-memory fabric)"
+                    .into(),
+            }
+        } else {
+            Completion::Sent { peer, qp, wr_id }
+        }
     }
 
     fn queue(&mut self, hub: &mut Hub, peer: usize, lane: usize, imm: u32) {
@@ -147,7 +172,8 @@ impl Fabric for MemFabric {
         dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
         self.queue(&mut hub, peer, qp, imm);
         self.data_per_lane[qp] += 1;
-        hub.cqs[self.rank].push_back(Completion::Sent { peer, qp, wr_id });
+        let done = self.completion(&hub, peer, qp, wr_id);
+        hub.cqs[self.rank].push_back(done);
         Ok(())
     }
 
@@ -165,7 +191,18 @@ impl Fabric for MemFabric {
             }
             _ => self.queue(&mut hub, peer, qp, imm),
         }
-        hub.cqs[self.rank].push_back(Completion::Sent { peer, qp, wr_id });
+        let done = self.completion(&hub, peer, qp, wr_id);
+        hub.cqs[self.rank].push_back(done);
+        Ok(())
+    }
+
+    fn probe(&mut self, peer: usize, qp: usize, wr_id: u64) -> Result<(), RdmaError> {
+        self.check(peer, qp)?;
+        self.probes += 1;
+        let hub = self.hub.clone();
+        let mut hub = hub.lock().unwrap();
+        let done = self.completion(&hub, peer, qp, wr_id);
+        hub.cqs[self.rank].push_back(done);
         Ok(())
     }
 

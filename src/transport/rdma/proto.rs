@@ -14,6 +14,12 @@
 //! Failure: a rank whose transport fails writes an abort immediate ([`Imm::Abort`]) to every peer, best
 //! effort, before it stops its queue pairs; a rank that reads one stops at once with an error naming that
 //! rank instead of waiting out its deadline. The reason travels over the control path (see `run`).
+//!
+//! Liveness: a rank that only waits to receive posts no work request, so a peer that died (its process
+//! killed, its host gone) would go unnoticed until the deadline, and the rank that gives up would name
+//! itself. A wait in which nothing moved for [`PROBE_EVERY`] therefore probes each peer it waits on with a
+//! zero-length RDMA WRITE without immediate ([`Fabric::probe`]): it consumes nothing at a live peer, and
+//! against a dead one its retries run out and the failed completion names that peer.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -29,6 +35,12 @@ use crate::transport::{Request, Transport};
 const CREDIT_WR: u64 = 1 << 63;
 /// Work-request id of an abort immediate.
 const ABORT_WR: u64 = CREDIT_WR | 1;
+/// Work-request id of a liveness probe.
+const PROBE_WR: u64 = CREDIT_WR | 2;
+/// How long a wait lets nothing move before it probes the peers it waits on (a quarter of the deadline
+/// when that is shorter). A probe against a dead peer fails after the queue pair's retries (about 0.5 s
+/// at the default timeout and retry count), so a dead peer is named within about 1.5 s.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// How long a failing rank waits, at most, for its abort immediates to leave before it stops its queue
 /// pairs (stopping flushes whatever is still queued).
 const ABORT_LINGER: Duration = Duration::from_millis(200);
@@ -44,6 +56,10 @@ pub trait Fabric {
     unsafe fn write_data(&mut self, w: &Write) -> Result<(), RdmaError>;
     /// Sends immediate `imm` alone (a credit return or an abort) to `peer` on its queue pair `qp`.
     fn write_imm(&mut self, peer: usize, qp: usize, wr_id: u64, imm: u32) -> Result<(), RdmaError>;
+    /// Writes nothing to `peer` on its queue pair `qp`, as a liveness probe: no immediate, so the peer's
+    /// software sees nothing; a [`Completion::Sent`] follows once the peer acknowledged it, a
+    /// [`Completion::Failed`] naming the peer once the retries ran out.
+    fn probe(&mut self, peer: usize, qp: usize, wr_id: u64) -> Result<(), RdmaError>;
     /// Appends the completions that are ready to `out`.
     fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), RdmaError>;
     /// Start of `slot` of the window this rank keeps for `peer`.
@@ -124,6 +140,8 @@ struct Peer {
     sq_in_flight: Vec<u32>,
     /// The queue pair the next fragment goes on.
     next_qp: usize,
+    /// A liveness probe to this peer is in flight.
+    probing: bool,
 }
 
 /// A connected RDMA transport over fabric `F`.
@@ -171,6 +189,7 @@ impl<F: Fabric> RdmaTransport<F> {
                     arrived: vec![None; local.slots as usize],
                     sq_in_flight: vec![0; qps],
                     next_qp: 0,
+                    probing: false,
                 })
             })
             .collect();
@@ -320,7 +339,10 @@ impl<F: Fabric> RdmaTransport<F> {
         let r = polled
             .map_err(|e| e.at(format!("{}: polling the completion queue", self.me())))
             .and_then(|_| {
-                let mut moved = !completions.is_empty();
+                // A probe's completion says the peer is alive, not that anything moved.
+                let mut moved = completions
+                    .iter()
+                    .any(|c| !matches!(c, Completion::Sent { wr_id: PROBE_WR, .. }));
                 for c in completions.drain(..) {
                     self.complete(c)?;
                 }
@@ -348,6 +370,9 @@ impl<F: Fabric> RdmaTransport<F> {
                     )));
                 };
                 *busy = busy.saturating_sub(1);
+                if wr_id == PROBE_WR {
+                    p.probing = false;
+                }
                 if wr_id & CREDIT_WR == 0 && !self.requests.part_done(wr_id as usize) {
                     return Err(RdmaError::refused(format!(
                         "{me}: completion of an unknown write {wr_id} to {}",
@@ -526,6 +551,62 @@ impl<F: Fabric> RdmaTransport<F> {
     fn busy(&self) -> bool {
         self.requests.busy()
     }
+
+    /// Drives the protocol until `done`, failing at the deadline when nothing moved for `cfg.timeout`, and
+    /// probing the peers it waits on whenever nothing moved for a while.
+    fn wait_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) -> Result<()> {
+        let probe_every = PROBE_EVERY.min(self.cfg.timeout / 4);
+        let mut deadline = Instant::now() + self.cfg.timeout;
+        let mut probe_at = Instant::now() + probe_every;
+        loop {
+            if let Some(e) = self.unusable() {
+                return Err(e);
+            }
+            if done(self) {
+                return Ok(());
+            }
+            if self.progress()? {
+                deadline = Instant::now() + self.cfg.timeout;
+                probe_at = Instant::now() + probe_every;
+                continue;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.timeout_error());
+            }
+            if now >= probe_at {
+                self.probe_waited_on()?;
+                probe_at = now + probe_every;
+            }
+            self.fabric.idle();
+        }
+    }
+
+    /// Probes every peer this rank waits on (a receive or a send queued) that has no probe in flight, on its
+    /// least busy queue pair when that has room.
+    fn probe_waited_on(&mut self) -> Result<()> {
+        let sq_depth = self.cfg.sq_depth;
+        for peer in 0..self.peers.len() {
+            let qp = match self.peers[peer].as_ref() {
+                Some(p) if !p.probing && (!p.recvq.is_empty() || !p.sendq.is_empty()) => {
+                    match least_busy(&p.sq_in_flight) {
+                        (qp, busy) if busy < sq_depth => qp,
+                        _ => continue,
+                    }
+                }
+                _ => continue,
+            };
+            if let Err(e) = self.fabric.probe(peer, qp, PROBE_WR) {
+                let name = self.peers[peer].as_ref().map(|p| p.name.clone()).unwrap_or_default();
+                let msg = e.at(format!("{}: probing {name}", self.me())).to_string();
+                return Err(self.poison(msg));
+            }
+            let p = self.peers[peer].as_mut().expect("matched above");
+            p.sq_in_flight[qp] += 1;
+            p.probing = true;
+        }
+        Ok(())
+    }
 }
 
 /// The queue pair with the fewest send work requests in flight, and that number.
@@ -565,42 +646,17 @@ impl<F: Fabric> Transport for RdmaTransport<F> {
     }
 
     fn wait(&mut self, req: Request) -> Result<()> {
-        let mut deadline = Instant::now() + self.cfg.timeout;
-        loop {
-            if let Some(e) = self.unusable() {
-                return Err(e);
-            }
-            if self.requests.finish(&req) {
-                return Ok(());
-            }
-            if self.progress()? {
-                deadline = Instant::now() + self.cfg.timeout;
-            } else if Instant::now() >= deadline {
-                return Err(self.timeout_error());
-            } else {
-                self.fabric.idle();
-            }
-        }
+        self.wait_until(|t| t.requests.finish(&req))
     }
 
     fn wait_all(&mut self) -> Result<()> {
-        let mut deadline = Instant::now() + self.cfg.timeout;
-        loop {
-            if let Some(e) = self.unusable() {
-                return Err(e);
+        self.wait_until(|t| {
+            let done = !t.busy();
+            if done {
+                t.requests.release_all();
             }
-            if !self.busy() {
-                self.requests.release_all();
-                return Ok(());
-            }
-            if self.progress()? {
-                deadline = Instant::now() + self.cfg.timeout;
-            } else if Instant::now() >= deadline {
-                return Err(self.timeout_error());
-            } else {
-                self.fabric.idle();
-            }
-        }
+            done
+        })
     }
 
     fn pending(&self) -> usize {

@@ -85,16 +85,46 @@ fn a_silent_peer_times_out_naming_what_was_pending() {
     let out = run_ranks(2, shape, 0, Duration::from_millis(100), |t| {
         if t.rank() == 1 {
             let mut got = [0u8; 8];
-            transport::recv(t, 0, &mut got).unwrap_err().to_string()
+            (
+                transport::recv(t, 0, &mut got).unwrap_err().to_string(),
+                t.fabric().probes,
+            )
         } else {
-            String::new()
+            (String::new(), 0)
         }
     });
+    let (e, probes) = &out[1];
     assert!(
-        out[1].contains("timed out") && out[1].contains("1 receive(s) from rank 0") && out[1].contains("-T/--timeout"),
-        "{}",
-        out[1]
+        e.contains("timed out") && e.contains("1 receive(s) from rank 0") && e.contains("-T/--timeout"),
+        "{e}"
     );
+    // The wait probed the live, silent peer; the probes' completions did not count as progress.
+    assert!(*probes > 0, "no probe in a wait of 100 ms");
+}
+
+#[test]
+fn a_rank_waiting_only_to_receive_names_the_peer_that_left() {
+    // Rank 1 posts nothing to rank 0, so no write of its own can fail: only its probe finds rank 0 gone,
+    // long before the deadline, and names rank 0 rather than timing out and naming itself.
+    let shape = WindowShape::new(2, 16).unwrap();
+    let out = run_ranks(2, shape, 0, Duration::from_secs(60), |t| {
+        if t.rank() == 0 {
+            t.fabric().leave();
+            (String::new(), None)
+        } else {
+            let mut got = [0u8; 8];
+            (
+                transport::recv(t, 0, &mut got).unwrap_err().to_string(),
+                t.failed_with(),
+            )
+        }
+    });
+    let (e, culprit) = &out[1];
+    assert!(
+        e.contains("with rank 0") && e.contains("retry counter exceeded") && !e.contains("timed out"),
+        "{e}"
+    );
+    assert_eq!(*culprit, Some(0));
 }
 
 #[test]

@@ -535,19 +535,19 @@ impl RcQp {
         Ok(())
     }
 
-    /// Posts an RDMA WRITE WITH IMMEDIATE of `len` bytes at `src` (`lkey`, or inline when `lkey` is `None`)
-    /// to `remote_addr`/`rkey`.
+    /// Posts an RDMA WRITE of `len` bytes at `src` (`lkey`, or inline when `lkey` is `None`) to
+    /// `remote_addr`/`rkey`, WITH IMMEDIATE `imm` when there is one (which consumes a receive at the peer).
     ///
     /// # Safety
     /// `src..src+len` must stay valid until the completion (inline: until the call returns).
-    pub unsafe fn post_write_imm(
+    pub unsafe fn post_write(
         &mut self,
         wr_id: u64,
         src: *const u8,
         len: usize,
         lkey: Option<u32>,
         remote: (u64, u32),
-        imm: u32,
+        imm: Option<u32>,
     ) -> Result<(), RdmaError> {
         let mut sge = sys::ibv_sge {
             addr: src as u64,
@@ -557,7 +557,10 @@ impl RcQp {
         // SAFETY: zeroed is a valid send wr; fields set below.
         let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
-        wr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.opcode = match imm {
+            Some(_) => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+            None => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+        };
         wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
         if lkey.is_none() {
             wr.send_flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
@@ -566,7 +569,7 @@ impl RcQp {
             wr.sg_list = &mut sge;
             wr.num_sge = 1;
         }
-        wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        wr.imm_data_invalidated_rkey_union.imm_data = imm.unwrap_or(0).to_be();
         wr.wr.rdma = sys::rdma_t {
             remote_addr: remote.0,
             rkey: remote.1,
