@@ -29,6 +29,21 @@ struct Hub {
     gone: Vec<bool>,
 }
 
+impl Hub {
+    /// The completion of a write to `peer` on its lane `qp` that took `wr_id`: failed when the peer left.
+    fn completion(&self, peer: usize, qp: usize, wr_id: u64) -> Completion {
+        if self.gone[peer] {
+            Completion::Failed {
+                peer: Some(peer),
+                msg: "transport retry counter exceeded: the peer no longer answers (it left the in-memory fabric)"
+                    .into(),
+            }
+        } else {
+            Completion::Sent { peer, qp, wr_id }
+        }
+    }
+}
+
 /// One rank's end of a shared in-memory fabric.
 pub struct MemFabric {
     rank: usize,
@@ -123,19 +138,6 @@ impl MemFabric {
         self.hub.lock().unwrap().gone[self.rank] = true;
     }
 
-    /// The completion of a write to `peer` that took `wr_id`: failed when the peer left.
-    fn completion(&self, hub: &Hub, peer: usize, qp: usize, wr_id: u64) -> Completion {
-        if hub.gone[peer] {
-            Completion::Failed {
-                peer: Some(peer),
-                msg: "transport retry counter exceeded: the peer no longer answers (it left the in-memory fabric)"
-                    .into(),
-            }
-        } else {
-            Completion::Sent { peer, qp, wr_id }
-        }
-    }
-
     fn queue(&mut self, hub: &mut Hub, peer: usize, lane: usize, imm: u32) {
         self.written += 1;
         hub.lanes[peer][self.rank][lane].push_back((self.written, imm));
@@ -172,7 +174,7 @@ impl Fabric for MemFabric {
         dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, len) });
         self.queue(&mut hub, peer, qp, imm);
         self.data_per_lane[qp] += 1;
-        let done = self.completion(&hub, peer, qp, wr_id);
+        let done = hub.completion(peer, qp, wr_id);
         hub.cqs[self.rank].push_back(done);
         Ok(())
     }
@@ -191,7 +193,7 @@ impl Fabric for MemFabric {
             }
             _ => self.queue(&mut hub, peer, qp, imm),
         }
-        let done = self.completion(&hub, peer, qp, wr_id);
+        let done = hub.completion(peer, qp, wr_id);
         hub.cqs[self.rank].push_back(done);
         Ok(())
     }
@@ -199,9 +201,8 @@ impl Fabric for MemFabric {
     fn probe(&mut self, peer: usize, qp: usize, wr_id: u64) -> Result<(), RdmaError> {
         self.check(peer, qp)?;
         self.probes += 1;
-        let hub = self.hub.clone();
-        let mut hub = hub.lock().unwrap();
-        let done = self.completion(&hub, peer, qp, wr_id);
+        let mut hub = self.hub.lock().unwrap();
+        let done = hub.completion(peer, qp, wr_id);
         hub.cqs[self.rank].push_back(done);
         Ok(())
     }

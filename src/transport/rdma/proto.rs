@@ -556,8 +556,8 @@ impl<F: Fabric> RdmaTransport<F> {
     /// probing the peers it waits on whenever nothing moved for a while.
     fn wait_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) -> Result<()> {
         let probe_every = PROBE_EVERY.min(self.cfg.timeout / 4);
-        let mut deadline = Instant::now() + self.cfg.timeout;
-        let mut probe_at = Instant::now() + probe_every;
+        let start = Instant::now();
+        let (mut deadline, mut probe_at) = (start + self.cfg.timeout, start + probe_every);
         loop {
             if let Some(e) = self.unusable() {
                 return Err(e);
@@ -565,12 +565,12 @@ impl<F: Fabric> RdmaTransport<F> {
             if done(self) {
                 return Ok(());
             }
-            if self.progress()? {
-                deadline = Instant::now() + self.cfg.timeout;
-                probe_at = Instant::now() + probe_every;
+            let moved = self.progress()?;
+            let now = Instant::now();
+            if moved {
+                (deadline, probe_at) = (now + self.cfg.timeout, now + probe_every);
                 continue;
             }
-            let now = Instant::now();
             if now >= deadline {
                 return Err(self.timeout_error());
             }

@@ -82,7 +82,8 @@ fn a_length_mismatch_is_a_protocol_error_and_poisons() {
 #[test]
 fn a_silent_peer_times_out_naming_what_was_pending() {
     let shape = WindowShape::new(2, 16).unwrap();
-    let out = run_ranks(2, shape, 0, Duration::from_millis(100), |t| {
+    // 400 ms: probes every 100 ms, so only a stall of the waiting thread longer than 300 ms could leave none.
+    let out = run_ranks(2, shape, 0, Duration::from_millis(400), |t| {
         if t.rank() == 1 {
             let mut got = [0u8; 8];
             (
@@ -99,7 +100,7 @@ fn a_silent_peer_times_out_naming_what_was_pending() {
         "{e}"
     );
     // The wait probed the live, silent peer; the probes' completions did not count as progress.
-    assert!(*probes > 0, "no probe in a wait of 100 ms");
+    assert!(*probes > 0, "no probe in a wait of 400 ms");
 }
 
 #[test]
