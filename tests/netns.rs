@@ -696,6 +696,29 @@ fn the_harness_removes_everything_it_builds() {
                 .unwrap();
             assert_eq!(text(&cc.stdout).trim(), "reno", "host {h}: --cc reno");
         }
+        // Receive packet steering on both ends of every host's veth: without it a flow arrives out of order
+        // whenever its sender moves between CPUs, and TCP reads a clean link as slow.
+        let masks = |ns: &str, devs: &str| {
+            let out = Command::new("ip")
+                .args(["netns", "exec", ns, "sh", "-c"])
+                .arg(format!("cat /sys/class/net/{devs}/queues/rx-0/rps_cpus"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{ns} {devs}: {}", text(&out.stderr));
+            text(&out.stdout)
+        };
+        let hosts: String = (0..2).map(|h| masks(&c.host(h), "eth0")).collect();
+        let switch = masks(&format!("{}-sw", c.name), "v*");
+        for (at, found) in [("hosts' eth0", hosts), ("switch ports", switch)] {
+            let steered = found
+                .lines()
+                .filter(|m| m.chars().any(|x| x.is_ascii_hexdigit() && x != '0'));
+            assert_eq!(
+                steered.count(),
+                2,
+                "{at}: no receive packet steering (rps_cpus {found:?})"
+            );
+        }
         for ns in [format!("{}-sw", c.name), c.host(0), c.host(1)] {
             assert!(
                 netns.lines().any(|l| l.split_whitespace().next() == Some(&ns)),

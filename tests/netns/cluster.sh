@@ -47,6 +47,7 @@
 #   namespace NAME-sw : bridge brN, one veth vNhI per host (the switch; no addresses)
 #   namespace NAME-hI : lo; eth0 (veth peer of vNhI, MTU 1500, 10.213.N.(10+I)/24);
 #                       vxlan0 (VNI 42, UDP 4789 over eth0, MTU 1450, 10.214.N.(10+I)/24)
+#   every veth end receives with packet steering over all CPUs (a flow stays in order, as on a NIC)
 # Nothing is created in the root namespace, so traffic can only reach these hosts, and interface names
 # cannot collide with the machine's or another cluster's. State lives in $CLUSTER_STATE (default
 # /run/collbench-netns): one folder per cluster, and an id claim per cluster so concurrent clusters
@@ -178,6 +179,8 @@ cmd_up() {
     ip -n "$sw" link add "v${id}h$i" mtu 1500 type veth peer name eth0 netns "$ns"
     ip -n "$sw" link set "v${id}h$i" master "$br" up
     ip -n "$ns" link set eth0 mtu 1500 up
+    flow_steering "$sw" "v${id}h$i"
+    flow_steering "$ns" eth0
     ip -n "$ns" addr add "$(underlay_ip "$id" "$i")/24" dev eth0
     # The overlay: VXLAN over eth0 without learning (entries below are static, as Flannel writes them).
     ip -n "$ns" link add vxlan0 address "$(overlay_mac "$id" "$i")" mtu 1450 type vxlan id $VNI \
@@ -220,6 +223,24 @@ EOF
   wait_links "$name" "$n"
   trap - EXIT INT TERM
   echo "cluster $name: $n hosts, id $id, underlay 10.213.$id.0/24 (eth0), overlay 10.214.$id.0/24 (vxlan0)${rate:+, egress $rate}${cc:+, congestion control $cc}"
+}
+
+# Receive packet steering on device $2 of namespace $1: each flow is received on the CPU its hash picks, as
+# a NIC's receive hashing keeps it on one queue. Without it a veth hands each packet to the backlog of the CPU
+# that sent it, so a flow whose sender moves between CPUs arrives out of order, and TCP takes the reordering
+# for loss (spurious retransmissions, a window kept small): on 2 busy cores, a clean link then reads as slow
+# (results/scale/README.md). Not fatal: a kernel without RPS still runs the cluster, only less faithfully.
+flow_steering() {
+  local n mask=""
+  n=$(nproc --all)
+  # rps_cpus is a hex mask of every CPU, in comma-separated 32-bit groups, highest first.
+  while ((n >= 32)); do
+    mask=",ffffffff$mask"
+    n=$((n - 32))
+  done
+  if ((n > 0)); then mask=$(printf '%x' $(((1 << n) - 1)))$mask; else mask=${mask#,}; fi
+  ip netns exec "$1" sh -c "echo $mask >/sys/class/net/$2/queues/rx-0/rps_cpus" 2>/dev/null ||
+    echo "cluster.sh: warning: no receive packet steering on $1 $2 (flows may arrive out of order)" >&2
 }
 
 # IPv6 off in namespace $1 (interfaces created later inherit "default"); /proc/sys/net is per namespace.
