@@ -1,6 +1,7 @@
 //! What a sweep costs its host: this rank's CPU time and the CPU throttling of its cgroups, sampled at
 //! the start and the end of the sweep.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -79,30 +80,42 @@ pub fn parse_schedstat(text: &str) -> Option<u64> {
     waited.parse().ok()
 }
 
-/// Seconds this process's threads have waited for a CPU so far, summed over `/proc/self/task`: a rank starved
-/// by a CPU quota or by other work shows it here, without any cgroup visible. `None` where the kernel keeps no
-/// scheduler statistics.
-pub fn waited_seconds() -> Option<f64> {
-    let mut ns = 0u64;
-    let mut any = false;
+/// Nanoseconds each of this process's threads has waited for a CPU so far, by thread id, from
+/// `/proc/self/task`: a rank starved by a CPU quota or by other work shows it here, without any cgroup visible.
+/// `None` where the kernel keeps no scheduler statistics.
+pub fn thread_waits() -> Option<HashMap<u64, u64>> {
+    let mut waits = HashMap::new();
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        if let Some(w) = std::fs::read_to_string(task.path().join("schedstat"))
+        let tid = task.file_name().to_str().and_then(|t| t.parse().ok());
+        let waited = std::fs::read_to_string(task.path().join("schedstat"))
             .ok()
-            .and_then(|t| parse_schedstat(&t))
-        {
-            ns = ns.saturating_add(w);
-            any = true;
+            .and_then(|t| parse_schedstat(&t));
+        if let (Some(tid), Some(w)) = (tid, waited) {
+            waits.insert(tid, w);
         }
     }
-    any.then(|| ns as f64 / 1e9)
+    (!waits.is_empty()).then_some(waits)
+}
+
+/// Seconds the thread that waited longest for a CPU between two [`thread_waits`] samples waited; a thread
+/// born in between counts from zero. The longest wait of one thread, not the sum over threads: a rank with
+/// many threads (a transport's helpers) would otherwise wait longer than the time that passed, and its share
+/// of the wall time would mean nothing.
+pub fn longest_wait_s(start: &HashMap<u64, u64>, end: &HashMap<u64, u64>) -> f64 {
+    let ns = end
+        .iter()
+        .map(|(tid, &w)| w.saturating_sub(start.get(tid).copied().unwrap_or(0)))
+        .max()
+        .unwrap_or(0);
+    ns as f64 / 1e9
 }
 
 /// One sample of this rank's counters.
 pub struct Sample {
     at: Instant,
     cpu_s: f64,
-    /// Seconds this rank's threads waited for a CPU so far.
-    waited_s: Option<f64>,
+    /// Nanoseconds each of this rank's threads waited for a CPU so far.
+    waits: Option<HashMap<u64, u64>>,
     /// Per cgroup folder, its counters (same order as `dirs`).
     throttling: Vec<Option<Throttling>>,
     dirs: Vec<PathBuf>,
@@ -134,7 +147,7 @@ impl Sample {
         Sample {
             at: Instant::now(),
             cpu_s: cpu_seconds(),
-            waited_s: waited_seconds(),
+            waits: thread_waits(),
             throttling,
             dirs,
             host: host_cpu_ticks(),
@@ -158,9 +171,9 @@ impl Sample {
             host: host.to_string(),
             wall_s: end.at.duration_since(self.at).as_secs_f64(),
             cpu_s: (end.cpu_s - self.cpu_s).max(0.0),
-            // Threads that ended in between take their waits with them: a lower bound, never negative.
-            waited_s: match (self.waited_s, end.waited_s) {
-                (Some(a), Some(b)) => Some((b - a).max(0.0)),
+            // A thread that ended in between takes its wait with it: a lower bound.
+            waited_s: match (&self.waits, &end.waits) {
+                (Some(a), Some(b)) => Some(longest_wait_s(a, b)),
                 _ => None,
             },
             cpus: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
@@ -204,8 +217,8 @@ pub struct Usage {
     /// How busy the host's CPUs were during the sweep, by every process (%); `None` when unreadable.
     #[serde(default)]
     pub host_busy_pct: Option<f64>,
-    /// Seconds this rank's threads waited for a CPU during the sweep (scheduler statistics); `None` when
-    /// unreadable.
+    /// Seconds this rank's most delayed thread waited for a CPU during the sweep (scheduler statistics);
+    /// `None` when unreadable.
     #[serde(default)]
     pub waited_s: Option<f64>,
 }
@@ -238,8 +251,29 @@ mod tests {
         assert_eq!(parse_schedstat("a b c"), None);
         // This process has threads and the kernel here keeps the statistics: a figure, not an error.
         if Path::new("/proc/self/schedstat").exists() {
-            assert!(waited_seconds().is_some_and(|w| w >= 0.0));
+            let tid = this_thread_id();
+            assert!(
+                thread_waits().is_some_and(|w| w.contains_key(&tid)),
+                "this thread ({tid}) is counted"
+            );
         }
+    }
+
+    /// This thread's id, from `/proc/thread-self` (a link to `PID/task/TID`).
+    fn this_thread_id() -> u64 {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn the_wait_is_the_longest_one_threads_not_their_sum() {
+        let start = HashMap::from([(1, 1_000_000_000), (2, 0), (3, 5_000_000_000)]);
+        // Thread 1 waited 0.5 s more, 2 waited 0.75 s, 3 ended, 4 was born and waited 0.25 s: the sum would be
+        // 1.5 s, the longest is 0.75 s.
+        let end = HashMap::from([(1, 1_500_000_000), (2, 750_000_000), (4, 250_000_000)]);
+        assert_eq!(longest_wait_s(&start, &end), 0.75);
+        assert_eq!(longest_wait_s(&end, &end), 0.0);
+        assert_eq!(longest_wait_s(&start, &HashMap::new()), 0.0, "every thread ended");
     }
 
     #[test]

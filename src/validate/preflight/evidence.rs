@@ -256,8 +256,8 @@ pub struct HostEvidence {
     /// Time the ranks' cgroup was held back by its CPU quota, and in how many periods.
     pub throttled_s: Option<f64>,
     pub throttled_periods: Option<u64>,
-    /// Seconds the host's most starved rank waited for a CPU, ready to run (the kernel's scheduler statistics
-    /// of the rank itself: no cgroup needs to be visible).
+    /// Seconds the most delayed thread of the host's most starved rank waited for a CPU, ready to run (the
+    /// kernel's scheduler statistics of the rank itself: no cgroup needs to be visible).
     #[serde(default)]
     pub waited_s: Option<f64>,
     /// The CPU quota of the ranks' cgroup in cores (the tightest of the host's ranks), where one is set and the
