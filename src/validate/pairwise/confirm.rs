@@ -33,7 +33,7 @@ pub fn remeasure<T: Transport + ?Sized>(
     if again.is_empty() {
         return Ok((0, None));
     }
-    let mine = measure::run_rounds(t, parts, &again, cfg)?;
+    let mine = measure::run_rounds(t, parts, &again, cfg, measure::SETTLE)?;
     let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
         return Ok((again.len(), None));
     };

@@ -2,7 +2,7 @@
 //! pair at once runs a bidirectional bandwidth exchange, then (after a barrier) an 8-byte ping-pong; a
 //! barrier separates rounds so pairs of different rounds never overlap. Each rank then sends what it measured to rank 0.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -131,13 +131,29 @@ fn pattern(rank: usize) -> u8 {
     (rank as u8).wrapping_mul(37).wrapping_add(11)
 }
 
-/// Runs every round of `rounds` (over indices into `parts`, the participating ranks); returns what this
-/// rank measured (nothing on a rank that does not take part). Every rank runs the barriers.
+/// How long a pair measured again exchanges untimed before its timed exchanges, as iperf3's `--omit` leaves
+/// out a test's start: what the first pass read may have been a congestion control's own probe, not the
+/// link. BBR, when it has not seen the path's least round trip for 10 s (a connection kept busy by the
+/// collectives, then idle, checks on its first acknowledgements), holds 4 packets in flight for 200 ms: at
+/// 40 us round trips, 0.14 GB/s whatever the link, and a 4 MiB x 6 exchange fits inside it. A suspect that
+/// is the link stays slow after it; one the probe made does not.
+pub const SETTLE: Duration = Duration::from_millis(300);
+
+/// What the pair's lower rank says in an exchange's start ticks: the exchange is untimed (warming the
+/// connection) or timed. The higher rank follows, so both run the same exchanges however long warming takes.
+const TICK_TIMED: u8 = 1;
+/// See [`TICK_TIMED`].
+const TICK_WARM: u8 = 2;
+
+/// Runs every round of `rounds` (over indices into `parts`, the participating ranks), each pair warming its
+/// connection for `settle` (at least one exchange) before the timed ones; returns what this rank measured
+/// (nothing on a rank that does not take part). Every rank runs the barriers.
 pub fn run_rounds<T: Transport + ?Sized>(
     t: &mut T,
     parts: &[usize],
     rounds: &[Vec<(usize, usize)>],
     cfg: &PairwiseConfig,
+    settle: Duration,
 ) -> Result<Vec<Sample>> {
     let me = t.rank();
     let my_index = parts.iter().position(|&r| r == me);
@@ -152,7 +168,7 @@ pub fn run_rounds<T: Transport + ?Sized>(
         // Bandwidth, then latency, each phase closed by a barrier: a pair's round trips never share the
         // hosts' CPUs and links with another pair's bulk transfer.
         let mut sample = match peer {
-            Some(p) => Some(bandwidth(t, p, cfg, &sbuf, &mut rbuf)?),
+            Some(p) => Some(bandwidth(t, p, cfg, settle, &sbuf, &mut rbuf)?.0),
             None => None,
         };
         control::barrier(t)?;
@@ -169,22 +185,58 @@ pub fn run_rounds<T: Transport + ?Sized>(
     Ok(samples)
 }
 
-/// The bandwidth of the exchanges with `peer` (its latency is filled in later).
+/// The untimed exchanges before a pair's timed ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Warmed {
+    /// How many ran.
+    exchanges: usize,
+    /// Seconds from the first of them until this rank began the timed ones (on the higher rank, the last
+    /// check before it learned they had begun).
+    seconds: f64,
+}
+
+/// The bandwidth of the exchanges with `peer` after warming for `settle` (its latency is filled in later),
+/// and the warming done.
 fn bandwidth<T: Transport + ?Sized>(
     t: &mut T,
     peer: usize,
     cfg: &PairwiseConfig,
+    settle: Duration,
     sbuf: &[u8],
     rbuf: &mut [u8],
-) -> Result<Sample> {
+) -> Result<(Sample, Warmed)> {
     let mut rx = Vec::with_capacity(cfg.iters);
     let mut whole = Vec::with_capacity(cfg.iters);
-    // One untimed exchange first: connections warm up, TCP leaves slow start.
-    for i in 0..=cfg.iters {
-        let (r, w) = exchange(t, peer, sbuf, rbuf)?;
-        if i > 0 {
-            rx.push(r);
-            whole.push(w);
+    let leads = t.rank() < peer;
+    let began = Instant::now();
+    let mut warmed = 0usize;
+    let mut warm_s = 0.0;
+    // Untimed exchanges first, at least one (connections warm up, TCP leaves slow start), for `settle` on the
+    // lower rank's clock; it says which each exchange is.
+    while rx.len() < cfg.iters {
+        let now = began.elapsed();
+        let say = match leads {
+            true if warmed == 0 || now < settle => TICK_WARM,
+            true => TICK_TIMED,
+            false => 0,
+        };
+        let (r, w, heard) = exchange(t, peer, sbuf, rbuf, say)?;
+        match if leads { say } else { heard } {
+            TICK_WARM => warmed += 1,
+            TICK_TIMED => {
+                if rx.is_empty() {
+                    warm_s = now.as_secs_f64();
+                }
+                rx.push(r);
+                whole.push(w);
+            }
+            other => {
+                return Err(Error::peer(format!(
+                    "rank {}: rank {peer} started a pairwise exchange over {} with {other}, neither timed nor                      warming; were all ranks started with the same collbench version?",
+                    t.rank(),
+                    t.path()
+                )))
+            }
         }
     }
     let want = pattern(peer);
@@ -199,7 +251,7 @@ fn bandwidth<T: Transport + ?Sized>(
         )));
     }
     let gbs = |bytes: usize, secs: f64| if secs > 0.0 { bytes as f64 / secs / 1e9 } else { 0.0 };
-    Ok(Sample {
+    let sample = Sample {
         peer,
         // Bytes over the total time, not a median: a lossy link stalls now and then (retransmission
         // timeouts), and those stalls are what its users feel.
@@ -216,18 +268,32 @@ fn bandwidth<T: Transport + ?Sized>(
                 0.0
             }
         },
-    })
+    };
+    Ok((
+        sample,
+        Warmed {
+            exchanges: warmed,
+            seconds: warm_s,
+        },
+    ))
 }
 
-/// One bidirectional exchange: seconds until this rank's receive completed, and until both did.
-fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &mut [u8]) -> Result<(f64, f64)> {
+/// One bidirectional exchange, its start ticks saying `say`: seconds until this rank's receive completed,
+/// and until both did, and what the peer said.
+fn exchange<T: Transport + ?Sized>(
+    t: &mut T,
+    peer: usize,
+    sbuf: &[u8],
+    rbuf: &mut [u8],
+    say: u8,
+) -> Result<(f64, f64, u8)> {
     // Both sides start together: one-byte exchanges right before. Twice, because the first may queue behind
     // the previous iteration's data still leaving a side's interface (its send completed into the socket,
     // not onto the wire): that side would start its clock late and the other early. The second ones are
     // sent once both sides hold all of the other's data, so nothing is queued ahead of them.
     let mut tick = [0u8; 1];
     for _ in 0..2 {
-        transport::sendrecv(t, peer, &[1u8], peer, &mut tick)?;
+        transport::sendrecv(t, peer, &[say], peer, &mut tick)?;
     }
     let start = Instant::now();
     // SAFETY: both buffers are borrowed for the whole call and both requests are waited for before it
@@ -238,7 +304,7 @@ fn exchange<T: Transport + ?Sized>(t: &mut T, peer: usize, sbuf: &[u8], rbuf: &m
         t.wait(r)?;
         let rx = start.elapsed().as_secs_f64();
         t.wait(s)?;
-        Ok((rx, start.elapsed().as_secs_f64()))
+        Ok((rx, start.elapsed().as_secs_f64(), tick[0]))
     }
 }
 
@@ -424,6 +490,32 @@ mod tests {
                 "{st:?}"
             );
             assert!(st.msg_rate > 0.0 && l.bw_msg_rate > 0.0, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn a_pair_warms_for_the_settling_time_in_step() {
+        let cfg = PairwiseConfig {
+            bytes: 64 << 10,
+            iters: 3,
+            ..PairwiseConfig::default()
+        };
+        for settle in [Duration::ZERO, Duration::from_millis(40)] {
+            let out = run_threads(2, &Options::default(), |sess| {
+                let t = &mut sess.transports[0];
+                let (sbuf, mut rbuf) = (vec![pattern(t.rank()); cfg.bytes], vec![0u8; cfg.bytes]);
+                let peer = 1 - t.rank();
+                bandwidth(t, peer, &cfg, settle, &sbuf, &mut rbuf)
+            });
+            let w: Vec<Warmed> = out.into_iter().map(|r| r.unwrap().unwrap().1).collect();
+            // The higher rank ran exactly the exchanges the lower one asked for.
+            assert_eq!(w[0].exchanges, w[1].exchanges, "{settle:?}: {w:?}");
+            if settle.is_zero() {
+                assert_eq!(w[0].exchanges, 1, "one untimed exchange without settling: {w:?}");
+            } else {
+                // The lower rank stops warming only once the settling time has passed on its clock.
+                assert!(w[0].seconds >= settle.as_secs_f64(), "{w:?}");
+            }
         }
     }
 

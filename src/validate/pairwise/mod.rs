@@ -35,7 +35,7 @@ use crate::session::Session;
 use crate::transport::Transport;
 
 pub use localise::Thresholds;
-pub use measure::LatencyStats;
+pub use measure::{LatencyStats, SETTLE};
 
 /// Version tag of the pairwise JSON (see `schema/collbench-pairwise.schema.json`).
 pub const SCHEMA: &str = "collbench-pairwise/1";

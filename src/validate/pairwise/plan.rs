@@ -49,8 +49,13 @@ pub struct Plan {
     /// Seconds left for the rest of the test when it was planned (after the measured round); `None`
     /// without a budget.
     pub left_s: Option<f64>,
-    /// Seconds the rounds after the measured one and the whole re-measure reserve take at `round_s`.
+    /// Seconds the rounds after the measured one and the whole re-measure reserve take at `round_s` (each
+    /// round of re-measuring with its settling).
     pub planned_s: f64,
+    /// Seconds each pair measured again exchanges untimed first: [`super::measure::SETTLE`], or 0 where
+    /// settling would cost rounds of the first pass (0 in files that predate it).
+    #[serde(default)]
+    pub settle_s: f64,
 }
 
 /// A plan as the report records it: with the budget it was made for and the suspects it had no rounds for.
@@ -159,6 +164,9 @@ impl Plan {
         if self.rounds.windows(2).any(|w| w[0] >= w[1]) || self.rounds.last().is_some_and(|&r| r >= circle) {
             return Err(format!("rounds {:?} are not ascending rounds of {circle}", self.rounds));
         }
+        if !(0.0..=super::measure::SETTLE.as_secs_f64()).contains(&self.settle_s) {
+            return Err(format!("a settling time of {} s", self.settle_s));
+        }
         Ok(())
     }
 }
@@ -174,35 +182,56 @@ fn most_rounds(n: usize) -> usize {
     schedule::count(n).min((MAX_PAIRS / (n / 2).max(1)).max(MIN_ROUNDS))
 }
 
+/// Seconds one round of re-measuring takes when a first-pass round took `round_s` and each pair settles
+/// for `settle_s` first.
+fn again_s(round_s: f64, settle_s: f64) -> f64 {
+    round_s + settle_s
+}
+
+/// Seconds a first pass of `first` rounds (the measured one not counted) and `confirm` rounds of
+/// re-measuring take when a round took `round_s`, each re-measuring pair settling for `settle_s`.
+fn seconds(first: usize, confirm: usize, round_s: f64, settle_s: f64) -> f64 {
+    first.saturating_sub(1) as f64 * round_s + confirm as f64 * again_s(round_s, settle_s)
+}
+
 /// The seconds [`plan`] must be left (after the measured round, which took `round_s`) to plan its most
 /// rounds, every pair up to [`MAX_PAIRS`], with their re-measure reserve: what `--budget` must cover on
 /// top of start-up, the measured round and its margin.
 pub fn every_pair_s(n: usize, round_s: f64) -> f64 {
     let most = most_rounds(n);
-    (most.saturating_sub(1) + confirm_for(most)) as f64 * round_s * SAFETY
+    seconds(most, confirm_for(most), round_s, 0.0) * SAFETY
 }
 
 /// The plan for `n` participants when one round took `round_s` seconds and `left_s` seconds are left for
 /// the rest (the measured round 0 done): every pair if its rounds and their re-measure reserve fit `left_s`
 /// [`SAFETY`] times over, else as many rounds as fit spread evenly over the circle (at least
-/// [`MIN_ROUNDS`]), never more rounds than hold [`MAX_PAIRS`]. `left_s` infinite: no budget.
+/// [`MIN_ROUNDS`]), never more rounds than hold [`MAX_PAIRS`]. The pairs measured again settle first
+/// ([`super::measure::SETTLE`], counted in the plan) unless that would cost rounds of the first pass: a
+/// link the first pass did not measure cannot be found at all. `left_s` infinite: no budget.
 pub fn plan(n: usize, round_s: f64, left_s: f64) -> Plan {
+    let settled = plan_settling(n, round_s, left_s, super::measure::SETTLE.as_secs_f64());
+    let bare = plan_settling(n, round_s, left_s, 0.0);
+    if settled.rounds.len() == bare.rounds.len() {
+        settled
+    } else {
+        bare
+    }
+}
+
+/// [`plan`] with each pair measured again settling for `settle_s` first.
+fn plan_settling(n: usize, round_s: f64, left_s: f64, settle_s: f64) -> Plan {
     let circle = schedule::count(n);
     let round_s = if round_s.is_finite() { round_s.max(0.0) } else { 1e9 };
     let left = left_s.max(0.0);
-    // Rounds that fit, the measured one included.
-    let fit = if round_s <= 0.0 || left.is_infinite() {
-        usize::MAX
-    } else {
-        ((left / SAFETY / round_s).floor().min(1e12) as usize).saturating_add(1)
-    };
+    let unbounded = left.is_infinite();
+    let fits = |first: usize, confirm: usize| unbounded || seconds(first, confirm, round_s, settle_s) <= left / SAFETY;
     let cap = most_rounds(n);
-    let first = if cap + confirm_for(cap) <= fit {
+    let first = if fits(cap, confirm_for(cap)) {
         cap
     } else {
         (1..=cap)
             .rev()
-            .find(|&r| r + confirm_for(r) <= fit)
+            .find(|&r| fits(r, confirm_for(r)))
             .unwrap_or(0)
             .max(MIN_ROUNDS.min(cap))
     };
@@ -211,13 +240,19 @@ pub fn plan(n: usize, round_s: f64, left_s: f64) -> Plan {
     // first pass measured may be a suspect.
     let confirm = if first == 0 {
         0
-    } else if fit == usize::MAX {
+    } else if unbounded {
         first * (n / 2)
     } else {
-        fit.saturating_sub(first).min((2 * first).max(MIN_CONFIRM))
+        let spare = left / SAFETY - seconds(first, 0, round_s, settle_s);
+        let per_round = again_s(round_s, settle_s);
+        let rounds = if per_round > 0.0 {
+            (spare / per_round).floor().clamp(0.0, 1e12) as usize
+        } else {
+            usize::MAX
+        };
+        rounds.min((2 * first).max(MIN_CONFIRM))
     };
     let rounds: Vec<usize> = (0..first).map(|k| k * circle / first).collect();
-    let planned_s = (first.saturating_sub(1) + confirm) as f64 * round_s;
     Plan {
         participants: n,
         circle_rounds: circle,
@@ -225,7 +260,8 @@ pub fn plan(n: usize, round_s: f64, left_s: f64) -> Plan {
         confirm_rounds: confirm,
         round_s,
         left_s: left_s.is_finite().then_some(left_s),
-        planned_s,
+        planned_s: seconds(first, confirm, round_s, settle_s),
+        settle_s,
     }
 }
 
@@ -309,6 +345,29 @@ mod tests {
             let p = plan(n, round_s, need * 0.99);
             assert!(p.rounds.len() < most_rounds(n), "n={n}: {p:?}");
         }
+    }
+
+    #[test]
+    fn suspects_settle_unless_that_costs_rounds_of_the_first_pass() {
+        let settle = super::super::measure::SETTLE.as_secs_f64();
+        // 16 hosts at 100 Mbit/s, 100 s: every pair and the settling fit, and the plan counts it.
+        let p = plan(16, 2.3, 100.0);
+        assert!(p.every_pair() && p.settle_s == settle, "{p:?}");
+        assert!(
+            (p.planned_s - (14.0 * 2.3 + p.confirm_rounds as f64 * (2.3 + settle))).abs() < 1e-9,
+            "{p:?}"
+        );
+        // 1,024 hosts with just what every pair needs unsettled: settling would cost rounds, so none.
+        let p = plan(1024, 0.02, every_pair_s(1024, 0.02) + 1e-9);
+        assert!(p.every_pair() && p.settle_s == 0.0, "{p:?}");
+        // No budget: always.
+        assert_eq!(plan(1024, 0.02, f64::INFINITY).settle_s, settle);
+        // A plan from rank 0 that asks for more settling than collbench does is refused.
+        let p = Plan {
+            settle_s: 5.0,
+            ..plan(8, 1.0, 100.0)
+        };
+        assert!(p.check(8).is_err(), "{p:?}");
     }
 
     #[test]

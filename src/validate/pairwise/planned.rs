@@ -4,7 +4,7 @@
 //! reserve of rounds holds.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::plan::{self, Plan};
 use super::{confirm, localise, measure, schedule};
@@ -72,7 +72,7 @@ pub fn measure_within<T: Transport + ?Sized>(
     control::barrier(t)?;
     let clock = Instant::now();
     let first_round: Vec<Vec<(usize, usize)>> = (0..schedule::count(n).min(1)).map(|r| schedule::round(n, r)).collect();
-    let mut mine = measure::run_rounds(t, &parts, &first_round, cfg)?;
+    let mut mine = measure::run_rounds(t, &parts, &first_round, cfg, Duration::ZERO)?;
     let round_s = clock.elapsed().as_secs_f64();
     let decided = (t.rank() == 0).then(|| plan::plan(n, round_s, budget.map_or(f64::INFINITY, |b| b.left_s())));
     let plan = share(t, decided, n)?;
@@ -80,7 +80,13 @@ pub fn measure_within<T: Transport + ?Sized>(
         announce(&plan);
     }
     let rounds = plan.schedule();
-    mine.extend(measure::run_rounds(t, &parts, rounds.get(1..).unwrap_or(&[]), cfg)?);
+    mine.extend(measure::run_rounds(
+        t,
+        &parts,
+        rounds.get(1..).unwrap_or(&[]),
+        cfg,
+        Duration::ZERO,
+    )?);
     let first = measure::collect(t, &mine)?;
     let participants: Vec<Participant> = parts
         .iter()
@@ -212,7 +218,7 @@ fn remeasure<T: Transport + ?Sized>(
             ..Again::default()
         });
     }
-    let mine = measure::run_rounds(t, parts, &rounds, cfg)?;
+    let mine = measure::run_rounds(t, parts, &rounds, cfg, Duration::from_secs_f64(plan.settle_s))?;
     let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
         return Ok(Again {
             rounds: rounds.len(),

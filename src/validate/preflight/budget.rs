@@ -132,9 +132,10 @@ pub fn size_pairwise(
     } else {
         participants
     };
-    // The first pass, then at worst every link of one host measured again alone.
+    // The first pass, then at worst every link of one host measured again alone, each after settling.
     let rounds = (first + participants - 1) as f64;
-    let per_round = seconds / rounds / SAFETY;
+    let settling = (participants - 1) as f64 * crate::validate::pairwise::SETTLE.as_secs_f64();
+    let per_round = (seconds / SAFETY - settling).max(0.0) / rounds;
     let link = link_gbs.max(1e-6) * 1e9;
     // Bandwidth gets most of a round: warm-up and timed exchanges, each a message both ways at once.
     let fit_bytes = per_round * 0.7 * link / (base.iters as f64 + 1.0);
