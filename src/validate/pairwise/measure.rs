@@ -211,9 +211,9 @@ fn bandwidth<T: Transport + ?Sized>(
     let began = Instant::now();
     let mut warmed = 0usize;
     let mut warm_s = 0.0;
-    // Untimed exchanges first, at least one (connections warm up, TCP leaves slow start), for `settle` on the
-    // lower rank's clock; it says which each exchange is.
-    while rx.len() < cfg.iters {
+    // Untimed exchanges first, at least one (connections warm up, TCP leaves slow start, and with `-n 0` the
+    // data is still checked), for `settle` on the lower rank's clock; it says which each exchange is.
+    while rx.len() < cfg.iters || warmed == 0 {
         let now = began.elapsed();
         let say = match leads {
             true if warmed == 0 || now < settle => TICK_WARM,
@@ -232,7 +232,8 @@ fn bandwidth<T: Transport + ?Sized>(
             }
             other => {
                 return Err(Error::peer(format!(
-                    "rank {}: rank {peer} started a pairwise exchange over {} with {other}, neither timed nor                      warming; were all ranks started with the same collbench version?",
+                    "rank {}: rank {peer} started a pairwise exchange over {} with {other}, neither timed nor \
+                     warming; were all ranks started with the same collbench version?",
                     t.rank(),
                     t.path()
                 )))
@@ -512,6 +513,20 @@ mod tests {
             assert_eq!(w[0].exchanges, w[1].exchanges, "{settle:?}: {w:?}");
             if settle.is_zero() {
                 assert_eq!(w[0].exchanges, 1, "one untimed exchange without settling: {w:?}");
+                // No timed exchange asked for: the one untimed exchange still runs on both sides.
+                let out = run_threads(2, &Options::default(), |sess| {
+                    let t = &mut sess.transports[0];
+                    let (sbuf, mut rbuf) = (vec![pattern(t.rank()); cfg.bytes], vec![0u8; cfg.bytes]);
+                    let none = PairwiseConfig {
+                        iters: 0,
+                        ..cfg.clone()
+                    };
+                    bandwidth(t, 1 - t.rank(), &none, settle, &sbuf, &mut rbuf)
+                });
+                for r in out {
+                    let (sample, w) = r.unwrap().unwrap();
+                    assert_eq!((w.exchanges, sample.rx_gbs), (1, 0.0), "{sample:?}");
+                }
             } else {
                 // The lower rank stops warming only once the settling time has passed on its clock.
                 assert!(w[0].seconds >= settle.as_secs_f64(), "{w:?}");
