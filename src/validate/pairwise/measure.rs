@@ -496,41 +496,35 @@ mod tests {
 
     #[test]
     fn a_pair_warms_for_the_settling_time_in_step() {
-        let cfg = PairwiseConfig {
-            bytes: 64 << 10,
-            iters: 3,
-            ..PairwiseConfig::default()
-        };
-        for settle in [Duration::ZERO, Duration::from_millis(40)] {
+        /// Ranks 0 and 1 measure each other with `iters` timed exchanges after settling for `settle`: each
+        /// rank's sample and warming.
+        fn pair(iters: usize, settle: Duration) -> Vec<(Sample, Warmed)> {
+            let cfg = PairwiseConfig {
+                bytes: 64 << 10,
+                iters,
+                ..PairwiseConfig::default()
+            };
             let out = run_threads(2, &Options::default(), |sess| {
                 let t = &mut sess.transports[0];
                 let (sbuf, mut rbuf) = (vec![pattern(t.rank()); cfg.bytes], vec![0u8; cfg.bytes]);
-                let peer = 1 - t.rank();
-                bandwidth(t, peer, &cfg, settle, &sbuf, &mut rbuf)
+                bandwidth(t, 1 - t.rank(), &cfg, settle, &sbuf, &mut rbuf)
             });
-            let w: Vec<Warmed> = out.into_iter().map(|r| r.unwrap().unwrap().1).collect();
+            out.into_iter().map(|r| r.unwrap().unwrap()).collect()
+        }
+        for settle in [Duration::ZERO, Duration::from_millis(40)] {
+            let w: Vec<Warmed> = pair(3, settle).into_iter().map(|(_, w)| w).collect();
             // The higher rank ran exactly the exchanges the lower one asked for.
             assert_eq!(w[0].exchanges, w[1].exchanges, "{settle:?}: {w:?}");
             if settle.is_zero() {
                 assert_eq!(w[0].exchanges, 1, "one untimed exchange without settling: {w:?}");
-                // No timed exchange asked for: the one untimed exchange still runs on both sides.
-                let out = run_threads(2, &Options::default(), |sess| {
-                    let t = &mut sess.transports[0];
-                    let (sbuf, mut rbuf) = (vec![pattern(t.rank()); cfg.bytes], vec![0u8; cfg.bytes]);
-                    let none = PairwiseConfig {
-                        iters: 0,
-                        ..cfg.clone()
-                    };
-                    bandwidth(t, 1 - t.rank(), &none, settle, &sbuf, &mut rbuf)
-                });
-                for r in out {
-                    let (sample, w) = r.unwrap().unwrap();
-                    assert_eq!((w.exchanges, sample.rx_gbs), (1, 0.0), "{sample:?}");
-                }
             } else {
                 // The lower rank stops warming only once the settling time has passed on its clock.
                 assert!(w[0].seconds >= settle.as_secs_f64(), "{w:?}");
             }
+        }
+        // No timed exchange asked for (`-n 0`): the one untimed exchange still runs on both sides.
+        for (sample, w) in pair(0, Duration::ZERO) {
+            assert_eq!((w.exchanges, sample.rx_gbs), (1, 0.0), "{sample:?}");
         }
     }
 

@@ -182,16 +182,10 @@ fn most_rounds(n: usize) -> usize {
     schedule::count(n).min((MAX_PAIRS / (n / 2).max(1)).max(MIN_ROUNDS))
 }
 
-/// Seconds one round of re-measuring takes when a first-pass round took `round_s` and each pair settles
-/// for `settle_s` first.
-fn again_s(round_s: f64, settle_s: f64) -> f64 {
-    round_s + settle_s
-}
-
 /// Seconds a first pass of `first` rounds (the measured one not counted) and `confirm` rounds of
 /// re-measuring take when a round took `round_s`, each re-measuring pair settling for `settle_s`.
 fn seconds(first: usize, confirm: usize, round_s: f64, settle_s: f64) -> f64 {
-    first.saturating_sub(1) as f64 * round_s + confirm as f64 * again_s(round_s, settle_s)
+    first.saturating_sub(1) as f64 * round_s + confirm as f64 * (round_s + settle_s)
 }
 
 /// The seconds [`plan`] must be left (after the measured round, which took `round_s`) to plan its most
@@ -244,7 +238,7 @@ fn plan_settling(n: usize, round_s: f64, left_s: f64, settle_s: f64) -> Plan {
         first * (n / 2)
     } else {
         let spare = left / SAFETY - seconds(first, 0, round_s, settle_s);
-        let per_round = again_s(round_s, settle_s);
+        let per_round = round_s + settle_s;
         let rounds = if per_round > 0.0 {
             (spare / per_round).floor().clamp(0.0, 1e12) as usize
         } else {
