@@ -35,9 +35,12 @@
 //! - `mpi` (feature `mpi`): MPI bootstrap and the MPI baseline engine.
 //! - [`session`]: one rank's bootstrap and connected TCP paths, and the MPI library where it was started.
 //!   `paths`: every path of a run opened once, each kind of path (tcp, rdma, mpi, nccl) one file there with
-//!   its checks, opening, sweeps, line rate and failure attribution. `start`: one rank's start-up (host
-//!   checks, MPI, bootstrap, paths), shared by run, preflight and pairwise. `run`: one rank's run (sweeps,
-//!   then the summary, model and charts) and the local launcher's checks.
+//!   its checks, opening, sweeps, line rate and failure attribution.
+//! - [`driver`]: the one driver of every command that runs ranks (`run`, `preflight`, `pairwise`, `p2p`,
+//!   `info`): its `RankCommand` trait, launch-or-be-a-rank, every host check, the start-up (MPI, bootstrap,
+//!   paths) and the job's exit status (each rank's own, or rank 0's verdict shared). `run`: `run`'s rank (sweeps,
+//!   then the summary, model and charts). `p2p`: `collbench p2p`, a point-to-point latency and bandwidth sweep
+//!   between two chosen ranks (the shape of OSU's osu_latency and osu_bw).
 //! - [`selftest`]: `collbench selftest`, the CPU reduction kernels against memory copy bandwidth.
 //! - `gpumatrix`: `collbench gpu-matrix`, device-to-device copy bandwidth between every GPU pair of a node.
 //! - [`validate`]: findings about the network: the pairwise link matrix and the slow host or link
@@ -79,8 +82,8 @@
 //! 16. `options`: the run options, assembled from their parts
 //! 17. `session`: one rank connected
 //! 18. `paths`: every path opened once, one file per kind
-//! 19. `start`: one rank's start-up
-//! 20. `model`, `compare`, `selftest`, `gpumatrix`: analyses and tools
+//! 19. `driver`: the driver of every command that runs ranks, and one rank's start-up
+//! 20. `model`, `compare`, `selftest`, `gpumatrix`, `p2p`: analyses and tools
 //! 21. `plot`: charts
 //! 22. `run`, `docgen`: a rank's run; the generated reference
 //! 23. `validate`: pairwise and preflight
@@ -96,6 +99,7 @@ pub mod collective;
 pub mod commands;
 mod compare;
 pub mod docgen;
+mod driver;
 pub mod engine;
 pub mod error;
 mod fault;
@@ -112,6 +116,7 @@ mod mpi;
 mod nccl;
 mod net;
 pub mod options;
+mod p2p;
 mod paths;
 pub mod plot;
 pub mod reduce;
@@ -121,7 +126,6 @@ mod run;
 pub mod selftest;
 pub mod session;
 pub mod sizes;
-mod start;
 pub mod transport;
 pub mod units;
 pub mod validate;

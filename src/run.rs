@@ -1,4 +1,4 @@
-//! `collbench run`: launch local ranks, or be one rank of a launched job and sweep.
+//! `collbench run` as the driver runs it: one rank of the job sweeps every path, rank 0 reports.
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -8,41 +8,16 @@ use indicatif::ProgressBar;
 
 use crate::bench::tally::Tally;
 use crate::bench::{self, Sweep};
+use crate::driver::{Connected, Ending, Rank, RankCommand};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::options::{Interleave, Options, Progress};
 use crate::paths;
+use crate::report::declared::Declared;
 use crate::report::{self, Reporter};
 use crate::results::{self, RankInfo, RunInfo};
-use crate::session::{self, Pairs};
-use crate::start::{Rank, Start};
+use crate::session;
 use crate::transport::Transport;
-use crate::world::{local, Identity};
-
-/// No launcher around: check what can be checked before anything starts, then spawn `--np` ranks.
-pub fn launch_local(opts: &Options, argv: &[OsString]) -> Result<i32> {
-    // Each path's own checks (an MPI launcher for mpi, the device and port of an rdma path) come first.
-    paths::check_local_launch(opts)?;
-    if let Some(avail) = crate::memory::available::available() {
-        opts.check_memory(opts.np, &avail)?;
-    }
-    if let Some(room) = crate::cgroup::limits::pids_room_here() {
-        opts.check_tasks(opts.np, true, &room)?;
-    }
-    check_outputs(opts)?;
-    check_root(opts, opts.np)?;
-    if let Some(name) = &opts.tcp.iface {
-        crate::net::iface::address_of(name)?;
-    }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    if opts.np > cpus {
-        stderr!(
-            "collbench: warning: {} local ranks on {cpus} CPUs: ranks share cores, so times include scheduling \
-             delays. Use --np {cpus} or fewer to measure the transport rather than the scheduler",
-            opts.np
-        );
-    }
-    local::launch_processes(opts.np, &argv[1..], opts.deadlines.bootstrap_timeout)
-}
+use crate::world::Identity;
 
 /// With device memory, each rank's GPU as it names it ([`Gpu::label`]), gathered on rank 0 over the
 /// control path before the first sweep, for the rank list; `None` on other ranks and for host memory (no
@@ -88,55 +63,65 @@ fn with_devices(mut ranks: Vec<RankInfo>, devices: Option<Vec<String>>) -> Vec<R
     ranks
 }
 
-/// Refuses output files that exist (unless --force) or cannot be created, before any rank starts.
-fn check_outputs(opts: &Options) -> Result<()> {
-    if let Some(p) = &opts.outputs.json {
-        report::file::check_writable(p, opts.outputs.force, "-J/--output_file")?;
-    }
-    if let Some(p) = &opts.outputs.csv {
-        report::file::check_writable(p, opts.outputs.force, "--csv")?;
-    }
-    if let Some(p) = &opts.outputs.markdown {
-        report::file::check_writable(p, opts.outputs.force, "--markdown")?;
-    }
-    if let Some(d) = &opts.outputs.plot {
-        // Made now, so a directory that cannot exist or be written fails before the sweep rather than after it.
-        report::file::check_dir_writable(d, "--plot")?;
-    }
-    Ok(())
-}
-
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
-/// One rank of a job: bootstrap, connect, open every path, sweep, report (rank 0), and agree on the exit
-/// status.
-pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32> {
-    let start_time = now_rfc3339();
-    let start = Start {
-        opts,
-        agreement: opts.agreement().to_wire(),
-        pairs: Pairs::Needed,
-        check_outputs: &|| check_outputs(opts),
-        check_memory: &|local, avail| opts.check_memory(local, avail),
-    };
-    start.check_host(id)?;
-    // Every rank sees the same options and size, so every rank would say the same: rank 0 alone says it.
-    if let Err(e) = check_root(opts, id.size) {
-        return if id.rank == 0 { Err(e) } else { Ok(e.exit_code()) };
+/// `collbench run` as the driver runs it: its options, and the command line the results file records.
+pub struct RunCommand<'a> {
+    pub opts: Options,
+    pub argv: &'a [OsString],
+    /// When the command started (RFC 3339), before the bootstrap.
+    pub start_time: String,
+}
+
+impl<'a> RunCommand<'a> {
+    /// `run` with `opts`, started now.
+    pub fn new(opts: Options, argv: &'a [OsString]) -> Self {
+        RunCommand {
+            opts,
+            argv,
+            start_time: now_rfc3339(),
+        }
     }
-    let mut sess = start.connect(id)?;
-    if let Err(e) = distinct_paths(&sess, opts) {
+}
+
+impl RankCommand for RunCommand<'_> {
+    fn name(&self) -> &'static str {
+        "run"
+    }
+
+    fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    fn outputs(&self) -> Declared<'_> {
+        self.opts.outputs.declared()
+    }
+
+    fn check_size(&self, size: usize) -> Result<()> {
+        check_root(&self.opts, size)
+    }
+
+    fn rank(&self, id: &Identity, conn: Connected<'_>) -> Result<Ending> {
+        run_rank(self, id, conn).map(Ending::Own)
+    }
+}
+
+/// One rank of a job, connected: open every path, sweep, report (rank 0), and return this rank's exit status.
+fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Result<i32> {
+    let (opts, argv) = (&cmd.opts, cmd.argv);
+    if let Err(e) = distinct_paths(&conn.sess, opts) {
         // Ranks on one host resolve the same interfaces and would all print the same error: rank 0 says it.
-        let one_host = sess.world.ranks.iter().all(|r| r.host == sess.world.host);
+        let one_host = conn.sess.world.ranks.iter().all(|r| r.host == conn.sess.world.host);
         return if one_host && id.rank != 0 {
             Ok(e.exit_code())
         } else {
             Err(e)
         };
     }
-    let devices = rank_devices(&mut sess, opts)?;
+    let devices = rank_devices(&mut conn.sess, opts)?;
+    let sess = &conn.sess;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     let mut run_info = None;
     if id.rank == 0 {
@@ -144,7 +129,7 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
         let info = RunInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             args: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-            start_time,
+            start_time: cmd.start_time.clone(),
             nranks: sess.world.size,
             launcher: sess.world.launcher.clone(),
             bootstrap_s: sess.world.bootstrap_s,
@@ -185,7 +170,7 @@ pub fn run_rank(opts: &Options, id: &Identity, argv: &[OsString]) -> Result<i32>
     let given: Vec<String> = opts.paths.transports.iter().map(|p| p.to_string()).collect();
     let host = sess.world.host.clone();
     let size = sess.world.size;
-    let Rank { mut sess, mut paths } = match start.open(sess) {
+    let Rank { mut sess, mut paths } = match conn.open() {
         Ok(r) => r,
         Err(e) => {
             return Err(mark_incomplete(
@@ -441,13 +426,16 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
     };
     let mut v: Vec<Box<dyn Reporter>> = vec![table];
     if let Some(p) = &opts.outputs.json {
-        v.push(Box::new(report::json::JsonReporter::new(p.clone())));
+        v.push(Box::new(report::json::JsonReporter::new(p.clone(), opts.outputs.force)));
     }
     if let Some(p) = &opts.outputs.csv {
-        v.push(Box::new(report::csv::CsvReporter::new(p.clone())));
+        v.push(Box::new(report::csv::CsvReporter::new(p.clone(), opts.outputs.force)));
     }
     if let Some(p) = &opts.outputs.markdown {
-        v.push(Box::new(report::markdown::MarkdownReporter::new(p.clone())));
+        v.push(Box::new(report::markdown::MarkdownReporter::new(
+            p.clone(),
+            opts.outputs.force,
+        )));
     }
     v
 }

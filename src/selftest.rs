@@ -368,8 +368,7 @@ mod tests {
         SelftestArgs {
             bytes: bytes.into(),
             iters,
-            output_file: None,
-            force: false,
+            out: crate::cli::OutputArgs::default(),
             units: crate::cli::UnitsArg { units: "gbyte".into() },
             gpu: false,
             device: None,

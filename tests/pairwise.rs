@@ -211,15 +211,15 @@ fn units_gbit_prints_eight_times_the_json_gbs() {
     }
 }
 
+/// One rank has no pair to measure: refused before anything starts (an empty matrix with "No finding" would
+/// read as a pass), with the flag to change.
 #[test]
-fn one_rank_has_no_pair_and_no_finding() {
+fn one_rank_is_refused_for_it_has_no_pair() {
     let out = pairwise(&["--np", "1", "--bytes", "4K"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(
-        stdout.contains("1 ranks over tcp@lo, 0 rounds") && stdout.contains("# No finding"),
-        "{stdout}"
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--np") && stderr.contains("give 2 or more"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]

@@ -887,3 +887,118 @@ fn two_ranks_run_under_ulimit_n_64_and_a_run_that_cannot_fit_is_a_local_error() 
         "{err}"
     );
 }
+
+/// `-` is standard output whatever it is: a file the shell opened with `>` gets the whole document (no
+/// "exists" refusal, no truncation by a rename over it), one opened with `>>` keeps its earlier lines, and
+/// `--csv -` and `--markdown -` write there too rather than files named `-`. Each is valid for its reader.
+#[test]
+fn dash_writes_to_a_redirected_or_appended_stdout_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let into = |name: &str, append: bool, extra: &[&str]| {
+        let path = dir.path().join(name);
+        if append {
+            std::fs::write(&path, "earlier line\n").unwrap();
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&path)
+            .unwrap();
+        let o = Command::new(bin())
+            .args(SHORT)
+            .arg("--no-progress")
+            .args(extra)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(file)
+            .output()
+            .unwrap();
+        (o, std::fs::read_to_string(&path).unwrap())
+    };
+    let (o, text) = into("out.json", false, &["-J", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not one JSON document ({e}): {text}"));
+    assert_eq!(v["results"].as_array().unwrap().len(), 4);
+    // --force changes nothing for standard output.
+    let (o, text) = into("forced.json", false, &["-J", "-", "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
+    let (o, text) = into("app.log", true, &["-J", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rest = text
+        .strip_prefix("earlier line\n")
+        .unwrap_or_else(|| panic!("the log lost its line: {text}"));
+    assert!(serde_json::from_str::<Value>(rest).is_ok(), "{rest}");
+    let (o, text) = into("out.csv", false, &["--csv", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    assert_eq!(rows.records().count(), 8, "{text}");
+    assert!(stderr(&o).contains("all_reduce"), "the table goes to stderr");
+    let (o, text) = into("out.md", false, &["--markdown", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(text.contains("| size"), "{text}");
+    assert!(!dir.path().join("-").exists(), "a file named '-' was made");
+}
+
+/// A file that appears at `-J`'s path after the run checked its outputs (another run, a hand) is never
+/// replaced without --force: the run exits 4 naming it and keeps its own results under a name it gives.
+#[test]
+fn an_output_file_that_appears_during_the_run_is_kept_and_so_are_the_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let root = format!("127.0.0.1:{port}");
+    let rank = |r: usize| {
+        let mut c = Command::new(bin());
+        c.args(["run", "--no-progress", "-b", "8", "-e", "64", "-n", "1", "-w", "0"])
+            .args([
+                "--collective",
+                "all_reduce",
+                "--bootstrap-timeout",
+                "60",
+                "-J",
+                s(&json),
+            ])
+            .env("COLLBENCH_RANK", r.to_string())
+            .env("COLLBENCH_WORLD_SIZE", "2")
+            .env("COLLBENCH_ROOT", &root)
+            .env("COLLBENCH_JOB_TOKEN", "00112233445566778899aabbccddeeff")
+            .env_remove("COLLBENCH_JOB_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    // Rank 0 checks its outputs, then serves the rendezvous and waits there for rank 1.
+    let rank0 = rank(0).spawn().unwrap();
+    let deadline = std::time::Instant::now() + HANG;
+    while std::net::TcpStream::connect(&root).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rank 0 never served its rendezvous"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&json, "another run's results").unwrap();
+    let o1 = rank(1).output().unwrap();
+    let o0 = rank0.wait_with_output().unwrap();
+    assert_eq!(o0.status.code(), Some(4), "{}", stderr(&o0));
+    let err = stderr(&o0);
+    assert!(err.contains("--force") && err.contains("kept in"), "{err}");
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "another run's results");
+    let kept_path = err
+        .split("kept in ")
+        .nth(1)
+        .map(|t| t.split_whitespace().next().unwrap().trim_end_matches([')', ';', '.']))
+        .unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(kept_path).unwrap()).unwrap();
+    assert!(v["results"].is_array(), "{v}");
+    // Rank 1 learns that rank 0 gave up.
+    assert_ne!(o1.status.code(), Some(0), "{}", stderr(&o1));
+}

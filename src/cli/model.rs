@@ -40,17 +40,12 @@ pub struct ModelArgs {
     #[arg(long = "measured", value_name = "FILE")]
     pub measured: Vec<PathBuf>,
 
-    /// Write the fits and predictions as JSON to this file [default: none]
-    #[arg(short = 'J', long = "output_file", aliases = ["output-file", "json"], value_name = "FILE")]
-    pub output_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: super::OutputArgs,
 
     /// Write the fits and predictions as Markdown to this file [default: none]
     #[arg(long = "markdown", value_name = "FILE")]
     pub markdown: Option<PathBuf>,
-
-    /// Overwrite output files that already exist.
-    #[arg(long = "force")]
-    pub force: bool,
 
     #[command(flatten)]
     pub units: super::UnitsArg,

@@ -98,7 +98,7 @@ fn nccl_tests_short_and_long_names_parse() {
             (vec!["max".to_string()], vec!["half".to_string()])
         );
         assert_eq!((r.average.as_str(), r.deadlines.timeout), ("1", 9.0));
-        assert_eq!(r.output_file, Some(PathBuf::from("x.json")));
+        assert_eq!(r.out.output_file, Some(PathBuf::from("x.json")));
     }
 }
 

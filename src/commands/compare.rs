@@ -4,7 +4,8 @@
 use crate::cli::CompareArgs;
 use crate::compare::{diff, input, render};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
-use crate::report::file::{check_writable, write_atomic};
+use crate::report::declared::Declared;
+use crate::report::file::write_atomic;
 
 /// Runs `collbench compare`; the exit status is 1 when a point regressed, 0 otherwise.
 pub fn compare(args: &CompareArgs) -> Result<i32> {
@@ -15,15 +16,11 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         ));
     }
     // Output files are checked before reading anything, so a typo does not cost the comparison.
-    let files: Vec<(&std::path::Path, &str)> = [(&args.output_file, "-J"), (&args.markdown, "--markdown")]
-        .into_iter()
-        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
-        .collect();
-    for (p, flag) in &files {
-        check_writable(p, args.force, flag)?;
-    }
-    crate::report::file::refuse_same_file(&files)?;
-    let stdout_taken = files.iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    let outputs = Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .file("--markdown", args.markdown.as_deref());
+    outputs.check()?;
+    let stdout_taken = outputs.stdout_taken();
     let units = args.units.unit()?;
     let old = input::read_for_compare(&args.old, args.allow_incomplete)?;
     let new = input::read_for_compare(&args.new, args.allow_incomplete)?;
@@ -57,7 +54,7 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         &crate::compare::cpu::saturation(&args.old, &args.new),
         d.regressions().next().is_some(),
     );
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let mut doc = render::json(&h, &d);
         if let (Some(l), Some(o)) = (&cpu, doc.as_object_mut()) {
             o.insert("cpu_saturation".into(), l.clone().into());
@@ -65,14 +62,18 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
         let mut bytes =
             serde_json::to_vec_pretty(&doc).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
-        write_atomic(p, &bytes)?;
+        write_atomic(p, &bytes, crate::report::file::Replace::from_force(args.out.force))?;
     }
     if let Some(p) = &args.markdown {
         let mut md = render::markdown(&h, &d);
         if let Some(l) = &cpu {
             md += &format!("\n{l}\n");
         }
-        write_atomic(p, md.as_bytes())?;
+        write_atomic(
+            p,
+            md.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     let mut text = render::text(&h, &d, units);

@@ -11,9 +11,13 @@ pub fn gpu_matrix(args: &GpuMatrixArgs) -> Result<i32> {
     let topo = crate::net::nvml::read();
     let report = judge::judge(&copies, &topo, bytes, iters, threshold);
     crate::report::stdout::print(&judge::render(&report))?;
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let text = serde_json::to_string_pretty(&report).expect("the report serialises");
-        crate::report::file::write_atomic(p, text.as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            text.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     Ok(if report.flagged > 0 { EXIT_WRONG } else { EXIT_OK })
 }

@@ -35,7 +35,7 @@ pub fn main(argv: &[OsString]) -> i32 {
     };
     let outcome = match &cli.command {
         Command::Run(args) => run::run(args, argv),
-        Command::Info(args) => info::info(args),
+        Command::Info(args) => info::info(args, argv),
         Command::Plot(args) => plot::plot(args),
         Command::Model(args) => model::model(args),
         Command::Compare(args) => compare::compare(args),

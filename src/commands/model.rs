@@ -4,16 +4,15 @@ use crate::cli::ModelArgs;
 use crate::error::{stderr, Error, Result};
 use crate::model::Report;
 use crate::model::{attach_measured, input, predict, render, ModelOptions};
-use crate::report::file::check_writable;
+use crate::report::declared::Declared;
 
 /// `collbench model`: reads the files, fits, predicts, prints the table and writes the files asked for.
 /// Returns the exit status.
 pub fn model(args: &ModelArgs) -> Result<i32> {
-    for (flag, f) in [("-J", &args.output_file), ("--markdown", &args.markdown)] {
-        if let Some(p) = f {
-            check_writable(p, args.force, flag)?;
-        }
-    }
+    Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .file("--markdown", args.markdown.as_deref())
+        .check()?;
     let mut samples = Vec::new();
     for f in &args.files {
         samples.extend(input::read_file(f)?);
@@ -47,14 +46,18 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
     }
     let text = render::text(&report, args.units.unit()?);
     crate::report::stdout::print(&text)?;
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let mut bytes =
             serde_json::to_vec_pretty(&report).map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
-        crate::report::file::write_atomic(p, &bytes)?;
+        crate::report::file::write_atomic(p, &bytes, crate::report::file::Replace::from_force(args.out.force))?;
     }
     if let Some(p) = &args.markdown {
-        crate::report::file::write_atomic(p, render::markdown(&report).as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            render::markdown(&report).as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     Ok(crate::error::EXIT_OK)
 }

@@ -1,7 +1,6 @@
-//! `collbench pairwise`: launches like `run` (local ranks without a launcher, one rank per process under
-//! one), measures every pair over the path asked for (collbench's TCP transport, or its verbs transport on
-//! an `rdma@` path, set up over a TCP control path), prints the matrices and findings on rank 0, writes JSON
-//! and heatmaps. The work is `validate::pairwise::command`'s.
+//! `collbench pairwise`: measures every pair over the path asked for (collbench's TCP transport, or its verbs
+//! transport on an `rdma@` path, set up over a TCP control path), prints the matrices and findings on rank 0,
+//! writes JSON and heatmaps; the driver launches it like `run`. The work is `validate::pairwise::command`'s.
 //!
 //! Exit status: 0 no finding, 1 a slow host or link named, 2 bad flags, 3 a peer or deadline failed,
 //! 4 an output file could not be written.
@@ -9,15 +8,11 @@
 use std::ffi::OsString;
 
 use crate::cli::PairwiseArgs;
+use crate::driver::drive;
 use crate::error::Result;
-use crate::validate::pairwise::command;
-use crate::world::env;
+use crate::validate::pairwise::command::PairwiseCommand;
 
 /// Runs `collbench pairwise` with the command line `argv` (program name first); returns the exit status.
 pub fn pairwise(args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
-    let (opts, cfg) = command::options(args)?;
-    match env::identity_from(|k| std::env::var(k).ok())? {
-        None => command::launch(&opts, args, argv),
-        Some(id) => command::run_rank(&opts, &cfg, &id, args),
-    }
+    drive(&mut PairwiseCommand::new(args)?, argv, &|k| std::env::var(k).ok())
 }

@@ -3,9 +3,9 @@
 use std::ffi::OsString;
 
 use crate::cli::PreflightArgs;
+use crate::driver::drive;
 use crate::error::Result;
-use crate::validate::preflight;
-use crate::world::env;
+use crate::validate::preflight::{self, PreflightCommand};
 
 /// Runs `collbench preflight` with the command line `argv` (program name first); returns the exit status.
 pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
@@ -14,8 +14,5 @@ pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
         return preflight::decide::from_results(args, saved);
     }
     let setup = preflight::setup(args)?;
-    match env::identity_from(|k| std::env::var(k).ok())? {
-        None => preflight::launch(&setup, argv),
-        Some(id) => preflight::rank::run_rank(&setup, &id),
-    }
+    drive(&mut PreflightCommand::new(setup), argv, &|k| std::env::var(k).ok())
 }

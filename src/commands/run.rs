@@ -1,13 +1,13 @@
-//! `collbench run`: check what can be checked before any rank starts, then launch local ranks or be one
-//! rank of a launched job.
+//! `collbench run`: check what can be checked before any rank starts, then the driver launches local ranks or
+//! is one rank of a launched job.
 
 use std::ffi::OsString;
 
 use crate::cli::RunArgs;
+use crate::driver::drive;
 use crate::error::Result;
 use crate::options::Options;
-use crate::run::{launch_local, run_rank};
-use crate::world::env;
+use crate::run::RunCommand;
 
 /// Runs `collbench run` with the command line `argv` (program name first); returns the exit status.
 pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
@@ -21,8 +21,5 @@ pub fn run(args: &RunArgs, argv: &[OsString]) -> Result<i32> {
     }
     // Each path's likewise (a missing libnccl stops the run before any rank starts).
     crate::paths::check_host(&opts)?;
-    match env::identity_from(|k| std::env::var(k).ok())? {
-        None => launch_local(&opts, argv),
-        Some(id) => run_rank(&opts, &id, argv),
-    }
+    drive(&mut RunCommand::new(opts, argv), argv, &|k| std::env::var(k).ok())
 }

@@ -10,9 +10,9 @@ use crate::selftest::{measure, render, SelftestOptions};
 pub fn selftest(args: &SelftestArgs) -> Result<i32> {
     // Checked before measuring, as `run` does: a result file from an earlier run is never replaced unasked,
     // and a path that cannot be written fails now rather than after the measurement.
-    if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, args.force, "-J")?;
-    }
+    crate::report::declared::Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .check()?;
     if args.gpu {
         #[cfg(feature = "cuda")]
         return crate::selftest::gpu::selftest_gpu(args);
@@ -23,9 +23,13 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
     let units = args.units.unit()?;
     let report = measure(opts);
     crate::report::stdout::print(&render(&report, units))?;
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
-        crate::report::file::write_atomic(p, text.as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            text.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     Ok(EXIT_OK)
 }

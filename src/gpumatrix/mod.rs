@@ -28,8 +28,8 @@ pub fn check_args(args: &GpuMatrixArgs) -> Result<(u64, usize, f64)> {
             ),
         ));
     }
-    if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, args.force, "-J/--output_file")?;
-    }
+    crate::report::declared::Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .check()?;
     Ok((bytes, args.iters, args.threshold))
 }

@@ -17,6 +17,7 @@
 //! depends on the host is checked where the options are applied.
 
 mod agreement;
+pub mod own_path;
 mod params;
 
 use serde::Serialize;

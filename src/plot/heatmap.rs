@@ -156,7 +156,7 @@ pub fn write_png(path: &Path, map: &Heatmap<'_>) -> Result<()> {
     }
     let bytes = encode_png(&rgb, SIZE.0, SIZE.1)
         .map_err(|x| Error::io(format!("encoding {}", path.display()), std::io::Error::other(x)))?;
-    write_atomic(path, &bytes)
+    write_atomic(path, &bytes, crate::report::file::Replace::Allowed)
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ pub fn write_plots(data: &PlotData, dir: &Path, formats: &[Format]) -> Result<Ve
                 let path = dir.join(format!("{}.{}", file_stem(table, chart), format.ext()));
                 let bytes = render_bytes(table, chart, &data.note, format)
                     .map_err(|e| Error::io(format!("drawing {}", path.display()), std::io::Error::other(e)))?;
-                write_atomic(&path, &bytes)?;
+                write_atomic(&path, &bytes, crate::report::file::Replace::Allowed)?;
                 written.push(path);
             }
         }

@@ -2,7 +2,7 @@
 //! after every record so an aborted run keeps every row measured. Empty cells mean "not measured"
 //! (`wrong` when the data check was off).
 
-use std::fs::File;
+use super::file::Replace;
 use std::path::{Path, PathBuf};
 
 use super::Reporter;
@@ -38,17 +38,21 @@ pub const COLUMNS: [&str; 21] = [
 /// Writes the CSV results file at a path.
 pub struct CsvReporter {
     path: PathBuf,
-    out: Option<csv::Writer<File>>,
+    out: Option<csv::Writer<Box<dyn std::io::Write + Send>>>,
+    /// Whether a file at the path may be replaced: `--force` at first, then yes (the file is this run's).
+    replace: Replace,
     /// The points written, to name those a failed run did not measure.
     written: Vec<PointKey>,
 }
 
 impl CsvReporter {
-    /// A reporter for `path`; check it first with [`check_writable`](super::check_writable).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    /// A reporter for `path` that replaces a file already there only with `force`; check it first with
+    /// [`check_writable`](super::check_writable).
+    pub fn new(path: impl Into<PathBuf>, force: bool) -> Self {
         CsvReporter {
             path: path.into(),
             out: None,
+            replace: Replace::from_force(force),
             written: Vec::new(),
         }
     }
@@ -65,7 +69,8 @@ impl CsvReporter {
     /// Writes `rows` and flushes, creating the file with its header row first if needed.
     fn append(&mut self, rows: &[[String; 21]]) -> Result<()> {
         if self.out.is_none() {
-            let f = File::create(&self.path).map_err(|e| self.io(e))?;
+            let f = super::file::open_appending(&self.path, self.replace).map_err(|e| self.io(e))?;
+            self.replace = Replace::Allowed;
             let mut w = csv::Writer::from_writer(f);
             w.write_record(COLUMNS).map_err(|e| self.io(e.into()))?;
             self.out = Some(w);
@@ -159,7 +164,7 @@ mod tests {
     #[test]
     fn header_then_two_rows_per_record_written_as_they_come() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = CsvReporter::new(dir.path().join("r.csv"));
+        let mut c = CsvReporter::new(dir.path().join("r.csv"), false);
         c.begin(&run_info(false)).unwrap();
         let ar = record(Collective::AllReduce, 1024, 10.5, 2.0, Some(0));
         let ag = record(Collective::AllGather, 64, 3.25, 0.5, None);

@@ -1,7 +1,11 @@
-//! Output files: the pre-flight check that a file may be written, and the write itself. A regular file is
-//! replaced atomically (a temporary file renamed over it), so a complete file stays on disk whatever moment
-//! the run dies at; a character device or FIFO (`/dev/stdout`, `/dev/null`, a pipe) is written in place; a
-//! symbolic link is followed to what it names; a directory, socket or block device is refused.
+//! Output files: the pre-flight check that a file may be written, and the write itself, the one writer of
+//! every output. `-` is standard output, whatever it is (a terminal, a pipe, a file opened with `>` or `>>`):
+//! written in place through the process's own descriptor, never replaced or truncated. A regular file is
+//! written to a temporary file and moved into place, so a complete file stays on disk whatever moment the
+//! run dies at; a file that exists is never replaced unless the write says so (`--force`, or a rewrite of the
+//! writer's own file), checked at the moment of the move, not only before the run. A character device or FIFO
+//! (`/dev/null`, a pipe) is written in place; a symbolic link is followed to what it names; a directory,
+//! socket or block device is refused.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -19,6 +23,8 @@ enum Target {
     Regular(PathBuf),
     /// A character device or FIFO, written in place through the path given.
     Stream,
+    /// `-`: this process's standard output, written in place through its descriptor.
+    Stdout,
     /// What no output may be written to: a directory, socket or block device (its kind, for the message).
     Refused(&'static str),
 }
@@ -30,7 +36,9 @@ const MAX_LINKS: usize = 40;
 /// `/proc/self/fd/1` reaches the real pipe or terminal); a dangling link is followed by hand to where
 /// the file will be created.
 fn target(path: &Path) -> std::io::Result<Target> {
-    let path = dash(path);
+    if path.as_os_str() == "-" {
+        return Ok(Target::Stdout);
+    }
     match fs::metadata(path) {
         Ok(m) => {
             let t = m.file_type();
@@ -82,7 +90,28 @@ fn dangling(path: &Path) -> std::io::Result<PathBuf> {
 /// Whether `path` is written in place as a stream (a character device or FIFO) rather than replaced:
 /// reporters that rewrite their whole file after every point write such a path once, at the end.
 pub fn is_stream(path: &Path) -> bool {
-    matches!(target(path), Ok(Target::Stream))
+    matches!(target(path), Ok(Target::Stream | Target::Stdout))
+}
+
+/// Whether a write may replace a file that is already at its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replace {
+    /// No: a file there (one that appeared since the run's check included) is left alone, and the write fails
+    /// saying where its bytes were kept.
+    Never,
+    /// Yes: `--force`, or the writer's own file rewritten.
+    Allowed,
+}
+
+impl Replace {
+    /// What `--force` allows.
+    pub fn from_force(force: bool) -> Replace {
+        if force {
+            Replace::Allowed
+        } else {
+            Replace::Never
+        }
+    }
 }
 
 /// Refuses, before anything runs, an output `path` that names a directory, socket or block device, a
@@ -99,6 +128,7 @@ pub fn check_writable(path: &Path, force: bool, flag: &str) -> Result<()> {
             ))
         }
         Target::Stream => return check_stream(path, flag),
+        Target::Stdout => return Ok(()),
         Target::Regular(_) if !force => {
             return Err(Error::usage(flag, format!("{shown} exists; use --force to overwrite")));
         }
@@ -150,13 +180,15 @@ fn check_stream(path: &Path, flag: &str) -> Result<()> {
     Err(Error::usage(flag, format!("cannot write to {}: {e}", path.display())))
 }
 
-/// Writes `bytes` to `path`: a regular file (or a new one) is replaced atomically, written to a temporary
-/// file in the same directory, then renamed over it, so a reader (or a crash) never sees half a file; a
-/// link is followed, so the link stays and its target is replaced; a character device or FIFO is written
-/// in place. A failed write (a full disk, `/dev/full`) is an I/O error naming the path.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path`: `-` to standard output in place; a regular file (or a new one) through a
+/// temporary file in the same directory moved into place, so a reader (or a crash) never sees half a file, and
+/// a file already there is replaced only as `replace` allows; a link is followed, so the link stays and its
+/// target is written; a character device or FIFO is written in place. A failed write (a full disk,
+/// `/dev/full`) is an I/O error naming the path.
+pub fn write_atomic(path: &Path, bytes: &[u8], replace: Replace) -> Result<()> {
     let failed = |e| Error::io(format!("writing {}", path.display()), e);
     let file = match target(path).map_err(failed)? {
+        Target::Stdout => return write_stdout(bytes).map_err(failed),
         Target::Stream => return write_stream(path, bytes, STREAM_STALL).map_err(failed),
         Target::Refused(kind) => {
             let msg = format!("{} is {kind}", path.display());
@@ -171,12 +203,106 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         // No fsync: this guards against the process dying mid-write, not against power loss, and an
         // fsync per point would add milliseconds to every point of a sweep.
         drop(f);
-        fs::rename(&tmp, &file)
+        match replace {
+            Replace::Allowed => fs::rename(&tmp, &file),
+            Replace::Never => rename_new(&tmp, &file),
+        }
     })();
     written.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            // Another writer put a file there while this one ran: its bytes stay, and so do these.
+            let kept = kept_path(&file);
+            if fs::rename(&tmp, &kept).is_ok() {
+                return failed(appeared(&kept));
+            }
+        }
         let _ = fs::remove_file(&tmp);
         failed(e)
     })
+}
+
+/// Opens `path` to be written as rows come (the CSV file): `-` is standard output; a character device or
+/// FIFO is opened in place; a regular file is created, and one already there is truncated only as `replace`
+/// allows (else the open fails, the file left alone).
+pub fn open_appending(path: &Path, replace: Replace) -> std::io::Result<Box<dyn Write + Send>> {
+    match target(path)? {
+        Target::Stdout => Ok(Box::new(std::io::stdout())),
+        Target::Stream => Ok(Box::new(OpenOptions::new().write(true).open(path)?)),
+        Target::Refused(kind) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is {kind}", path.display()),
+        )),
+        Target::Regular(p) | Target::Absent(p) => {
+            let mut o = OpenOptions::new();
+            o.write(true);
+            match replace {
+                Replace::Allowed => o.create(true).truncate(true),
+                Replace::Never => o.create_new(true),
+            };
+            let f = o.open(p).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    std::io::Error::new(
+                        e.kind(),
+                        "a file is there that this run did not write (created since the run checked its outputs: \
+                         another run writing the same file?); it is not replaced without --force",
+                    )
+                } else {
+                    e
+                }
+            })?;
+            Ok(Box::new(f))
+        }
+    }
+}
+
+/// The error of a write that found a file at its path where it may not replace one.
+fn appeared(kept: &Path) -> std::io::Error {
+    let kept = format!("; these results are kept in {}", kept.display());
+    std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!(
+            "a file is there that this run did not write (created since the run checked its outputs: another run \
+             writing the same file?); it is not replaced without --force{kept}"
+        ),
+    )
+}
+
+/// Moves `from` to `to` only if nothing is at `to`, atomically: renameat2's RENAME_NOREPLACE, or where the
+/// filesystem lacks it a hard link, which is exclusive too.
+fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a path holds a NUL byte"))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: renameat2 only reads the two NUL-terminated paths, which live for the whole call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+        return Err(e);
+    }
+    fs::hard_link(from, to)?;
+    fs::remove_file(from)
+}
+
+/// Standard output, written in place through the process's descriptor: a file the shell opened (`>` or
+/// `>>`) keeps what was there before, a pipe or terminal gets the bytes as they come.
+fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
 }
 
 /// How long a FIFO (or a terminal) may go without a reader, or without taking a byte, before its write fails:
@@ -308,12 +434,27 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// A hidden sibling of `path`, unique to this process; same directory so the rename stays atomic.
-fn temp_path(path: &Path) -> PathBuf {
+/// At most this many characters of an output's name go into the names of its temporary and kept files, so a
+/// long name (up to the filesystem's 255 bytes) still leaves room for what is added.
+const NAME_KEPT: usize = 40;
+
+/// The start of `path`'s file name, cut to [`NAME_KEPT`] characters.
+fn short_name(path: &Path) -> String {
     let name = path
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    parent_dir(path).join(format!(".{name}.tmp.{}", std::process::id()))
+    name.chars().take(NAME_KEPT).collect()
+}
+
+/// A hidden sibling of `path`, unique to this process; same directory so the move stays atomic.
+fn temp_path(path: &Path) -> PathBuf {
+    parent_dir(path).join(format!(".{}.tmp.{}", short_name(path), std::process::id()))
+}
+
+/// Where a write that may not replace the file at `path` keeps its bytes: a visible sibling, unique to this
+/// process.
+fn kept_path(path: &Path) -> PathBuf {
+    parent_dir(path).join(format!("{}.kept-{}", short_name(path), std::process::id()))
 }
 
 #[cfg(test)]
@@ -373,12 +514,51 @@ mod tests {
     fn atomic_write_replaces_and_leaves_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.json");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
+        write_atomic(&path, b"one", Replace::Allowed).unwrap();
+        write_atomic(&path, b"two", Replace::Allowed).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "two");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-        let err = write_atomic(&dir.path().join("missing/r.json"), b"x").unwrap_err();
+        let err = write_atomic(&dir.path().join("missing/r.json"), b"x", Replace::Allowed).unwrap_err();
         assert!(matches!(err, Error::Io { .. }));
+    }
+
+    #[test]
+    fn a_file_that_appeared_is_never_replaced_without_force_and_the_results_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        write_atomic(&path, b"mine", Replace::Never).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "mine");
+        // Another run's file, there before this write.
+        fs::write(&path, "theirs").unwrap();
+        let err = write_atomic(&path, b"ours", Replace::Never).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::EXIT_IO);
+        let msg = err.to_string();
+        assert!(msg.contains("--force") && msg.contains("kept in"), "{msg}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "theirs");
+        let kept = dir.path().join(format!("r.json.kept-{}", std::process::id()));
+        assert!(msg.contains(&kept.display().to_string()), "{msg}");
+        assert_eq!(fs::read_to_string(&kept).unwrap(), "ours");
+        // Allowed (--force, or the writer's own file) replaces.
+        write_atomic(&path, b"forced", Replace::Allowed).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "forced");
+    }
+
+    #[test]
+    fn the_longest_file_name_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n".repeat(255));
+        check_writable(&path, false, "-J").unwrap();
+        write_atomic(&path, b"x", Replace::Never).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "x");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn dash_is_standard_output_whatever_it_is() {
+        assert_eq!(target(Path::new("-")).unwrap(), Target::Stdout);
+        assert!(is_stream(Path::new("-")) && is_stdout(Path::new("-")));
+        // Even where a file named `-` exists: it is not what `-` means.
+        check_writable(Path::new("-"), false, "-J").unwrap();
     }
 
     fn link(dir: &Path, name: &str, to: &str) -> PathBuf {
@@ -393,7 +573,7 @@ mod tests {
         let l = link(dir.path(), "null", "/dev/null");
         check_writable(&l, false, "-J").unwrap();
         assert!(is_stream(&l));
-        write_atomic(&l, b"{}").unwrap();
+        write_atomic(&l, b"{}", Replace::Allowed).unwrap();
         assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
         assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
     }
@@ -403,7 +583,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = link(dir.path(), "full", "/dev/full");
         check_writable(&l, true, "--markdown").unwrap();
-        match write_atomic(&l, b"x") {
+        match write_atomic(&l, b"x", Replace::Allowed) {
             Err(e @ Error::Io { .. }) => {
                 assert_eq!(e.exit_code(), crate::error::EXIT_IO);
                 assert!(
@@ -428,7 +608,7 @@ mod tests {
             let fifo = fifo.clone();
             std::thread::spawn(move || fs::read(fifo).unwrap())
         };
-        write_atomic(&fifo, b"row\n").unwrap();
+        write_atomic(&fifo, b"row\n", Replace::Allowed).unwrap();
         assert_eq!(reader.join().unwrap(), b"row\n");
         assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
     }
@@ -441,13 +621,13 @@ mod tests {
         let l = link(dir.path(), "out.json", "real.json");
         usage_message(check_writable(&l, false, "-J"));
         check_writable(&l, true, "-J").unwrap();
-        write_atomic(&l, b"new").unwrap();
+        write_atomic(&l, b"new", Replace::Allowed).unwrap();
         assert!(fs::symlink_metadata(&l).unwrap().file_type().is_symlink());
         assert_eq!(fs::read_to_string(&target).unwrap(), "new");
         // A dangling link is followed to where its target will be created.
         let dangling = link(dir.path(), "later.json", "made.json");
         check_writable(&dangling, false, "-J").unwrap();
-        write_atomic(&dangling, b"made").unwrap();
+        write_atomic(&dangling, b"made", Replace::Allowed).unwrap();
         assert_eq!(fs::read_to_string(dir.path().join("made.json")).unwrap(), "made");
     }
 
@@ -459,7 +639,7 @@ mod tests {
         let (flag, msg) = usage_message(check_writable(&sock, true, "--junit"));
         assert_eq!(flag, "--junit");
         assert!(msg.contains("is a socket"), "{msg}");
-        assert!(write_atomic(&sock, b"x").is_err());
+        assert!(write_atomic(&sock, b"x", Replace::Allowed).is_err());
         assert!(fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
     }
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::file::write_atomic;
+use super::file::{write_atomic, Replace};
 use super::summary::{nccl_avg_busbw, summarize};
 use super::Reporter;
 use crate::error::{Error, Result};
@@ -20,6 +20,8 @@ pub use crate::results::document::NCCL_TESTS_JSON_VERSION;
 /// Writes the JSON results file at a path, rewriting it after every record.
 pub struct JsonReporter {
     path: PathBuf,
+    /// Whether a file at the path may be replaced: `--force` at first, then yes (the file is this run's).
+    replace: Replace,
     run: Option<RunInfo>,
     records: Vec<Record>,
     /// What ended the run early, once it has failed.
@@ -27,10 +29,11 @@ pub struct JsonReporter {
 }
 
 impl JsonReporter {
-    /// A reporter for `path`; check it first with [`check_writable`](super::check_writable).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    /// A reporter for `path` that replaces a file already there only with `force`; check it first with [`check_writable`](super::check_writable).
+    pub fn new(path: impl Into<PathBuf>, force: bool) -> Self {
         JsonReporter {
             path: path.into(),
+            replace: Replace::from_force(force),
             run: None,
             records: Vec::new(),
             error: None,
@@ -42,7 +45,7 @@ impl JsonReporter {
         &self.path
     }
 
-    fn write(&self, summary: Option<&Summary>) -> Result<()> {
+    fn write(&mut self, summary: Option<&Summary>) -> Result<()> {
         // Nothing to write before begin(): the run metadata is what makes the file meaningful.
         let Some(run) = &self.run else { return Ok(()) };
         // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final document only, the failed
@@ -55,7 +58,9 @@ impl JsonReporter {
         let mut bytes = serde_json::to_vec_pretty(&doc)
             .map_err(|e| Error::io(format!("encoding {}", self.path.display()), e.into()))?;
         bytes.push(b'\n');
-        write_atomic(&self.path, &bytes)
+        write_atomic(&self.path, &bytes, self.replace)?;
+        self.replace = Replace::Allowed;
+        Ok(())
     }
 }
 
@@ -318,7 +323,7 @@ mod tests {
 
     fn write_run(finish: bool) -> (tempfile::TempDir, Value) {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = JsonReporter::new(dir.path().join("r.json"));
+        let mut j = JsonReporter::new(dir.path().join("r.json"), false);
         j.begin(&run_info(false)).unwrap();
         let recs = records();
         for r in &recs {
@@ -360,7 +365,7 @@ mod tests {
     #[test]
     fn a_failed_runs_file_holds_its_error_and_the_points_missing_and_validates() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = JsonReporter::new(dir.path().join("r.json"));
+        let mut j = JsonReporter::new(dir.path().join("r.json"), false);
         j.begin(&run_info(false)).unwrap();
         let recs = records();
         j.record(&recs[0]).unwrap();
@@ -467,7 +472,7 @@ mod tests {
         );
         // Written once: under collbench.memory, not again under collbench.run; the file still validates.
         let dir = tempfile::tempdir().unwrap();
-        let mut j = JsonReporter::new(dir.path().join("r.json"));
+        let mut j = JsonReporter::new(dir.path().join("r.json"), false);
         j.begin(&run).unwrap();
         let v: Value = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
         assert_eq!(v["collbench"]["memory"]["rdma_route"], note["rdma_route"]);

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::file::write_atomic;
+use super::file::{write_atomic, Replace};
 use super::Reporter;
 use crate::error::Result;
 use crate::results::failure::{PointKey, RunError};
@@ -13,6 +13,8 @@ use crate::results::record::{Record, RunInfo, Summary, Timing};
 /// Writes the Markdown report at a path.
 pub struct MarkdownReporter {
     path: PathBuf,
+    /// Whether a file at the path may be replaced: `--force` at first, then yes (the file is this run's).
+    replace: Replace,
     head: String,
     records: Vec<Record>,
     /// What ended the run early, once it has failed.
@@ -20,17 +22,18 @@ pub struct MarkdownReporter {
 }
 
 impl MarkdownReporter {
-    /// A reporter for `path`; check it first with [`check_writable`](super::check_writable).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    /// A reporter for `path` that replaces a file already there only with `force`; check it first with [`check_writable`](super::check_writable).
+    pub fn new(path: impl Into<PathBuf>, force: bool) -> Self {
         MarkdownReporter {
             path: path.into(),
+            replace: Replace::from_force(force),
             head: String::new(),
             records: Vec::new(),
             error: None,
         }
     }
 
-    fn write(&self, summary: Option<&Summary>) -> Result<()> {
+    fn write(&mut self, summary: Option<&Summary>) -> Result<()> {
         // A stream (a pipe, /dev/stdout) cannot be rewritten: it gets the final report only.
         if summary.is_none() && self.error.is_none() && super::file::is_stream(&self.path) {
             return Ok(());
@@ -39,7 +42,9 @@ impl MarkdownReporter {
         if let Some(e) = &self.error {
             text.push_str(&incomplete(e));
         }
-        write_atomic(&self.path, text.as_bytes())
+        write_atomic(&self.path, text.as_bytes(), self.replace)?;
+        self.replace = Replace::Allowed;
+        Ok(())
     }
 }
 
@@ -248,7 +253,7 @@ mod tests {
     fn tables_per_path_and_the_comparison_are_written_as_the_run_goes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.md");
-        let mut m = MarkdownReporter::new(&path);
+        let mut m = MarkdownReporter::new(&path, false);
         m.begin(&run_info(false)).unwrap();
         let a = record(Collective::AllReduce, 1 << 20, 100.0, 2.0, Some(0));
         let mut b = a.clone();

@@ -5,6 +5,7 @@
 
 pub mod cost_table;
 pub mod csv;
+pub mod declared;
 pub mod file;
 pub mod format;
 pub mod json;

@@ -59,13 +59,13 @@ impl Outputs {
     /// Validates the output flags of `collbench run`.
     pub fn from_cli(args: &RunArgs) -> Result<Outputs> {
         Outputs {
-            json: args.output_file.clone(),
+            json: args.out.output_file.clone(),
             csv: args.csv.clone(),
             markdown: args.markdown.clone(),
             plot: args.plot.clone(),
             target_ranks: target_ranks(args.target_ranks, args.ranks_per_node)?,
             ranks_per_node: args.ranks_per_node,
-            force: args.force,
+            force: args.out.force,
             progress: Progress::from_flag(args.no_progress),
             units: args.units.unit()?,
         }
@@ -75,25 +75,22 @@ impl Outputs {
     /// Rejects one file named for two outputs, however spelled (a link, `./x`, `-` and `/dev/stdout`): the
     /// second writer would destroy the first's results.
     fn checked(self) -> Result<Outputs> {
-        super::file::refuse_same_file(&self.files())?;
+        super::file::refuse_same_file(&self.declared().files)?;
         Ok(self)
     }
 
-    /// The output files asked for, with their flags.
-    pub fn files(&self) -> Vec<(&std::path::Path, &'static str)> {
-        [
-            (&self.json, "-J/--output_file"),
-            (&self.csv, "--csv"),
-            (&self.markdown, "--markdown"),
-        ]
-        .into_iter()
-        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
-        .collect()
+    /// The output files and chart directory asked for, with their flags.
+    pub fn declared(&self) -> super::declared::Declared<'_> {
+        super::declared::Declared::new(self.force)
+            .file("-J/--output_file", self.json.as_deref())
+            .file("--csv", self.csv.as_deref())
+            .file("--markdown", self.markdown.as_deref())
+            .charts("--plot", self.plot.as_deref())
     }
 
     /// Whether an output file is standard output (`-J -`): the table then goes to stderr.
     pub fn stdout_taken(&self) -> bool {
-        self.files().iter().any(|(p, _)| super::file::is_stdout(p))
+        self.declared().stdout_taken()
     }
 }
 

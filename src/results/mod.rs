@@ -7,6 +7,7 @@
 
 pub mod document;
 pub mod failure;
+pub mod latency;
 pub mod off_curve;
 pub mod per_iter;
 pub mod reader;

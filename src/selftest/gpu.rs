@@ -162,9 +162,13 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         correct,
     };
     crate::report::stdout::print(&render(&report, args.units.unit()?))?;
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
-        crate::report::file::write_atomic(p, text.as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            text.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     Ok(if correct { EXIT_OK } else { EXIT_WRONG })
 }

@@ -3,7 +3,6 @@
 //! asked for (collbench's TCP transport, or its verbs transport on an `rdma@` path, set up over a TCP control
 //! path); rank 0 prints the matrices and findings, writes JSON and heatmaps.
 
-use std::ffi::OsString;
 use std::path::Path;
 
 use std::time::Instant;
@@ -12,12 +11,15 @@ use super::plan::Plan;
 use super::planned::{self, Budget};
 use super::{render, PairwiseConfig, PairwiseReport, Thresholds};
 use crate::cli::PairwiseArgs;
+use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
+use crate::memory::available::Available;
+use crate::options::own_path;
 use crate::options::Options;
 use crate::plot::heatmap::{self, Heatmap};
+use crate::report::declared::Declared;
+use crate::session::Pairs;
 use crate::sizes::parse_size;
-use crate::start::Rank;
-use crate::validate::own_path;
 use crate::world::Identity;
 
 /// Largest `--bytes`: two buffers of it per taking-part rank.
@@ -26,7 +28,7 @@ const MAX_BYTES: u64 = 1 << 30;
 const MAX_ITERS: usize = 1_000_000;
 
 /// The session options and test configuration the flags ask for; errors name the flag.
-pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
+fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
     let opts = own_path::options(&own_path::PathFlags {
         command: "pairwise",
         np: args.np,
@@ -63,40 +65,84 @@ pub fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
     Ok((opts, cfg))
 }
 
-/// No launcher: the outputs and the path checked as `run` checks them, then `--np` local ranks.
-pub fn launch(opts: &Options, args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
-    own_path::launch(opts, &|| check_outputs(args), argv)
+/// `collbench pairwise` as the driver runs it.
+pub struct PairwiseCommand<'a> {
+    pub opts: Options,
+    pub cfg: PairwiseConfig,
+    pub args: &'a PairwiseArgs,
+    /// When the command started: the budget counts from here, as start-up (connecting every pair) is part of
+    /// what the user waits for.
+    pub started: Instant,
 }
 
-/// The JSON file's directory must exist and be writable, and the chart directory must be creatable,
-/// before anything is measured.
-fn check_outputs(args: &PairwiseArgs) -> Result<()> {
-    if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, args.force, "-J/--output_file")?;
+impl<'a> PairwiseCommand<'a> {
+    /// The test `args` ask for, started now; errors name the flag.
+    pub fn new(args: &'a PairwiseArgs) -> Result<Self> {
+        let (opts, cfg) = options(args)?;
+        Ok(PairwiseCommand {
+            opts,
+            cfg,
+            args,
+            started: Instant::now(),
+        })
     }
-    if let Some(p) = &args.metrics {
-        crate::report::file::check_writable(p, args.force, "--metrics")?;
-    }
-    if let Some(d) = &args.plot {
-        crate::report::file::check_dir_writable(d, "--plot")?;
-    }
-    crate::report::file::refuse_same_file(&files(args))
 }
 
-/// The output files asked for, with their flags.
-fn files(args: &PairwiseArgs) -> Vec<(&Path, &'static str)> {
-    [(&args.output_file, "-J/--output_file"), (&args.metrics, "--metrics")]
-        .into_iter()
-        .filter_map(|(p, f)| p.as_deref().map(|p| (p, f)))
-        .collect()
+impl RankCommand for PairwiseCommand<'_> {
+    fn name(&self) -> &'static str {
+        "pairwise"
+    }
+
+    fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Every rank must run the same test: the options and the test are compared at the rendezvous.
+    fn agreement(&self) -> serde_json::Value {
+        self.opts.agreement().to_wire_with("pairwise", &self.cfg)
+    }
+
+    fn pairs(&self) -> Pairs {
+        Pairs::All
+    }
+
+    fn outputs(&self) -> Declared<'_> {
+        declared(self.args)
+    }
+
+    /// Two buffers of `--bytes` per rank: small beside what a host has.
+    fn check_memory(&self, _local: usize, _avail: &Available) -> Result<()> {
+        Ok(())
+    }
+
+    fn check_size(&self, size: usize) -> Result<()> {
+        if size < 2 {
+            return Err(Error::usage(
+                "--np",
+                format!("pairwise measures pairs of ranks and a job of {size} rank has none: give 2 or more"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn rank(&self, _id: &Identity, conn: Connected<'_>) -> Result<Ending> {
+        run_rank(self, conn)
+    }
 }
 
-/// One rank: start up connecting every pair, measure; rank 0 reports. Returns the exit status.
-pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &PairwiseArgs) -> Result<i32> {
-    // The budget counts from here: start-up (connecting every pair) is part of what the user waits for.
-    let budget = (args.budget > 0).then(|| Budget::new(Instant::now(), args.budget));
-    // Every rank must run the same test: the options and the test are compared at the rendezvous.
-    let mut rank = own_path::start_rank(opts, "pairwise", cfg, id, &|| check_outputs(args))?;
+/// The output files and chart directory asked for, with their flags.
+fn declared(args: &PairwiseArgs) -> Declared<'_> {
+    Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .file("--metrics", args.metrics.as_deref())
+        .charts("--plot", args.plot.as_deref())
+}
+
+/// One rank connected to every other: open the path, measure; rank 0 reports. The job ends with its verdict.
+fn run_rank(cmd: &PairwiseCommand<'_>, conn: Connected<'_>) -> Result<Ending> {
+    let (cfg, args) = (&cmd.cfg, cmd.args);
+    let budget = (args.budget > 0).then(|| Budget::new(cmd.started, args.budget));
+    let mut rank = conn.open()?;
     let hosts: Vec<String> = rank.sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     // The interface the path's TCP connections use: the hosts' set-up of it is checked beside the matrix.
     let iface = rank
@@ -106,7 +152,7 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
         .map(|t| t.iface().to_string())
         .unwrap_or_default();
     let before = crate::net::carrier::Carriers::now();
-    let report = own_path::measure(&mut rank, "the pairwise test", |t| {
+    let report = rank.measure("the pairwise test", |t| {
         // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
         let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
             announce(p, budget.map(|b| b.total_s()), args)
@@ -119,26 +165,28 @@ pub fn run_rank(opts: &Options, cfg: &PairwiseConfig, id: &Identity, args: &Pair
         }))
     })?;
     let decided = report.map(|report| report_on_rank0(&report, args));
-    let Rank { mut sess, mut paths } = rank;
-    crate::validate::share::verdict(sess.world.rank, "pairwise", decided, |b| {
-        paths
-            .on_transport(0, &mut sess, |t| crate::transport::control::broadcast(t, b))
-            .unwrap_or_else(|| Ok(b.to_vec()))
+    Ok(Ending::Shared {
+        decided,
+        rank: Box::new(rank),
     })
 }
 
 /// Rank 0's plan line on stdout (beside an output file that took stdout).
 fn announce(plan: &Plan, budget_s: Option<f64>, args: &PairwiseArgs) {
-    let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    let taken = declared(args).stdout_taken();
     // A stdout that cannot take it loses nothing the report's own print would not say.
     let _ = crate::report::stdout::print_beside(&format!("{}\n", plan.line(budget_s)), taken);
 }
 
 /// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.
 fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> {
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let text = serde_json::to_string_pretty(report).expect("the pairwise report serialises");
-        crate::report::file::write_atomic(p, text.as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            text.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     if let Some(dir) = &args.plot {
         for p in heatmaps(report, dir)? {
@@ -149,10 +197,14 @@ fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> 
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        crate::report::file::write_atomic(p, super::metrics::text(report, now).as_bytes())?;
+        crate::report::file::write_atomic(
+            p,
+            super::metrics::text(report, now).as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    let taken = files(args).iter().any(|(p, _)| crate::report::file::is_stdout(p));
+    let taken = declared(args).stdout_taken();
     crate::report::stdout::print_beside(&render::text(report, args.units.unit()?), taken)?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {

@@ -145,23 +145,35 @@ pub fn decide(
         connectivity: m.connectivity.clone(),
         evidence: m.evidence.clone(),
     };
-    if let Some(p) = &args.output_file {
+    if let Some(p) = &args.out.output_file {
         let mut bytes = serde_json::to_vec_pretty(&render::json(&report))
             .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
-        write_atomic(p, &bytes)?;
+        write_atomic(p, &bytes, crate::report::file::Replace::from_force(args.out.force))?;
     }
     if let Some(p) = &args.junit {
-        write_atomic(p, render::junit(&report).as_bytes())?;
+        write_atomic(
+            p,
+            render::junit(&report).as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     if let Some(p) = &args.markdown {
-        write_atomic(p, render::markdown(&report).as_bytes())?;
+        write_atomic(
+            p,
+            render::markdown(&report).as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     if let Some(p) = &args.metrics {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        write_atomic(p, super::metrics::text(&report, now).as_bytes())?;
+        write_atomic(
+            p,
+            super::metrics::text(&report, now).as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     crate::report::stdout::print_beside(&render::text(&report, args.units.unit()?), super::stdout_taken(args))?;
@@ -180,7 +192,7 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
             "not a preflight results file of version {PREFLIGHT_SCHEMA_VERSION} (written by `collbench preflight -J`)"
         )));
     }
-    super::check_outputs(args)?;
+    super::declared(args).check()?;
     let saved = Report::read(&doc).map_err(bad)?;
     let m = Measured {
         nranks: saved.nranks,

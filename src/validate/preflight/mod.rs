@@ -26,14 +26,17 @@ pub mod starved;
 pub mod verdict;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use crate::bench::options::MAX_REPEAT;
 use crate::cli::PreflightArgs;
+use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result};
+use crate::memory::available::Available;
 use crate::options::{Options, PathKind};
-use crate::report::file::check_writable;
+use crate::report::declared::Declared;
+use crate::session::Pairs;
 use crate::sizes::{format_size, format_size_arg};
+use crate::world::Identity;
 use plan::Plan;
 
 /// What every rank derives from the command line before anything runs.
@@ -79,47 +82,21 @@ pub fn check_flags(args: &PreflightArgs) -> Result<()> {
              `collbench run --transport nccl --memory cuda` (beside tcp for a comparison)",
         ));
     }
-    let outs = outputs(args);
-    for (i, (p, flag)) in outs.iter().enumerate() {
-        if let Some((_, other)) = outs[..i].iter().find(|(q, _)| q == p) {
-            return Err(Error::usage(
-                *flag,
-                format!(
-                    "'{}' is also the {other} output; give each output its own file",
-                    p.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
+    crate::report::file::refuse_same_file(&declared(args).files)
 }
 
 /// The output files asked for, with their flags.
-fn outputs(args: &PreflightArgs) -> Vec<(PathBuf, &'static str)> {
-    [
-        (&args.output_file, "-J/--output_file"),
-        (&args.junit, "--junit"),
-        (&args.markdown, "--markdown"),
-        (&args.metrics, "--metrics"),
-    ]
-    .into_iter()
-    .filter_map(|(p, f)| p.clone().map(|p| (p, f)))
-    .collect()
-}
-
-/// Refuses output files that exist (unless --force) or cannot be written, before anything is measured.
-pub fn check_outputs(args: &PreflightArgs) -> Result<()> {
-    let all = outputs(args);
-    for (p, flag) in &all {
-        check_writable(p, args.force, flag)?;
-    }
-    let named: Vec<(&std::path::Path, &str)> = all.iter().map(|(p, f)| (p.as_path(), *f)).collect();
-    crate::report::file::refuse_same_file(&named)
+pub fn declared(args: &PreflightArgs) -> Declared<'_> {
+    Declared::new(args.out.force)
+        .file("-J/--output_file", args.out.output_file.as_deref())
+        .file("--junit", args.junit.as_deref())
+        .file("--markdown", args.markdown.as_deref())
+        .file("--metrics", args.metrics.as_deref())
 }
 
 /// Whether an output file is standard output (`-J -`): the verdict's text then goes to stderr.
 pub fn stdout_taken(args: &PreflightArgs) -> bool {
-    outputs(args).iter().any(|(p, _)| crate::report::file::is_stdout(p))
+    declared(args).stdout_taken()
 }
 
 /// The names an expectations entry may give a path: each `--transport` entry as written, and for plain
@@ -157,36 +134,92 @@ pub fn setup(args: &PreflightArgs) -> Result<Setup> {
     })
 }
 
-/// No launcher: check outputs and memory (lowering the bandwidth sizes to what fits), then spawn `--np` ranks
-/// as `run` does.
-pub fn launch(setup: &Setup, argv: &[OsString]) -> Result<i32> {
-    check_outputs(&setup.args)?;
-    let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
-    let Some(avail) = crate::memory::available::available() else {
-        return crate::run::launch_local(&setup.opts, argv);
-    };
-    let np = setup.opts.np;
-    match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail.bytes) {
-        Some(b) if b == want => crate::run::launch_local(&setup.opts, argv),
-        Some(b) => {
-            stderr!(
-                "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit, and {}",
-                format_size(want),
-                format_size(b),
-                avail.describe()
-            );
-            let opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat));
-            crate::run::launch_local(&opts, &with_bandwidth_bytes(argv, b))
+/// `collbench preflight` as the driver runs it.
+pub struct PreflightCommand {
+    pub setup: Setup,
+    /// The bandwidth size local ranks run when this host's memory lowered it.
+    lowered: Option<u64>,
+}
+
+impl PreflightCommand {
+    /// The preflight `setup` describes.
+    pub fn new(setup: Setup) -> Self {
+        PreflightCommand { setup, lowered: None }
+    }
+}
+
+impl RankCommand for PreflightCommand {
+    fn name(&self) -> &'static str {
+        "preflight"
+    }
+
+    fn options(&self) -> &Options {
+        &self.setup.opts
+    }
+
+    fn pairs(&self) -> Pairs {
+        // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
+        if self.setup.args.no_pairwise {
+            Pairs::Needed
+        } else {
+            Pairs::All
         }
-        None => Err(Error::usage(
-            "--bandwidth-bytes",
-            format!(
-                "even {} per rank does not fit {np} local ranks: {}; lower --np{}",
-                format_size(plan::MIN_BANDWIDTH_BYTES),
-                avail.describe(),
-                avail.remedy()
-            ),
-        )),
+    }
+
+    fn outputs(&self) -> Declared<'_> {
+        declared(&self.setup.args)
+    }
+
+    fn check_memory(&self, local: usize, avail: &Available) -> Result<()> {
+        // The bandwidth phase sizes the buffers: a shortfall names its flag.
+        self.setup.opts.check_memory(local, avail).map_err(|e| match e {
+            Error::Usage { message, .. } => Error::usage("--bandwidth-bytes", message),
+            other => other,
+        })
+    }
+
+    /// Lowers the bandwidth phase to what `np` ranks' buffers can take of this host's memory.
+    fn fit_host(&mut self, np: usize, avail: &Available) -> Result<()> {
+        let setup = &mut self.setup;
+        let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
+        match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail.bytes) {
+            Some(b) if b == want => Ok(()),
+            Some(b) => {
+                stderr!(
+                    "collbench: note: the bandwidth phase is lowered from {} to {}: {np} ranks' buffers must fit, and {}",
+                    format_size(want),
+                    format_size(b),
+                    avail.describe()
+                );
+                setup.opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat));
+                self.lowered = Some(b);
+                Ok(())
+            }
+            None => Err(Error::usage(
+                "--bandwidth-bytes",
+                format!(
+                    "even {} per rank does not fit {np} local ranks: {}; lower --np{}",
+                    format_size(plan::MIN_BANDWIDTH_BYTES),
+                    avail.describe(),
+                    avail.remedy()
+                ),
+            )),
+        }
+    }
+
+    fn rank_args(&self, args: &[OsString]) -> Vec<OsString> {
+        match self.lowered {
+            Some(b) => with_bandwidth_bytes(args, b),
+            None => args.to_vec(),
+        }
+    }
+
+    fn start_failed(&self, id: &Identity, e: &Error) {
+        rank::set_up_failed(&self.setup, id, e);
+    }
+
+    fn rank(&self, id: &Identity, conn: Connected<'_>) -> Result<Ending> {
+        rank::run_rank(&self.setup, id, conn)
     }
 }
 

@@ -12,42 +12,24 @@ use super::plan::{Phase, Plan};
 use super::verdict::{bare_check, Check, Verdict};
 use super::Setup;
 use crate::collective::Collective;
+use crate::driver::{Connected, Ending, Rank};
 use crate::error::{stderr, Error, Result};
 use crate::options::{Options, Progress};
 use crate::paths::Paths;
 use crate::results::Record;
-use crate::session::{self, Session};
+use crate::session::Session;
 use crate::sizes::format_size;
-use crate::start::{Rank, Start};
 use crate::transport::control;
 use crate::transport::Transport;
 use crate::validate::pairwise::{self, PairwiseConfig, PairwiseReport};
 use crate::world::Identity;
 
-/// Bootstrap, connect, measure, and (rank 0) decide; returns the exit status.
-pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
+/// One rank connected: open every path, measure, and (rank 0) decide; the job ends with rank 0's verdict.
+pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<Ending> {
     let budget = Budget::new(setup.args.budget);
     let opts = &setup.opts;
-    let start = Start {
-        opts,
-        agreement: opts.agreement().to_wire(),
-        // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
-        pairs: if setup.args.no_pairwise {
-            session::Pairs::Needed
-        } else {
-            session::Pairs::All
-        },
-        check_outputs: &|| super::check_outputs(&setup.args),
-        // The bandwidth phase sizes the buffers: a shortfall names its flag.
-        check_memory: &|local, avail| {
-            opts.check_memory(local, avail).map_err(|e| match e {
-                Error::Usage { message, .. } => Error::usage("--bandwidth-bytes", message),
-                other => other,
-            })
-        },
-    };
     // Every path is opened once, here, and borrowed by every phase's sweeps.
-    let Rank { sess, paths: open } = match start.rank(id) {
+    let Rank { sess, paths: open } = match conn.open() {
         Ok(r) => r,
         Err(e) => {
             if id.rank == 0 {
@@ -209,15 +191,18 @@ pub fn run_rank(setup: &Setup, id: &Identity) -> Result<i32> {
             &super::path_keys(opts),
         )
     });
-    let me = run.sess.world.rank;
-    crate::validate::share::verdict(me, "preflight", decided, |b| {
-        control::broadcast(&mut run.sess.transports[0], b)
+    Ok(Ending::Shared {
+        decided,
+        rank: Box::new(Rank {
+            sess: run.sess,
+            paths: run.open,
+        }),
     })
 }
 
 /// Rank 0's report of a preflight that failed before anything was measured (the bootstrap, or connecting a
 /// path): the failure as its one check, nothing measured, and the process's exit status in every file.
-fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
+pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
     let phase = e.phase().unwrap_or("the bootstrap").to_string();
     let path = phase.rsplit(' ').next().filter(|p| p.contains('@')).unwrap_or_default();
     let failed = bare_check(

@@ -3,17 +3,19 @@
 //! ack), written against the [`Transport`] trait so it runs over collbench's TCP and verbs transports. The
 //! other ranks wait at the closing gather, blocked in the transport. Rank 0 prints both sweeps and writes JSON.
 
-use std::ffi::OsString;
 use std::fmt::Write;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::own_path;
-use super::pairwise::LatencyStats;
 use crate::cli::P2pArgs;
+use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result, EXIT_OK};
-use crate::options::Options;
+use crate::memory::available::Available;
+use crate::options::{own_path, Options};
+use crate::report::declared::Declared;
+use crate::results::latency::LatencyStats;
+use crate::session::Pairs;
 use crate::sizes::parse_size;
 use crate::transport::{self, control, Transport};
 use crate::units::BwUnit;
@@ -92,7 +94,7 @@ pub struct P2pReport {
 
 /// The session options and configuration the flags ask for; errors name the flag. `--pair` is checked
 /// against `--np` here, and against the launcher's world once ranks know it.
-pub fn options(args: &P2pArgs) -> Result<(Options, P2pConfig)> {
+fn options(args: &P2pArgs) -> Result<(Options, P2pConfig)> {
     let opts = own_path::options(&own_path::PathFlags {
         command: "p2p",
         np: args.np,
@@ -182,40 +184,82 @@ fn check_pair(cfg: &P2pConfig, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// No launcher: the pair checked against `--np`, the outputs and path as `run` checks them, then local ranks.
-pub fn launch(opts: &Options, cfg: &P2pConfig, args: &P2pArgs, argv: &[OsString]) -> Result<i32> {
-    check_pair(cfg, opts.np)?;
-    own_path::launch(opts, &|| check_outputs(args), argv)
+/// `collbench p2p` as the driver runs it.
+pub struct P2pCommand<'a> {
+    pub opts: Options,
+    pub cfg: P2pConfig,
+    pub args: &'a P2pArgs,
 }
 
-fn check_outputs(args: &P2pArgs) -> Result<()> {
-    if let Some(p) = &args.output_file {
-        crate::report::file::check_writable(p, args.force, "-J/--output_file")?;
+impl<'a> P2pCommand<'a> {
+    /// The sweep `args` ask for; errors name the flag.
+    pub fn new(args: &'a P2pArgs) -> Result<Self> {
+        let (opts, cfg) = options(args)?;
+        Ok(P2pCommand { opts, cfg, args })
     }
-    Ok(())
 }
 
-/// One rank: start up, the pair measures while the others wait, rank 0 reports. Returns the exit status.
-pub fn run_rank(opts: &Options, cfg: &P2pConfig, id: &Identity, args: &P2pArgs) -> Result<i32> {
-    let mut rank = own_path::start_rank(opts, "p2p", cfg, id, &|| check_outputs(args))?;
-    // Every rank sees the same world, so every rank refuses the same way.
-    check_pair(cfg, rank.sess.world.size)?;
-    let ranks = &rank.sess.world.ranks;
-    let hosts = (ranks[cfg.pair.0].host.clone(), ranks[cfg.pair.1].host.clone());
-    let report = own_path::measure(&mut rank, "the p2p sweep", |t| measure_on(t, cfg, &hosts))?;
-    if let Some(rep) = report {
-        let mut taken = false;
-        if let Some(p) = &args.output_file {
-            let json = serde_json::to_string_pretty(&rep).expect("the p2p report serialises");
-            crate::report::file::write_atomic(p, json.as_bytes())?;
-            taken = crate::report::file::is_stdout(p);
-            if !taken {
-                stderr!("collbench: p2p results written to {}", p.display());
-            }
+impl RankCommand for P2pCommand<'_> {
+    fn name(&self) -> &'static str {
+        "p2p"
+    }
+
+    fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Every rank must run the same sweep: the options and the sweep are compared at the rendezvous.
+    fn agreement(&self) -> serde_json::Value {
+        self.opts.agreement().to_wire_with("p2p", &self.cfg)
+    }
+
+    fn pairs(&self) -> Pairs {
+        Pairs::All
+    }
+
+    fn outputs(&self) -> Declared<'_> {
+        Declared::new(self.args.out.force).file("-J/--output_file", self.args.out.output_file.as_deref())
+    }
+
+    /// The buffers are at most a window of `--maxbytes`: small beside what a host has.
+    fn check_memory(&self, _local: usize, _avail: &Available) -> Result<()> {
+        Ok(())
+    }
+
+    fn check_size(&self, size: usize) -> Result<()> {
+        check_pair(&self.cfg, size)
+    }
+
+    fn rank(&self, _id: &Identity, conn: Connected<'_>) -> Result<Ending> {
+        let mut rank = conn.open()?;
+        let ranks = &rank.sess.world.ranks;
+        let hosts = (ranks[self.cfg.pair.0].host.clone(), ranks[self.cfg.pair.1].host.clone());
+        let report = rank.measure("the p2p sweep", |t| measure_on(t, &self.cfg, &hosts))?;
+        let decided = report.map(|rep| report_on_rank0(&rep, self));
+        Ok(Ending::Shared {
+            decided,
+            rank: Box::new(rank),
+        })
+    }
+}
+
+/// Rank 0's part: the JSON, then both sweeps on stdout; returns the exit status.
+fn report_on_rank0(rep: &P2pReport, cmd: &P2pCommand<'_>) -> Result<i32> {
+    let args = cmd.args;
+    if let Some(p) = &args.out.output_file {
+        let json = serde_json::to_string_pretty(rep).expect("the p2p report serialises");
+        crate::report::file::write_atomic(
+            p,
+            json.as_bytes(),
+            crate::report::file::Replace::from_force(args.out.force),
+        )?;
+        if !crate::report::file::is_stdout(p) {
+            stderr!("collbench: p2p results written to {}", p.display());
         }
-        // Last, so a stdout that cannot take it (a full device) loses no file.
-        crate::report::stdout::print_beside(&text(&rep, crate::flags::units_flag(&args.units)?), taken)?;
     }
+    // Last, so a stdout that cannot take it (a full device) loses no file.
+    let taken = cmd.outputs().stdout_taken();
+    crate::report::stdout::print_beside(&text(rep, crate::flags::units_flag(&args.units)?), taken)?;
     Ok(EXIT_OK)
 }
 

@@ -1,16 +1,16 @@
-//! One rank's start-up, the same for `run`, `preflight` and `pairwise`: what a launched rank checks on its
-//! host, MPI where a path or the bootstrap needs it, the bootstrap and the TCP connections, then every path
-//! opened, a failure to open one made known to every peer. [`Start::rank`] is the whole sequence; `run` takes
-//! its steps one by one to do its own work between them.
+//! One rank's start-up, the same for every command the driver runs: what a launched rank checks on its host,
+//! MPI where a path or the bootstrap needs it, the bootstrap and the TCP connections, then every path opened,
+//! a failure to open one made known to every peer.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::available::Available;
 use crate::options::Options;
 use crate::paths::{self, Paths};
 use crate::session::{self, MpiHandle, Pairs, Session};
+use crate::transport::Transport;
 use crate::world::{env, Identity};
 
-/// How a command starts each of its ranks.
+/// How a command starts each of its ranks (made by the driver from the command's [`super::RankCommand`]).
 pub struct Start<'a> {
     /// The options every rank connects and opens its paths with.
     pub opts: &'a Options,
@@ -33,25 +33,18 @@ pub struct Rank {
 }
 
 impl Start<'_> {
-    /// The whole start-up: [`Start::check_host`], [`Start::connect`], [`Start::open`].
-    pub fn rank(&self, id: &Identity) -> Result<Rank> {
-        self.check_host(id)?;
-        let sess = self.connect(id)?;
-        self.open(sess)
-    }
-
     /// Under any launcher but collbench's own (which checked before it started the ranks): rank 0 checks the
     /// output files, and each rank that its buffers, and its processes and threads, fit beside the others its
     /// launcher says share this host (the memory and pids cgroups' limits included), before anything is
     /// allocated.
-    pub fn check_host(&self, id: &Identity) -> Result<()> {
+    pub fn check_host(&self, id: &Identity, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
         if id.launcher == "local" {
             return Ok(());
         }
         if id.rank == 0 {
             (self.check_outputs)()?;
         }
-        let local = env::local_size_from(|k| std::env::var(k).ok()).unwrap_or(1);
+        let local = env::local_size_from(get).unwrap_or(1);
         if let Some(avail) = crate::memory::available::available() {
             (self.check_memory)(local, &avail)?;
         }
@@ -76,5 +69,21 @@ impl Start<'_> {
             Ok(paths) => Ok(Rank { sess, paths }),
             Err(e) => Err(paths::abort_on(&mut sess, 0, e)),
         }
+    }
+}
+
+impl Rank {
+    /// `measure` on the first path's transport (a TCP path's, or an rdma@ path's set up over the control path),
+    /// for a command that measures one of collbench's own paths; a failure is made known to every peer, so all
+    /// name the same culprit, `during` saying what was running.
+    pub fn measure<T>(&mut self, during: &str, measure: impl FnOnce(&mut dyn Transport) -> Result<T>) -> Result<T> {
+        let Rank { sess, paths } = self;
+        let done = paths.on_transport(0, sess, measure).unwrap_or_else(|| {
+            Err(Error::usage(
+                "--transport",
+                "this path has no transport of collbench's to measure",
+            ))
+        });
+        done.map_err(|e| paths.abort(0, sess, e.during(during)))
     }
 }

@@ -1,8 +1,19 @@
-//! What every rank of a validation (`pairwise`, `preflight`) learns from rank 0 at its end: the verdict, so
-//! that under a per-pod check (a Kubernetes Indexed Job) every pod reports the job's verdict, not only rank
-//! 0's.
+//! What every rank of a command whose job ends with rank 0's verdict (`preflight`, `pairwise`, `p2p`) learns
+//! from rank 0 at its end: the verdict, so that under a per-pod check (a Kubernetes Indexed Job) every pod
+//! reports the job's verdict, not only rank 0's.
 
+use super::Rank;
 use crate::error::{stderr, Error, Result, EXIT_OK};
+
+/// [`verdict`] sent over the control path of `rank`'s session.
+pub fn share(me: usize, command: &str, decided: Option<Result<i32>>, rank: Box<Rank>) -> Result<i32> {
+    let Rank { mut sess, .. } = *rank;
+    verdict(me, command, decided, |b| match sess.transports.first_mut() {
+        Some(t) => crate::transport::control::broadcast(t, b),
+        // A job of one rank: nobody to tell.
+        None => Ok(b.to_vec()),
+    })
+}
 
 /// Every rank ends with rank 0's verdict: `decided` is rank 0's (its exit status, or the error that ended its
 /// judging), `None` on the other ranks, which exit with the status rank 0 sends. `broadcast` sends rank 0's
