@@ -74,7 +74,7 @@ fn throttling_known(seen: &[HostEvidence]) -> String {
 /// " of N cores" where the host's ranks' CPU quota is known, for a sentence naming the quota.
 fn quota_of(e: &HostEvidence) -> String {
     e.quota_cores
-        .map(|q| format!(" of {} cores", crate::net::advice::cores(q)))
+        .map(|q| format!(" of {} cores", crate::net::inventory::cores(q)))
         .unwrap_or_default()
 }
 
@@ -203,7 +203,7 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
                     match e.quota_cores {
                         Some(q) => format!(
                             "its CPU quota of {} cores, or other work,",
-                            crate::net::advice::cores(q)
+                            crate::net::inventory::cores(q)
                         ),
                         None => "a CPU quota or other work".into(),
                     },
