@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use super::rank_info::{Endpoint, RankInfo};
 use super::relay::{self, Source, Table, Welcome};
 use crate::error::{stderr, Culprit, Error, PeerFailure, Result};
+use crate::transport::auth::Token;
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
 use crate::transport::tcp::drops::Drops;
 use crate::transport::tcp::gate::{Event, Gate, Verdict};
-use crate::transport::tcp::handshake::Token;
 pub(crate) use crate::world::disagreement::disagreement;
 use crate::world::missing::missing_ranks;
 
