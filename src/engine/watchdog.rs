@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{stderr, Error, Result, EXIT_PEER};
+use crate::transport::auth::Token;
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
-use crate::transport::tcp::handshake::Token;
 
 const PROTOCOL: [u8; 4] = *b"CBWD";
 /// Bytes of an answer's claims: rank (u64), calls entered (u64), inside a call (u8), settled (u8), the

@@ -6,8 +6,8 @@ mod gpus;
 
 use serde_json::json;
 
-use crate::net::advice::{cores, Advice};
-use crate::net::inventory::HostInventory;
+use crate::net::advice::Advice;
+use crate::net::inventory::{cores, HostInventory};
 
 /// Version of the `collbench info` JSON; bump on any incompatible change.
 /// Version 2: each RDMA port lists its whole GID table (`gids`) in place of `gid0`.

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::classify::{cni_of, encapsulation, CniRole, IfaceKind};
-use super::inventory::{HostInventory, Iface};
+use super::inventory::{cores, HostInventory, Iface};
 
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -347,12 +347,6 @@ fn ipoib_unused(hosts: &[HostInventory], path: &[(String, String)], out: &mut Ve
     }
 }
 
-/// Cores as people write them: "2", "1.5", "0.25".
-pub fn cores(q: f64) -> String {
-    let s = format!("{q:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,12 +674,5 @@ mod tests {
         let mut bare = with_ib("a");
         bare.ifaces.last_mut().unwrap().addrs.clear();
         assert!(advise(&[bare, healthy("b")], &two_hosts(1), &path("eth0")).is_empty());
-    }
-
-    #[test]
-    fn cores_print_without_trailing_zeros() {
-        assert_eq!(cores(2.0), "2");
-        assert_eq!(cores(1.5), "1.5");
-        assert_eq!(cores(0.25), "0.25");
     }
 }

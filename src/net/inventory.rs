@@ -49,11 +49,17 @@ impl CpuLimit {
     /// The quota for people: "1.5 cores", "none", or "unknown" where the cgroup could not be found.
     pub fn quota_text(&self) -> String {
         match (self.quota_cores, &self.cgroup) {
-            (Some(q), _) => format!("{} cores", super::advice::cores(q)),
+            (Some(q), _) => format!("{} cores", cores(q)),
             (None, Some(_)) => "none".into(),
             (None, None) => "unknown".into(),
         }
     }
+}
+
+/// Cores as people write them: "2", "1.5", "0.25".
+pub fn cores(q: f64) -> String {
+    let s = format!("{q:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// What one host offers: its name, interfaces (sorted by name), CPU limits, RDMA devices and GPUs.
@@ -329,6 +335,13 @@ mod tests {
         assert_eq!(count_cpu_list("0-63"), 64);
         assert_eq!(count_cpu_list("0-3,8,10-11"), 7);
         assert_eq!(count_cpu_list("junk"), 0);
+    }
+
+    #[test]
+    fn cores_print_without_trailing_zeros() {
+        assert_eq!(cores(2.0), "2");
+        assert_eq!(cores(1.5), "1.5");
+        assert_eq!(cores(0.25), "0.25");
     }
 
     #[test]

@@ -16,8 +16,8 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::transport::tcp::handshake::Token;
-
+/// A per-job secret every connection must prove it holds.
+pub type Token = [u8; 16];
 /// Bytes of a nonce.
 pub const NONCE_LEN: usize = 16;
 /// Bytes of a proof (HMAC-SHA256).

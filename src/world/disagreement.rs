@@ -1,7 +1,7 @@
 //! The message naming every rank started with other options or another version than rank 0, field by field,
 //! with the values as people read them.
 
-use super::rendezvous::Join;
+use super::rendezvous::join_message::Join;
 
 /// Names every rank whose version or options differ from rank 0's, and the fields that differ.
 pub(crate) fn disagreement(joins: &[&Join]) -> Option<String> {
@@ -62,7 +62,7 @@ fn human(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::rendezvous::tests::join_msg;
+    use crate::world::rendezvous::join_message::tests::join_msg;
     use serde_json::json;
 
     #[test]

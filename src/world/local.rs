@@ -7,7 +7,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use crate::error::{stderr, Error, Result, EXIT_PEER};
-use crate::transport::tcp::handshake::Token;
+use crate::transport::auth::Token;
 use crate::world::launcher_stop::{die_with_launcher, Stopper};
 use crate::world::{env, new_token, rendezvous, token_to_hex, Identity};
 

@@ -16,7 +16,7 @@ pub mod relay;
 pub mod rendezvous;
 mod stalled;
 
-pub use crate::transport::tcp::handshake::Token;
+pub use crate::transport::auth::Token;
 use rank_info::RankInfo;
 
 /// What a launcher tells a rank about itself.

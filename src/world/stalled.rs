@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::rendezvous::{CHALLENGE_LEN, MAGIC, VERSION_BYTES};
+use super::rendezvous::wire::{CHALLENGE_LEN, MAGIC, VERSION_BYTES};
 use crate::error::{Culprit, Error, PeerFailure};
 
 /// How long a probe waits for a fresh hello to be answered: a running service answers at once (its gate reads

@@ -19,11 +19,12 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::drops::Drops;
 use super::gate::{Event, Gate};
 use super::handshake::{
-    answer_challenge, decode_ack, encode_ack, Hello, Token, ACK_LEN, CHALLENGE_LEN, FRAME_HEADER_LEN, REFUSAL,
+    answer_challenge, decode_ack, encode_ack, Hello, ACK_LEN, CHALLENGE_LEN, FRAME_HEADER_LEN, REFUSAL,
 };
 use super::progress::ABORT_MARK;
 use super::{PeerAddr, TcpConfig, TcpTransport};
 use crate::error::{stderr, Error, Result};
+use crate::transport::auth::Token;
 use crate::transport::{Links, Transport};
 
 /// How long an accepted connection may take to say hello before it is dropped.

@@ -11,7 +11,7 @@
 //! 4. listener: an ack.
 
 use super::gate::Verdict;
-use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
+use crate::transport::auth::{self, Binding, Nonce, Role, Token, NONCE_LEN, PROOF_LEN};
 
 /// Magic that opens a data-connection hello.
 pub const HELLO_MAGIC: [u8; 4] = *b"CBTH";
@@ -34,9 +34,6 @@ pub const PROOF_MSG_LEN: usize = 1 + PROOF_LEN;
 pub const OPENING_LEN: usize = HELLO_LEN + PROOF_MSG_LEN;
 /// Encoded size of an ack.
 pub const ACK_LEN: usize = 4 + 2 + 1;
-
-/// A per-job secret every connection must prove it holds.
-pub type Token = [u8; 16];
 
 /// What a connecting rank says first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -45,7 +45,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    Some(super::localise::median(&mut v))
+    Some(super::median::median(&mut v))
 }
 
 /// What `host` (a participant's name) received and sent over its links; `None` without a link.

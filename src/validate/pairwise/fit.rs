@@ -7,7 +7,7 @@
 //! links that were measured (any subset of the pairs, not only a full matrix), so a few bad links or hosts
 //! do not move the others' estimates.
 
-use super::localise::median;
+use super::median::median;
 
 /// Sweeps of median polish at most; it settles in a handful on clean data.
 const MAX_SWEEPS: usize = 50;

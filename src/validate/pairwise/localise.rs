@@ -43,6 +43,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::fit::{self, Fit};
+use super::median::median;
 use super::{Finding, Link, Metric, Participant};
 
 /// The knobs of [`findings`]; the defaults never flag a clean run (see the tests and README).
@@ -117,20 +118,6 @@ const GROUP_SHARE: f64 = 0.25;
 
 /// Round trips a link's stall count is over when its distribution was not kept (the default count).
 const DEFAULT_ROUND_TRIPS: usize = crate::cli::defaults::PAIRWISE_LAT_ITERS;
-
-/// The median of `v` (reordered); NaN when empty.
-pub fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
 
 /// The upper median of `v` (reordered): with an even count the higher middle value; NaN when empty.
 fn upper_median(v: &mut [f64]) -> f64 {
@@ -793,13 +780,6 @@ pub(crate) mod tests {
                 _ => None,
             })
             .collect()
-    }
-
-    #[test]
-    fn median_of_odd_even_and_empty() {
-        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert!(median(&mut []).is_nan());
     }
 
     #[test]

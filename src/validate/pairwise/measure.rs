@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::localise::median;
+use super::median::median;
 use super::schedule;
 use super::{Link, PairwiseConfig, Participant};
 use crate::algorithm::control;

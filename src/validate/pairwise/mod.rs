@@ -8,6 +8,7 @@
 //! - [`fit`]: the host-effects model (median polish in log space, any subset of pairs) and the
 //!   multiplicity-corrected bar.
 //! - [`localise`]: slow links and hosts from that model, false findings controlled for the number judged.
+//! - [`median`]: the median all of these take.
 //! - [`confirm`]: the links a finding rests on measured again, so a transient is not blamed.
 //! - [`direction`]: which way a slow host or link is slow (into or out of a host), from the matrix.
 //! - [`hostcheck`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) and their links'
@@ -22,6 +23,7 @@ pub mod fit;
 pub mod hostcheck;
 pub mod localise;
 pub mod measure;
+pub mod median;
 pub mod metrics;
 pub mod plan;
 pub mod planned;

@@ -84,7 +84,7 @@ fn latency_stats(rep: &PairwiseReport) -> String {
     for (l, st) in &with[..shown] {
         line(&mut s, &name(l), st, l.bw_msg_rate);
     }
-    let med = |mut v: Vec<f64>| super::localise::median(&mut v);
+    let med = |mut v: Vec<f64>| super::median::median(&mut v);
     let samples: usize = with.iter().map(|(_, st)| st.samples).sum();
     let overall = LatencyStats {
         samples,

@@ -5,8 +5,6 @@
 //! configuration makes on its own, and the line rate taken from the cluster's own links where the interfaces'
 //! speeds are virtual.
 
-use serde::{Deserialize, Serialize};
-
 use super::checks::PathInfo;
 use super::evidence::HostEvidence;
 use super::verdict::{Check, Verdict};
@@ -15,31 +13,8 @@ use crate::net::inventory::HostInventory;
 use crate::results::record::{CPU_LIMITED_PCT, THROTTLED_SHARE};
 use crate::validate::pairwise::PairwiseReport;
 
-/// A cause, as findings name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Cause {
-    /// A rank throttled by its CPU quota, or starved of CPU.
-    Cpu,
-    /// Packets lost: TCP retransmitted.
-    Loss,
-    /// A host set up differently from the others, or a path `collbench info` warns about.
-    Configuration,
-    /// None of the above: the link (NIC, cable, switch port, a rate limit on the way).
-    Link,
-}
-
-impl Cause {
-    /// The word in summaries.
-    pub fn word(self) -> &'static str {
-        match self {
-            Cause::Cpu => "CPU",
-            Cause::Loss => "loss",
-            Cause::Configuration => "configuration",
-            Cause::Link => "the link",
-        }
-    }
-}
+/// The cause a finding names: defined beside the check that carries it ([`super::verdict`]), judged here.
+pub use super::verdict::Cause;
 
 /// Retransmitted segments, as a share of those sent, from which a host is losing packets...
 pub const LOSS_SHARE: f64 = 0.01;
@@ -74,7 +49,7 @@ fn throttling_known(seen: &[HostEvidence]) -> String {
 /// " of N cores" where the host's ranks' CPU quota is known, for a sentence naming the quota.
 fn quota_of(e: &HostEvidence) -> String {
     e.quota_cores
-        .map(|q| format!(" of {} cores", crate::net::advice::cores(q)))
+        .map(|q| format!(" of {} cores", crate::net::inventory::cores(q)))
         .unwrap_or_default()
 }
 
@@ -203,7 +178,7 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
                     match e.quota_cores {
                         Some(q) => format!(
                             "its CPU quota of {} cores, or other work,",
-                            crate::net::advice::cores(q)
+                            crate::net::inventory::cores(q)
                         ),
                         None => "a CPU quota or other work".into(),
                     },

@@ -298,7 +298,7 @@ impl HostEvidence {
             None => throttled,
         };
         let throttled = match self.quota_cores {
-            Some(q) => format!("CPU quota {} cores, {throttled}", crate::net::advice::cores(q)),
+            Some(q) => format!("CPU quota {} cores, {throttled}", crate::net::inventory::cores(q)),
             None => throttled,
         };
         let tcp = match &self.tcp {

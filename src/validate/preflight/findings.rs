@@ -27,8 +27,8 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
             format!(
                 "{} links: {:.4} GB/s median (lowest {min_bw:.4} GB/s), {:.1} us median latency",
                 rep.links.len(),
-                pairwise::localise::median(&mut bw),
-                pairwise::localise::median(&mut lat)
+                pairwise::median::median(&mut bw),
+                pairwise::median::median(&mut lat)
             ),
             "no slow host or link".into(),
             Verdict::Pass,

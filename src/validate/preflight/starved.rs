@@ -63,7 +63,7 @@ pub fn checks(path: &str, during: &str, seen: &[HostEvidence], already: &[Check]
                 (Some(t), _) if e.throttled_share() >= e.waited_share().unwrap_or(0.0) => format!(
                     "its ranks were throttled by their CPU quota{} for {t:.2} s of the {:.2} s",
                     e.quota_cores
-                        .map(|q| format!(" of {} cores", crate::net::advice::cores(q)))
+                        .map(|q| format!(" of {} cores", crate::net::inventory::cores(q)))
                         .unwrap_or_default(),
                     e.wall_s
                 ),

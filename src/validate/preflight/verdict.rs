@@ -1,5 +1,6 @@
 //! Verdicts: one per check and one overall, noise-aware (an interval that straddles its threshold is a
-//! warning, not a failure), and the exit status they make.
+//! warning, not a failure), and the exit status they make. A check also carries the cause it names, where
+//! [`super::cause`] names one.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +21,32 @@ impl Verdict {
             Verdict::Pass => "PASS",
             Verdict::Warn => "WARN",
             Verdict::Fail => "FAIL",
+        }
+    }
+}
+
+/// A cause, as findings name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// A rank throttled by its CPU quota, or starved of CPU.
+    Cpu,
+    /// Packets lost: TCP retransmitted.
+    Loss,
+    /// A host set up differently from the others, or a path `collbench info` warns about.
+    Configuration,
+    /// None of the above: the link (NIC, cable, switch port, a rate limit on the way).
+    Link,
+}
+
+impl Cause {
+    /// The word in summaries.
+    pub fn word(self) -> &'static str {
+        match self {
+            Cause::Cpu => "CPU",
+            Cause::Loss => "loss",
+            Cause::Configuration => "configuration",
+            Cause::Link => "the link",
         }
     }
 }
@@ -46,7 +73,7 @@ pub struct Check {
     pub detail: String,
     /// The most likely cause of a failure or finding, where one is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<super::cause::Cause>,
+    pub cause: Option<Cause>,
     /// Every host involved during the measurement: CPU, TCP counters, path configuration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<super::evidence::HostEvidence>,
