@@ -245,10 +245,7 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
     if !no_driver_here(" (device-check rehearsal)") {
         return;
     }
-    let python = std::process::Command::new("python3").arg("--version").output();
-    if !python.is_ok_and(|o| o.status.success()) {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install python3");
-        eprintln!("skipped (device-check rehearsal): no python3 here; the script's checks are Python");
+    if !python_here(" (device-check rehearsal)") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -341,4 +338,96 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
     ] {
         assert!(listing.lines().any(|l| l == f), "{f} not in the archive:\n{listing}");
     }
+}
+
+/// Whether python3 runs here (the device check's summaries are Python); where not, says so (the test then
+/// returns). CI must have it.
+fn python_here(what: &str) -> bool {
+    let python = std::process::Command::new("python3").arg("--version").output();
+    let here = python.is_ok_and(|o| o.status.success());
+    if !here {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install python3");
+        eprintln!("skipped{what}: no python3 here");
+    }
+    here
+}
+
+/// One of tests/gpu/'s Python scripts on `args`: exit status, stdout, stderr.
+fn gpu_script(script: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("python3")
+        .arg(format!("{}/tests/gpu/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The first run on a GPU (an H100), as the device check and the side-by-side runs wrote it.
+const H100: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/results/gpu/2026-12-06-h100");
+
+#[test]
+fn the_staging_summaries_print_the_copies_and_waits_the_results_file_holds() {
+    // The device check's staging lines once read the figures where results version 2 kept them and printed
+    // 0 us for copies of 707-4754 us. They must print what version 3 holds, and stop on a file without them.
+    if !python_here(" (staging summaries)") {
+        return;
+    }
+    for pieces in ["1", "4"] {
+        let file = format!("{H100}/device-check/staging-pieces{pieces}.json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let (code, out, err) = gpu_script("summarize-staged.py", &["pieces", &file, pieces]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        let rows = v["results"].as_array().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), rows.len(), "{out}");
+        for (row, line) in rows.iter().zip(&lines) {
+            let stats = &row["collbench"]["out_of_place"];
+            let (copies, waited) = (
+                stats["staging_us"].as_f64().unwrap(),
+                stats["staging_wait_us"].as_f64().unwrap(),
+            );
+            assert!(copies > 100.0 && waited > 100.0, "{row}");
+            let want = format!(
+                "summary: pieces {pieces}: {} {} B: time {:.0} us, copies {copies:.0} us, waited for copies {waited:.0} us, #wrong 0",
+                row["collective"].as_str().unwrap(),
+                row["size"],
+                row["out_of_place"]["time"].as_f64().unwrap()
+            );
+            assert_eq!(*line, want);
+        }
+    }
+    // The largest share of a call spent copying, over every row and placement of a 2-rank run.
+    let file = format!("{H100}/device-check/run-np2.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let share = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            ["out_of_place", "in_place"]
+                .map(|p| r["collbench"][p]["staging_us"].as_f64().unwrap() / r[p]["time"].as_f64().unwrap())
+        })
+        .fold(0.0, f64::max);
+    assert!(share > 0.1, "{share}");
+    let (code, out, err) = gpu_script("summarize-staged.py", &["run", &file]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "largest staging share of a call {:.0}%, wrong points 0",
+            100.0 * share
+        )),
+        "{share}: {out}"
+    );
+    // Without the figures (a layout the script does not know) it says which row lacks which, exit 2.
+    let mut v = v;
+    for r in v["results"].as_array_mut().unwrap() {
+        r["collbench"]["in_place"].as_object_mut().unwrap().remove("staging_us");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, v.to_string()).unwrap();
+    let (code, out, err) = gpu_script("summarize-staged.py", &["run", bare.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("in_place has no staging_us"), "{err}");
 }

@@ -33,6 +33,7 @@
 #   a GPU fail with their no-GPU message.
 set -uo pipefail
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
 out=${2:-${OUT:-results/gpu/$(date -u +%Y%m%d)-$(hostname -s)}}
 mkdir -p "$out"
@@ -89,10 +90,11 @@ fi
 : >"$out/summary.txt"
 # Echoes a line to the console and to summary.txt.
 say() { echo "$*" | tee -a "$out/summary.txt"; }
-# Runs the Python read from stdin on ARGS; its lines go to the console and summary.txt; its exit status.
+# Runs Python on ARGS (`-` first: the program read from stdin); its lines go to the console and summary.txt;
+# its exit status.
 summarize() {
     local lines st
-    lines=$(timeout 30 python3 - "$@" 2>&1)
+    lines=$(timeout 30 python3 "$@" 2>&1)
     st=$?
     [ -n "$lines" ] && say "$lines"
     return "$st"
@@ -163,7 +165,7 @@ first_fail "$step"
 
 say "device-check: selftest exited $step; results in $out"
 if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
-    summarize "$out/selftest.json" <<'PY'
+    summarize - "$out/selftest.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 bad = [f"{c['dtype']}/{c['op']}" for c in r["reductions"] if c["diff"]["wrong"]]
@@ -182,7 +184,7 @@ step_run 150 "$bin" run --np 1 --memory cuda --transport nccl --collective all -
 step=${PIPESTATUS[0]}
 say "device-check: run --transport nccl exited $step"
 if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-    summarize "$out/run-nccl.json" <<'PY' || step=1
+    summarize - "$out/run-nccl.json" <<'PY' || step=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["results"]
@@ -211,21 +213,7 @@ for np in 2 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --np $np --memory cuda exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/run-np$np.json" <<'PY' || step=1
-import json, sys
-d = json.load(open(sys.argv[1]))
-m = d["collbench"]["memory"]
-rows = d["results"]
-wrong = [(r["collective"], r["type"], r["size"]) for r in rows
-         for p in ("out_of_place", "in_place") if r[p]["nwrong"] != 0]
-colls = sorted({r["collective"] for r in rows})
-num = lambda v: v if isinstance(v, (int, float)) else 0.0  # "nan" is written as a string
-share = max((num(r[p].get("staging_us", 0)) / max(num(r[p]["time"]), 1e-9)
-             for r in rows for p in ("out_of_place", "in_place")), default=0)
-print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collectives {','.join(colls)}, "
-      f"largest staging share of a call {100 * share:.0f}%, wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
-sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
-PY
+        summarize "$here/summarize-staged.py" run "$out/run-np$np.json" || step=1
     fi
     first_fail "$step"
 done
@@ -239,7 +227,7 @@ for np in 2 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --reduce-on device --np $np exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/reduce-on-device-np$np.json" <<'PY' || step=1
+        summarize - "$out/reduce-on-device-np$np.json" <<'PY' || step=1
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
 wrong = [(r["collective"], r["type"], r["redop"], r["size"]) for r in rows
@@ -262,17 +250,7 @@ for pieces in 1 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --staging-pieces $pieces exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/staging-pieces$pieces.json" "$pieces" <<'PY' || step=1
-import json, sys
-d = json.load(open(sys.argv[1]))
-num = lambda v: v if isinstance(v, (int, float)) else 0.0
-for r in d["results"]:
-    t = r["out_of_place"]
-    print(f"summary: pieces {sys.argv[2]}: {r['collective']} {r['size']} B: time {num(t['time']):.0f} us, "
-          f"copies {num(t.get('staging_us')):.0f} us, waited for copies {num(t.get('staging_wait_us')):.0f} us, "
-          f"#wrong {num(t['nwrong']):g}")
-sys.exit(1 if any(r[p]["nwrong"] != 0 for r in d["results"] for p in ("out_of_place", "in_place")) else 0)
-PY
+        summarize "$here/summarize-staged.py" pieces "$out/staging-pieces$pieces.json" "$pieces" || step=1
     fi
     first_fail "$step"
 done
