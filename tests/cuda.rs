@@ -245,14 +245,15 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
     if !no_driver_here(" (device-check rehearsal)") {
         return;
     }
-    let python = std::process::Command::new("python3").arg("--version").output();
-    if !python.is_ok_and(|o| o.status.success()) {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install python3");
-        eprintln!("skipped (device-check rehearsal): no python3 here; the script's checks are Python");
+    if !python_here(" (device-check rehearsal)") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (out, pack) = (dir.path().join("dc"), dir.path().join("dc.tar.gz"));
+    // nccl-tests' programs stand-ins: collbench under their names, so the side-by-side step's plumbing runs.
+    let aliases = dir.path().join("aliases");
+    let made = collbench(&["install-aliases", aliases.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu/device-check.sh");
     let run = Command::new("bash")
         .arg(script)
@@ -260,6 +261,7 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
         .arg(&out)
         .env("DEVICE_CHECK_EMULATE", "1")
         .env("DEVICE_CHECK_PACK", &pack)
+        .env("DEVICE_CHECK_NCCL_TESTS", &aliases)
         .env_remove("COLLBENCH_RANK")
         .env_remove("OUT")
         .timeout(std::time::Duration::from_secs(300))
@@ -317,6 +319,21 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
         "2 piece counts x 2 collectives x 2 sizes:\n{summary}"
     );
     assert!(staged.iter().all(|l| l.ends_with("#wrong 0")), "{summary}");
+    // Both programs ran 3 times per collective and their tables were compared size by size (8 B to 1 MiB
+    // by 2: 18 rows); the verdict depends on timings, the comparison having run does not.
+    for coll in ["all_reduce", "all_gather"] {
+        assert!(
+            summary.contains(&format!("device-check: side by side {coll} exited 0"))
+                || summary.contains(&format!("device-check: side by side {coll} exited 3")),
+            "{coll}:\n{summary}"
+        );
+        let head = format!("side-by-side: {coll}: time (us) of nccl-tests (3 run(s), median) and of collbench (3)");
+        let rows = summary.split(&head).nth(1).unwrap_or_default().lines().skip(2).take(18);
+        let sizes: Vec<&str> = rows.filter_map(|l| l.split_whitespace().next()).collect();
+        let first = if coll == "all_gather" { "0" } else { "8" }; // all_gather's 8 B is 0 B on one rank
+        assert_eq!(sizes.first(), Some(&first), "{coll}:\n{summary}");
+        assert_eq!(sizes.last(), Some(&"1048576"), "{coll}:\n{summary}");
+    }
     for (file, says) in [
         ("selftest.txt", "libcuda.so"),
         ("run-nccl.txt", "libcuda.so"),
@@ -341,4 +358,155 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
     ] {
         assert!(listing.lines().any(|l| l == f), "{f} not in the archive:\n{listing}");
     }
+}
+
+/// Whether python3 runs here (the device check's summaries are Python); where not, says so (the test then
+/// returns). CI must have it.
+fn python_here(what: &str) -> bool {
+    let python = std::process::Command::new("python3").arg("--version").output();
+    let here = python.is_ok_and(|o| o.status.success());
+    if !here {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI must install python3");
+        eprintln!("skipped{what}: no python3 here");
+    }
+    here
+}
+
+/// One of tests/gpu/'s Python scripts on `args`: exit status, stdout, stderr.
+fn gpu_script(script: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("python3")
+        .arg(format!("{}/tests/gpu/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The first run on a GPU (an H100), as the device check and the side-by-side runs wrote it.
+const H100: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/results/gpu/2026-12-06-h100");
+
+#[test]
+fn the_staging_summaries_print_the_copies_and_waits_the_results_file_holds() {
+    // The device check's staging lines once read the figures where results version 2 kept them and printed
+    // 0 us for copies of 707-4754 us. They must print what version 3 holds, and stop on a file without them.
+    if !python_here(" (staging summaries)") {
+        return;
+    }
+    for pieces in ["1", "4"] {
+        let file = format!("{H100}/device-check/staging-pieces{pieces}.json");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let (code, out, err) = gpu_script("summarize-staged.py", &["pieces", &file, pieces]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        let rows = v["results"].as_array().unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), rows.len(), "{out}");
+        for (row, line) in rows.iter().zip(&lines) {
+            let stats = &row["collbench"]["out_of_place"];
+            let (copies, waited) = (
+                stats["staging_us"].as_f64().unwrap(),
+                stats["staging_wait_us"].as_f64().unwrap(),
+            );
+            assert!(copies > 100.0 && waited > 100.0, "{row}");
+            let want = format!(
+                "summary: pieces {pieces}: {} {} B: time {:.0} us, copies {copies:.0} us, waited for copies {waited:.0} us, #wrong 0",
+                row["collective"].as_str().unwrap(),
+                row["size"],
+                row["out_of_place"]["time"].as_f64().unwrap()
+            );
+            assert_eq!(*line, want);
+        }
+    }
+    // The largest share of a call spent copying, over every row and placement of a 2-rank run.
+    let file = format!("{H100}/device-check/run-np2.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let share = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            ["out_of_place", "in_place"]
+                .map(|p| r["collbench"][p]["staging_us"].as_f64().unwrap() / r[p]["time"].as_f64().unwrap())
+        })
+        .fold(0.0, f64::max);
+    assert!(share > 0.1, "{share}");
+    let (code, out, err) = gpu_script("summarize-staged.py", &["run", &file]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "largest staging share of a call {:.0}%, wrong points 0",
+            100.0 * share
+        )),
+        "{share}: {out}"
+    );
+    // Without the figures (a layout the script does not know) it says which row lacks which, exit 2.
+    let mut v = v;
+    for r in v["results"].as_array_mut().unwrap() {
+        r["collbench"]["in_place"].as_object_mut().unwrap().remove("staging_us");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, v.to_string()).unwrap();
+    let (code, out, err) = gpu_script("summarize-staged.py", &["run", bare.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("in_place has no staging_us"), "{err}");
+}
+
+#[test]
+fn the_side_by_side_names_every_size_where_collbench_reads_slower_than_nccl_tests() {
+    // The first H100 run: NCCL through collbench took 1.4-1.9x nccl-tests' time at 8 B-8 MiB (collbench
+    // waits after every call, nccl-tests once after -n calls). The comparison must show it and fail.
+    if !python_here(" (side by side)") {
+        return;
+    }
+    let file = |prog: &str, coll: &str| format!("{H100}/side-by-side/side-{prog}-{coll}.txt");
+    let compare = |coll: &str, ours: &str| {
+        gpu_script(
+            "side-by-side.py",
+            &[
+                "--name",
+                coll,
+                "--nccl-tests",
+                &file("nccltests", coll),
+                "--collbench",
+                ours,
+            ],
+        )
+    };
+    let (code, out, err) = compare("all_reduce", &file("collbench", "all_reduce"));
+    assert_eq!(code, Some(1), "{out}{err}");
+    // size, nccl-tests' and collbench's out-of-place times and their ratio, then the same in place.
+    for row in [
+        "8 6.62 12.31 1.86! 0.32 3.13 9.78!",
+        "2048 6.94 11.61 1.67! 0.48 2.24 4.67!",
+        "8388608 9.21 14.41 1.56! 0.37 2.38 6.43!",
+        "134217728 92.23 101.37 1.10! 1.22 2.48 2.03!",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == row),
+            "{row}:\n{out}"
+        );
+    }
+    assert!(
+        out.contains(
+            "all_reduce: FAIL: out-of-place outside 0.95-1.05 at 13 size(s) (ratios 1.10-1.86): 8 B, 32 B, \
+             128 B, 512 B, 2 KiB, 8 KiB, 32 KiB, 128 KiB, 512 KiB, 2 MiB, 8 MiB, 32 MiB, 128 MiB"
+        ),
+        "{out}"
+    );
+    let (code, out, err) = compare("all_gather", &file("collbench", "all_gather"));
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("all_gather: FAIL: out-of-place outside 0.95-1.05 at 13 size(s) (ratios 1.12-7.92)"),
+        "{out}"
+    );
+    // The same table on both sides is within the bounds: it is the ratios that fail the run above.
+    let (code, out, err) = compare("all_reduce", &file("nccltests", "all_reduce"));
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("all_reduce: PASS: every ratio within 0.95-1.05"), "{out}");
+    // Tables of different sizes cannot be compared: exit 2, the sizes named.
+    let (code, out, err) = compare("all_reduce", &file("collbench", "all_gather"));
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("sizes only in nccl-tests' table: 8 B"), "{err}");
 }

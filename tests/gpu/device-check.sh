@@ -19,20 +19,28 @@
 #                    dtype and op, 16 B to 4 MiB (4 MiB in pieces), reduced by the GPU kernels; #wrong 0 asserted
 #     staging-pieces1.json, staging-pieces4.json (and .txt)  2 ranks, all_reduce and all_gather 16-64 MiB with
 #                    the staging in one piece and in four: copy time against time waited for copies
-# Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU), or 124 when a
-# step timed out. Each step is bounded by its own timeout and all of them together by DEVICE_CHECK_BUDGET
+#     nccl-tests-build.txt, side-nccltests-COLL-N.txt, side-collbench-COLL-N.txt  nccl-tests built here
+#                    against the same libnccl.so.2; its all_reduce_perf and all_gather_perf and collbench under
+#                    those names, same flags, 3 runs each in turn; the times size by size, with the ratio
+#                    collbench / nccl-tests (tests/gpu/side-by-side.py), in the summary; 0.95-1.05 required
+# Exit: the first failing step's status (0 all correct, 1 a wrong result, 2 no usable GPU or nothing to build
+# nccl-tests with, 3 NCCL's times through collbench off nccl-tests' by more than 5%), or 124 when a step
+# timed out. Each step is bounded by its own timeout and all of them together by DEVICE_CHECK_BUDGET
 # seconds (default 480): a step starts with at most what is left, and is skipped (exit 124) under 20 s.
 #
 # DEVICE_CHECK_PACK=FILE.tar.gz: on exit, however it ends, OUTDIR is also packed into that one archive
 #   (for machines from which only a few files can be copied back).
+# DEVICE_CHECK_NCCL_TESTS: nccl-tests' source tarball (default: nccl-tests-*.tar.gz beside BINARY, where
+#   tests/gpu/prepare.sh puts it), or a folder holding all_reduce_perf and all_gather_perf already built.
 # DEVICE_CHECK_SMALL=1: every step at small sizes (up to 1 MiB, selftest 2 iterations), for rehearsals:
 #   tests/fake_gpu.rs runs the whole script so against the fake NVIDIA libraries of tests/gpu/fake/, and
-#   every step must pass.
+#   every step must pass; the nccl-tests step runs only where DEVICE_CHECK_NCCL_TESTS is set.
 # DEVICE_CHECK_EMULATE=1: a rehearsal with no GPU libraries at all (tests/cuda.rs runs it): small sizes, the
 #   `run --memory cuda` steps on `--emulate-device` (host memory posing as the device); the steps that need
 #   a GPU fail with their no-GPU message.
 set -uo pipefail
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:?usage: device-check.sh BINARY [OUTDIR]}
 out=${2:-${OUT:-results/gpu/$(date -u +%Y%m%d)-$(hostname -s)}}
 mkdir -p "$out"
@@ -81,18 +89,19 @@ emu=()
 [ "$emulate" = 1 ] && emu=(--emulate-device)
 if [ "$small" = 1 ]; then
     # Rehearsal sizes: the same steps and checks in seconds.
-    big=1M rod_e=64K stage_b=256K stage_e=1M self_n=2
+    big=1M rod_e=64K stage_b=256K stage_e=1M self_n=2 side_e=1M
 else
-    big=64M rod_e=8M stage_b=16M stage_e=64M self_n=20
+    big=64M rod_e=8M stage_b=16M stage_e=64M self_n=20 side_e=128M
 fi
 
 : >"$out/summary.txt"
 # Echoes a line to the console and to summary.txt.
 say() { echo "$*" | tee -a "$out/summary.txt"; }
-# Runs the Python read from stdin on ARGS; its lines go to the console and summary.txt; its exit status.
+# Runs Python on ARGS (`-` first: the program read from stdin); its lines go to the console and summary.txt;
+# its exit status.
 summarize() {
     local lines st
-    lines=$(timeout 30 python3 - "$@" 2>&1)
+    lines=$(timeout 30 python3 "$@" 2>&1)
     st=$?
     [ -n "$lines" ] && say "$lines"
     return "$st"
@@ -163,7 +172,7 @@ first_fail "$step"
 
 say "device-check: selftest exited $step; results in $out"
 if [ -f "$out/selftest.json" ] && command -v python3 >/dev/null; then
-    summarize "$out/selftest.json" <<'PY'
+    summarize - "$out/selftest.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 bad = [f"{c['dtype']}/{c['op']}" for c in r["reductions"] if c["diff"]["wrong"]]
@@ -182,7 +191,7 @@ step_run 150 "$bin" run --np 1 --memory cuda --transport nccl --collective all -
 step=${PIPESTATUS[0]}
 say "device-check: run --transport nccl exited $step"
 if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-    summarize "$out/run-nccl.json" <<'PY' || step=1
+    summarize - "$out/run-nccl.json" <<'PY' || step=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = d["results"]
@@ -211,21 +220,7 @@ for np in 2 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --np $np --memory cuda exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/run-np$np.json" <<'PY' || step=1
-import json, sys
-d = json.load(open(sys.argv[1]))
-m = d["collbench"]["memory"]
-rows = d["results"]
-wrong = [(r["collective"], r["type"], r["size"]) for r in rows
-         for p in ("out_of_place", "in_place") if r[p]["nwrong"] != 0]
-colls = sorted({r["collective"] for r in rows})
-num = lambda v: v if isinstance(v, (int, float)) else 0.0  # "nan" is written as a string
-share = max((num(r[p].get("staging_us", 0)) / max(num(r[p]["time"]), 1e-9)
-             for r in rows for p in ("out_of_place", "in_place")), default=0)
-print(f"summary: {sys.argv[1]}: memory {m['kind']}, {len(rows)} rows, collectives {','.join(colls)}, "
-      f"largest staging share of a call {100 * share:.0f}%, wrong points {len(wrong)}" + (f": {wrong[:5]}" if wrong else ""))
-sys.exit(1 if wrong or m["kind"] != "cuda" or len(colls) != 7 else 0)
-PY
+        summarize "$here/summarize-staged.py" run "$out/run-np$np.json" || step=1
     fi
     first_fail "$step"
 done
@@ -239,7 +234,7 @@ for np in 2 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --reduce-on device --np $np exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/reduce-on-device-np$np.json" <<'PY' || step=1
+        summarize - "$out/reduce-on-device-np$np.json" <<'PY' || step=1
 import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
 wrong = [(r["collective"], r["type"], r["redop"], r["size"]) for r in rows
@@ -262,18 +257,139 @@ for pieces in 1 4; do
     step=${PIPESTATUS[0]}
     say "device-check: run --staging-pieces $pieces exited $step"
     if [ "$step" -eq 0 ] && command -v python3 >/dev/null; then
-        summarize "$out/staging-pieces$pieces.json" "$pieces" <<'PY' || step=1
-import json, sys
-d = json.load(open(sys.argv[1]))
-num = lambda v: v if isinstance(v, (int, float)) else 0.0
-for r in d["results"]:
-    t = r["out_of_place"]
-    print(f"summary: pieces {sys.argv[2]}: {r['collective']} {r['size']} B: time {num(t['time']):.0f} us, "
-          f"copies {num(t.get('staging_us')):.0f} us, waited for copies {num(t.get('staging_wait_us')):.0f} us, "
-          f"#wrong {num(t['nwrong']):g}")
-sys.exit(1 if any(r[p]["nwrong"] != 0 for r in d["results"] for p in ("out_of_place", "in_place")) else 0)
-PY
+        summarize "$here/summarize-staged.py" pieces "$out/staging-pieces$pieces.json" "$pieces" || step=1
     fi
     first_fail "$step"
 done
+
+# NCCL through collbench against nccl-tests on the same GPU and libnccl.so.2 with the same flags: the
+# comparison an nccl-tests user makes. nccl-tests is built here from its source (the machine may have no
+# network) unless DEVICE_CHECK_NCCL_TESTS names a folder of built programs; each program runs side_reps times,
+# in turn, and tests/gpu/side-by-side.py compares the median times size by size.
+side_flags=(-b 8 -e "$side_e" -f 2 -g 1 -w 5 -n 20 -c 1)
+side_reps=3
+nt_env=()
+
+# Builds nccl-tests from the tarball $1 in the folder $2 (its programs in $2/build) against the libnccl.so.2
+# collbench loads, for this GPU's compute capability; the build's output goes to nccl-tests-build.txt, and
+# nt_env says where its programs find that libnccl and libcudart. Status 2, said why, when a piece is missing.
+build_nccl_tests() {
+    local tarball=$1 work=$2 lib header cuda cc
+    lib=${COLLBENCH_NCCL_LIB:-$(ldconfig -p 2>/dev/null | awk '/ libnccl\.so\.2 / { print $NF; exit }')}
+    if [ -z "$lib" ] || [ ! -e "$lib" ]; then
+        say "device-check: nccl-tests: no libnccl.so.2 to build against (looked in the loader's cache, PyTorch's wheel and COLLBENCH_NCCL_LIB)"
+        return 2
+    fi
+    lib=$(realpath "$lib")
+    # nccl.h: beside the library (a wheel's include/ or a tarball install), else the system's.
+    for header in "$(dirname "$lib")/../include/nccl.h" /usr/include/nccl.h /usr/local/include/nccl.h ""; do
+        [ -f "$header" ] && break
+    done
+    if [ -z "$header" ]; then
+        say "device-check: nccl-tests: no nccl.h for $lib (looked in $(dirname "$lib")/../include, /usr/include, /usr/local/include)"
+        return 2
+    fi
+    cuda=${CUDA_HOME:-/usr/local/cuda}
+    if [ ! -x "$cuda/bin/nvcc" ] && command -v nvcc >/dev/null; then
+        cuda=$(dirname "$(dirname "$(realpath "$(command -v nvcc)")")")
+    fi
+    if [ ! -x "$cuda/bin/nvcc" ]; then
+        say "device-check: nccl-tests: no nvcc to build it with (looked in ${CUDA_HOME:-/usr/local/cuda}/bin and on PATH; set CUDA_HOME)"
+        return 2
+    fi
+    cc=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
+    if ! [[ $cc =~ ^[0-9]+$ ]]; then
+        say "device-check: nccl-tests: nvidia-smi --query-gpu=compute_cap gave no compute capability"
+        return 2
+    fi
+    # NCCL_HOME as nccl-tests' Makefile wants it (include/nccl.h, lib/libnccl.so), pointing at collbench's NCCL.
+    mkdir -p "$work/nccl/include" "$work/nccl/lib" "$work/src"
+    ln -s "$(realpath "$header")" "$work/nccl/include/nccl.h"
+    ln -s "$lib" "$work/nccl/lib/libnccl.so"
+    ln -s "$lib" "$work/nccl/lib/libnccl.so.2"
+    nt_env=(LD_LIBRARY_PATH="$work/nccl/lib:$cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    if ! tar -xzf "$tarball" -C "$work/src" --strip-components=1; then
+        say "device-check: nccl-tests: $tarball does not unpack"
+        return 2
+    fi
+    echo "# nccl-tests from $tarball; NCCL $lib, $header; nvcc $cuda/bin/nvcc; sm_$cc" >"$out/nccl-tests-build.txt"
+    step_run 300 make -C "$work/src" -j"$(nproc)" src.build BUILDDIR="$work/build" NCCL_HOME="$work/nccl" \
+        CUDA_HOME="$cuda" NVCC_GENCODE="-gencode=arch=compute_$cc,code=sm_$cc" >>"$out/nccl-tests-build.txt" 2>&1
+}
+
+# Runs nccl-tests' all_reduce_perf and all_gather_perf and collbench under those names, and compares them.
+side_by_side() {
+    local src=${DEVICE_CHECK_NCCL_TESTS:-} work dir coll i st step prog
+    [ -n "$src" ] || src=$(compgen -G "$(dirname "$bin")/nccl-tests-*.tar.gz" | tail -n1)
+    if [ -z "$src" ] || [ ! -e "$src" ]; then
+        say "device-check: side by side: no nccl-tests-*.tar.gz beside $bin (tests/gpu/prepare.sh puts it there) and DEVICE_CHECK_NCCL_TESTS unset"
+        first_fail 2
+        return
+    fi
+    work=$(mktemp -d)
+    dir=$src
+    if [ ! -d "$src" ]; then
+        build_nccl_tests "$src" "$work"
+        st=$?
+        say "device-check: nccl-tests build exited $st"
+        if [ "$st" -ne 0 ]; then
+            [ -f "$out/nccl-tests-build.txt" ] && tail -n 20 "$out/nccl-tests-build.txt"
+            rm -rf "$work"
+            # Out of time (124), else nothing to compare with (2).
+            [ "$st" -eq 124 ] || st=2
+            first_fail "$st"
+            return
+        fi
+        dir=$work/build
+    fi
+    if ! st=$("$bin" install-aliases "$work/aliases" 2>&1); then
+        say "device-check: side by side: $st"
+        rm -rf "$work"
+        first_fail 2
+        return
+    fi
+    for coll in all_reduce all_gather; do
+        step=0
+        for i in $(seq "$side_reps"); do
+            for prog in nccltests collbench; do
+                if [ "$prog" = nccltests ]; then
+                    step_run 120 env "${nt_env[@]}" "$dir/${coll}_perf" "${side_flags[@]}"
+                else
+                    step_run 120 "$work/aliases/${coll}_perf" "${side_flags[@]}"
+                fi >"$out/side-$prog-$coll-$i.txt" 2>&1
+                st=$?
+                if [ "$st" -ne 0 ]; then
+                    say "device-check: side by side: side-$prog-$coll-$i.txt exited $st"
+                    # Out of time (124), else a failed run: wrong results or an error, its file says (1).
+                    [ "$st" -eq 124 ] || st=1
+                    [ "$step" -eq 0 ] && step=$st
+                fi
+            done
+        done
+        if [ "$step" -eq 0 ] && [ "$emulate" != 1 ] &&
+            ! grep -q "NCCL's collectives on device memory" "$out/side-collbench-$coll-1.txt"; then
+            say "device-check: side by side: collbench did not run NCCL here (side-collbench-$coll-1.txt says why)"
+            step=2
+        fi
+        if [ "$step" -eq 0 ]; then
+            summarize "$here/side-by-side.py" --name "$coll" --nccl-tests "$out/side-nccltests-$coll-"*.txt \
+                --collbench "$out/side-collbench-$coll-"*.txt
+            step=$?
+            # 1: a ratio outside 0.95-1.05 (the device check's 3); 2: the tables could not be compared.
+            [ "$step" -eq 1 ] && step=3
+        fi
+        say "device-check: side by side $coll exited $step"
+        first_fail "$step"
+    done
+    rm -rf "$work"
+}
+
+if [ -z "${DEVICE_CHECK_NCCL_TESTS:-}" ] && [ "$small" = 1 ]; then
+    say "device-check: side by side with nccl-tests not run (a rehearsal; DEVICE_CHECK_NCCL_TESTS names a build)"
+elif ! command -v python3 >/dev/null; then
+    say "device-check: side by side with nccl-tests not run: no python3 to compare the tables"
+    first_fail 2
+else
+    side_by_side
+fi
 exit "$rc"
