@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{stderr, Error, Result, EXIT_PEER};
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
+use crate::transport::path::Traits;
 use crate::transport::tcp::handshake::Token;
 
 const PROTOCOL: [u8; 4] = *b"CBWD";
@@ -422,7 +423,11 @@ fn failure(
             "; rank {c} (host {}) never {} the call the others wait in (it is stuck before it, or inside the \
              library's launch of it)",
             job.peers[c].host,
-            if job.path == "nccl" { "launched" } else { "entered" }
+            if Traits::named(&job.path).is_some_and(|k| k.on_device_stream) {
+                "launched"
+            } else {
+                "entered"
+            }
         ),
         None => "; every rank is inside the same call, so no rank can be named: the library or the network is \
                  stuck (raise -T if the call is only slow)"
