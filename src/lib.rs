@@ -20,6 +20,8 @@
 //!   whose copies overlap the network) or passed directly.
 //! - [`sizes`]: byte sizes as people type and read them (`64M` in, `64 MiB` out). [`units`]: the unit
 //!   bandwidth is printed in (`--units`: GB/s or Gbit/s).
+//! - [`path_names`]: the names of the kinds of path (`tcp`, `rdma`, `mpi`, `nccl`), the one list that
+//!   `transport::path` parses with and `cli` offers as `--transport`'s completions.
 //! - [`bench`](mod@bench): the sweep runner: warm-up, timing, data check, cross-rank statistics, and the
 //!   tally of a run's sweeps.
 //! - [`results`]: the results schema apart from its writers: one record per point, the run's metadata,
@@ -64,7 +66,7 @@
 //! Bottom up; a module imports only from modules in lower layers (tests/layers.rs checks every `crate::`
 //! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
-//! 2. `sizes`, `units`: byte sizes; the bandwidth unit printed
+//! 2. `sizes`, `units`, `path_names`: byte sizes; the bandwidth unit printed; the kinds of path's names
 //! 3. `flags`, `input`, `cgroup`: shared flag parsers; files users name, read with a size bound; the cgroups
 //!    this process runs in
 //! 4. `cli`: clap definitions
@@ -117,6 +119,7 @@ mod nccl;
 mod net;
 pub mod options;
 mod p2p;
+pub mod path_names;
 mod paths;
 pub mod plot;
 pub mod reduce;

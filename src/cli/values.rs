@@ -31,8 +31,9 @@ pub const INTERLEAVE: &[&str] = &["sweep", "point"];
 pub const REDUCE_ON: &[&str] = &["host", "device"];
 /// `-a`/`--average`.
 pub const RANK_STATS: &[&str] = &["0", "1", "2", "3", "rank0", "avg", "min", "max"];
-/// `--transport` of `run` and `preflight` (plus `tcp@SPEC` and `rdma@DEVICE`, which take a name).
-pub const TRANSPORTS: &[&str] = &["tcp", "mpi", "nccl"];
+/// `--transport` of `run` and `preflight`: every kind of path that is one alone (plus `tcp@SPEC` and
+/// `rdma@DEVICE`, which take a name).
+pub const TRANSPORTS: &[&str] = &crate::path_names::ALONE;
 /// `model --weight`.
 pub const WEIGHTINGS: &[&str] = &["sqrt", "relative", "absolute"];
 /// `plot --format`.

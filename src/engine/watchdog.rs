@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::error::{stderr, Error, Result, EXIT_PEER};
 use crate::transport::auth::Token;
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
+use crate::transport::path::Traits;
 
 const PROTOCOL: [u8; 4] = *b"CBWD";
 /// Bytes of an answer's claims: rank (u64), calls entered (u64), inside a call (u8), settled (u8), the
@@ -422,7 +423,11 @@ fn failure(
             "; rank {c} (host {}) never {} the call the others wait in (it is stuck before it, or inside the \
              library's launch of it)",
             job.peers[c].host,
-            if job.path == "nccl" { "launched" } else { "entered" }
+            if Traits::named(&job.path).is_some_and(|k| k.on_device_stream) {
+                "launched"
+            } else {
+                "entered"
+            }
         ),
         None => "; every rank is inside the same call, so no rank can be named: the library or the network is \
                  stuck (raise -T if the call is only slow)"

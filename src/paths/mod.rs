@@ -2,8 +2,8 @@
 //! `--interleave point` turns, preflight phases). Each kind of path is one file behind two traits: [`Kind`]
 //! (what it checks before anything starts, how it opens) and [`Open`] (an opened path: its engine and sweeps,
 //! its transport for the pairwise test, its line rate, how its failures are made known). [`kind`] is the one
-//! match over [`PathKind`]: a new kind of path is its own file, one arm there, its variant and traits in
-//! `transport::path`, and its line in the CLI help.
+//! match over [`PathKind`]: a new kind of path is its own file, one arm there, its variant, traits and name in
+//! `transport::path` and `path_names`, and its line in the CLI help.
 //!
 //! | kind | file | opening | sweeps | before local ranks start | line rate | a failure |
 //! |---|---|---|---|---|---|---|

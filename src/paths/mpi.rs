@@ -10,6 +10,7 @@ use crate::engine::call::HostAlloc;
 use crate::engine::watchdog::{Bound, Job, Watchdog};
 use crate::error::{Error, Result};
 use crate::options::{Options, PathKind};
+use crate::path_names::MPI;
 use crate::session::Session;
 
 /// The file's kind.
@@ -42,7 +43,7 @@ impl Kind for Mpi {
             .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
         let bound = Bound::new(ip)?;
         let all = m.allgather_bytes(bound.addr()?.to_string().as_bytes());
-        let peers = crate::engine::watchdog::peers(all.iter().map(|a| Some(a.as_slice())), &world.ranks, "mpi")?;
+        let peers = crate::engine::watchdog::peers(all.iter().map(|a| Some(a.as_slice())), &world.ranks, MPI)?;
         let watchdog = Watchdog::start(
             bound,
             Job {
@@ -50,7 +51,7 @@ impl Kind for Mpi {
                 peers,
                 token: world.token,
                 timeout: opts.deadlines.timeout,
-                path: "mpi".into(),
+                path: MPI.into(),
             },
         )?;
         Ok(Box::new(OpenMpi { watchdog }))
@@ -64,7 +65,7 @@ struct OpenMpi {
 
 impl Open for OpenMpi {
     fn name(&self) -> String {
-        "mpi".to_string()
+        MPI.to_string()
     }
 
     /// On host memory: MPI's collectives get host buffers only (`--memory cuda` is refused with mpi).

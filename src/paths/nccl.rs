@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::memory::cuda_device::CudaDevice;
 use crate::nccl::engine::{NcclComm, NcclEngine};
 use crate::options::{Options, PathKind};
+use crate::path_names::NCCL;
 use crate::session::Session;
 
 /// The file's kind.
@@ -61,7 +62,7 @@ fn start_watchdog(sess: &mut Session, opts: &Options) -> Result<Watchdog> {
     let list = gathered.map(|all| all.join(&b'\n')).unwrap_or_default();
     let list = control::broadcast(ctrl, &list)?;
     let addrs: Vec<&[u8]> = list.split(|b| *b == b'\n').collect();
-    let peers = crate::engine::watchdog::peers(addrs.into_iter().map(Some), &ranks, "nccl")?;
+    let peers = crate::engine::watchdog::peers(addrs.into_iter().map(Some), &ranks, NCCL)?;
     Watchdog::start(
         bound,
         Job {
@@ -69,7 +70,7 @@ fn start_watchdog(sess: &mut Session, opts: &Options) -> Result<Watchdog> {
             peers,
             token,
             timeout: opts.deadlines.timeout,
-            path: "nccl".into(),
+            path: NCCL.into(),
         },
     )
 }
@@ -83,7 +84,7 @@ struct NcclPath {
 
 impl Open for NcclPath {
     fn name(&self) -> String {
-        "nccl".to_string()
+        NCCL.to_string()
     }
 
     fn sweep(&mut self, sess: &mut Session, _staging: &Staging, s: Sweep<'_>) -> Result<Outcome> {

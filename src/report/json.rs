@@ -14,6 +14,7 @@ use crate::results::document::{
 use crate::results::failure::{PointKey, RunError};
 use crate::results::record::{Record, RunInfo, Summary, Timing, SCHEMA_VERSION};
 use crate::results::run_params::{RunParams, StepView};
+use crate::transport::path::Traits;
 
 pub use crate::results::document::NCCL_TESTS_JSON_VERSION;
 
@@ -109,7 +110,11 @@ impl MemoryNote {
 
 /// The paths of the run that take device memory directly (nccl).
 fn direct_paths(p: &RunParams) -> Vec<String> {
-    p.transports.iter().filter(|t| *t == "nccl").cloned().collect()
+    p.transports
+        .iter()
+        .filter(|t| Traits::named(t).is_some_and(|k| k.on_device_stream))
+        .cloned()
+        .collect()
 }
 
 fn document<'a>(run: &RunInfo, records: &[Record], summary: Option<&'a Summary>) -> Document<&'a Summary> {

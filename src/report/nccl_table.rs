@@ -15,6 +15,7 @@ use crate::cli::RunArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 use crate::results::run_params::{or_unknown, IterParams, StepView};
+use crate::transport::path::Traits;
 
 /// nccl-tests' exit status when a result is wrong or the average bus bandwidth is under 90% of
 /// `NCCL_TESTS_MIN_BW` (its `testNumResults`).
@@ -251,13 +252,16 @@ impl<W: Write> Reporter for NcclTableReporter<W> {
         let p = &run.params;
         self.iteration = p.iteration.unwrap_or_default();
         let it = self.iteration;
-        let on_nccl = p.transports.iter().any(|t| t == "nccl");
-        let path = if on_nccl {
-            "NCCL's collectives on device memory (one GPU per rank)".to_string()
+        let library_on_device = p
+            .transports
+            .iter()
+            .find_map(|t| Traits::named(t).filter(|k| k.on_device_stream)?.library);
+        let path = if let Some(library) = library_on_device {
+            format!("{library}'s collectives on device memory (one GPU per rank)")
         } else {
             format!(
                 "collbench's {} path on host memory, not NCCL",
-                p.transports.first().map_or("tcp", String::as_str)
+                p.transports.first().map_or(crate::path_names::TCP, String::as_str)
             )
         };
         let step = match p.step {

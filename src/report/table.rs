@@ -14,6 +14,7 @@ use super::Reporter;
 use crate::error::{Error, Result};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 use crate::results::run_params::{or_unknown, StepView};
+use crate::transport::path::Traits;
 use crate::units::BwUnit;
 
 /// Writes the table to `out` (stdout in production), flushing after every row so it streams.
@@ -340,7 +341,10 @@ fn run_header(run: &RunInfo) -> Vec<String> {
     // Host memory says nothing, as before; device memory says what its times cover.
     if p.memory.as_deref() == Some("cuda") {
         // The staging lines describe the tcp and rdma paths; a run of nccl alone has none of them.
-        let staged = p.transports.is_empty() || p.transports.iter().any(|t| t != "nccl");
+        let staged = p.transports.is_empty()
+            || p.transports
+                .iter()
+                .any(|t| !Traits::named(t).is_some_and(|k| k.on_device_stream));
         let pieces = p.staging_pieces.unwrap_or(1);
         if staged {
             lines.push(format!(
@@ -366,12 +370,16 @@ fn run_header(run: &RunInfo) -> Vec<String> {
                     .to_string(),
             );
         }
-        if p.transports.iter().any(|t| t == "nccl") {
-            lines.push(
-                "# Memory: the nccl path runs NCCL's collectives on the device buffers directly (no staging, \
+        let direct = p
+            .transports
+            .iter()
+            .filter_map(|t| Some((t, Traits::named(t).filter(|k| k.on_device_stream)?)));
+        for (t, k) in direct {
+            let library = k.library.unwrap_or("the library");
+            lines.push(format!(
+                "# Memory: the {t} path runs {library}'s collectives on the device buffers directly (no staging, \
                  reductions on the GPU); each call is timed to the end of its stream"
-                    .to_string(),
-            );
+            ));
         }
     }
     // Said once per run, for rank 0's host (where the run reads sysfs).

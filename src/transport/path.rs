@@ -1,5 +1,6 @@
-//! The paths to measure (`--transport`, `--reference`, `--line-rate`): what each path is, as flags name it,
-//! and the part of the options that lists them. Validated here, naming the flag in every error.
+//! The paths to measure (`--transport`, `--reference`, `--line-rate`): what each path is, as flags name it
+//! (the kinds' names themselves are `crate::path_names`'), and the part of the options that lists them.
+//! Validated here, naming the flag in every error.
 
 use serde::Serialize;
 
@@ -7,6 +8,7 @@ use crate::cli::LinkArgs;
 use crate::error::{Error, Result};
 use crate::flags::parse_list;
 use crate::net::spec::IfaceSpec;
+use crate::path_names::{self as names, Target};
 
 /// A path to measure (`--transport`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +25,8 @@ pub enum PathKind {
 }
 
 /// What a kind of path is, as the modules below the paths (`crate::paths`, where each kind is opened and run)
-/// need to know it: the one table of these facts, so no other module matches on the kinds.
+/// need to know it: the one table of these facts, so no other module matches on the kinds or compares their
+/// names (tests/layers.rs, tests/path_names.rs); a module that has only a path's name asks [`Traits::named`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Traits {
     /// collbench's own transport carries it (tcp, rdma): its algorithms run over it, device buffers are
@@ -38,6 +41,24 @@ pub struct Traits {
     pub device_memory: bool,
     /// It runs the MPI library's collectives (mpi): ranks must be started by an MPI launcher.
     pub needs_mpi: bool,
+    /// It runs on device buffers directly, each call launched on a device stream and timed to the end of it
+    /// (nccl): nothing staged through host memory, reductions on the GPU, and a rank stuck before a call has
+    /// not launched it.
+    pub on_device_stream: bool,
+    /// It is carried by TCP on one interface of each host (tcp): that interface's counters and the hosts'
+    /// TCP statistics are evidence about it.
+    pub on_tcp_interface: bool,
+    /// The library whose collectives it runs, as its users name it (`MPI`, `NCCL`); `None` for collbench's
+    /// own transports.
+    pub library: Option<&'static str>,
+}
+
+impl Traits {
+    /// The traits of the path `name` names (a path's name in a record, a results file or a message), whether
+    /// or not this build has its feature; `None` when it names no path this collbench knows.
+    pub fn named(name: &str) -> Option<Traits> {
+        PathKind::named(name).ok().map(|k| k.traits())
+    }
 }
 
 impl Default for PathKind {
@@ -72,22 +93,28 @@ impl PathKind {
 
     /// What this kind of path is ([`Traits`]).
     pub fn traits(&self) -> Traits {
-        let own = |every_peer| Traits {
+        let own = |every_peer, tcp| Traits {
             own_transport: true,
             set_up_with_every_peer: every_peer,
             host_memory: true,
             device_memory: true,
             needs_mpi: false,
+            on_device_stream: false,
+            on_tcp_interface: tcp,
+            library: None,
         };
         match self {
-            PathKind::Tcp(_) => own(false),
-            PathKind::Rdma { .. } => own(true),
+            PathKind::Tcp(_) => own(false, true),
+            PathKind::Rdma { .. } => own(true, false),
             PathKind::Mpi => Traits {
                 own_transport: false,
                 set_up_with_every_peer: false,
                 host_memory: true,
                 device_memory: false,
                 needs_mpi: true,
+                on_device_stream: false,
+                on_tcp_interface: false,
+                library: Some("MPI"),
             },
             PathKind::Nccl => Traits {
                 own_transport: false,
@@ -95,7 +122,20 @@ impl PathKind {
                 host_memory: false,
                 device_memory: true,
                 needs_mpi: false,
+                on_device_stream: true,
+                on_tcp_interface: false,
+                library: Some("NCCL"),
             },
+        }
+    }
+
+    /// The name of this kind of path, before any `@TARGET` (one of [`crate::path_names::KINDS`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PathKind::Tcp(_) => names::TCP,
+            PathKind::Rdma { .. } => names::RDMA,
+            PathKind::Mpi => names::MPI,
+            PathKind::Nccl => names::NCCL,
         }
     }
 
@@ -104,31 +144,29 @@ impl PathKind {
     pub fn named(s: &str) -> std::result::Result<PathKind, String> {
         let s = s.trim();
         match s.split_once('@') {
-            Some(("tcp", "")) => Err(format!(
+            Some((names::TCP, "")) => Err(format!(
                 "'{s}' names no interface; give tcp@IFACE with a name (tcp@eth0), a glob (tcp@en*) or a list tried \
                  in order (tcp@ib0|eth0)"
             )),
             // The SPEC, normalised, is the path's label on every host: ranks compare it.
-            Some(("tcp", spec)) => IfaceSpec::parse(spec)
+            Some((names::TCP, spec)) => IfaceSpec::parse(spec)
                 .map(|p| PathKind::Tcp(Some(p.to_string())))
                 .map_err(|e| format!("'{s}': {e}")),
-            Some(("rdma", target)) => parse_rdma(target),
+            Some((names::RDMA, target)) => parse_rdma(target),
             Some((kind, _)) => Err(format!(
-                "'{s}': only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target; '{kind}@' is not a path \
-                 this collbench knows"
+                "'{s}': only {} take a target; '{kind}@' is not a path this collbench knows",
+                taking_targets()
             )),
             None => match s.to_ascii_lowercase().as_str() {
-                "tcp" => Ok(PathKind::Tcp(None)),
-                "mpi" => Ok(PathKind::Mpi),
-                "nccl" => Ok(PathKind::Nccl),
-                "rdma" => Err(
+                names::TCP => Ok(PathKind::Tcp(None)),
+                names::MPI => Ok(PathKind::Mpi),
+                names::NCCL => Ok(PathKind::Nccl),
+                names::RDMA => Err(
                     "rdma needs a device: rdma@DEVICE[:PORT], e.g. rdma@mlx5_0:1 (list devices with \
                                `ibv_devices`)"
                         .into(),
                 ),
-                other => Err(format!(
-                    "unknown transport '{other}' (expected tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl)"
-                )),
+                other => Err(format!("unknown transport '{other}' (expected {})", forms())),
             },
         }
     }
@@ -159,11 +197,9 @@ impl PathKind {
 impl std::fmt::Display for PathKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PathKind::Tcp(None) => f.write_str("tcp"),
-            PathKind::Tcp(Some(i)) => write!(f, "tcp@{i}"),
-            PathKind::Mpi => f.write_str("mpi"),
-            PathKind::Rdma { device, port } => write!(f, "rdma@{device}:{port}"),
-            PathKind::Nccl => f.write_str("nccl"),
+            PathKind::Tcp(Some(spec)) => write!(f, "{}@{spec}", self.name()),
+            PathKind::Rdma { device, port } => write!(f, "{}@{device}:{port}", self.name()),
+            PathKind::Tcp(None) | PathKind::Mpi | PathKind::Nccl => f.write_str(self.name()),
         }
     }
 }
@@ -179,6 +215,39 @@ impl std::str::FromStr for PathKind {
 
     fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         PathKind::named(s)?.built()
+    }
+}
+
+/// Every form a path takes, for messages: `tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl`.
+fn forms() -> String {
+    let forms: Vec<String> = names::KINDS
+        .iter()
+        .flat_map(|k| match k.target {
+            Target::None => vec![k.name.to_string()],
+            Target::Optional(t) => vec![k.name.to_string(), format!("{}@{t}", k.name)],
+            Target::Required(t) => vec![format!("{}@{t}", k.name)],
+        })
+        .collect();
+    listed(&forms, "or")
+}
+
+/// The kinds that take a target, for messages: `tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT])`.
+fn taking_targets() -> String {
+    let kinds: Vec<String> = names::KINDS
+        .iter()
+        .filter_map(|k| match k.target {
+            Target::None => None,
+            Target::Optional(t) | Target::Required(t) => Some(format!("{0} ({0}@{t})", k.name)),
+        })
+        .collect();
+    listed(&kinds, "and")
+}
+
+/// `a, b or c` (`last` is `or`) or `a, b and c`.
+fn listed(items: &[String], last: &str) -> String {
+    match items.split_last() {
+        Some((end, rest)) if !rest.is_empty() => format!("{} {last} {end}", rest.join(", ")),
+        _ => items.concat(),
     }
 }
 
@@ -258,7 +327,72 @@ pub fn nccl_not_built_message() -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::PathKind;
+    use super::{PathKind, Traits};
+    use crate::path_names::{Target, KINDS};
+
+    /// One path of every kind. A new variant breaks the match below until it is added here.
+    fn one_of_each() -> Vec<PathKind> {
+        let every = vec![
+            PathKind::Tcp(None),
+            PathKind::Rdma {
+                device: "mlx5_0".into(),
+                port: 1,
+            },
+            PathKind::Mpi,
+            PathKind::Nccl,
+        ];
+        for k in &every {
+            match k {
+                PathKind::Tcp(_) | PathKind::Rdma { .. } | PathKind::Mpi | PathKind::Nccl => {}
+            }
+        }
+        every
+    }
+
+    /// Every variant has one name in `path_names::KINDS`, every name there one variant, and each name parses
+    /// to its variant (with a target where it takes one) and is what the variant prints.
+    #[test]
+    fn every_kind_has_one_name_and_every_name_one_kind() {
+        let mut of_variants: Vec<&str> = one_of_each().iter().map(PathKind::name).collect();
+        let mut listed: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        of_variants.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(of_variants, listed);
+        for k in KINDS {
+            let alone = PathKind::named(k.name);
+            let with = |t: &str| PathKind::named(&format!("{}@{t}", k.name));
+            let parsed = match k.target {
+                Target::None => alone,
+                Target::Optional(_) => {
+                    assert_eq!(with("eth0").map(|p| p.name()), Ok(k.name));
+                    alone
+                }
+                Target::Required(_) => {
+                    assert!(alone.is_err(), "{} parses without a target", k.name);
+                    with("dev0")
+                }
+            }
+            .unwrap();
+            assert_eq!(parsed.name(), k.name);
+            assert!(parsed.to_string().starts_with(k.name), "{parsed}");
+            assert_eq!(Traits::named(&parsed.to_string()), Some(parsed.traits()));
+        }
+        assert_eq!(Traits::named("udp"), None);
+    }
+
+    #[test]
+    fn messages_list_every_form_from_the_names() {
+        let e = PathKind::named("udp").unwrap_err();
+        assert!(
+            e.ends_with("(expected tcp, tcp@IFACE, rdma@DEVICE[:PORT], mpi or nccl)"),
+            "{e}"
+        );
+        let e = PathKind::named("nccl@gpu0").unwrap_err();
+        assert!(
+            e.contains("only tcp (tcp@IFACE) and rdma (rdma@DEVICE[:PORT]) take a target"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn transports_name_an_interface_or_not() {

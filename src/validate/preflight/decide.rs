@@ -92,7 +92,12 @@ pub fn decide(
         }
     }
     // The collectives' evidence is of the first TCP path's interface (see rank.rs).
-    if let Some(first) = m.paths.iter().find(|p| p.name.starts_with("tcp")).or(m.paths.first()) {
+    if let Some(first) = m
+        .paths
+        .iter()
+        .find(|p| crate::transport::path::Traits::named(&p.name).is_some_and(|t| t.on_tcp_interface))
+        .or(m.paths.first())
+    {
         judged
             .checks
             .extend(super::carrier::checks(&first.name, "the collectives", &m.evidence));
@@ -105,7 +110,12 @@ pub fn decide(
     }
     judged.checks.extend(extra);
     // A host starved of CPU during the collectives fails by name even where no figure showed it.
-    if let Some(first) = m.paths.iter().find(|p| p.name.starts_with("tcp")).or(m.paths.first()) {
+    if let Some(first) = m
+        .paths
+        .iter()
+        .find(|p| crate::transport::path::Traits::named(&p.name).is_some_and(|t| t.on_tcp_interface))
+        .or(m.paths.first())
+    {
         let starved = super::starved::checks(&first.name, "the collectives", &m.evidence, &judged.checks);
         judged.checks.extend(starved);
     }
