@@ -9,9 +9,10 @@ use std::ffi::OsString;
 use crate::cli::P2pArgs;
 use crate::driver::drive;
 use crate::error::Result;
-use crate::p2p::P2pCommand;
 
 /// Runs `collbench p2p` with the command line `argv` (program name first); returns the exit status.
 pub fn p2p(args: &P2pArgs, argv: &[OsString]) -> Result<i32> {
-    drive(&mut P2pCommand::new(args)?, argv, &|k| std::env::var(k).ok())
+    drive(&mut crate::p2p::options::command(args)?, argv, &|k| {
+        std::env::var(k).ok()
+    })
 }

@@ -11,8 +11,12 @@ use crate::cli::PairwiseArgs;
 use crate::driver::drive;
 use crate::error::Result;
 use crate::validate::pairwise::command::PairwiseCommand;
+use crate::validate::pairwise::options;
 
 /// Runs `collbench pairwise` with the command line `argv` (program name first); returns the exit status.
 pub fn pairwise(args: &PairwiseArgs, argv: &[OsString]) -> Result<i32> {
-    drive(&mut PairwiseCommand::new(args)?, argv, &|k| std::env::var(k).ok())
+    let (opts, cfg, budget_s, outputs) = options::from_cli(args)?;
+    drive(&mut PairwiseCommand::new(opts, cfg, budget_s, outputs), argv, &|k| {
+        std::env::var(k).ok()
+    })
 }

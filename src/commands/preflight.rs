@@ -5,14 +5,16 @@ use std::ffi::OsString;
 use crate::cli::PreflightArgs;
 use crate::driver::drive;
 use crate::error::Result;
+use crate::validate::preflight::options::{run_options, PreflightOptions};
 use crate::validate::preflight::{self, PreflightCommand};
 
 /// Runs `collbench preflight` with the command line `argv` (program name first); returns the exit status.
 pub fn preflight(args: &PreflightArgs, argv: &[OsString]) -> Result<i32> {
-    preflight::check_flags(args)?;
+    let pre = PreflightOptions::from_cli(args)?;
     if let Some(saved) = &args.from_results {
-        return preflight::decide::from_results(args, saved);
+        return preflight::decide::from_results(&pre, saved);
     }
-    let setup = preflight::setup(args)?;
+    let (bw, base) = run_options(args)?;
+    let setup = preflight::setup(pre, bw, base)?;
     drive(&mut PreflightCommand::new(setup), argv, &|k| std::env::var(k).ok())
 }

@@ -7,88 +7,45 @@ use std::path::Path;
 
 use std::time::Instant;
 
+use super::options::PairwiseOutputs;
 use super::plan::Plan;
 use super::planned::{self, Budget};
 use super::{render, PairwiseConfig, PairwiseReport, Thresholds};
-use crate::cli::PairwiseArgs;
 use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::memory::available::Available;
-use crate::options::own_path;
 use crate::options::Options;
 use crate::plot::heatmap::{self, Heatmap};
 use crate::report::declared::Declared;
 use crate::session::Pairs;
-use crate::sizes::parse_size;
 use crate::world::Identity;
 
-/// Largest `--bytes`: two buffers of it per taking-part rank.
-const MAX_BYTES: u64 = 1 << 30;
-/// Most timed iterations of either kind.
-const MAX_ITERS: usize = 1_000_000;
-
-/// The session options and test configuration the flags ask for; errors name the flag.
-fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
-    let opts = own_path::options(&own_path::PathFlags {
-        command: "pairwise",
-        np: args.np,
-        transport: &args.transport,
-        iface: args.iface.as_deref(),
-        deadlines: &args.deadlines,
-    })?;
-    args.units.unit()?;
-    let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
-    if !(1..=MAX_BYTES).contains(&bytes) {
-        return Err(Error::usage(
-            "--bytes",
-            format!(
-                "must be between 1 byte and 1G (got {}); a few MiB measures a link's bandwidth",
-                args.bytes
-            ),
-        ));
-    }
-    for (flag, v) in [("-n/--iters", args.iters), ("--lat-iters", args.lat_iters)] {
-        if !(1..=MAX_ITERS).contains(&v) {
-            return Err(Error::usage(
-                flag,
-                format!("must be between 1 and {MAX_ITERS} (got {v})"),
-            ));
-        }
-    }
-    let cfg = PairwiseConfig {
-        bytes: bytes as usize,
-        iters: args.iters,
-        lat_iters: args.lat_iters,
-        per_host: !args.per_rank,
-        confirm: !args.no_confirm,
-    };
-    Ok((opts, cfg))
-}
-
 /// `collbench pairwise` as the driver runs it.
-pub struct PairwiseCommand<'a> {
+pub struct PairwiseCommand {
     pub opts: Options,
     pub cfg: PairwiseConfig,
-    pub args: &'a PairwiseArgs,
+    /// Seconds the test may take (`--budget`; 0: no limit).
+    pub budget_s: u64,
+    pub outputs: PairwiseOutputs,
     /// When the command started: the budget counts from here, as start-up (connecting every pair) is part of
     /// what the user waits for.
     pub started: Instant,
 }
 
-impl<'a> PairwiseCommand<'a> {
-    /// The test `args` ask for, started now; errors name the flag.
-    pub fn new(args: &'a PairwiseArgs) -> Result<Self> {
-        let (opts, cfg) = options(args)?;
-        Ok(PairwiseCommand {
+impl PairwiseCommand {
+    /// The test `opts`, `cfg`, `budget_s` and `outputs` describe, started now.
+    pub fn new(opts: Options, cfg: PairwiseConfig, budget_s: u64, outputs: PairwiseOutputs) -> Self {
+        PairwiseCommand {
             opts,
             cfg,
-            args,
+            budget_s,
+            outputs,
             started: Instant::now(),
-        })
+        }
     }
 }
 
-impl RankCommand for PairwiseCommand<'_> {
+impl RankCommand for PairwiseCommand {
     fn name(&self) -> &'static str {
         "pairwise"
     }
@@ -107,7 +64,7 @@ impl RankCommand for PairwiseCommand<'_> {
     }
 
     fn outputs(&self) -> Declared<'_> {
-        declared(self.args)
+        self.outputs.declared()
     }
 
     /// Two buffers of `--bytes` per rank: small beside what a host has.
@@ -130,18 +87,10 @@ impl RankCommand for PairwiseCommand<'_> {
     }
 }
 
-/// The output files and chart directory asked for, with their flags.
-fn declared(args: &PairwiseArgs) -> Declared<'_> {
-    Declared::new(args.out.force)
-        .file("-J/--output_file", args.out.output_file.as_deref())
-        .file("--metrics", args.metrics.as_deref())
-        .charts("--plot", args.plot.as_deref())
-}
-
 /// One rank connected to every other: open the path, measure; rank 0 reports. The job ends with its verdict.
-fn run_rank(cmd: &PairwiseCommand<'_>, conn: Connected<'_>) -> Result<Ending> {
-    let (cfg, args) = (&cmd.cfg, cmd.args);
-    let budget = (args.budget > 0).then(|| Budget::new(cmd.started, args.budget));
+fn run_rank(cmd: &PairwiseCommand, conn: Connected<'_>) -> Result<Ending> {
+    let (cfg, out) = (&cmd.cfg, &cmd.outputs);
+    let budget = (cmd.budget_s > 0).then(|| Budget::new(cmd.started, cmd.budget_s));
     let mut rank = conn.open()?;
     let hosts: Vec<String> = rank.sess.world.ranks.iter().map(|r| r.host.clone()).collect();
     // The interface the path's TCP connections use: the hosts' set-up of it is checked beside the matrix.
@@ -155,7 +104,7 @@ fn run_rank(cmd: &PairwiseCommand<'_>, conn: Connected<'_>) -> Result<Ending> {
     let report = rank.measure("the pairwise test", |t| {
         // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
         let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
-            announce(p, budget.map(|b| b.total_s()), args)
+            announce(p, budget.map(|b| b.total_s()), out)
         })?;
         let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
         Ok(report.map(|r| PairwiseReport {
@@ -164,7 +113,7 @@ fn run_rank(cmd: &PairwiseCommand<'_>, conn: Connected<'_>) -> Result<Ending> {
             ..r
         }))
     })?;
-    let decided = report.map(|report| report_on_rank0(&report, args));
+    let decided = report.map(|report| report_on_rank0(&report, out));
     Ok(Ending::Shared {
         decided,
         rank: Box::new(rank),
@@ -172,40 +121,36 @@ fn run_rank(cmd: &PairwiseCommand<'_>, conn: Connected<'_>) -> Result<Ending> {
 }
 
 /// Rank 0's plan line on stdout (beside an output file that took stdout).
-fn announce(plan: &Plan, budget_s: Option<f64>, args: &PairwiseArgs) {
-    let taken = declared(args).stdout_taken();
+fn announce(plan: &Plan, budget_s: Option<f64>, out: &PairwiseOutputs) {
+    let taken = out.declared().stdout_taken();
     // A stdout that cannot take it loses nothing the report's own print would not say.
     let _ = crate::report::stdout::print_beside(&format!("{}\n", plan.line(budget_s)), taken);
 }
 
 /// Rank 0's part: the matrices and findings on stdout, the JSON and heatmaps; returns the exit status.
-fn report_on_rank0(report: &PairwiseReport, args: &PairwiseArgs) -> Result<i32> {
-    if let Some(p) = &args.out.output_file {
+fn report_on_rank0(report: &PairwiseReport, out: &PairwiseOutputs) -> Result<i32> {
+    if let Some(p) = &out.json {
         let text = serde_json::to_string_pretty(report).expect("the pairwise report serialises");
-        crate::report::file::write_atomic(
-            p,
-            text.as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
-        )?;
+        crate::report::file::write_atomic(p, text.as_bytes(), crate::report::file::Replace::from_force(out.force))?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = &out.plot {
         for p in heatmaps(report, dir)? {
             stderr!("collbench: heatmap {}", p.display());
         }
     }
-    if let Some(p) = &args.metrics {
+    if let Some(p) = &out.metrics {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         crate::report::file::write_atomic(
             p,
             super::metrics::text(report, now).as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
+            crate::report::file::Replace::from_force(out.force),
         )?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    let taken = declared(args).stdout_taken();
-    crate::report::stdout::print_beside(&render::text(report, args.units.unit()?), taken)?;
+    let taken = out.declared().stdout_taken();
+    crate::report::stdout::print_beside(&render::text(report, out.units), taken)?;
     // Findings among ranks of one host are warnings, as in preflight: its loopback and CPUs, not a network.
     Ok(if report.verdict() == "fail" {
         EXIT_WRONG

@@ -25,6 +25,7 @@ pub mod localise;
 pub mod measure;
 pub mod median;
 pub mod metrics;
+pub mod options;
 pub mod plan;
 pub mod planned;
 pub mod render;

@@ -8,9 +8,9 @@ use serde_json::Value;
 use super::checks::{self, Inputs, PathInfo};
 use super::document::{Report, PREFLIGHT_SCHEMA_VERSION};
 use super::measure::Sample;
+use super::options::PreflightOptions;
 use super::render;
 use super::verdict::{self, Check};
-use crate::cli::PreflightArgs;
 use crate::compare::input::Point;
 use crate::error::{Error, Result};
 use crate::report::file::write_atomic;
@@ -36,7 +36,7 @@ pub struct Measured {
 /// summary, writes the files asked for; returns the exit status. `keys` are the path names an expectations
 /// entry may use.
 pub fn decide(
-    args: &PreflightArgs,
+    args: &PreflightOptions,
     m: &Measured,
     baseline: Option<&[Point]>,
     extra: Vec<Check>,
@@ -155,44 +155,44 @@ pub fn decide(
         connectivity: m.connectivity.clone(),
         evidence: m.evidence.clone(),
     };
-    if let Some(p) = &args.out.output_file {
+    if let Some(p) = &args.outputs.json {
         let mut bytes = serde_json::to_vec_pretty(&render::json(&report))
             .map_err(|e| Error::io(format!("encoding {}", p.display()), e.into()))?;
         bytes.push(b'\n');
-        write_atomic(p, &bytes, crate::report::file::Replace::from_force(args.out.force))?;
+        write_atomic(p, &bytes, crate::report::file::Replace::from_force(args.outputs.force))?;
     }
-    if let Some(p) = &args.junit {
+    if let Some(p) = &args.outputs.junit {
         write_atomic(
             p,
             render::junit(&report).as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
+            crate::report::file::Replace::from_force(args.outputs.force),
         )?;
     }
-    if let Some(p) = &args.markdown {
+    if let Some(p) = &args.outputs.markdown {
         write_atomic(
             p,
             render::markdown(&report).as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
+            crate::report::file::Replace::from_force(args.outputs.force),
         )?;
     }
-    if let Some(p) = &args.metrics {
+    if let Some(p) = &args.outputs.metrics {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         write_atomic(
             p,
             super::metrics::text(&report, now).as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
+            crate::report::file::Replace::from_force(args.outputs.force),
         )?;
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
-    crate::report::stdout::print_beside(&render::text(&report, args.units.unit()?), super::stdout_taken(args))?;
+    crate::report::stdout::print_beside(&render::text(&report, args.units), args.outputs.stdout_taken())?;
     Ok(code)
 }
 
 /// `--from-results FILE`: judge what a previous `collbench preflight -J` measured, with this command line's
 /// expectations, baseline and strictness.
-pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
+pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
     let shown = file.display().to_string();
     let bad = |m: String| Error::usage(format!("--from-results {shown}"), m);
     let text = std::fs::read_to_string(file).map_err(|e| bad(format!("cannot read it: {e}")))?;
@@ -202,7 +202,7 @@ pub fn from_results(args: &PreflightArgs, file: &Path) -> Result<i32> {
             "not a preflight results file of version {PREFLIGHT_SCHEMA_VERSION} (written by `collbench preflight -J`)"
         )));
     }
-    super::declared(args).check()?;
+    args.outputs.declared().check()?;
     let saved = Report::read(&doc).map_err(bad)?;
     let m = Measured {
         nranks: saved.nranks,

@@ -18,6 +18,7 @@ pub mod findings;
 pub mod measure;
 pub mod metrics;
 pub mod off_sweep;
+pub mod options;
 pub mod plan;
 pub mod rank;
 pub mod render;
@@ -27,8 +28,6 @@ pub mod verdict;
 
 use std::ffi::OsString;
 
-use crate::bench::options::MAX_REPEAT;
-use crate::cli::PreflightArgs;
 use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result};
 use crate::memory::available::Available;
@@ -37,66 +36,19 @@ use crate::report::declared::Declared;
 use crate::session::Pairs;
 use crate::sizes::{format_size, format_size_arg};
 use crate::world::Identity;
+use options::PreflightOptions;
 use plan::Plan;
 
 /// What every rank derives from the command line before anything runs.
 pub struct Setup {
-    pub args: PreflightArgs,
-    /// The path, launch and deadline options of `args`; phases add their sweep.
+    pub pre: PreflightOptions,
+    /// The path, launch and deadline options of the flags; phases add their sweep.
     pub base: Options,
     pub plan: Plan,
     /// Options covering every phase: what the session connects for.
     pub opts: Options,
     /// The baseline's points, read up front so a bad file stops the preflight before it measures.
     pub baseline: Option<Vec<crate::compare::input::Point>>,
-}
-
-/// Flags whose values can be checked without measuring, output files included.
-pub fn check_flags(args: &PreflightArgs) -> Result<()> {
-    if !(1..=MAX_REPEAT).contains(&args.repeat) {
-        return Err(Error::usage(
-            "--repeat",
-            format!("must be between 1 and {MAX_REPEAT} sweeps (got {})", args.repeat),
-        ));
-    }
-    if let Some(d) = &args.soak {
-        soak::parse_duration(d)?;
-    }
-    if !args.baseline_threshold.is_finite() || args.baseline_threshold < 0.0 {
-        return Err(Error::usage(
-            "--baseline-threshold",
-            format!("{} is not a percentage of 0 or more (e.g. 5)", args.baseline_threshold),
-        ));
-    }
-    // `run`'s advice for nccl (add --memory cuda) does not apply here: preflight has no device buffers. Read
-    // before the build's features are: the advice holds in a build without nccl too.
-    if args
-        .link
-        .transport
-        .iter()
-        .any(|t| PathKind::named(t).is_ok_and(|p| !p.traits().host_memory))
-    {
-        return Err(Error::usage(
-            "--transport",
-            "preflight checks collbench's own paths (tcp, rdma) and mpi on host memory; measure NCCL with \
-             `collbench run --transport nccl --memory cuda` (beside tcp for a comparison)",
-        ));
-    }
-    crate::report::file::refuse_same_file(&declared(args).files)
-}
-
-/// The output files asked for, with their flags.
-pub fn declared(args: &PreflightArgs) -> Declared<'_> {
-    Declared::new(args.out.force)
-        .file("-J/--output_file", args.out.output_file.as_deref())
-        .file("--junit", args.junit.as_deref())
-        .file("--markdown", args.markdown.as_deref())
-        .file("--metrics", args.metrics.as_deref())
-}
-
-/// Whether an output file is standard output (`-J -`): the verdict's text then goes to stderr.
-pub fn stdout_taken(args: &PreflightArgs) -> bool {
-    declared(args).stdout_taken()
 }
 
 /// The names an expectations entry may give a path: each `--transport` entry as written, and for plain
@@ -109,24 +61,24 @@ pub fn path_keys(opts: &Options) -> Vec<String> {
     v
 }
 
-pub fn setup(args: &PreflightArgs) -> Result<Setup> {
-    let bw = plan::bandwidth_bytes(&args.bandwidth_bytes)?;
-    let base = plan::base_options(args)?;
+/// What every rank derives before anything runs: `pre` and `base` validated from the flags, the plan up to
+/// `bw` bytes, and the expectations and baseline files read (a bad file stops the preflight here).
+pub fn setup(pre: PreflightOptions, bw: u64, base: Options) -> Result<Setup> {
     // The host is asked only now: validating the options touches nothing outside them.
     base.tcp.check_host()?;
-    let plan = Plan::new(bw, args.repeat);
+    let plan = Plan::new(bw, pre.repeat);
     let opts = plan::union_options(&base, &plan);
-    if let Some(f) = &args.expect {
+    if let Some(f) = &pre.expect {
         // Read here to stop on a bad file before anything runs; rank 0 reads it again to judge.
         expect::read(f, &path_keys(&opts))?;
     }
-    let baseline = args
+    let baseline = pre
         .baseline
         .as_ref()
         .map(|f| crate::compare::input::read(f))
         .transpose()?;
     Ok(Setup {
-        args: args.clone(),
+        pre,
         base,
         plan,
         opts,
@@ -159,7 +111,7 @@ impl RankCommand for PreflightCommand {
 
     fn pairs(&self) -> Pairs {
         // The pairwise link test talks over every pair, not only those the collectives' algorithms use.
-        if self.setup.args.no_pairwise {
+        if self.setup.pre.no_pairwise {
             Pairs::Needed
         } else {
             Pairs::All
@@ -167,7 +119,7 @@ impl RankCommand for PreflightCommand {
     }
 
     fn outputs(&self) -> Declared<'_> {
-        declared(&self.setup.args)
+        self.setup.pre.outputs.declared()
     }
 
     fn check_memory(&self, local: usize, avail: &Available) -> Result<()> {
@@ -182,7 +134,7 @@ impl RankCommand for PreflightCommand {
     fn fit_host(&mut self, np: usize, avail: &Available) -> Result<()> {
         let setup = &mut self.setup;
         let want = setup.plan.phases.iter().map(|p| p.max).max().unwrap_or(0);
-        match plan::fit_memory(&setup.base, want, setup.args.repeat, np, avail.bytes) {
+        match plan::fit_memory(&setup.base, want, setup.pre.repeat, np, avail.bytes) {
             Some(b) if b == want => Ok(()),
             Some(b) => {
                 stderr!(
@@ -191,7 +143,7 @@ impl RankCommand for PreflightCommand {
                     format_size(b),
                     avail.describe()
                 );
-                setup.opts = plan::union_options(&setup.base, &Plan::new(b, setup.args.repeat));
+                setup.opts = plan::union_options(&setup.base, &Plan::new(b, setup.pre.repeat));
                 self.lowered = Some(b);
                 Ok(())
             }

@@ -1,13 +1,9 @@
 //! The fixed plan: connectivity at 8 B, latency at small sizes, bandwidth at large sizes where busbw has
 //! plateaued, each a short sweep run through `run`'s machinery; and how long it should take.
 
-use crate::cli::PreflightArgs;
 use crate::collective::Collective;
 use crate::error::{Error, Result};
-use crate::options::{
-    AlgoOptions, BufferOptions, Deadlines, Options, Outputs, PathOptions, Progress, RdmaOptions, SizeRange, Step,
-    SweepOptions, TcpOptions, TestAids,
-};
+use crate::options::{Options, SizeRange, Step, SweepOptions};
 use crate::sizes::{format_size, parse_size};
 
 /// The latency phase's largest size.
@@ -166,29 +162,6 @@ impl Plan {
     }
 }
 
-/// The options `args` gives: `run`'s path, launch and deadline parts validated as `run` validates them, host
-/// buffers, and no outputs (preflight writes its own). The sweep is each phase's ([`phase_options`]).
-pub fn base_options(args: &PreflightArgs) -> Result<Options> {
-    let paths = PathOptions::from_cli(&args.link, None)?;
-    Ok(Options {
-        np: crate::options::np(args.np)?,
-        sweep: SweepOptions::default(),
-        algorithm: AlgoOptions::from_cli(&args.link, "auto")?,
-        rdma: RdmaOptions::from_cli(&args.link)?,
-        tcp: TcpOptions::from_cli(&args.link)?,
-        buffers: BufferOptions::host(&paths)?,
-        deadlines: Deadlines::from_cli(&args.deadlines)?,
-        outputs: Outputs {
-            progress: Progress::from_flag(args.no_progress),
-            units: args.units.unit()?,
-            ..Outputs::default()
-        },
-        aids: TestAids::from_cli(None, args.fault.as_deref())?,
-        paths,
-        nccl_tests: None,
-    })
-}
-
 /// `base` sweeping `colls` from `min` to `max` bytes by doubling, each point checked once, in one sweep.
 fn with_sweep(base: &Options, colls: &[Collective], min: u64, max: u64, iters: u32, warmup: u32) -> Options {
     Options {
@@ -274,85 +247,6 @@ mod tests {
             d[0].contains("tcp@lo") && d.last().unwrap().contains("unknown"),
             "{d:?}"
         );
-    }
-
-    fn preflight_args(extra: &[&str]) -> PreflightArgs {
-        use clap::Parser;
-        let argv = ["collbench", "preflight"].iter().chain(extra);
-        match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-            crate::cli::Command::Preflight(a) => *a,
-            other => panic!("parsed as {other:?}"),
-        }
-    }
-
-    #[test]
-    fn path_flags_reach_the_phases_and_the_sweep_is_the_plans() {
-        let base = base_options(&preflight_args(&[
-            "--np",
-            "3",
-            "--streams",
-            "2",
-            "--line-rate",
-            "25",
-            "--rdma-qps",
-            "3",
-            "-T",
-            "7",
-            "--connect-timeout",
-            "9",
-            "--algo",
-            "bruck",
-            "--sndbuf",
-            "auto",
-            "--tcp-congestion",
-            "reno",
-        ]))
-        .unwrap();
-        let plan = Plan::new(4 << 20, 2);
-        let o = phase_options(&base, &plan.phases[2]);
-        assert_eq!(
-            (o.np, o.tcp.streams, o.paths.line_rate_gbit, o.rdma.rdma_qps),
-            (3, 2, Some(25.0), 3)
-        );
-        assert_eq!(
-            (o.deadlines.timeout.as_secs(), o.deadlines.connect_timeout.as_secs()),
-            (7, 9)
-        );
-        assert_eq!(
-            (o.algorithm.algo, o.tcp.sndbuf),
-            (crate::options::AlgoChoice::Bruck, None)
-        );
-        assert_eq!(o.tcp.tcp_congestion.as_deref(), Some("reno"));
-        assert_eq!(
-            (
-                o.sweep.sizes.min,
-                o.sweep.sizes.max,
-                o.sweep.iters,
-                o.sweep.warmup,
-                o.sweep.check_iters
-            ),
-            (1 << 20, 4 << 20, 5, 1, 1)
-        );
-        let u = union_options(&base, &plan);
-        assert_eq!(
-            (u.sweep.sizes.min, u.sweep.sizes.max, u.sweep.collectives.len()),
-            (8, 4 << 20, 2)
-        );
-        // Bad path flags are refused naming the flag, as `run` refuses them.
-        let e = base_options(&preflight_args(&["--streams", "99"])).unwrap_err();
-        assert!(e.to_string().starts_with("--streams:"), "{e}");
-    }
-
-    #[test]
-    fn the_bandwidth_phase_is_lowered_to_what_memory_holds() {
-        let base = base_options(&preflight_args(&[])).unwrap();
-        let need = |b: u64| union_options(&base, &Plan::new(b, 3)).memory_needed();
-        // Room for 4 ranks at 16 MiB but not at 32 MiB.
-        let avail = 4 * need(16 << 20) + 1;
-        assert!(4 * need(32 << 20) > avail);
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, avail), Some(16 << 20));
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, 1 << 20), None);
-        assert_eq!(fit_memory(&base, 64 << 20, 3, 4, u64::MAX), Some(64 << 20));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::world::Identity;
 
 /// One rank connected: open every path, measure, and (rank 0) decide; the job ends with rank 0's verdict.
 pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<Ending> {
-    let budget = Budget::new(setup.args.budget);
+    let budget = Budget::new(setup.pre.budget);
     let opts = &setup.opts;
     // Every path is opened once, here, and borrowed by every phase's sweeps.
     let Rank { sess, paths: open } = match conn.open() {
@@ -54,7 +54,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
     );
     plan_lines.push(format!(
         "  within a budget of {} s (--budget): the plan is sized from a first measurement of each path",
-        setup.args.budget
+        setup.pre.budget
     ));
     if id.rank == 0 {
         // A stdout that cannot take these lines is reported by the verdict's print, after the files are kept.
@@ -137,13 +137,8 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         pb.finish_and_clear();
     }
     let coll_evidence = run.evidence(&started, 0)?;
-    let soak_s = setup
-        .args
-        .soak
-        .as_deref()
-        .map(super::soak::parse_duration)
-        .transpose()?;
-    let (extra, reports) = if setup.args.no_pairwise && soak_s.is_none() {
+    let soak_s = setup.pre.soak_s;
+    let (extra, reports) = if setup.pre.no_pairwise && soak_s.is_none() {
         (Vec::new(), Vec::new())
     } else {
         let hosts = distinct_hosts(&run.ranks);
@@ -159,7 +154,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
                 budget.pairwise_s(budget.elapsed_s()),
             )
         })?;
-        let (mut checks, reports) = if setup.args.no_pairwise {
+        let (mut checks, reports) = if setup.pre.no_pairwise {
             (Vec::new(), Vec::new())
         } else {
             pairwise_checks(&mut run, &cfg, &budget)?
@@ -184,7 +179,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         m.evidence = coll_evidence;
         super::cause::cluster_line_rates(&mut m.paths, &reports);
         super::decide::decide(
-            &setup.args,
+            &setup.pre,
             &m,
             setup.baseline.as_deref(),
             checks,
@@ -225,7 +220,7 @@ pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
         ended_by: Some(e.exit_code()),
     };
     let keys = super::path_keys(&setup.opts);
-    if let Err(w) = super::decide::decide(&setup.args, &m, None, vec![failed], &keys) {
+    if let Err(w) = super::decide::decide(&setup.pre, &m, None, vec![failed], &keys) {
         stderr!("collbench: error: reporting the failed set-up: {w}");
     }
 }
@@ -325,7 +320,7 @@ impl Run<'_> {
                     let keys = super::path_keys(&self.setup.opts);
                     let mut checks = self.budget_checks.clone();
                     checks.push(failed);
-                    if let Err(w) = super::decide::decide(&self.setup.args, &m, None, checks, &keys) {
+                    if let Err(w) = super::decide::decide(&self.setup.pre, &m, None, checks, &keys) {
                         stderr!("collbench: error: keeping what was measured: {w}");
                     }
                 }

@@ -2,21 +2,23 @@
 //! OSU's `osu_latency` (ping-pong, half the round trip) and `osu_bw` (a window of back-to-back sends, then an
 //! ack), written against the [`Transport`] trait so it runs over collbench's TCP and verbs transports. The
 //! other ranks wait at the closing gather, blocked in the transport. Rank 0 prints both sweeps and writes JSON.
+//! Its options, from its flags, are [`options`]'s.
 
 use std::fmt::Write;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::P2pArgs;
+pub mod options;
+
 use crate::driver::{Connected, Ending, RankCommand};
 use crate::error::{stderr, Error, Result, EXIT_OK};
 use crate::memory::available::Available;
-use crate::options::{own_path, Options};
+use crate::options::Options;
 use crate::report::declared::Declared;
 use crate::results::latency::LatencyStats;
 use crate::session::Pairs;
-use crate::sizes::parse_size;
 use crate::transport::{self, control, Transport};
 use crate::units::BwUnit;
 use crate::world::Identity;
@@ -92,82 +94,6 @@ pub struct P2pReport {
     pub bandwidth: Vec<BandwidthPoint>,
 }
 
-/// The session options and configuration the flags ask for; errors name the flag. `--pair` is checked
-/// against `--np` here, and against the launcher's world once ranks know it.
-fn options(args: &P2pArgs) -> Result<(Options, P2pConfig)> {
-    let opts = own_path::options(&own_path::PathFlags {
-        command: "p2p",
-        np: args.np,
-        transport: &args.transport,
-        iface: args.iface.as_deref(),
-        deadlines: &args.deadlines,
-    })?;
-    crate::flags::units_flag(&args.units)?;
-    let pair = parse_pair(&args.pair)?;
-    let size = |flag: &str, v: &str| -> Result<usize> {
-        let b = parse_size(v).map_err(|e| Error::usage(flag, e))?;
-        if b > MAX_BYTES {
-            return Err(Error::usage(flag, format!("must be at most 1G (got {v})")));
-        }
-        Ok(b as usize)
-    };
-    let (min_bytes, max_bytes) = (
-        size("-b/--minbytes", &args.minbytes)?,
-        size("-e/--maxbytes", &args.maxbytes)?,
-    );
-    if min_bytes > max_bytes {
-        return Err(Error::usage(
-            "-b/--minbytes",
-            format!("{} is above -e/--maxbytes {}", args.minbytes, args.maxbytes),
-        ));
-    }
-    for (flag, v, lo) in [
-        ("-n/--iters", args.iters, 1),
-        ("-w/--warmup_iters", args.warmup_iters, 0),
-    ] {
-        if !(lo..=MAX_ITERS).contains(&v) {
-            return Err(Error::usage(
-                flag,
-                format!("must be between {lo} and {MAX_ITERS} (got {v})"),
-            ));
-        }
-    }
-    if !(1..=MAX_WINDOW).contains(&args.window) {
-        return Err(Error::usage(
-            "--window",
-            format!("must be between 1 and {MAX_WINDOW} (got {})", args.window),
-        ));
-    }
-    let cfg = P2pConfig {
-        pair,
-        min_bytes,
-        max_bytes,
-        iters: args.iters,
-        warmup: args.warmup_iters,
-        window: args.window,
-    };
-    Ok((opts, cfg))
-}
-
-/// `A,B`: two different ranks.
-fn parse_pair(s: &str) -> Result<(usize, usize)> {
-    let bad = || {
-        Error::usage(
-            "--pair",
-            format!("'{s}' is not two different ranks: give A,B such as 0,1"),
-        )
-    };
-    let (a, b) = s.split_once(',').ok_or_else(bad)?;
-    let (a, b): (usize, usize) = (
-        a.trim().parse().map_err(|_| bad())?,
-        b.trim().parse().map_err(|_| bad())?,
-    );
-    if a == b {
-        return Err(bad());
-    }
-    Ok((a, b))
-}
-
 /// Both ranks of the pair must be ranks of a world of `n`.
 fn check_pair(cfg: &P2pConfig, n: usize) -> Result<()> {
     let (a, b) = cfg.pair;
@@ -185,21 +111,18 @@ fn check_pair(cfg: &P2pConfig, n: usize) -> Result<()> {
 }
 
 /// `collbench p2p` as the driver runs it.
-pub struct P2pCommand<'a> {
+pub struct P2pCommand {
     pub opts: Options,
     pub cfg: P2pConfig,
-    pub args: &'a P2pArgs,
+    /// The JSON file (`-J`), where asked for.
+    pub json: Option<PathBuf>,
+    /// `--force`.
+    pub force: bool,
+    /// The unit bandwidth is printed in (`--units`).
+    pub units: BwUnit,
 }
 
-impl<'a> P2pCommand<'a> {
-    /// The sweep `args` ask for; errors name the flag.
-    pub fn new(args: &'a P2pArgs) -> Result<Self> {
-        let (opts, cfg) = options(args)?;
-        Ok(P2pCommand { opts, cfg, args })
-    }
-}
-
-impl RankCommand for P2pCommand<'_> {
+impl RankCommand for P2pCommand {
     fn name(&self) -> &'static str {
         "p2p"
     }
@@ -218,7 +141,7 @@ impl RankCommand for P2pCommand<'_> {
     }
 
     fn outputs(&self) -> Declared<'_> {
-        Declared::new(self.args.out.force).file("-J/--output_file", self.args.out.output_file.as_deref())
+        Declared::new(self.force).file("-J/--output_file", self.json.as_deref())
     }
 
     /// The buffers are at most a window of `--maxbytes`: small beside what a host has.
@@ -244,22 +167,17 @@ impl RankCommand for P2pCommand<'_> {
 }
 
 /// Rank 0's part: the JSON, then both sweeps on stdout; returns the exit status.
-fn report_on_rank0(rep: &P2pReport, cmd: &P2pCommand<'_>) -> Result<i32> {
-    let args = cmd.args;
-    if let Some(p) = &args.out.output_file {
+fn report_on_rank0(rep: &P2pReport, cmd: &P2pCommand) -> Result<i32> {
+    if let Some(p) = &cmd.json {
         let json = serde_json::to_string_pretty(rep).expect("the p2p report serialises");
-        crate::report::file::write_atomic(
-            p,
-            json.as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
-        )?;
+        crate::report::file::write_atomic(p, json.as_bytes(), crate::report::file::Replace::from_force(cmd.force))?;
         if !crate::report::file::is_stdout(p) {
             stderr!("collbench: p2p results written to {}", p.display());
         }
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     let taken = cmd.outputs().stdout_taken();
-    crate::report::stdout::print_beside(&text(rep, crate::flags::units_flag(&args.units)?), taken)?;
+    crate::report::stdout::print_beside(&text(rep, cmd.units), taken)?;
     Ok(EXIT_OK)
 }
 
@@ -516,10 +434,16 @@ mod tests {
 
     #[test]
     fn pair_must_be_two_ranks_of_the_job() {
-        assert_eq!(parse_pair("0,1").unwrap(), (0, 1));
-        assert_eq!(parse_pair(" 3 , 2").unwrap(), (3, 2));
+        assert_eq!(super::options::parse_pair("0,1").unwrap(), (0, 1));
+        assert_eq!(super::options::parse_pair(" 3 , 2").unwrap(), (3, 2));
         for bad in ["1,1", "0", "a,b", "0,1,2", "-1,0"] {
-            assert!(parse_pair(bad).unwrap_err().to_string().contains("--pair"), "{bad}");
+            assert!(
+                super::options::parse_pair(bad)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("--pair"),
+                "{bad}"
+            );
         }
         let cfg = |pair| P2pConfig {
             pair,
