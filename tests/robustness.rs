@@ -958,3 +958,51 @@ fn an_ipv6_rendezvous_address_works_in_brackets_and_bare() {
     }
     panic!("five free ports taken at once");
 }
+
+#[test]
+fn preflight_from_results_refuses_a_negative_time_naming_the_file_and_the_point() {
+    // It judged the file as read and printed "inf GB/s".
+    let dir = tempfile::tempdir().unwrap();
+    let pre = dir.path().join("p.json");
+    let o = Command::new(bin())
+        .args([
+            "preflight",
+            "--np",
+            "2",
+            "--bandwidth-bytes",
+            "1M",
+            "--repeat",
+            "1",
+            "--no-pairwise",
+            "-J",
+        ])
+        .arg(&pre)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&pre).unwrap()).unwrap();
+    let last = v["results"].as_array().unwrap().len() - 1;
+    v["results"][last]["out_of_place"]["time"] = serde_json::json!(-5.0);
+    let edited = dir.path().join("edited.json");
+    std::fs::write(&edited, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = Command::new(bin())
+        .args(["preflight", "--from-results", s(&edited)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{err}\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        err.contains(&format!("--from-results {}", s(&edited)))
+            && err.contains(&format!("results[{last}] ("))
+            && err.contains("out_of_place.time = -5"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("inf GB/s"));
+}
