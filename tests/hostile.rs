@@ -1,6 +1,7 @@
 //! What a hostile neighbour or a bad launcher environment does to a job, through the binary: a world size no
 //! job has; a flood of silent connections and garbage on every listener while a 4-rank job sets up (the job
-//! must not notice, and stderr must stay a few lines).
+//! must not notice, and stderr must stay a few lines); a peer holding the token that sends part of an abort
+//! frame and closes.
 
 mod common;
 
@@ -356,4 +357,117 @@ fn a_flood_of_strangers_on_every_listener_costs_a_4_rank_job_nothing_and_stderr_
     for r in &rows {
         assert_eq!((r[8], r[12]), ("0", "0"), "#wrong must be 0: {r:?}");
     }
+}
+
+/// Rank 1 of a 2-rank job played by this test with the job's token: it joins the rendezvous at `root` with
+/// the options rank 0 was started with (`run_args`, after `collbench`), connects and proves itself to rank 0's
+/// data listener, and returns that authenticated connection and its own data listener (to keep open).
+fn join_as_rank_1(root: &str, token: &env_token::Token, run_args: &[&str]) -> (TcpStream, std::net::TcpListener) {
+    use clap::Parser;
+    use collbench::transport::tcp::handshake::{answer_challenge, decode_ack, Hello, ACK_LEN, CHALLENGE_LEN};
+    use collbench::world::rank_info::Endpoint;
+    use collbench::world::rendezvous::{self, Join};
+    use std::io::{Read, Write};
+
+    let cli = collbench::cli::Cli::try_parse_from(std::iter::once("collbench").chain(run_args.iter().copied()))
+        .expect("rank 0's command line parses");
+    let collbench::cli::Command::Run(args) = cli.command else {
+        panic!("not a run")
+    };
+    let opts = collbench::options::Options::from_cli(&args).expect("rank 0's options are valid");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let me = Join {
+        rank: 1,
+        size: 2,
+        host: collbench::world::hostname(),
+        pid: std::process::id(),
+        endpoints: vec![Endpoint {
+            iface: "lo".into(),
+            addr: listener.local_addr().unwrap().to_string(),
+            reason: Some("chosen by --iface lo".into()),
+        }],
+        version: env!("CARGO_PKG_VERSION").into(),
+        consensus: opts.agreement().to_wire(),
+        job: Vec::new(),
+        relay: None,
+    };
+    let ranks = rendezvous::join(root, token, &me, std::time::Duration::from_secs(60)).expect("rank 0 welcomes rank 1");
+    let mut sock = TcpStream::connect(ranks[0].addr.as_str()).expect("rank 0's data listener answers");
+    let hello = Hello {
+        from: 1,
+        to: 0,
+        stream: 0,
+        nstreams: 1,
+        nonce: collbench::world::new_token(),
+    };
+    sock.write_all(&hello.encode()).unwrap();
+    let mut challenge = [0u8; CHALLENGE_LEN];
+    sock.read_exact(&mut challenge).unwrap();
+    sock.write_all(&answer_challenge(token, &hello, &challenge).expect("rank 0 proves the token"))
+        .unwrap();
+    let mut ack = [0u8; ACK_LEN];
+    sock.read_exact(&mut ack).unwrap();
+    decode_ack(&ack).expect("rank 0 accepts rank 1");
+    (sock, listener)
+}
+
+#[test]
+fn a_peer_that_closes_in_the_middle_of_an_abort_frame_is_named_at_once() {
+    // Before, rank 0 read the partial frame's bytes as progress for ever: 100% CPU, the close never seen, -T
+    // never reached.
+    use std::io::Write;
+    let token = collbench::world::new_token();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let root = format!("127.0.0.1:{port}");
+    let run_args = [
+        "run", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-T", "5", "--iface", "lo",
+    ];
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    common::netns::clean_env(&mut cmd)
+        .args(run_args)
+        .env(env::RANK, "0")
+        .env(env::WORLD_SIZE, "2")
+        .env(env::ROOT, &root)
+        .env(env::JOB_TOKEN, collbench::world::token_to_hex(&token))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("collbench starts");
+    let pid = child.id();
+    let mut err = child.stderr.take().expect("piped");
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut err, &mut s).expect("stderr reads");
+        s
+    });
+    let (ended_tx, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || ended_tx.send(child.wait().expect("rank 0 is waited on")));
+
+    let (mut sock, _listener) = join_as_rank_1(&root, &token, &run_args);
+    // An abort frame announcing 60,000 bytes of note, 100 of them, then the close.
+    let mut frame = u32::MAX.to_le_bytes().to_vec();
+    frame.extend_from_slice(&60_000u32.to_le_bytes());
+    frame.extend_from_slice(&[0; 8]);
+    frame.extend_from_slice(&[b'x'; 100]);
+    sock.write_all(&frame).unwrap();
+    drop(sock);
+
+    let Ok(status) = ended.recv_timeout(std::time::Duration::from_secs(60)) else {
+        // SAFETY: kill has no memory-safety preconditions; the pid is this test's child, not yet reaped.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        panic!(
+            "rank 0 was still running a minute after rank 1 closed (-T 5):\n{}",
+            stderr.join().unwrap()
+        );
+    };
+    let stderr = stderr.join().unwrap();
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("closed by the peer in the middle of an abort frame (116 of its 60016 bytes)")
+            && stderr.contains("rank 1 (host "),
+        "{stderr}"
+    );
 }

@@ -1,4 +1,5 @@
-//! `collbench plot` as a user runs it: charts of a real run, and errors that name the file.
+//! `collbench plot` as a user runs it: charts of a real run, errors that name the file, and files that must be
+//! read with care (an absurd interval, an incomplete run) drawn with a note.
 
 use std::path::Path;
 use std::process::Output;
@@ -182,4 +183,121 @@ fn the_committed_charts_regenerate_byte_identical() {
         }
     }
     assert!(compared >= 16, "only {compared} charts compared");
+}
+
+/// `collbench plot` with `args` under a 2 GiB address-space limit: drawing a few charts needs a small part of it,
+/// and a chart that asks for more (an axis of billions of ticks once asked for 20 GB) fails here at once
+/// instead of taking the machine's memory.
+fn plot_bounded(args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("collbench"));
+    c.env_remove("COLLBENCH_RANK").arg("plot").args(args);
+    let lim = libc::rlimit {
+        rlim_cur: 2 << 30,
+        rlim_max: 2 << 30,
+    };
+    // SAFETY: setrlimit is async-signal-safe and reads only `lim`, copied into the closure.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    };
+    Command::from_std(c)
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .expect("collbench runs")
+}
+
+fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn write_json(p: &Path, v: &serde_json::Value) {
+    std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+#[test]
+fn an_absurd_interval_is_drawn_clipped_with_a_note_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = tiny_run(dir.path());
+    let mut v = read_json(&json);
+    // The file: one point 20 us +- 1e6 us.
+    v["results"][0]["out_of_place"]["time"] = 20.0.into();
+    v["results"][0]["collbench"]["out_of_place"]["ci95_us"] = 1e6.into();
+    write_json(&json, &v);
+    let charts = dir.path().join("charts");
+    let out = plot_bounded(&[
+        json.to_str().unwrap(),
+        "--out",
+        charts.to_str().unwrap(),
+        "--format",
+        "svg",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "plot failed: {:?}\n{err}", out.status);
+    assert!(
+        err.contains(&format!("warning: {}: the 95% interval of", json.display()))
+            && err.contains("tcp@lo all_reduce of 8 B: ci95_us 1000000 at 20 us")
+            && err.contains("drawn clipped to 1000x"),
+        "{err}"
+    );
+    let latency = std::fs::read_to_string(charts.join("all_reduce-float-sum-latency.svg")).unwrap();
+    assert!(latency.contains("clipped at 1000x their time"), "the chart says so");
+}
+
+#[test]
+fn an_incomplete_run_is_marked_on_its_charts_and_on_stderr_with_the_missing_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = tiny_run(dir.path());
+    let mut v = read_json(&json);
+    // The run stopped before its last four points (all_gather's largest sizes), as a failed run writes it.
+    let results = v["results"].as_array_mut().unwrap();
+    let dropped: Vec<serde_json::Value> = results.split_off(results.len() - 4);
+    assert!(dropped.iter().all(|e| e["collective"] == "all_gather"), "{dropped:?}");
+    let missing: Vec<serde_json::Value> = dropped
+        .iter()
+        .map(|e| {
+            let redop = if e["redop"] == "none" {
+                serde_json::Value::Null
+            } else {
+                e["redop"].clone()
+            };
+            serde_json::json!({
+                "path": e["path"], "collective": e["collective"], "size": e["size"], "type": e["type"],
+                "redop": redop, "repeat": 0,
+            })
+        })
+        .collect();
+    v["errors"] = serde_json::json!([{ "message": "rank 1 (host h1) died", "exit_code": 3, "missing": missing }]);
+    v["collbench"]["complete"] = false.into();
+    v.as_object_mut().unwrap().remove("end_time");
+    write_json(&json, &v);
+    let charts = dir.path().join("charts");
+    let out = plot_bounded(&[
+        json.to_str().unwrap(),
+        "--out",
+        charts.to_str().unwrap(),
+        "--format",
+        "svg",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "plot failed: {err}");
+    assert!(
+        err.contains(&format!(
+            "warning: {}: the run stopped before its plan was done",
+            json.display()
+        )) && err.contains("4 planned point(s) were not measured"),
+        "{err}"
+    );
+    for (chart, here) in [("all_gather-float", 4), ("all_reduce-float-sum", 0)] {
+        for kind in ["busbw", "latency"] {
+            let svg = std::fs::read_to_string(charts.join(format!("{chart}-{kind}.svg"))).unwrap();
+            let mark = format!("INCOMPLETE RUN: 4 planned point(s) not measured, {here} of them in this chart");
+            assert!(svg.contains(&mark), "{chart}-{kind} lacks {mark:?}");
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The binary against what a careless user or a hostile neighbour does to it: output paths that are not
 //! plain files, a launcher killed by pid, bad counts, a usage error every rank sees, a terminal shared with
-//! the progress bar, a stderr closed under it. Each test runs `collbench` as users do (local ranks on
+//! the progress bar, a stderr closed under it, an IPv6 rendezvous address, an edited preflight file. Each test runs `collbench` as users do (local ranks on
 //! loopback) and asserts the exit status, what reached the files and what was printed.
 
 use std::io::{BufRead, BufReader};
@@ -1001,4 +1001,123 @@ fn an_output_file_that_appears_during_the_run_is_kept_and_so_are_the_results() {
     assert!(v["results"].is_array(), "{v}");
     // Rank 1 learns that rank 0 gave up.
     assert_ne!(o1.status.code(), Some(0), "{}", stderr(&o1));
+}
+
+// --- hardening: inputs read from the environment and from files ---------------------------------------
+
+/// One rank of a 2-rank job started by hand, the rendezvous address given by `vars` (with the token).
+fn rank_with(rank: usize, vars: &[(&str, String)]) -> std::process::Child {
+    let mut c = Command::new(bin());
+    c.args(["run", "--no-progress", "-e", "8", "-n", "1", "-w", "0", "--iface", "lo"])
+        .args(["--bootstrap-timeout", "20"])
+        .env("COLLBENCH_RANK", rank.to_string())
+        .env("COLLBENCH_WORLD_SIZE", "2")
+        .env("COLLBENCH_JOB_TOKEN", "00112233445566778899aabbccddeeff")
+        .env_remove("COLLBENCH_ROOT")
+        .env_remove("MASTER_ADDR")
+        .env_remove("MASTER_PORT")
+        .env_remove("COLLBENCH_JOB_TOKEN_FILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+#[test]
+fn an_ipv6_rendezvous_address_works_in_brackets_and_bare() {
+    // `::1` was read as host ":" and port 1, and the rank waited out its whole bootstrap; so was an address
+    // with its bracket left open. That one is refused at once now, naming the variable.
+    let o = rank_with(0, &[("COLLBENCH_ROOT", "[::1".to_string())])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("COLLBENCH_ROOT: '[::1' opens a bracket it does not close"),
+        "{}",
+        stderr(&o)
+    );
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped the run: this host has no IPv6 loopback (::1)");
+        return;
+    }
+    // The port was free a moment ago; another test's listener may take it first, so one found in use is
+    // tried again.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("[::1]:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // Rank 0 is given the address in brackets with its port, rank 1 bare with the port apart, as torchrun
+        // sets MASTER_ADDR and MASTER_PORT.
+        let r0 = rank_with(0, &[("COLLBENCH_ROOT", format!("[::1]:{port}"))]);
+        let r1 = rank_with(
+            1,
+            &[("MASTER_ADDR", "::1".to_string()), ("MASTER_PORT", port.to_string())],
+        );
+        let (o0, o1) = (r0.wait_with_output().unwrap(), r1.wait_with_output().unwrap());
+        if stderr(&o0).contains("in use") {
+            continue;
+        }
+        assert_eq!(o0.status.code(), Some(0), "rank 0: {}", stderr(&o0));
+        assert_eq!(o1.status.code(), Some(0), "rank 1: {}", stderr(&o1));
+        assert!(
+            String::from_utf8_lossy(&o0.stdout).contains("all_reduce"),
+            "rank 0 printed no table:\n{}",
+            String::from_utf8_lossy(&o0.stdout)
+        );
+        return;
+    }
+    panic!("five free ports taken at once");
+}
+
+#[test]
+fn preflight_from_results_refuses_a_negative_time_naming_the_file_and_the_point() {
+    // It judged the file as read and printed "inf GB/s".
+    let dir = tempfile::tempdir().unwrap();
+    let pre = dir.path().join("p.json");
+    let o = Command::new(bin())
+        .args([
+            "preflight",
+            "--np",
+            "2",
+            "--bandwidth-bytes",
+            "1M",
+            "--repeat",
+            "1",
+            "--no-pairwise",
+            "-J",
+        ])
+        .arg(&pre)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&pre).unwrap()).unwrap();
+    let last = v["results"].as_array().unwrap().len() - 1;
+    v["results"][last]["out_of_place"]["time"] = serde_json::json!(-5.0);
+    let edited = dir.path().join("edited.json");
+    std::fs::write(&edited, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = Command::new(bin())
+        .args(["preflight", "--from-results", s(&edited)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{err}\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        err.contains(&format!("--from-results {}", s(&edited)))
+            && err.contains(&format!("results[{last}] ("))
+            && err.contains("out_of_place.time = -5"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("inf GB/s"));
 }

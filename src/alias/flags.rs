@@ -344,12 +344,42 @@ pub fn translate(
         run.push("--nccl-tests-timestamps".into());
     }
     if let Some(bw) = env("NCCL_TESTS_MIN_BW") {
-        // nccl-tests reads it with atof: what does not parse is 0, which any run passes.
-        let gbs: f64 = bw.trim().parse().unwrap_or(0.0);
+        let (gbs, whole) = atof(&bw);
+        if !whole {
+            notes.push(min_bw_note(&bw, gbs));
+        }
         // One argument: a negative value as a separate word would read as a flag (`-1`).
         run.push(format!("--nccl-tests-min-bw={gbs}"));
     }
     Ok(Parsed::Run { args: run, notes })
+}
+
+/// `s` read as C's atof reads it, as nccl-tests reads `NCCL_TESTS_MIN_BW`: the longest leading number (after
+/// white space), 0 when there is none; and whether that number was all of `s`.
+fn atof(s: &str) -> (f64, bool) {
+    let t = s.trim_start();
+    // The longest prefix that is a number, among the first 64 bytes (no number of GB/s is longer); decimal
+    // forms only (atof's hexadecimal ones are not worth a parser).
+    let (value, len) = (1..=t.len().min(64))
+        .rev()
+        .filter(|&n| t.is_char_boundary(n))
+        .find_map(|n| t[..n].parse::<f64>().ok().map(|v| (v, n)))
+        .unwrap_or((0.0, 0));
+    (value, len > 0 && t[len..].trim().is_empty())
+}
+
+/// The stderr note for a `NCCL_TESTS_MIN_BW` that is not a number, read (as nccl-tests does) as `gbs`.
+fn min_bw_note(raw: &str, gbs: f64) -> String {
+    let shown = crate::error::escape(raw);
+    let effect = if gbs > 0.0 {
+        format!("only its leading number, {gbs} GB/s, is the minimum")
+    } else {
+        format!("it reads as {gbs} GB/s, so the bandwidth check is off and any run passes it")
+    };
+    format!(
+        "collbench: warning: NCCL_TESTS_MIN_BW={shown} is not a number of GB/s; read as nccl-tests reads it (C \
+         atof), {effect}; set it to a number (a negative one means no minimum)"
+    )
 }
 
 #[cfg(test)]
@@ -459,6 +489,50 @@ mod tests {
             true
         )
         .is_ok());
+    }
+
+    /// The `--nccl-tests-min-bw=` argument and the notes for `NCCL_TESTS_MIN_BW=value`.
+    fn min_bw(value: &str) -> (Option<String>, Vec<String>) {
+        let parsed = translate(
+            "all_reduce",
+            "all_reduce_perf",
+            &[],
+            &|k| (k == "NCCL_TESTS_MIN_BW").then(|| value.to_string()),
+            false,
+            &|_| false,
+            Backend::Tcp,
+        );
+        let Ok(Parsed::Run { args, notes }) = parsed else {
+            panic!("{parsed:?}")
+        };
+        let arg = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--nccl-tests-min-bw=").map(str::to_string));
+        (arg, notes)
+    }
+
+    #[test]
+    fn a_min_bw_that_is_not_a_number_is_said_naming_the_variable_and_its_value() {
+        // A typo (letter O for zero) once turned the gate off without a word.
+        let (arg, notes) = min_bw("3OO");
+        assert_eq!(arg.as_deref(), Some("3"), "atof's leading number, as nccl-tests");
+        assert!(
+            notes.len() == 1 && notes[0].contains("NCCL_TESTS_MIN_BW=3OO") && notes[0].contains("3 GB/s"),
+            "{notes:?}"
+        );
+        let (arg, notes) = min_bw("fast");
+        assert_eq!(arg.as_deref(), Some("0"));
+        assert!(
+            notes.len() == 1 && notes[0].contains("NCCL_TESTS_MIN_BW=fast") && notes[0].contains("check is off"),
+            "{notes:?}"
+        );
+        // Numbers, negative ones (nccl-tests' "no minimum") included, pass without a word.
+        for (v, want) in [("12.5", "12.5"), (" 300 ", "300"), ("-1", "-1"), ("1e2", "100")] {
+            assert_eq!(min_bw(v), (Some(want.to_string()), vec![]), "{v}");
+        }
+        // A line break in the value cannot forge a line of stderr.
+        let (_, notes) = min_bw("1\nFAKE");
+        assert!(!notes[0].contains('\n'), "{notes:?}");
     }
 
     #[test]

@@ -7,6 +7,21 @@ use crate::sizes::format_size;
 /// Label steps between size ticks, in powers of two; each divides 10 so KiB, MiB and GiB always get one.
 const SIZE_STEPS: [i32; 4] = [1, 2, 5, 10];
 
+/// Widest exponent range an axis spans: log10 and log2 of any positive finite f64 lie within it. Tick
+/// positions are counted as i32 over it, so a caller's infinite or absurd range cannot make billions of
+/// ticks (an overflowed exp() once asked for 2^31 decades).
+const MAX_EXPONENT: f64 = 1100.0;
+
+/// `lo..hi` made finite and within +-[`MAX_EXPONENT`]; `None` when there is nothing to tick.
+fn bounded(lo: f64, hi: f64) -> Option<(f64, f64)> {
+    let clamp = |v: f64| v.clamp(-MAX_EXPONENT, MAX_EXPONENT);
+    (lo.is_finite() && hi.is_finite() && lo <= hi).then(|| (clamp(lo), clamp(hi)))
+}
+
+/// Most decades the time axis labels one by one; a wider range is labelled every few decades, without
+/// the light grid.
+const MAX_DECADES: i32 = 24;
+
 /// A size tick label without spaces: `8B`, `512B`, `1KiB`, `64KiB`, `1MiB`, `64MiB`.
 pub fn size_label(bytes: u64) -> String {
     format_size(bytes).replace(' ', "")
@@ -29,6 +44,9 @@ pub fn size_range(min: u64, max: u64) -> (f64, f64) {
 /// Labelled positions (log2 of bytes) in `lo..=hi`: whole powers of two, every `step`-th one, with the
 /// smallest step from `SIZE_STEPS` that keeps the count at or under `max_labels`.
 pub fn size_ticks(lo: f64, hi: f64, max_labels: usize) -> Vec<f64> {
+    let Some((lo, hi)) = bounded(lo, hi) else {
+        return Vec::new();
+    };
     let (first, last) = (lo.ceil() as i32, hi.floor() as i32);
     let max_labels = max_labels.max(1);
     for step in SIZE_STEPS.into_iter().chain(std::iter::once(20)) {
@@ -46,21 +64,46 @@ pub fn size_ticks(lo: f64, hi: f64, max_labels: usize) -> Vec<f64> {
 
 /// Every whole power of two in `lo..=hi`: the light grid lines of the size axis.
 pub fn size_grid(lo: f64, hi: f64) -> Vec<f64> {
+    let Some((lo, hi)) = bounded(lo, hi) else {
+        return Vec::new();
+    };
     (lo.ceil() as i32..=hi.floor() as i32).map(f64::from).collect()
 }
 
-/// The log10 range the time axis spans for times from `min` to `max` microseconds (both positive),
-/// padded by a little of a decade at each end.
+/// The log10 range the time axis spans for times from `min` to `max` microseconds, padded by a little of a
+/// decade at each end; always finite. A time that is not positive and finite (none is drawn) stands in for
+/// the other end, or 1 us for both.
 pub fn time_range(min: f64, max: f64) -> (f64, f64) {
-    let (lo, hi) = (min.log10(), max.max(min).log10());
+    let usable = |v: f64| v.is_finite() && v > 0.0;
+    let (min, max) = match (usable(min), usable(max)) {
+        (true, true) => (min, max.max(min)),
+        (true, false) => (min, min),
+        (false, true) => (max, max),
+        (false, false) => (1.0, 1.0),
+    };
+    let (lo, hi) = (min.log10(), max.log10());
     let pad = ((hi - lo) * 0.05).max(0.1);
     (lo - pad, hi + pad)
 }
 
 /// Labelled and grid positions (log10 of microseconds) for the time axis in `lo..=hi`: every decade,
-/// and 2x and 5x each decade when fewer than four decades are in range. Grid lines mark 1x..9x.
+/// and 2x and 5x each decade when fewer than four decades are in range. Grid lines mark 1x..9x. Over more
+/// than [`MAX_DECADES`] decades, every few decades are labelled and there is no light grid.
 pub fn time_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
-    let decades: Vec<i32> = (lo.floor() as i32..=hi.ceil() as i32).collect();
+    let Some((lo, hi)) = bounded(lo, hi) else {
+        return (Vec::new(), Vec::new());
+    };
+    let (first, last) = (lo.floor() as i32, hi.ceil() as i32);
+    let step = (last - first + MAX_DECADES - 1) / MAX_DECADES;
+    if step > 1 {
+        let bold = (first..=last)
+            .filter(|d| d.rem_euclid(step) == 0)
+            .map(f64::from)
+            .filter(|v| *v >= lo && *v <= hi)
+            .collect();
+        return (bold, Vec::new());
+    }
+    let decades: Vec<i32> = (first..=last).collect();
     let within = |v: &f64| *v >= lo && *v <= hi;
     let at = |mults: &[f64]| -> Vec<f64> {
         decades
@@ -158,6 +201,40 @@ mod tests {
         assert_eq!(labels, ["20", "50", "100"]);
         let (lo, hi) = time_range(10.0, 1000.0);
         assert!(lo < 1.0 && hi > 3.0);
+    }
+
+    #[test]
+    fn every_axis_range_is_finite_and_its_ticks_few_whatever_it_is_given() {
+        // An interval of 1e6 us at 20 us once overflowed exp() to infinity: 2^31 decades of ticks (20 GB).
+        let (lo, hi) = time_range(20.0, f64::INFINITY);
+        assert!(lo.is_finite() && hi.is_finite() && hi - lo < 1.0, "{lo} {hi}");
+        for (lo, hi) in [
+            (0.0, f64::INFINITY),
+            (f64::NEG_INFINITY, 2.0),
+            (f64::NAN, 1.0),
+            (3.0, 1.0),
+        ] {
+            assert_eq!(time_ticks(lo, hi), (vec![], vec![]), "{lo} {hi}");
+            assert!(
+                size_ticks(lo, hi, 12).is_empty() && size_grid(lo, hi).is_empty(),
+                "{lo} {hi}"
+            );
+        }
+        // The widest range positive f64 times span: a few labels, no light grid.
+        let (lo, hi) = time_range(f64::MIN_POSITIVE, f64::MAX);
+        let (bold, light) = time_ticks(lo, hi);
+        assert!(
+            bold.len() <= MAX_DECADES as usize + 1 && bold.len() > 2 && light.is_empty(),
+            "{bold:?}"
+        );
+        let (bold, light) = time_ticks(-1e300, 1e300);
+        assert!(
+            bold.len() <= MAX_DECADES as usize + 1 && light.is_empty(),
+            "{}",
+            bold.len()
+        );
+        assert!(size_grid(-1e300, 1e300).len() <= 2 * MAX_EXPONENT as usize + 1);
+        assert_eq!(time_range(f64::NAN, -1.0), time_range(1.0, 1.0));
     }
 
     #[test]

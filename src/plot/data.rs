@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{stderr, Error, Result};
 use crate::results::document::{need, Document, Entry, WHAT_TO_GIVE};
 use crate::results::summary_view::PredictionView;
 use crate::results::{Record, RunInfo};
@@ -20,7 +20,33 @@ pub struct PlotData {
     pub note: String,
     /// One entry per collective/dtype/op, in the order the run measured them.
     pub tables: Vec<Table>,
+    /// Set for a results file whose run stopped before its plan was done (`complete: false`): its curves
+    /// may stop early, and every chart says so.
+    pub incomplete: Option<Incomplete>,
+    /// Points whose 95% interval was wider than [`MAX_BAND_FACTOR`] either way, drawn clipped to it.
+    pub clipped: Option<Clipped>,
 }
+
+/// What a results file says about the points its run did not measure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Incomplete {
+    /// Planned points not measured, where the file lists them (`errors[].missing`); `None` where it does not
+    /// (a run killed before it could say, or one still going).
+    pub missing: Option<usize>,
+}
+
+/// The points whose band was clipped: how many, and the first of them (`tcp@lo all_reduce of 8 B:
+/// ci95_us 1e6 at 20 us`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clipped {
+    pub count: usize,
+    pub first: String,
+}
+
+/// A band is drawn at most this factor either side of its time. A 95% interval wider than that says the
+/// point was not measured in any useful sense; drawn as given, an interval of 1e6 us at 20 us stretched the
+/// time axis over more decades than memory holds ticks for.
+pub const MAX_BAND_FACTOR: f64 = 1000.0;
 
 /// One collective/dtype/op: the points of every path measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +61,8 @@ pub struct Table {
     pub nranks: usize,
     /// One per path, in the order the run measured them.
     pub series: Vec<Series>,
+    /// Planned points of this collective/dtype/op an incomplete run did not measure, where the file lists them.
+    pub missing: usize,
 }
 
 /// One path's points in a table, by increasing size.
@@ -182,10 +210,60 @@ impl PlotData {
         PlotData::from_samples(&samples, line_rates, note.to_string())
     }
 
-    /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do.
+    /// From the results file `collbench run -J FILE` wrote. Errors name the file and say what to do; what the
+    /// charts must be read with (an incomplete run, clipped intervals) is said on stderr, naming the file.
     pub fn from_path(path: &Path) -> Result<PlotData> {
         let doc = crate::results::reader::read(path)?;
-        PlotData::from_document(&doc).map_err(|message| Error::usage(path.display().to_string(), message))
+        let data =
+            PlotData::from_document(&doc).map_err(|message| Error::usage(path.display().to_string(), message))?;
+        for w in data.warnings() {
+            stderr!("collbench: warning: {}: {w}", path.display());
+        }
+        Ok(data)
+    }
+
+    /// What a reader of these charts must know, one sentence each, for stderr.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(i) = &self.incomplete {
+            out.push(match i.missing {
+                Some(n) => format!(
+                    "the run stopped before its plan was done (`complete: false`): {n} planned point(s) were not \
+                     measured, so its curves stop early; the charts say so"
+                ),
+                None => "the run stopped before its plan was done (`complete: false`; the file does not list the \
+                         points it missed), so its curves may stop early; the charts say so"
+                    .to_string(),
+            });
+        }
+        if let Some(c) = &self.clipped {
+            out.push(format!(
+                "the 95% interval of {} point(s) is wider than {MAX_BAND_FACTOR}x its time either way ({}{}); \
+                 their bands are drawn clipped to {MAX_BAND_FACTOR}x",
+                c.count,
+                c.first,
+                if c.count > 1 { ", ..." } else { "" }
+            ));
+        }
+        out
+    }
+
+    /// The same for the charts of `table`, short enough for a line under the title; empty when all is well.
+    pub fn chart_warning(&self, table: &Table) -> String {
+        let mut parts = Vec::new();
+        if let Some(i) = &self.incomplete {
+            parts.push(match i.missing {
+                Some(n) => format!(
+                    "INCOMPLETE RUN: {n} planned point(s) not measured, {} of them in this chart",
+                    table.missing
+                ),
+                None => "INCOMPLETE RUN: the run stopped before its plan was done; curves may stop early".to_string(),
+            });
+        }
+        if let Some(c) = &self.clipped {
+            parts.push(format!("{} band(s) clipped at {MAX_BAND_FACTOR}x their time", c.count));
+        }
+        parts.join("; ")
     }
 
     /// From a parsed results file. The error says what is wrong with it, for the caller to prefix with
@@ -211,6 +289,9 @@ impl PlotData {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut data = PlotData::from_samples(&samples, &json_line_rates(doc), json_note(doc));
         data.add_predictions(&json_predictions(doc)?);
+        if doc.collbench.as_ref().is_some_and(|c| !c.complete) {
+            data.mark_incomplete(doc);
+        }
         if data.tables.is_empty() {
             return Err(format!(
                 "has no results to plot ({} entries, none with a positive size and time): run \
@@ -219,6 +300,24 @@ impl PlotData {
             ));
         }
         Ok(data)
+    }
+
+    /// Marks the charts of `doc`'s incomplete run, counting its missing points per table where it lists them.
+    fn mark_incomplete(&mut self, doc: &Document) {
+        let missing: Vec<_> = doc.errors.iter().flat_map(|e| &e.missing).collect();
+        for t in &mut self.tables {
+            t.missing = missing
+                .iter()
+                .filter(|k| {
+                    k.collective.name() == t.collective
+                        && k.dtype.name() == t.dtype
+                        && k.redop.map(|o| o.name()) == t.op.as_deref()
+                })
+                .count();
+        }
+        self.incomplete = Some(Incomplete {
+            missing: (!missing.is_empty()).then_some(missing.len()),
+        });
     }
 
     /// Groups samples into tables and series (first-seen order), combines samples of the same path and
@@ -238,6 +337,7 @@ impl PlotData {
                         op: s.op.clone(),
                         nranks: s.nranks,
                         series: Vec::new(),
+                        missing: 0,
                     });
                     pending.push(Vec::new());
                     tables.len() - 1
@@ -269,7 +369,27 @@ impl PlotData {
                 series.points.sort_by_key(|p| p.size);
             }
         }
-        PlotData { note, tables }
+        let wide: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.plottable() && band_clipped(s.time_us, s.ci95_us))
+            .collect();
+        let clipped = wide.first().map(|s| Clipped {
+            count: wide.len(),
+            first: format!(
+                "{} {} of {}: ci95_us {} at {} us",
+                s.path,
+                s.collective,
+                crate::sizes::format_size(s.size),
+                s.ci95_us,
+                s.time_us
+            ),
+        });
+        PlotData {
+            note,
+            tables,
+            incomplete: None,
+            clipped,
+        }
     }
 
     /// Adds a model's flat predictions as dashed series: to every table of the predicted collective
@@ -335,12 +455,18 @@ fn line_rate(line_rates: &[(String, f64)], path: &str) -> Option<f64> {
 /// narrow interval this is `time -+ ci`; for one as wide as its time or wider (8-byte points on a busy
 /// machine) it stays above zero, where `time - ci` would reach zero or below and turn into an unbounded
 /// busbw band. Times are positive and their spread multiplicative, so log time is their natural scale.
+/// The band reaches at most [`MAX_BAND_FACTOR`] either way ([`band_clipped`] says when it was cut).
 pub fn log_band(time_us: f64, ci95_us: f64) -> (f64, f64) {
     if !(time_us > 0.0 && ci95_us.is_finite()) {
         return (time_us, time_us);
     }
-    let r = ci95_us.abs() / time_us;
+    let r = (ci95_us.abs() / time_us).min(MAX_BAND_FACTOR.ln());
     (time_us * (-r).exp(), time_us * r.exp())
+}
+
+/// Whether [`log_band`] clips the band of `time_us` with this interval.
+pub fn band_clipped(time_us: f64, ci95_us: f64) -> bool {
+    time_us > 0.0 && ci95_us.is_finite() && ci95_us.abs() / time_us > MAX_BAND_FACTOR.ln()
 }
 
 /// Combines the samples of one path and size: the mean time, a band from the lowest lower bound to the
@@ -794,6 +920,74 @@ mod tests {
         v["results"][0]["out_of_place"]["time"] = json!("fast");
         let e = PlotData::from_json(&v).unwrap_err();
         assert!(e.contains("results[0]") && e.contains("expected a number"), "{e}");
+    }
+
+    #[test]
+    fn an_absurd_interval_is_clipped_and_said() {
+        // 1e6 us of interval at 20 us: exp(50000) overflowed, and the time axis asked for 2^31 decades.
+        let d = PlotData::from_samples(
+            &[
+                sample("tcp@lo", 8, 20.0, 1e6, 0.001),
+                sample("tcp@lo", 16, 20.0, 1.0, 0.002),
+            ],
+            &[],
+            String::new(),
+        );
+        let p = &d.tables[0].series[0].points[0];
+        assert!(
+            close(p.time_hi_us, 20.0 * MAX_BAND_FACTOR) && close(p.time_lo_us, 20.0 / MAX_BAND_FACTOR),
+            "{p:?}"
+        );
+        assert!(p.busbw_hi.is_finite() && p.busbw_lo > 0.0, "{p:?}");
+        assert_eq!(d.clipped.as_ref().map(|c| c.count), Some(1));
+        let w = d.warnings();
+        assert!(
+            w.len() == 1
+                && w[0].contains("1 point(s)")
+                && w[0].contains("tcp@lo all_reduce of 8 B: ci95_us 1000000 at 20 us"),
+            "{w:?}"
+        );
+        assert_eq!(d.chart_warning(&d.tables[0]), "1 band(s) clipped at 1000x their time");
+        // Wide intervals of busy small points are drawn as measured.
+        assert!(!band_clipped(20.0, 60.0) && band_clipped(20.0, 200.0));
+        let ordinary = PlotData::from_samples(&[sample("a", 8, 20.0, 60.0, 1.0)], &[], String::new());
+        assert_eq!((ordinary.warnings().len(), ordinary.clipped), (0, None));
+    }
+
+    #[test]
+    fn an_incomplete_run_is_marked_with_its_missing_points_per_chart() {
+        let mut v = doc();
+        v["collbench"]["complete"] = json!(false);
+        let key = |collective: &str, size: u64, redop: Value| json!({ "path": "tcp@lo", "collective": collective, "size": size, "type": "float", "redop": redop, "repeat": 0 });
+        v["errors"] = json!([{
+            "message": "rank 1 died",
+            "missing": [key("all_reduce", 2048, json!("sum")), key("all_reduce", 4096, json!("sum")), key("all_gather", 8, Value::Null)],
+        }]);
+        let d = PlotData::from_json(&v).unwrap();
+        assert_eq!(d.incomplete, Some(Incomplete { missing: Some(3) }));
+        assert_eq!(d.tables[0].missing, 2);
+        assert_eq!(
+            d.chart_warning(&d.tables[0]),
+            "INCOMPLETE RUN: 3 planned point(s) not measured, 2 of them in this chart"
+        );
+        assert!(
+            d.warnings()[0].contains("3 planned point(s) were not measured"),
+            "{:?}",
+            d.warnings()
+        );
+        // A file that does not list them is marked all the same.
+        v["errors"] = json!([]);
+        let d = PlotData::from_json(&v).unwrap();
+        assert_eq!(d.incomplete, Some(Incomplete { missing: None }));
+        assert!(d.chart_warning(&d.tables[0]).starts_with("INCOMPLETE RUN"));
+        assert!(d.warnings()[0].contains("complete: false"), "{:?}", d.warnings());
+        // A complete run has nothing to say.
+        v["collbench"]["complete"] = json!(true);
+        let d = PlotData::from_json(&v).unwrap();
+        assert_eq!(
+            (d.warnings().len(), d.chart_warning(&d.tables[0]), d.incomplete),
+            (0, String::new(), None)
+        );
     }
 
     #[test]

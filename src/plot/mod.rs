@@ -119,7 +119,7 @@ pub fn write_plots(data: &PlotData, dir: &Path, formats: &[Format]) -> Result<Ve
         for chart in Chart::ALL {
             for &format in formats {
                 let path = dir.join(format!("{}.{}", file_stem(table, chart), format.ext()));
-                let bytes = render_bytes(table, chart, &data.note, format)
+                let bytes = render_bytes(table, chart, &data.note, &data.chart_warning(table), format)
                     .map_err(|e| Error::io(format!("drawing {}", path.display()), std::io::Error::other(e)))?;
                 write_atomic(&path, &bytes, crate::report::file::Replace::Allowed)?;
                 written.push(path);
@@ -129,14 +129,20 @@ pub fn write_plots(data: &PlotData, dir: &Path, formats: &[Format]) -> Result<Ve
     Ok(written)
 }
 
-/// One chart as the bytes of a file in `format`.
-fn render_bytes(table: &Table, chart: Chart, note: &str, format: Format) -> std::result::Result<Vec<u8>, String> {
+/// One chart as the bytes of a file in `format`, `warning` (may be empty) under its note.
+fn render_bytes(
+    table: &Table,
+    chart: Chart,
+    note: &str,
+    warning: &str,
+    format: Format,
+) -> std::result::Result<Vec<u8>, String> {
     match format {
         Format::Png => {
             let mut rgb = vec![0u8; WIDTH as usize * HEIGHT as usize * 3];
             {
                 let root = BitMapBackend::with_buffer(&mut rgb, (WIDTH, HEIGHT)).into_drawing_area();
-                render::draw(&root, chart, table, note)?;
+                render::draw(&root, chart, table, note, warning)?;
                 root.present().map_err(|e| e.to_string())?;
             }
             encode_png(&rgb, WIDTH, HEIGHT).map_err(|e| format!("encoding PNG: {e}"))
@@ -145,7 +151,7 @@ fn render_bytes(table: &Table, chart: Chart, note: &str, format: Format) -> std:
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-                render::draw(&root, chart, table, note)?;
+                render::draw(&root, chart, table, note, warning)?;
                 root.present().map_err(|e| e.to_string())?;
             }
             Ok(svg.into_bytes())
@@ -197,6 +203,7 @@ mod tests {
             op: Some("sum".into()),
             nranks: 2,
             series: Vec::new(),
+            missing: 0,
         };
         assert_eq!(file_stem(&t, Chart::BusBw), "all_reduce-float-sum-busbw");
         t.op = None;

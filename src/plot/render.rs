@@ -132,14 +132,21 @@ where
     }
 }
 
-/// Draws `chart` of `table` on `root` (already sized [`WIDTH`] x [`HEIGHT`]).
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: Chart, table: &Table, note: &str) -> Drawn
+/// Draws `chart` of `table` on `root` (already sized [`WIDTH`] x [`HEIGHT`]), with `warning` (an incomplete run,
+/// clipped bands; may be empty) in red under the note.
+pub fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: Chart,
+    table: &Table,
+    note: &str,
+    warning: &str,
+) -> Drawn
 where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(err)?;
     let (top, rest) = root.split_vertically(TITLE_H);
-    draw_title(&top, &title(chart, table), note)?;
+    draw_title(&top, &title(chart, table), note, warning)?;
     let legend = legend_entries(chart, table, &busbw_scale(table));
     let legend_w = legend_width(&legend);
     let (plot, side) = rest.split_horizontally(WIDTH.saturating_sub(legend_w));
@@ -164,19 +171,28 @@ pub fn title(chart: Chart, table: &Table) -> String {
     )
 }
 
-fn draw_title<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, note: &str) -> Drawn {
+fn draw_title<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, title: &str, note: &str, warning: &str) -> Drawn {
     let centre = (WIDTH / 2) as i32;
     let big = ("sans-serif", 26)
         .into_font()
         .color(&BLACK)
         .pos(Pos::new(HPos::Center, VPos::Top));
     area.draw_text(title, &big, (centre, 12)).map_err(err)?;
-    if !note.is_empty() {
-        let small = ("sans-serif", 15)
+    let small = |colour: RGBColor| {
+        ("sans-serif", 15)
             .into_font()
-            .color(&RGBColor(90, 90, 90))
-            .pos(Pos::new(HPos::Center, VPos::Top));
-        area.draw_text(note, &small, (centre, 46)).map_err(err)?;
+            .color(&colour)
+            .pos(Pos::new(HPos::Center, VPos::Top))
+    };
+    // The note moves up a little to make room for a warning line under it.
+    let note_y = if warning.is_empty() { 46 } else { 40 };
+    if !note.is_empty() {
+        area.draw_text(note, &small(RGBColor(90, 90, 90)), (centre, note_y))
+            .map_err(err)?;
+    }
+    if !warning.is_empty() {
+        area.draw_text(warning, &small(RGBColor(190, 0, 0)), (centre, 56))
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -663,6 +679,7 @@ mod tests {
             dtype: "float".into(),
             op: Some("sum".into()),
             nranks: 4,
+            missing: 0,
             series: rates
                 .iter()
                 .enumerate()

@@ -185,30 +185,27 @@ fn agrees_with_rank_world_size(
 }
 
 /// The rendezvous `HOST:PORT`: [`ROOT`], else `MASTER_ADDR` with `MASTER_PORT` (or [`DEFAULT_PORT`]); `None`
-/// when neither is set. An empty host or a port outside 1..=65535 is refused naming the variable, rather
-/// than waited on until the bootstrap deadline.
+/// when neither is set. An IPv6 address is written in brackets (`[::1]:29500`), as the connect and bind
+/// below read it. An empty host, an address that is neither a name, an IPv4 nor an IPv6 address, or a port
+/// outside 1..=65535 is refused naming the variable, rather than waited on until the bootstrap deadline.
 fn rendezvous_address(get: &impl Fn(&str) -> Option<String>) -> Result<Option<String>> {
     let (host, port, host_var, port_var) = match (get(ROOT), get("MASTER_ADDR")) {
         (Some(r), _) => {
             let r = r.trim().to_string();
-            let Some((h, p)) = r.rsplit_once(':') else {
-                return Err(Error::usage(ROOT, format!("'{r}' has no port; expected HOST:PORT")));
-            };
-            (h.to_string(), p.to_string(), ROOT, ROOT)
+            let (h, p) = split_host_port(&r).map_err(|why| Error::usage(ROOT, why))?;
+            let p = p.map_or_else(|| DEFAULT_PORT.to_string(), str::to_string);
+            (h, p, ROOT, ROOT)
         }
         (None, Some(addr)) => {
             let port = get("MASTER_PORT").unwrap_or_else(|| DEFAULT_PORT.to_string());
-            (
-                addr.trim().to_string(),
-                port.trim().to_string(),
-                "MASTER_ADDR",
-                "MASTER_PORT",
-            )
+            let host = rendezvous_host(addr.trim())
+                .map_err(|why| Error::usage("MASTER_ADDR", format!("{why}; its port goes in MASTER_PORT")))?;
+            (host, port.trim().to_string(), "MASTER_ADDR", "MASTER_PORT")
         }
         // Under mpirun, MPI itself can exchange the endpoints (feature "mpi"); the session decides.
         (None, None) => return Ok(None),
     };
-    if host.is_empty() || host == "[]" {
+    if host.is_empty() {
         return Err(Error::usage(
             host_var,
             "names no host; give an address or name of rank 0's host",
@@ -221,6 +218,55 @@ fn rendezvous_address(get: &impl Fn(&str) -> Option<String>) -> Result<Option<St
             format!("port '{port}' is not a TCP port; give a number from 1 to 65535"),
         )),
     }
+}
+
+/// [`ROOT`]'s value as (host, port): `HOST:PORT`, `[IPV6]:PORT`, or an IPv6 address alone (`::1`, `[::1]`),
+/// which takes the default port. The host comes back as [`rendezvous_host`] gives it (IPv6 in brackets).
+fn split_host_port(r: &str) -> std::result::Result<(String, Option<&str>), String> {
+    let expected = "expected HOST:PORT, [IPV6]:PORT or an IPv6 address alone";
+    if let Some(rest) = r.strip_prefix('[') {
+        let Some((inside, after)) = rest.split_once(']') else {
+            return Err(format!("'{r}' opens a bracket it does not close; {expected}"));
+        };
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("'{r}' has '{after}' after its bracketed address, not :PORT; {expected}"))?,
+            ),
+        };
+        return Ok((rendezvous_host(&format!("[{inside}]"))?, port));
+    }
+    if r.matches(':').count() > 1 {
+        // Several colons: only an IPv6 address has them, and written bare it has no port.
+        return Ok((rendezvous_host(r)?, None));
+    }
+    match r.rsplit_once(':') {
+        Some((h, p)) => Ok((rendezvous_host(h)?, Some(p))),
+        None => Err(format!("'{r}' has no port; {expected}")),
+    }
+}
+
+/// A host as the rendezvous address holds it: a name or IPv4 address as given, an IPv6 address (bare or in
+/// brackets) in brackets; empty for an empty one. An IPv6 address that does not parse is refused, as is a
+/// colon outside one: it would be read as a port.
+fn rendezvous_host(h: &str) -> std::result::Result<String, String> {
+    let inside = h.strip_prefix('[').and_then(|x| x.strip_suffix(']'));
+    let ip6 = inside.unwrap_or(h);
+    if inside.is_none() && !h.contains(':') {
+        return Ok(h.to_string());
+    }
+    if ip6.is_empty() {
+        return Ok(String::new());
+    }
+    // A zone (`fe80::1%2`) is kept for the resolver; the address before it must parse.
+    let addr = ip6.split_once('%').map_or(ip6, |(a, _)| a);
+    if addr.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(format!(
+            "'{h}' is not an IPv6 address; give a name, an IPv4 address or an IPv6 address (::1 or [::1])"
+        ));
+    }
+    Ok(format!("[{ip6}]"))
 }
 
 /// The variable(s) the rendezvous address came from, as [`identity_from`] chooses it, for messages about it.
@@ -458,6 +504,55 @@ mod tests {
         assert_eq!(id.root.as_deref(), Some("h:65535"));
         let id = with(&[(ROOT, "[::1]:5000")]).unwrap().unwrap();
         assert_eq!(id.root.as_deref(), Some("[::1]:5000"));
+    }
+
+    #[test]
+    fn ipv6_rendezvous_addresses_are_read_bare_or_in_brackets() {
+        let root = |vars: &[(&str, &str)]| rendezvous_address(&env(vars));
+        for (given, want) in [
+            ("[::1]:29501", "[::1]:29501"),
+            ("::1", "[::1]:29500"),
+            ("[::1]", "[::1]:29500"),
+            (" fe80::1:2 ", "[fe80::1:2]:29500"),
+            ("[2001:db8::7]:80", "[2001:db8::7]:80"),
+            ("[fe80::1%2]:5000", "[fe80::1%2]:5000"),
+            ("node0:5000", "node0:5000"),
+            ("10.0.0.1:5000", "10.0.0.1:5000"),
+        ] {
+            assert_eq!(root(&[(ROOT, given)]).unwrap().as_deref(), Some(want), "{given}");
+        }
+        for (addr, want) in [("::1", "[::1]:7"), ("[::1]", "[::1]:7"), ("node0", "node0:7")] {
+            let got = root(&[("MASTER_ADDR", addr), ("MASTER_PORT", "7")]).unwrap();
+            assert_eq!(got.as_deref(), Some(want), "{addr}");
+        }
+        // Refused at once, naming the variable, rather than waited on for the whole bootstrap.
+        for (vars, var, says) in [
+            (&[(ROOT, "[::1")][..], ROOT, "does not close"),
+            (&[(ROOT, "[::1]5000")][..], ROOT, "not :PORT"),
+            (&[(ROOT, "[::1]:")][..], ROOT, "not a TCP port"),
+            (&[(ROOT, "[node0]:5000")][..], ROOT, "not an IPv6 address"),
+            (&[(ROOT, "[]:5000")][..], ROOT, "names no host"),
+            (&[(ROOT, ":::1")][..], ROOT, "not an IPv6 address"),
+            (&[(ROOT, "node0")][..], ROOT, "has no port"),
+            (
+                &[("MASTER_ADDR", "[::1]:5000")][..],
+                "MASTER_ADDR",
+                "not an IPv6 address",
+            ),
+            (
+                &[("MASTER_ADDR", "node0:5000")][..],
+                "MASTER_ADDR",
+                "not an IPv6 address",
+            ),
+        ] {
+            let e = root(vars).unwrap_err();
+            let msg = e.to_string();
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{vars:?}: {msg}");
+            assert!(
+                msg.starts_with(&format!("{var}: ")) && msg.contains(says),
+                "{vars:?}: {msg}"
+            );
+        }
     }
 
     #[test]

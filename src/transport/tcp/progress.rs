@@ -16,6 +16,8 @@ pub const HEADER_LEN: usize = FRAME_HEADER_LEN;
 pub const ABORT_MARK: u32 = u32::MAX;
 /// Longest abort body accepted; anything longer is not an abort from a collbench rank.
 pub const MAX_ABORT_BODY: usize = 64 << 10;
+/// Most 16 KiB chunks of control bytes one call reads (1 MiB); the rest wait for the next.
+const CONTROL_CHUNKS: usize = 64;
 
 /// One queued message part.
 pub struct Op {
@@ -124,6 +126,22 @@ impl Control {
         self.buf.drain(..at);
         true
     }
+
+    /// What a close now would cut short (`an abort frame (100 of its 60016 bytes)`); `None` between frames.
+    fn cut_short(&self) -> Option<String> {
+        if self.skip > 0 {
+            return Some(format!("a data part ({} of its bytes still to come)", self.skip));
+        }
+        if self.buf.is_empty() {
+            return None;
+        }
+        let whole = (self.buf.len() >= HEADER_LEN && self.buf[..4] == ABORT_MARK.to_le_bytes())
+            .then(|| HEADER_LEN + u32::from_le_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]]) as usize);
+        Some(match whole {
+            Some(n) => format!("an abort frame ({} of its {n} bytes)", self.buf.len()),
+            None => format!("a frame header ({} of its {HEADER_LEN} bytes)", self.buf.len()),
+        })
+    }
 }
 
 /// What goes out on a stream after this rank gave up: the rest of a part cut short (its remaining header
@@ -166,6 +184,9 @@ pub struct Stream {
     pub closed: bool,
     /// Set once data is no longer expected on this stream.
     pub control: Option<Control>,
+    /// The peer closed the connection in the middle of a frame read as control bytes: said once, by the next
+    /// [`Stream::drive`].
+    torn: Option<String>,
     /// Set once this rank gave up.
     pub out: Option<Outbox>,
 }
@@ -182,6 +203,7 @@ impl Stream {
             data_ahead: false,
             closed: false,
             control: None,
+            torn: None,
             out: None,
         }
     }
@@ -196,10 +218,13 @@ impl Stream {
         self.recvq.is_empty() && !self.data_ahead && !self.closed
     }
 
-    /// Moves as many bytes as the socket takes without blocking, completing parts in `requests`.
+    /// Moves as many bytes as the socket takes without blocking, completing parts in `requests`; returns
+    /// whether a part moved. Control bytes are never progress: they complete no part, so a wait that only reads
+    /// them still reaches its deadline, however fast or slowly they come.
     pub fn drive(&mut self, requests: &mut Requests) -> Result<bool, String> {
         if self.control.is_some() {
-            return Ok(self.read_control());
+            self.read_control();
+            return self.torn.take().map_or(Ok(false), Err);
         }
         let mut moved = false;
         let fd = self.sock.as_raw_fd();
@@ -240,7 +265,7 @@ impl Stream {
                                 ..Control::default()
                             });
                             self.read_control();
-                            return Ok(true);
+                            return self.torn.take().map_or(Ok(true), Err);
                         }
                         check_header(op)?;
                         self.data_ahead = false;
@@ -353,31 +378,34 @@ impl Stream {
         true
     }
 
-    /// Reads control bytes until the socket would block; returns whether any arrived.
-    fn read_control(&mut self) -> bool {
+    /// Reads control bytes until the socket would block, or [`CONTROL_CHUNKS`] chunks came (a peer that never
+    /// stops sending must not keep the caller from its deadline). A peer that closes the connection in the
+    /// middle of a frame leaves the reason in `torn`.
+    fn read_control(&mut self) {
         let fd = self.sock.as_raw_fd();
-        let Some(c) = self.control.as_mut() else { return false };
-        let mut moved = !c.buf.is_empty();
+        let Some(c) = self.control.as_mut() else { return };
         let mut chunk = [0u8; 16 << 10];
-        loop {
+        for _ in 0..CONTROL_CHUNKS {
             if !c.parse() {
                 self.closed = true;
-                return moved;
+                return;
             }
             if self.closed {
-                return moved;
+                return;
             }
             let mut iov = [libc::iovec {
                 iov_base: chunk.as_mut_ptr().cast(),
                 iov_len: chunk.len(),
             }];
             match xfer(fd, &mut iov, false) {
-                Ok(Some(0)) | Err(_) => self.closed = true,
-                Ok(Some(k)) => {
-                    moved = true;
-                    c.buf.extend_from_slice(&chunk[..k]);
+                Ok(Some(0)) | Err(_) => {
+                    self.closed = true;
+                    self.torn = c
+                        .cut_short()
+                        .map(|what| format!("connection closed by the peer in the middle of {what}"));
                 }
-                Ok(None) => return moved,
+                Ok(Some(k)) => c.buf.extend_from_slice(&chunk[..k]),
+                Ok(None) => return,
             }
         }
     }
@@ -452,6 +480,101 @@ mod tests {
             );
             assert!(c.buf.is_empty());
         }
+    }
+
+    /// A connected loopback pair: the end a stream reads (non-blocking) and the peer's end.
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mine, _) = l.accept().unwrap();
+        mine.set_nonblocking(true).unwrap();
+        (mine, peer)
+    }
+
+    /// Blocks until `sock` has bytes or a close to read.
+    fn readable(sock: &TcpStream) {
+        let mut pfd = libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        assert_eq!(unsafe { libc::poll(&mut pfd, 1, 60_000) }, 1, "nothing arrived");
+    }
+
+    /// An abort frame's header announcing a body of `body` bytes, and the first `sent` of them.
+    fn partial_abort(body: usize, sent: usize) -> Vec<u8> {
+        let mut f = frame(&vec![b'x'; body]);
+        f.truncate(HEADER_LEN + sent);
+        f
+    }
+
+    #[test]
+    fn a_partial_abort_frame_is_no_progress_and_a_close_inside_it_is_an_error() {
+        use std::io::Write;
+        let (mine, mut peer) = pair();
+        peer.write_all(&partial_abort(60_000, 100)).unwrap();
+        let mut s = Stream::new(mine);
+        readable(&s.sock);
+        s.peek();
+        assert!(s.control.is_some(), "an abort frame switches the stream to control");
+        let mut requests = Requests::default();
+        // A frame still incomplete moves nothing: a wait sleeps and reaches its deadline.
+        for _ in 0..3 {
+            assert_eq!(s.drive(&mut requests), Ok(false));
+        }
+        drop(peer);
+        readable(&s.sock);
+        let e = s.drive(&mut requests).unwrap_err();
+        assert!(
+            e.contains("closed by the peer in the middle of an abort frame (116 of its 60016 bytes)"),
+            "{e}"
+        );
+        assert!(s.closed);
+        assert_eq!(s.drive(&mut requests), Ok(false), "said once");
+    }
+
+    #[test]
+    fn a_wait_on_a_peer_that_sent_part_of_an_abort_frame_ends_at_its_deadline() {
+        use std::io::Write;
+        use std::time::Duration;
+
+        use super::super::{PeerAddr, TcpConfig, TcpTransport};
+        use crate::transport::Transport;
+
+        let (mine, mut peer) = pair();
+        // The peer holds the connection open: only -T ends the wait.
+        peer.write_all(&partial_abort(60_000, 100)).unwrap();
+        let addr = peer.local_addr().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let cfg = TcpConfig {
+                streams: 1,
+                stripe_min: 1 << 20,
+                timeout: Duration::from_millis(300),
+                connect_timeout: Duration::from_secs(5),
+                spin: Duration::ZERO,
+                sndbuf: None,
+                congestion: None,
+            };
+            let to_1 = PeerAddr {
+                rank: 1,
+                host: "h1".into(),
+                addr,
+            };
+            let peers = vec![None, Some((to_1, vec![mine]))];
+            let mut t = TcpTransport::new(0, "h0".into(), "lo".into(), "tcp".into(), peers, cfg);
+            let mut buf = [0u8; 8];
+            // SAFETY: buf outlives the request, which the wait below ends (the transport drops it on failure).
+            let req = unsafe { t.post_recv(1, buf.as_mut_ptr(), buf.len()) }.unwrap();
+            let _ = tx.send(t.wait(req).map_err(|e| e.to_string()));
+        });
+        let waited = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the wait spun on past its deadline");
+        let e = waited.expect_err("nothing the wait was for arrived");
+        assert!(e.contains("rank 1 (host h1") && e.contains("-T"), "{e}");
+        drop(peer);
     }
 
     #[test]

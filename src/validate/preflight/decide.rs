@@ -204,6 +204,8 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
     }
     args.outputs.declared().check()?;
     let saved = Report::read(&doc).map_err(bad)?;
+    impossible_figure(&saved.connectivity, "connectivity").map_err(bad)?;
+    impossible_figure(&saved.results, "results").map_err(bad)?;
     let m = Measured {
         nranks: saved.nranks,
         plan: saved.plan,
@@ -240,4 +242,73 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
         })
         .collect();
     decide(args, &m, baseline.as_deref(), pairwise, &keys)
+}
+
+/// Refuses the first figure of `entries` (the file's `what` list) no measurement gives: a time, 99th percentile,
+/// interval or bandwidth below zero or infinite, or a zero time for a point that moved bytes. Judged
+/// as read they gave verdicts on `inf GB/s`; the error names the point and the field.
+fn impossible_figure(entries: &[Entry], what: &str) -> std::result::Result<(), String> {
+    for (i, e) in entries.iter().enumerate() {
+        let moved = e.size.is_some_and(|s| s > 0);
+        for (placement, p) in [("out_of_place", e.out_of_place()), ("in_place", e.in_place())] {
+            // (field, value, whether zero is impossible too)
+            let figures = [
+                ("time", p.time, moved),
+                ("p99_us", p.p99_us, false),
+                ("ci95_us", p.ci95_us, false),
+                ("alg_bw", p.alg_bw, false),
+                ("bus_bw", p.bus_bw, false),
+            ];
+            for (field, v, not_zero) in figures {
+                // "nan" (not measured) is read as such, and judged as missing.
+                let Some(v) = v.filter(|v| !v.is_nan()) else { continue };
+                let bad = v < 0.0 || v.is_infinite() || (not_zero && v == 0.0);
+                if bad {
+                    let point = format!(
+                        "{} {} of {} B",
+                        e.path.as_deref().unwrap_or("?"),
+                        e.collective.as_deref().unwrap_or("?"),
+                        e.size.map_or_else(|| "?".to_string(), |s| s.to_string())
+                    );
+                    return Err(format!(
+                        "{what}[{i}] ({point}) has {placement}.{field} = {v}, which no measurement gives (times and \
+                         bandwidths are positive and finite): the file was edited or damaged; measure again with \
+                         `collbench preflight -J FILE`"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(time: f64, bus_bw: f64) -> Entry {
+        let v = serde_json::json!({
+            "size": 1048576, "path": "tcp@lo", "collective": "all_reduce",
+            "out_of_place": { "time": time, "alg_bw": 1.0, "bus_bw": bus_bw, "ci95_us": 0.5, "p99_us": 12.0 },
+            "in_place": { "time": "nan", "alg_bw": "nan", "bus_bw": "nan" },
+        });
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn impossible_times_and_bandwidths_are_refused_naming_the_point_and_field() {
+        assert_eq!(
+            impossible_figure(&[entry(10.0, 2.0), entry(11.0, 1.9)], "results"),
+            Ok(())
+        );
+        let e = impossible_figure(&[entry(10.0, 2.0), entry(-5.0, 2.0)], "results").unwrap_err();
+        assert!(
+            e.starts_with("results[1] (tcp@lo all_reduce of 1048576 B) has out_of_place.time = -5"),
+            "{e}"
+        );
+        let e = impossible_figure(&[entry(0.0, 2.0)], "connectivity").unwrap_err();
+        assert!(e.starts_with("connectivity[0] (") && e.contains("time = 0"), "{e}");
+        let e = impossible_figure(&[entry(10.0, -1.0)], "results").unwrap_err();
+        assert!(e.contains("out_of_place.bus_bw = -1"), "{e}");
+    }
 }
