@@ -362,6 +362,9 @@ fn endpoints(bound: &[(TcpListenerBound, String)]) -> Vec<Endpoint> {
         .collect()
 }
 
+/// How long past the bootstrap deadline the rank serving the rendezvous waits for its service's verdict.
+const VERDICT_GRACE: Duration = Duration::from_secs(5);
+
 fn via_rendezvous(
     id: &Identity,
     opts: &Options,
@@ -373,13 +376,19 @@ fn via_rendezvous(
     // reaches the rendezvous only decides between usable interfaces, so this check already fails if none is.
     let single_host = single_host_job(id, world::env::local_size_from(|k| std::env::var(k).ok()));
     plan_paths(opts, single_host, None)?;
+    // The rank that serves the rendezvous waits for its service's verdict a little past the shared deadline:
+    // the service names a rank that never joined at that deadline, and its own client must hear that rather than
+    // give up on the welcome at the same moment (on a busy host it would, and blame nobody).
+    let mut deadline = deadline;
     if id.serves_root {
         let source = world::env::root_source(|k| std::env::var(k).ok());
         rendezvous::make_room(id.size, root)?;
         let listener = rendezvous::bind_root(root, source, deadline)?;
-        let (size, token, timeout) = (id.size, id.token, opts.deadlines.bootstrap_timeout);
+        let (size, token) = (id.size, id.token);
+        let timeout = deadline.saturating_duration_since(Instant::now());
         // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
         std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
+        deadline += VERDICT_GRACE;
     }
     let who = format!("rank {} (host {})", id.rank, crate::net::hostname());
     let sock = rendezvous::connect(root, deadline, &who)?;
