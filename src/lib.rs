@@ -3,8 +3,8 @@
 //! # Layout
 //! - [`cli`]: the command line (clap derive only). [`options`]: the validated run options, made of typed parts
 //!   each owned and validated by the module that uses it (`bench::options`, `algorithm::options`,
-//!   `transport::path`, `transport::tcp::options`, `transport::rdma::options`, `world::deadlines`,
-//!   `engine::options`, `report::outputs`, `fault::TestAids`), and [`options::Agreement`], what every rank
+//!   `transport::path`, `transport::tcp::options`, `transport::rdma::options`, `world::options`,
+//!   `engine::options`, `report::options`, `fault::TestAids`), and [`options::Agreement`], what every rank
 //!   must agree on. `flags`: the flag parsers those parts share.
 //! - [`world`]: who am I, how many are we, how do I reach the others (bootstrap, local launcher).
 //! - [`transport`]: the one trait algorithms see, the request table and control exchanges every transport
@@ -66,7 +66,8 @@
 //! Bottom up; a module imports only from modules in lower layers (tests/layers.rs checks every `crate::`
 //! path against this list; there are no exceptions):
 //! 1. `error`: errors and exit codes
-//! 2. `sizes`, `units`, `path_names`: byte sizes; the bandwidth unit printed; the kinds of path's names
+//! 2. `sizes`, `units`, `defaults`, `path_names`: byte sizes; the bandwidth unit printed; what a flag means
+//!    when not given; the kinds of path's names
 //! 3. `flags`, `input`, `cgroup`: shared flag parsers; files users name, read with a size bound; the cgroups
 //!    this process runs in
 //! 4. `cli`: clap definitions
@@ -100,6 +101,7 @@ pub mod cli;
 pub mod collective;
 pub mod commands;
 mod compare;
+pub mod defaults;
 pub mod docgen;
 mod driver;
 pub mod engine;

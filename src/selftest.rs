@@ -11,17 +11,16 @@ mod copy;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod gpu_data;
+pub mod options;
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::cli::SelftestArgs;
-use crate::error::{Error, Result};
 use crate::memory::HostBuf;
 use crate::reduce::kernel::reduce_inplace;
 use crate::reduce::{Dtype, Op};
-use crate::sizes::{format_size, parse_size};
+use crate::sizes::format_size;
 use crate::units::BwUnit;
 
 pub use copy::CopyMethod;
@@ -36,7 +35,7 @@ pub const TARGETED: [Dtype; 3] = [Dtype::Float, Dtype::Half, Dtype::Bfloat16];
 pub const CONTEXT: [Dtype; 2] = [Dtype::Double, Dtype::Int32];
 
 /// Largest buffer accepted: two of them are allocated, and a typo should not exhaust memory.
-const MAX_BYTES: u64 = 16 << 30;
+pub(crate) const MAX_BYTES: u64 = 16 << 30;
 
 /// Untimed runs of a kernel before each timed one (faults pages in, warms the branch predictors, and leaves
 /// the caches as the kernel itself leaves them).
@@ -49,40 +48,6 @@ pub struct SelftestOptions {
     pub bytes: usize,
     /// Rounds, each timing every kernel once; each kernel's fastest is reported.
     pub iters: usize,
-}
-
-impl SelftestOptions {
-    /// Validates the flags; every error names the flag.
-    pub fn from_args(args: &SelftestArgs) -> Result<Self> {
-        let bytes = parse_size(&args.bytes).map_err(|m| Error::usage("--bytes", m))?;
-        if bytes == 0 {
-            return Err(Error::usage("--bytes", "must be at least 8 bytes (one double)"));
-        }
-        if bytes > MAX_BYTES {
-            return Err(Error::usage(
-                "--bytes",
-                format!(
-                    "{} is above the limit of {} (two buffers of this size are allocated)",
-                    format_size(bytes),
-                    format_size(MAX_BYTES)
-                ),
-            ));
-        }
-        let widest = Dtype::Double.size() as u64;
-        if bytes % widest != 0 {
-            return Err(Error::usage(
-                "--bytes",
-                format!("{bytes} is not a multiple of {widest} bytes, the widest element measured (double)"),
-            ));
-        }
-        if args.iters == 0 {
-            return Err(Error::usage("--iters", "must be at least 1"));
-        }
-        Ok(SelftestOptions {
-            bytes: bytes as usize,
-            iters: args.iters,
-        })
-    }
 }
 
 /// What a timed loop does to its buffers, for the byte accounting.
@@ -363,6 +328,8 @@ pub fn render(r: &SelftestReport, units: BwUnit) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::SelftestArgs;
+    use crate::error::Error;
 
     fn args(bytes: &str, iters: usize) -> SelftestArgs {
         SelftestArgs {

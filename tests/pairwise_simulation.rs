@@ -13,16 +13,16 @@ use collbench::validate::pairwise::plan::{self, Plan};
 use collbench::validate::pairwise::{confirm, localise, planned, Finding, Link, Metric, Participant, Thresholds};
 
 /// `pairwise --budget`'s default, seconds.
-const BUDGET_S: f64 = collbench::cli::defaults::PAIRWISE_BUDGET_S as f64;
+const BUDGET_S: f64 = collbench::defaults::PAIRWISE_BUDGET_S as f64;
 /// Hosts from which the cells run with the budget that covers every pair (`every_pair_budget`), not the
 /// default: 4,095 rounds do not fit 120 s at 25 Gbit/s.
 const EVERY_PAIR_FROM: usize = 4096;
 /// Runs per cell of the committed table at 1,024 hosts and more (the budget of a cell covers each of them).
 const FULL_RUNS_LARGE: usize = 20;
 /// The pairwise test's defaults: bytes per exchange, timed exchanges (one more untimed), round trips.
-const BYTES: f64 = collbench::cli::defaults::PAIRWISE_BYTES as f64;
-const ITERS: f64 = collbench::cli::defaults::PAIRWISE_ITERS as f64;
-const LAT_ITERS: f64 = collbench::cli::defaults::PAIRWISE_LAT_ITERS as f64;
+const BYTES: f64 = collbench::defaults::PAIRWISE_BYTES as f64;
+const ITERS: f64 = collbench::defaults::PAIRWISE_ITERS as f64;
+const LAT_ITERS: f64 = collbench::defaults::PAIRWISE_LAT_ITERS as f64;
 
 /// Per-link noise, lognormal sigma: bandwidth and latency of one measurement.
 const LINK_BW_SIGMA: f64 = 0.05;

@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::LinkArgs;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::flags::size_flag;
 use crate::sizes::format_size;

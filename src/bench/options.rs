@@ -6,9 +6,9 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::RunArgs;
 use crate::collective::Collective;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::flags::{parse_list, size_flag};
 use crate::reduce::{Dtype, Op};

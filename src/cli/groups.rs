@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{self, Choices};
-use super::{defaults, TIMING, TUNING};
+use super::{TIMING, TUNING};
+use crate::defaults;
 use crate::sizes::format_size_arg;
 
 /// The output every command that writes files takes, declared once: the JSON file and whether files that

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::defaults;
 use crate::sizes::format_size_arg;
 use values::Choices;
 
@@ -364,7 +365,6 @@ const TUNING: &str = "Algorithm and transport";
 const OUTPUT: &str = "Output";
 const VERDICT: &str = "Verdict";
 
-pub mod defaults;
 mod groups;
 mod model;
 mod preflight;

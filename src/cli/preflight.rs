@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{defaults, DeadlineArgs, LinkArgs, OutputArgs, UnitsArg, OUTPUT, VERDICT, WHAT};
+use super::{DeadlineArgs, LinkArgs, OutputArgs, UnitsArg, OUTPUT, VERDICT, WHAT};
+use crate::defaults;
 
 /// Flags of `collbench preflight`: the verdict's inputs and outputs, then `run`'s path and launch flags. The
 /// sweep itself (sizes, collectives, iterations) is the fixed plan, so `run`'s sweep flags are not accepted.

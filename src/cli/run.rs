@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{self, Choices};
-use super::{defaults, DeadlineArgs, LinkArgs, OutputArgs, UnitsArg, OUTPUT, SIZES, TIMING, TUNING, WHAT};
+use super::{DeadlineArgs, LinkArgs, OutputArgs, UnitsArg, OUTPUT, SIZES, TIMING, TUNING, WHAT};
+use crate::defaults;
 use crate::sizes::format_size_arg;
 
 /// Flags of `collbench run`, as typed; see `Options::from_cli` for what each must satisfy.

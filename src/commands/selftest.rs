@@ -15,7 +15,7 @@ pub fn selftest(args: &SelftestArgs) -> Result<i32> {
         .check()?;
     if args.gpu {
         #[cfg(feature = "cuda")]
-        return crate::selftest::gpu::selftest_gpu(args);
+        return crate::selftest::gpu::selftest_gpu(&crate::selftest::options::GpuSelftest::from_args(args)?);
         #[cfg(not(feature = "cuda"))]
         return Err(Error::usage("--gpu", crate::memory::cuda_probe::not_built_message()));
     }

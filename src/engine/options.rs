@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::RunArgs;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::memory::MemoryKind;
 use crate::transport::path::{PathKind, PathOptions};

@@ -49,7 +49,7 @@ pub struct Plan {
 impl Default for Plan {
     fn default() -> Self {
         Plan {
-            pieces: crate::cli::defaults::STAGING_PIECES,
+            pieces: crate::defaults::STAGING_PIECES,
             min_piece_bytes: 1 << 20,
         }
     }

@@ -18,7 +18,7 @@ use crate::reduce::{Dtype, Op};
 use crate::transport::path::{PathKind, PathOptions};
 use crate::transport::rdma::options::RdmaOptions;
 use crate::transport::tcp::options::TcpOptions;
-use crate::world::deadlines::Deadlines;
+use crate::world::options::Deadlines;
 
 /// The options every rank must agree on. Local choices (`--np`, which a launcher overrides, `--iface`, whose
 /// names differ between hosts, and every output) are not in it.
@@ -190,7 +190,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::report::outputs::Progress;
+    use crate::report::options::Progress;
     use crate::world::rendezvous::{disagreement, Join};
 
     fn join(rank: usize, o: &Options) -> Join {

@@ -8,9 +8,9 @@
 //! | [`Options::paths`] | [`crate::transport::path`] | `--transport`, `--reference`, `--line-rate` |
 //! | [`Options::rdma`] | [`crate::transport::rdma::options`] | `--gid-index`, `--rdma-qps` |
 //! | [`Options::tcp`] | [`crate::transport::tcp::options`] | `--iface`, `--streams`, `--spin`, `--sndbuf`, `--tcp-congestion` |
-//! | [`Options::deadlines`] | [`crate::world::deadlines`] | `-T`, `--bootstrap-timeout`, `--connect-timeout` |
+//! | [`Options::deadlines`] | [`crate::world::options`] | `-T`, `--bootstrap-timeout`, `--connect-timeout` |
 //! | [`Options::buffers`] | [`crate::engine::options`] | `--memory`, `--device`, `--staging-pieces`, `--reduce-on` |
-//! | [`Options::outputs`] | [`crate::report::outputs`] | `-J`, `--csv`, `--markdown`, `--plot`, `--target-ranks`, ... |
+//! | [`Options::outputs`] | [`crate::report::options`] | `-J`, `--csv`, `--markdown`, `--plot`, `--target-ranks`, ... |
 //! | [`Options::aids`] | `crate::fault` | the hidden testing aids |
 //!
 //! What ranks must agree on is [`Agreement`], built from the parts. Validation makes no system calls: what
@@ -28,11 +28,11 @@ pub use crate::bench::options::{Interleave, RankStat, SizeRange, Step, SweepOpti
 pub use crate::engine::options::BufferOptions;
 pub use crate::fault::TestAids;
 pub use crate::report::nccl_table::NcclTestsStyle;
-pub use crate::report::outputs::{Outputs, Progress};
+pub use crate::report::options::{Outputs, Progress};
 pub use crate::transport::path::{PathKind, PathOptions};
 pub use crate::transport::rdma::options::RdmaOptions;
 pub use crate::transport::tcp::options::TcpOptions;
-pub use crate::world::deadlines::Deadlines;
+pub use crate::world::options::Deadlines;
 
 use crate::cgroup::limits::Room;
 use crate::cli::RunArgs;
@@ -88,7 +88,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            np: crate::cli::defaults::NP,
+            np: crate::defaults::NP,
             sweep: SweepOptions::default(),
             algorithm: AlgoOptions::default(),
             paths: PathOptions::default(),

@@ -12,7 +12,7 @@ pub mod json;
 pub mod markdown;
 pub mod nccl_table;
 pub mod openmetrics;
-pub mod outputs;
+pub mod options;
 pub mod paths_compared;
 pub mod stdout;
 pub mod summary;

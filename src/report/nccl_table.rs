@@ -11,7 +11,6 @@ use serde::Serialize;
 use super::format::{float_col, g};
 use super::summary::{nccl_avg_busbw, out_of_bounds};
 use super::Reporter;
-use crate::cli::RunArgs;
 use crate::error::{stderr, Error, Result, EXIT_OK};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
 use crate::results::run_params::{or_unknown, IterParams, StepView};
@@ -44,35 +43,6 @@ pub struct NcclTestsStyle {
 }
 
 impl NcclTestsStyle {
-    /// The style `run`'s hidden `--nccl-tests-*` flags ask for; `None` without `--nccl-tests-table`.
-    pub fn from_cli(args: &RunArgs) -> Result<Option<NcclTestsStyle>> {
-        let Some(program) = &args.nccl_tests_table else {
-            return Ok(None);
-        };
-        if !PROGRAMS.iter().any(|(p, _)| p == program) {
-            return Err(Error::usage(
-                "--nccl-tests-table",
-                format!(
-                    "unknown program '{program}' (expected one of {})",
-                    PROGRAMS.map(|(p, _)| p).join(", ")
-                ),
-            ));
-        }
-        if let Some(bw) = args.nccl_tests_min_bw {
-            if !bw.is_finite() {
-                return Err(Error::usage(
-                    "NCCL_TESTS_MIN_BW",
-                    format!("must be a number of GB/s, got {bw}"),
-                ));
-            }
-        }
-        Ok(Some(NcclTestsStyle {
-            program: program.clone(),
-            min_bw: args.nccl_tests_min_bw,
-            timestamps: args.nccl_tests_timestamps,
-        }))
-    }
-
     /// nccl-tests' exit status for a run whose data check found `wrong` elements and whose rows (rank 0's;
     /// none elsewhere) are `records`: [`EXIT_NCCL_TESTS_FAILED`] on wrong data or too little bandwidth.
     pub fn exit_status(&self, wrong: u64, records: &[Record]) -> i32 {

@@ -1,10 +1,12 @@
 //! Where a run's results go and how they look (`run`'s Output flags): files, charts, the prediction and the
-//! progress bar. Local to each rank: ranks need not agree on any of it. Validated here, naming the flag.
+//! progress bar, and the nccl-tests style of `run`'s hidden `--nccl-tests-*` flags. Local to each rank: ranks
+//! need not agree on any of it. Validated here, naming the flag.
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::nccl_table::NcclTestsStyle;
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 
@@ -121,5 +123,36 @@ fn target_ranks(target: Option<usize>, per_node: Option<usize>) -> Result<Option
             format!("{g} does not divide --target-ranks {n} into whole nodes; give a divisor of it"),
         )),
         (n, _) => Ok(n),
+    }
+}
+
+impl NcclTestsStyle {
+    /// The style `run`'s hidden `--nccl-tests-*` flags ask for; `None` without `--nccl-tests-table`.
+    pub fn from_cli(args: &RunArgs) -> Result<Option<NcclTestsStyle>> {
+        let Some(program) = &args.nccl_tests_table else {
+            return Ok(None);
+        };
+        if !super::nccl_table::PROGRAMS.iter().any(|(p, _)| p == program) {
+            return Err(Error::usage(
+                "--nccl-tests-table",
+                format!(
+                    "unknown program '{program}' (expected one of {})",
+                    super::nccl_table::PROGRAMS.map(|(p, _)| p).join(", ")
+                ),
+            ));
+        }
+        if let Some(bw) = args.nccl_tests_min_bw {
+            if !bw.is_finite() {
+                return Err(Error::usage(
+                    "NCCL_TESTS_MIN_BW",
+                    format!("must be a number of GB/s, got {bw}"),
+                ));
+            }
+        }
+        Ok(Some(NcclTestsStyle {
+            program: program.clone(),
+            min_bw: args.nccl_tests_min_bw,
+            timestamps: args.nccl_tests_timestamps,
+        }))
     }
 }

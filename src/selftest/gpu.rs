@@ -11,7 +11,6 @@
 use serde::Serialize;
 
 use super::gpu_data::{compare, corrupt_positions, fresh_seed, random_elements, Diff, Rng};
-use crate::cli::SelftestArgs;
 use crate::error::{Error, Result, EXIT_OK, EXIT_WRONG};
 use crate::memory::cuda::Gpu;
 use crate::memory::cuda_launch::Kernels;
@@ -120,10 +119,7 @@ pub struct GpuReport {
 }
 
 /// Runs the checks; exit 1 when a result is wrong, 2 when there is no usable GPU or NVRTC, 3 when a CUDA call fails.
-pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
-    if args.iters == 0 {
-        return Err(Error::usage("--iters", "must be at least 1"));
-    }
+pub fn selftest_gpu(args: &super::options::GpuSelftest) -> Result<i32> {
     let gpu = Gpu::open(args.device.as_deref()).map_err(|m| Error::usage("--gpu", m))?;
     let seed = match std::env::var("COLLBENCH_SEED") {
         Ok(s) => s
@@ -161,14 +157,10 @@ pub fn selftest_gpu(args: &SelftestArgs) -> Result<i32> {
         bandwidth,
         correct,
     };
-    crate::report::stdout::print(&render(&report, args.units.unit()?))?;
-    if let Some(p) = &args.out.output_file {
+    crate::report::stdout::print(&render(&report, args.units))?;
+    if let Some(p) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("selftest JSON serialises");
-        crate::report::file::write_atomic(
-            p,
-            text.as_bytes(),
-            crate::report::file::Replace::from_force(args.out.force),
-        )?;
+        crate::report::file::write_atomic(p, text.as_bytes(), crate::report::file::Replace::from_force(args.force))?;
     }
     Ok(if correct { EXIT_OK } else { EXIT_WRONG })
 }

@@ -22,6 +22,7 @@
 pub mod auth;
 pub mod control;
 mod links;
+pub mod options;
 pub mod path;
 pub mod rdma;
 mod requests;

@@ -4,13 +4,13 @@
 //! rendezvous ([`rendezvous`]), which checks that every rank runs the same options and version and hands
 //! back every rank's endpoint. With no launcher, [`local`] spawns the ranks itself.
 
-pub mod deadlines;
 mod disagreement;
 pub mod env;
 pub mod launcher_abort;
 pub mod launcher_stop;
 pub mod local;
 mod missing;
+pub mod options;
 pub mod rank_info;
 pub mod relay;
 pub mod rendezvous;

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::DeadlineArgs;
+use crate::defaults;
 use crate::error::Result;
 use crate::flags::timeout;
 

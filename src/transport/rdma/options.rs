@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::LinkArgs;
+use crate::defaults;
 use crate::error::{Error, Result};
 
 /// Most RDMA queue pairs per peer (`--rdma-qps`).

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::defaults;
 use crate::cli::LinkArgs;
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::flags::size_flag;
 use crate::net::spec::IfaceSpec;

@@ -117,7 +117,7 @@ const MANY_PARTNERS: usize = 32;
 const GROUP_SHARE: f64 = 0.25;
 
 /// Round trips a link's stall count is over when its distribution was not kept (the default count).
-const DEFAULT_ROUND_TRIPS: usize = crate::cli::defaults::PAIRWISE_LAT_ITERS;
+const DEFAULT_ROUND_TRIPS: usize = crate::defaults::PAIRWISE_LAT_ITERS;
 
 /// The upper median of `v` (reordered): with an even count the higher middle value; NaN when empty.
 fn upper_median(v: &mut [f64]) -> f64 {

@@ -70,9 +70,9 @@ impl Default for PairwiseConfig {
     /// seconds over 1 Gbit/s links, long enough for TCP to leave slow start.
     fn default() -> Self {
         PairwiseConfig {
-            bytes: crate::cli::defaults::PAIRWISE_BYTES,
-            iters: crate::cli::defaults::PAIRWISE_ITERS,
-            lat_iters: crate::cli::defaults::PAIRWISE_LAT_ITERS,
+            bytes: crate::defaults::PAIRWISE_BYTES,
+            iters: crate::defaults::PAIRWISE_ITERS,
+            lat_iters: crate::defaults::PAIRWISE_LAT_ITERS,
             per_host: true,
             confirm: true,
         }
