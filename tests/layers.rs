@@ -245,3 +245,56 @@ fn the_path_kind_checker_reads_variants_and_mentions() {
         vec![(1, "Mpi".to_string()), (3, "Rdma".to_string())]
     );
 }
+
+/// Whether `rel` (a path under src/) may read the command line's types: the clap definitions themselves, the
+/// subcommands' entry points, the docs generator, and the options parts (`options/`, each module's
+/// `options.rs`), which turn flags into typed options naming the flag.
+fn may_read_cli(rel: &str) -> bool {
+    ["cli/", "commands/", "docgen/", "options/"]
+        .iter()
+        .any(|p| rel.starts_with(p))
+        || rel.ends_with("/options.rs")
+        || rel == "lib.rs"
+}
+
+/// The lines of `code` before its `#[cfg(test)]` module that name `crate::cli`, comments removed.
+fn cli_mentions(code: &str) -> Vec<usize> {
+    imports(code.split("#[cfg(test)]").next().unwrap_or(""))
+        .into_iter()
+        .filter(|(_, name)| name == "cli")
+        .map(|(line, _)| line)
+        .collect()
+}
+
+#[test]
+fn only_the_options_parts_read_the_command_lines_types() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root.join("src")).unwrap().to_string_lossy().into_owned();
+        if may_read_cli(&rel) {
+            continue;
+        }
+        let code = std::fs::read_to_string(f).unwrap();
+        bad.extend(cli_mentions(&code).into_iter().map(|l| format!("src/{rel}:{l}")));
+    }
+    assert!(
+        bad.is_empty(),
+        "the command line's types are read outside the options parts (give the code typed options instead):\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn the_cli_checker_sees_code_and_skips_tests_and_comments() {
+    assert_eq!(cli_mentions("use crate::cli::RunArgs;\nfn f() {}\n"), vec![1]);
+    assert_eq!(cli_mentions("// crate::cli::RunArgs\nfn f() {}\n"), Vec::<usize>::new());
+    assert_eq!(
+        cli_mentions("fn f() {}\n#[cfg(test)]\nmod tests { use crate::cli::RunArgs; }\n"),
+        Vec::<usize>::new()
+    );
+    assert!(may_read_cli("report/options.rs") && may_read_cli("cli/run.rs"));
+    assert!(!may_read_cli("report/json.rs") && !may_read_cli("validate/preflight/decide.rs"));
+}
