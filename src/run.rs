@@ -123,9 +123,10 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
     let devices = rank_devices(&mut conn.sess, opts)?;
     let sess = &conn.sess;
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    let mut files = Vec::new();
     let mut run_info = None;
     if id.rank == 0 {
-        reporters = rank0_reporters(opts);
+        (reporters, files) = rank0_reporters(opts);
         let info = RunInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             args: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -170,6 +171,7 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
     let given: Vec<String> = opts.paths.transports.iter().map(|p| p.to_string()).collect();
     let host = sess.world.host.clone();
     let size = sess.world.size;
+    let on_signal = conn.on_signal.clone();
     let Rank { mut sess, mut paths } = match conn.open() {
         Ok(r) => r,
         Err(e) => {
@@ -182,6 +184,10 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
             ))
         }
     };
+    if !files.is_empty() {
+        let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();
+        on_signal.set(mark_on_signal(files, host.clone(), planned(opts, size, &names)));
+    }
     let progress = (id.rank == 0 && opts.outputs.progress == Progress::Auto && std::io::stderr().is_terminal())
         .then(ProgressBar::new_spinner);
     let ranks = sess.world.ranks.clone();
@@ -245,6 +251,7 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
     if let (0, Some(info)) = (id.rank, &run_info) {
         finish(opts, info, &ranks, &line_rates, tally, &mut reporters)?;
     }
+    on_signal.clear();
     Ok(code)
 }
 
@@ -412,8 +419,9 @@ fn distinct_paths(sess: &session::Session, opts: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Rank 0's reporters: the table on stdout and every file asked for.
-fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
+/// Rank 0's reporters: the table on stdout and every file asked for; and the files again, shared with the
+/// rank's signal watcher, which marks them incomplete on SIGINT or SIGTERM.
+fn rank0_reporters(opts: &Options) -> (Vec<Box<dyn Reporter>>, Vec<SharedFile>) {
     // With an output file on stdout (`-J -`) the table goes to stderr, so the file stays whole for its reader.
     let out: Box<dyn std::io::Write> = if opts.outputs.stdout_taken() {
         Box::new(report::stdout::Stdout::over(std::io::stderr()))
@@ -424,18 +432,52 @@ fn rank0_reporters(opts: &Options) -> Vec<Box<dyn Reporter>> {
         Some(style) => Box::new(report::nccl_table::NcclTableReporter::new(out, style.clone())),
         None => Box::new(report::table::TableReporter::new(out).with_units(opts.outputs.units)),
     };
-    let mut v: Vec<Box<dyn Reporter>> = vec![table];
+    let force = opts.outputs.force;
+    let mut files: Vec<Box<dyn Reporter + Send>> = Vec::new();
     if let Some(p) = &opts.outputs.json {
-        v.push(Box::new(report::json::JsonReporter::new(p.clone(), opts.outputs.force)));
+        files.push(Box::new(report::json::JsonReporter::new(p.clone(), force)));
     }
     if let Some(p) = &opts.outputs.csv {
-        v.push(Box::new(report::csv::CsvReporter::new(p.clone(), opts.outputs.force)));
+        files.push(Box::new(report::csv::CsvReporter::new(p.clone(), force)));
     }
     if let Some(p) = &opts.outputs.markdown {
-        v.push(Box::new(report::markdown::MarkdownReporter::new(
-            p.clone(),
-            opts.outputs.force,
-        )));
+        files.push(Box::new(report::markdown::MarkdownReporter::new(p.clone(), force)));
     }
-    v
+    let shared: Vec<report::Shared> = files.into_iter().map(report::Shared::new).collect();
+    let handles = shared.iter().map(|s| s.0.clone()).collect();
+    let mut v: Vec<Box<dyn Reporter>> = vec![table];
+    v.extend(shared.into_iter().map(|s| Box::new(s) as Box<dyn Reporter>));
+    (v, handles)
+}
+
+/// A file reporter as the signal watcher reaches it.
+type SharedFile = std::sync::Arc<std::sync::Mutex<Box<dyn Reporter + Send>>>;
+
+/// Rank 0's hook for a stop signal: every file marked incomplete, the signal named and the points of
+/// `planned` not measured listed, as a failed run marks them.
+fn mark_on_signal(
+    files: Vec<SharedFile>,
+    host: String,
+    planned: Vec<results::PointKey>,
+) -> crate::driver::signals::Hook {
+    Box::new(move |sig, code| {
+        let facts = results::RunError {
+            message: format!("interrupted by {sig} before the run's last point"),
+            phase: None,
+            rank: Some(0),
+            host: Some(host),
+            culprit: false,
+            exit_code: code,
+            missing: Vec::new(),
+        };
+        for f in &files {
+            let mut r = f.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(w) = r.fail(&facts, &planned) {
+                stderr!("collbench: warning: could not mark an output incomplete: {w}");
+            }
+        }
+        stderr!(
+            "collbench: rank 0: interrupted by {sig}; the output files keep the points measured, marked incomplete"
+        );
+    })
 }

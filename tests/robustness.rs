@@ -1121,3 +1121,168 @@ fn preflight_from_results_refuses_a_negative_time_naming_the_file_and_the_point(
     );
     assert!(!String::from_utf8_lossy(&o.stdout).contains("inf GB/s"));
 }
+
+// --- a signal leaves every output complete or marked ---------------------------------------------------
+
+/// Starts `collbench ARGS` in a process group of its own, its stderr read line by line, and waits for the
+/// `--fault` line (a rank stopped itself, so the job stands still mid-run). Gives the child, the lines so far
+/// and the receiver of the rest.
+fn started_until_fault(args: &[&str]) -> (std::process::Child, Vec<String>, mpsc::Receiver<Option<String>>) {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(bin())
+        .args(args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = c.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines() {
+            let _ = tx.send(Some(l.unwrap_or_default()));
+        }
+        let _ = tx.send(None);
+    });
+    let mut said = Vec::new();
+    loop {
+        match rx.recv_timeout(HANG) {
+            Ok(Some(l)) => {
+                let fault = l.contains("--fault");
+                said.push(l);
+                if fault {
+                    return (c, said, rx);
+                }
+            }
+            other => {
+                let _ = c.kill();
+                panic!("no fault line ({other:?}):\n{}", said.join("\n"));
+            }
+        }
+    }
+}
+
+/// Reads the rest of the child's stderr and its status; kills the group if it outlives `HANG`.
+fn ended(mut c: std::process::Child, mut said: Vec<String>, rx: mpsc::Receiver<Option<String>>) -> (i32, String) {
+    loop {
+        match rx.recv_timeout(HANG) {
+            Ok(Some(l)) => said.push(l),
+            Ok(None) => break,
+            Err(_) => {
+                // SAFETY: kill has no memory-safety preconditions; the group is the one this test started.
+                unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+                panic!("still running {HANG:?} after the signal:\n{}", said.join("\n"));
+            }
+        }
+    }
+    let status = c.wait().unwrap();
+    (status.code().unwrap_or(-1), said.join("\n"))
+}
+
+/// Ctrl-C in a terminal (SIGINT to the whole process group) while a run stands mid-sweep: it exits 130 and every
+/// output file is marked incomplete naming the signal: the JSON `complete: false` with the error and the points
+/// not measured, the CSV's `# incomplete:` line, the Markdown's section.
+#[test]
+fn ctrl_c_marks_every_output_of_a_run_incomplete_naming_the_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv, md) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.csv"),
+        dir.path().join("r.md"),
+    );
+    let (c, said, rx) = started_until_fault(&[
+        "run",
+        "--np",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--no-progress",
+        "--collective",
+        "all_reduce,all_gather",
+        "-T",
+        "600",
+        "--fault",
+        "1:all_gather@8:stop",
+        "-J",
+        s(&json),
+        "--csv",
+        s(&csv),
+        "--markdown",
+        s(&md),
+    ]);
+    // SAFETY: kill has no memory-safety preconditions; the group is the one this test started.
+    unsafe { libc::kill(-(c.id() as i32), libc::SIGINT) };
+    let (code, err) = ended(c, said, rx);
+    assert_eq!(code, 130, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["collbench"]["complete"], false, "{v}");
+    let e = &v["errors"][0];
+    assert!(e["message"].as_str().unwrap_or("").contains("SIGINT"), "{v}");
+    assert!(!e["missing"].as_array().unwrap().is_empty(), "{v}");
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let last = csv_text.lines().last().unwrap();
+    assert!(
+        last.starts_with("# incomplete:") && last.contains("SIGINT"),
+        "{csv_text}"
+    );
+    let md_text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md_text.contains("## Incomplete run") && md_text.contains("SIGINT"),
+        "{md_text}"
+    );
+}
+
+/// A Kubernetes eviction (SIGTERM) of a preflight mid-run: it exits 143 and still writes its JSON, JUnit and
+/// metrics, the interruption as a failed check, so a gate reading them sees a failure, not a missing file.
+#[test]
+fn sigterm_to_a_preflight_writes_every_output_with_the_interruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, junit, prom) = (
+        dir.path().join("p.json"),
+        dir.path().join("p.xml"),
+        dir.path().join("p.prom"),
+    );
+    let (c, said, rx) = started_until_fault(&[
+        "preflight",
+        "--np",
+        "2",
+        "--no-pairwise",
+        "--bandwidth-bytes",
+        "1M",
+        "-T",
+        "600",
+        "--fault",
+        "1:all_reduce@8:stop",
+        "-J",
+        s(&json),
+        "--junit",
+        s(&junit),
+        "--metrics",
+        s(&prom),
+    ]);
+    // The launcher only, as a pod's main process is signalled.
+    // SAFETY: kill has no memory-safety preconditions; the pid is this test's child, not yet reaped.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let (code, err) = ended(c, said, rx);
+    assert_eq!(code, 143, "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["exit_code"], 143, "{v}");
+    let checks = v["checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "interrupted" && c["detail"].as_str().unwrap_or("").contains("SIGTERM")),
+        "{v}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("interrupted") && xml.contains("<failure"), "{xml}");
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(metrics.contains("# EOF"), "{metrics}");
+}

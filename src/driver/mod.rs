@@ -9,6 +9,7 @@
 //! launched job.
 
 mod launch;
+pub mod signals;
 pub mod start;
 pub mod verdict;
 
@@ -39,6 +40,9 @@ pub enum Ending {
 pub struct Connected<'a> {
     pub sess: Session,
     start: &'a start::Start<'a>,
+    /// What the rank does on SIGINT or SIGTERM before it exits 128 + the signal: nothing unless the command
+    /// sets it (rank 0 marks its outputs incomplete).
+    pub on_signal: signals::OnSignal,
 }
 
 impl Connected<'_> {
@@ -128,18 +132,21 @@ fn be_rank(cmd: &dyn RankCommand, id: &Identity, get: &dyn Fn(&str) -> Option<St
         check_outputs: &|| cmd.outputs().check(),
         check_memory: &|local, avail| cmd.check_memory(local, avail),
     };
-    let started = start.check_host(id, get).and_then(|()| {
-        if let Err(e) = cmd.check_size(id.size) {
-            // Every rank sees the same options and size, so every rank would say the same: rank 0 alone says
-            // it, the others exit with its status.
-            return Ok(Err(e));
+    let checked = start.check_host(id, get).map(|()| cmd.check_size(id.size));
+    let sess = match checked {
+        Ok(Ok(())) => {
+            // From here the rank starts threads: the stop signals go to a watcher of their own first.
+            let on_signal = signals::OnSignal::install();
+            start.connect(id).map(|s| (s, on_signal))
         }
-        start.connect(id).map(Ok)
-    });
-    let sess = match started {
-        Ok(Ok(s)) => s,
+        // Every rank sees the same options and size, so every rank would say the same: rank 0 alone says it,
+        // the others exit with its status.
         Ok(Err(e)) if id.rank != 0 => return Ok(e.exit_code()),
-        Ok(Err(e)) => return Err(e),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(e),
+    };
+    let (sess, on_signal) = match sess {
+        Ok(s) => s,
         Err(e) => {
             if id.rank == 0 {
                 cmd.start_failed(id, &e);
@@ -147,7 +154,14 @@ fn be_rank(cmd: &dyn RankCommand, id: &Identity, get: &dyn Fn(&str) -> Option<St
             return Err(e);
         }
     };
-    match cmd.rank(id, Connected { sess, start: &start })? {
+    match cmd.rank(
+        id,
+        Connected {
+            sess,
+            start: &start,
+            on_signal,
+        },
+    )? {
         Ending::Own(code) => Ok(code),
         Ending::Shared { decided, rank } => verdict::share(id.rank, cmd.name(), decided, rank),
     }

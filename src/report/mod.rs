@@ -42,3 +42,37 @@ pub trait Reporter {
         Ok(())
     }
 }
+
+/// A file reporter another thread can reach too (the rank's signal watcher marks the file incomplete): each
+/// call takes the lock, so a signal never lands between a write's start and its file's move into place.
+pub struct Shared(pub std::sync::Arc<std::sync::Mutex<Box<dyn Reporter + Send>>>);
+
+impl Shared {
+    /// `r`, shared.
+    pub fn new(r: Box<dyn Reporter + Send>) -> Shared {
+        Shared(std::sync::Arc::new(std::sync::Mutex::new(r)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn Reporter + Send>> {
+        // A poisoned lock still holds a reporter whose file is whole (writes are moved into place).
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Reporter for Shared {
+    fn begin(&mut self, run: &RunInfo) -> Result<()> {
+        self.lock().begin(run)
+    }
+
+    fn record(&mut self, rec: &Record) -> Result<()> {
+        self.lock().record(rec)
+    }
+
+    fn finish(&mut self, summary: &Summary) -> Result<()> {
+        self.lock().finish(summary)
+    }
+
+    fn fail(&mut self, error: &RunError, planned: &[PointKey]) -> Result<()> {
+        self.lock().fail(error, planned)
+    }
+}

@@ -1,8 +1,9 @@
 //! Local ranks end with their launcher. `collbench run --np N` killed, terminated or interrupted by pid must
 //! not leave its ranks running as orphans that finish the sweep and mark their files complete: each rank
 //! asks the kernel for SIGKILL when the launcher dies (however it dies, SIGKILL included), and the launcher
-//! turns SIGTERM and SIGINT into stopping every rank it started before it exits. What rank 0 wrote so far
-//! stays on disk (files are replaced atomically), marked incomplete.
+//! turns SIGTERM and SIGINT into stopping every rank it started (SIGTERM, then SIGKILL after a grace) before it
+//! exits. What rank 0 wrote so far stays on disk (files are replaced atomically), marked incomplete by its
+//! signal watcher.
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -127,10 +128,22 @@ impl Stopper {
                 s.pids.len()
             );
         }
-        s.signal.get_or_insert(sig);
-        for &p in &s.pids {
-            kill(p);
+        if s.signal.is_some() {
+            return;
         }
+        s.signal = Some(sig);
+        // SIGTERM first: each rank's watcher marks its outputs incomplete and exits. A rank that cannot act on it
+        // (stopped by SIGSTOP, or hung) is killed once the grace is over.
+        for &p in &s.pids {
+            signal(p, libc::SIGTERM);
+        }
+        let stopper = self.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(STOP_GRACE);
+            for &p in &stopper.lock().pids {
+                kill(p);
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -139,10 +152,19 @@ impl Stopper {
     }
 }
 
+/// How long the ranks get after the launcher's SIGTERM to mark their outputs and exit before they are killed.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// SIGKILL: a rank stopped by SIGSTOP (or a `--fault` stop) would not act on SIGTERM.
 fn kill(pid: libc::pid_t) {
-    // SAFETY: kill has no memory-safety preconditions; the pid is a child not yet reaped.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    signal(pid, libc::SIGKILL);
+}
+
+/// Sends `sig` to `pid`.
+fn signal(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill has no memory-safety preconditions; the pid is a child not yet reaped (a reaped one is
+    // removed from the list under the same lock first).
+    unsafe { libc::kill(pid, sig) };
 }
 
 /// `SIGTERM`, `SIGINT`, or the number.

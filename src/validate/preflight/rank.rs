@@ -28,6 +28,10 @@ use crate::world::Identity;
 pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<Ending> {
     let budget = Budget::new(setup.pre.budget);
     let opts = &setup.opts;
+    let on_signal = conn.on_signal.clone();
+    if id.rank == 0 {
+        on_signal.set(interrupted(setup, id.size));
+    }
     // Every path is opened once, here, and borrowed by every phase's sweeps.
     let Rank { sess, paths: open } = match conn.open() {
         Ok(r) => r,
@@ -186,6 +190,8 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
             &super::path_keys(opts),
         )
     });
+    // The outputs are written: a signal from here on ends the rank without touching them.
+    on_signal.clear();
     Ok(Ending::Shared {
         decided,
         rank: Box::new(Rank {
@@ -223,6 +229,41 @@ pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
     if let Err(w) = super::decide::decide(&setup.pre, &m, None, vec![failed], &keys) {
         stderr!("collbench: error: reporting the failed set-up: {w}");
     }
+}
+
+/// Rank 0's hook for a stop signal (a Kubernetes eviction's SIGTERM, a Ctrl-C): every output written with the
+/// interruption as its failed check, so a gate reading them never sees a missing file or a pass, and the
+/// process's exit status (128 + the signal) in each.
+fn interrupted(setup: &Setup, nranks: usize) -> crate::driver::signals::Hook {
+    let (pre, keys, bandwidth_from) = (
+        setup.pre.clone(),
+        super::path_keys(&setup.opts),
+        setup.plan.bandwidth_from(),
+    );
+    Box::new(move |sig, code| {
+        let failed = bare_check(
+            "interrupted".into(),
+            "",
+            format!("stopped by {sig}"),
+            "completes".into(),
+            "built in".into(),
+            Verdict::Fail,
+            format!("the preflight was interrupted by {sig} before its verdict; nothing it measured is judged"),
+        );
+        let m = super::decide::Measured {
+            nranks,
+            plan: Vec::new(),
+            paths: Vec::new(),
+            bandwidth_from,
+            connectivity: Vec::new(),
+            results: Vec::new(),
+            evidence: Vec::new(),
+            ended_by: Some(code),
+        };
+        if let Err(w) = super::decide::decide(&pre, &m, None, vec![failed], &keys) {
+            stderr!("collbench: error: reporting the interruption: {w}");
+        }
+    })
 }
 
 /// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
