@@ -328,6 +328,7 @@ fn finish(
     tally: Tally,
     reporters: &mut [Box<dyn Reporter>],
 ) -> Result<()> {
+    let runtime_bytes = tally.runtime_bytes();
     let Tally {
         records,
         costs,
@@ -349,7 +350,7 @@ fn finish(
     );
     let hosts: Vec<&str> = ranks.iter().map(|r| r.host.as_str()).collect();
     let largest = records.iter().map(|r| r.size).max().unwrap_or(0);
-    summary.peak_memory = results::PeakMemory::of(peak_rss, &hosts, largest);
+    summary.peak_memory = results::PeakMemory::of(peak_rss, &hosts, largest).map(|m| m.with_runtime(runtime_bytes));
     let distinct: std::collections::BTreeSet<&str> = hosts.iter().copied().collect();
     let model = opts
         .outputs

@@ -284,7 +284,9 @@ pub fn connect_with(
         Exchange::Mpi(m) => via_mpi(id, opts, consensus, m)?,
     };
     world.bootstrap_s = started.elapsed().as_secs_f64();
-    if world.rank == 0 {
+    // Only paths `--transport` names: the one kept for control traffic alone (`--transport nccl`) measures
+    // nothing, and a line about it reads as if tcp had been measured.
+    if world.rank == 0 && opts.paths.transports.iter().any(|p| p.is_tcp()) {
         for line in path_lines(&tcp_paths(opts), &world.ranks) {
             stderr!("{line}");
         }

@@ -491,3 +491,218 @@ fn a_rank_stuck_inside_an_nccl_call_is_named_by_every_rank_and_the_run_ends() {
         );
     }
 }
+
+/// What the host did from each timed point's first collective on, read from the fakes' call log: every
+/// unbroken run of collectives, group calls and waits that starts with a collective or a group. Anything
+/// else (a copy, an allocation, a context query) ends a run, so a run is the timed calls and exactly what
+/// the host called between them.
+#[derive(Debug, PartialEq)]
+struct Timed {
+    collectives: usize,
+    waits: usize,
+    /// Collectives between each ncclGroupStart and its ncclGroupEnd.
+    groups: Vec<usize>,
+}
+
+fn timed_runs(log: &Path) -> Vec<Timed> {
+    const COLLECTIVES: [&str; 5] = [
+        "ncclAllReduce",
+        "ncclAllGather",
+        "ncclReduceScatter",
+        "ncclBroadcast",
+        "ncclReduce",
+    ];
+    const WAITS: [&str; 3] = ["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"];
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut runs: Vec<Timed> = Vec::new();
+    let mut open: Option<Timed> = None;
+    for l in text.lines() {
+        let starts = COLLECTIVES.contains(&l) || l == "ncclGroupStart";
+        let within = starts || WAITS.contains(&l) || l == "ncclGroupEnd";
+        if !within {
+            runs.extend(open.take());
+            continue;
+        }
+        let Some(t) = open.as_mut() else {
+            if starts {
+                open = Some(Timed {
+                    collectives: 0,
+                    waits: 0,
+                    groups: Vec::new(),
+                });
+                let t = open.as_mut().unwrap();
+                if l == "ncclGroupStart" {
+                    t.groups.push(0);
+                } else {
+                    t.collectives += 1;
+                }
+            }
+            continue;
+        };
+        match l {
+            "ncclGroupStart" => t.groups.push(0),
+            "ncclGroupEnd" => {}
+            w if WAITS.contains(&w) => t.waits += 1,
+            _ => {
+                t.collectives += 1;
+                if let Some(g) = t.groups.last_mut() {
+                    *g += 1;
+                }
+            }
+        }
+    }
+    runs.extend(open);
+    runs
+}
+
+#[test]
+fn nccl_queues_the_timed_calls_and_waits_once_per_point_as_nccl_tests_default_does() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // Two sizes, no warm-up or check: each placement's timed calls are the only collectives of the run.
+    let base = "run --np 1 --memory cuda --transport nccl --collective all_reduce -b 8 -e 64 -f 8 -w 0 -c 0";
+    let run = |flags: &str, name: &str| {
+        let log = tmp.path().join(format!("{name}.log"));
+        let j = tmp.path().join(format!("{name}.json"));
+        let (code, out, err) = collbench(
+            dir,
+            &[("FAKE_CALL_LOG", log.to_str().unwrap())],
+            &format!("{base} {flags}"),
+            &j,
+        );
+        assert_eq!(code, Some(0), "{flags}:\n{out}\n{err}");
+        let modes: Vec<String> = json(&j)["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["collbench"]["timing"].as_str().unwrap_or("none").to_string())
+            .collect();
+        (timed_runs(&log), out, modes)
+    };
+    // -z 0 (the default): 20 launches back to back, then one wait, at each of 2 sizes x 2 placements.
+    let (runs, out, modes) = run("-n 20 -z 0", "queued");
+    let queued = |groups: Vec<usize>, collectives| Timed {
+        collectives,
+        waits: 1,
+        groups,
+    };
+    assert_eq!(runs, (0..4).map(|_| queued(vec![], 20)).collect::<Vec<_>>(), "{out}");
+    assert!(
+        out.contains("\n# timing: 20 queued launches, one wait (-z 0)\n"),
+        "{out}"
+    );
+    assert_eq!(modes, ["queued", "queued"]);
+    // -z 1: a wait after every call.
+    let (runs, out, modes) = run("-n 20 -z 1", "per-call");
+    let per_call = Timed {
+        collectives: 20,
+        waits: 20,
+        groups: vec![],
+    };
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    assert!(runs.iter().all(|r| *r == per_call), "{runs:?}");
+    assert!(
+        out.contains("\n# timing: per call, a wait and a barrier after each (-z 1)\n"),
+        "{out}"
+    );
+    assert_eq!(modes, ["per_call", "per_call"]);
+    // -m 4: four collectives in each ncclGroupStart/End, five groups, still one wait.
+    let (runs, out, _) = run("-n 5 -m 4", "grouped");
+    assert_eq!(
+        runs,
+        (0..4).map(|_| queued(vec![4; 5], 20)).collect::<Vec<_>>(),
+        "{out}"
+    );
+    assert!(out.contains("# timing: 5 queued groups of 4 calls (-m 4"), "{out}");
+    // Per-iteration figures need a wait per iteration, and say so.
+    let (runs, out, modes) = run("-n 20 -I 1", "per-iter");
+    assert!(runs.iter().all(|r| r.waits == 20 && r.collectives == 20), "{runs:?}");
+    assert!(
+        out.contains("\n# timing: per iteration, a wait after each of 20 (-I 1)\n"),
+        "{out}"
+    );
+    assert_eq!(modes, ["per_iteration", "per_iteration"]);
+}
+
+#[test]
+fn nccl_tests_table_keeps_its_columns_with_the_timing_line_among_its_comments() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let link = tmp.path().join("all_reduce_perf");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_collbench"), &link).unwrap();
+    let o = Command::new(&link)
+        .args(["-b", "8", "-e", "512", "-f", "4", "-g", "1", "-w", "1", "-n", "20"])
+        .current_dir(tmp.path())
+        .env("LD_LIBRARY_PATH", dir)
+        .env("COLLBENCH_NCCL_LIB", dir.join("libnccl.so.2"))
+        .env_remove("COLLBENCH_RANK")
+        .env_remove("COLLBENCH_CUDA_DEVICE")
+        .output()
+        .expect("all_reduce_perf runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    // nccl-tests' own output of the same sizes, from a real H100.
+    let real = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("results/gpu/2026-12-06-h100/side-by-side/side-nccltests-all_reduce.txt"),
+    )
+    .unwrap();
+    let header = |s: &str| -> Vec<String> {
+        let l: Vec<&str> = s.lines().collect();
+        let at = l
+            .iter()
+            .position(|x| x.contains("out-of-place"))
+            .expect("a table header");
+        l[at - 1..at + 3].iter().map(|x| x.to_string()).collect()
+    };
+    assert_eq!(header(&out), header(&real), "{out}");
+    let rows = |s: &str| -> Vec<Vec<String>> {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    let (ours, theirs) = (rows(&out), rows(&real));
+    assert_eq!(ours.len(), 4, "{out}");
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+        assert_eq!(a[..5], b[..5], "size, count, type, redop and root");
+    }
+    // The mode, in a comment line before the table that no column parser takes.
+    let timing = out.lines().find(|l| l.starts_with("# timing:")).expect("a timing line");
+    assert_eq!(timing, "# timing: 20 queued launches, one wait (-z 0)");
+    assert!(out.find("# timing:") < out.find("out-of-place"), "{out}");
+}
+
+#[test]
+fn nccl_alone_names_no_tcp_path_and_its_memory_bound_counts_the_cuda_context() {
+    let Some(dir) = fakes() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("mem.json");
+    // A context holding 200 MiB of the host's memory, as a real one holds a few hundred.
+    let (code, out, err) = collbench(
+        dir,
+        &[("FAKE_CUDA_CONTEXT_MIB", "200")],
+        "run --np 1 --memory cuda --transport nccl --collective all_reduce -b 8 -e 1K -w 1 -n 2",
+        &j,
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(!err.contains("tcp path: interface"), "{err}");
+    let m = &json(&j)["collbench"]["summary"]["peak_memory"];
+    let runtime = m["runtime_bytes"].as_u64().expect("the context's memory measured");
+    assert!(runtime >= 200 << 20, "{m}");
+    assert_eq!(
+        m["bound_bytes"].as_u64().unwrap(),
+        3 * 1024 + (64 << 20) + runtime,
+        "{m}"
+    );
+    assert!(
+        m["max_bytes"].as_u64().unwrap() > 200 << 20,
+        "the context's memory is in the peak: {m}"
+    );
+    let line = out.lines().find(|l| l.starts_with("# Peak memory per rank")).unwrap();
+    assert!(
+        line.contains("MiB CUDA/NCCL at start-up") && line.ends_with(" OK"),
+        "{line}"
+    );
+}

@@ -1157,6 +1157,7 @@ fn started_until_fault(args: &[&str]) -> (std::process::Child, Vec<String>, mpsc
             }
             other => {
                 let _ = c.kill();
+                let _ = c.wait();
                 panic!("no fault line ({other:?}):\n{}", said.join("\n"));
             }
         }

@@ -263,7 +263,8 @@ pub fn translate(
             'G' => {
                 return Err(refuse(
                     c,
-                    "CUDA graphs are not captured here; drop -G (each call is timed by the CPU clock)",
+                    "CUDA graphs are not captured here; drop -G: the default -z 0 already queues the timed \
+                     launches back to back and waits once, and -m N groups N calls per launch",
                 ))
             }
             'R' if int(c, &v)? == 0 => {}

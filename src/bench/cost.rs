@@ -130,6 +130,7 @@ mod tests {
             host_busy_pct: None,
             peak_rss: None,
             waited_s: None,
+            runtime_bytes: 0,
         }
     }
 

@@ -25,6 +25,12 @@ pub fn rss() -> Option<u64> {
     own_status("VmRSS")
 }
 
+/// Bytes this process's resident memory grew by since it was `before` (a [`rss`] reading); 0 where either
+/// reading is missing: what opening a GPU's context, or NCCL's communicator, cost the host.
+pub fn grown_since(before: Option<u64>) -> u64 {
+    rss().zip(before).map_or(0, |(now, then)| now.saturating_sub(then))
+}
+
 /// Descriptors this process has open now (entries of /proc/self/fd, less the one reading it).
 pub fn open_fds() -> Option<usize> {
     let n = std::fs::read_dir("/proc/self/fd").ok()?.count();

@@ -35,6 +35,8 @@ pub struct Outcome {
     pub cost: Option<PathCost>,
     /// Every rank's peak resident memory (VmHWM) at the end of the sweep, in rank order, on rank 0 only.
     pub peak_rss: Vec<Option<u64>>,
+    /// The most host memory any rank's device runtime took when its path opened (bytes), on rank 0 only.
+    pub runtime_bytes: u64,
     /// Points the engine could not run, one line per reason (`skipping half points on mpi: ...`), on rank 0
     /// only: the caller says each once per run, however many sweeps meet it.
     pub skipped: Vec<String>,
@@ -109,6 +111,7 @@ pub fn sweep<E: Engine, A: Alloc>(e: &mut E, s: Sweep<'_>, alloc: A) -> Result<O
         points = points.get(i).copied().into_iter().collect();
     }
     let (send_bytes, recv_bytes) = plan::buffer_bytes(&points);
+    let runtime_bytes = alloc.runtime_bytes();
     // -u: room for calls that start up to 8 B (the widest element) per unaligned element later.
     let mut bufs = alloc.alloc(send_bytes, recv_bytes, opts.sweep.iteration.shift_bytes(8))?;
     if let (Some(pb), None) = (progress, only) {
@@ -123,6 +126,7 @@ pub fn sweep<E: Engine, A: Alloc>(e: &mut E, s: Sweep<'_>, alloc: A) -> Result<O
         iters: opts.sweep.iters,
         repeat,
         per_iter_skip: opts.sweep.iteration.per_iter.then_some(opts.sweep.iteration.skip),
+        timing: point::timing_mode(e, &bufs, &opts),
     };
     let mut out = Outcome::default();
     // Ranks arrive at a path at different times (start-up skew, the previous path's last point): line them
@@ -180,10 +184,14 @@ pub fn sweep<E: Engine, A: Alloc>(e: &mut E, s: Sweep<'_>, alloc: A) -> Result<O
     // The buffers go when this sweep ends; the next sweep's may land at the same addresses.
     e.forget_memory();
     let host = ranks.get(e.rank()).map_or("", |r| r.host.as_str());
-    let mine = started.usage_since(host, bytes, first_us.unwrap_or(0.0));
+    let mine = usage::Usage {
+        runtime_bytes,
+        ..started.usage_since(host, bytes, first_us.unwrap_or(0.0))
+    };
     if let Some(usages) = gather_json::<_, usage::Usage>(e, &mine, "usage report")? {
         out.cost = Some(cost::of_sweep(&path, &usages));
         out.peak_rss = usages.iter().map(|u| u.peak_rss).collect();
+        out.runtime_bytes = usages.iter().map(|u| u.runtime_bytes).max().unwrap_or(0);
     }
     // Every rank learns the verdict, so all exit with the same status.
     let total = e.broadcast(&out.wrong.to_le_bytes())?;

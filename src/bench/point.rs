@@ -13,6 +13,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::reduce::pattern::{CheckOutcome, Pattern, Source};
 use crate::reduce::Op;
+use crate::results::timing::TimingMode;
 
 /// What one rank measured for one placement.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -95,25 +96,55 @@ fn measure_placement<E: Engine, M: Memory>(
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
     let mut total_ns: u128 = 0;
     let it = opts.sweep.iteration;
-    let agg = u128::from(it.agg.max(1));
+    let agg = it.agg.max(1);
     let mut times_us = Vec::with_capacity(if it.per_iter { opts.sweep.iters as usize } else { 0 });
     // Only the timed calls' staging is reported.
     bufs.take_staging();
     let slow = crate::fault::Fault::slow_at(opts.aids.fault.as_ref(), e.rank(), p.coll, p.layout.size_bytes as u64);
+    let mode = timing_mode(e, bufs, opts);
+    if mode == Some(TimingMode::Queued) {
+        // nccl-tests' -z 0: every timed call queued back to back, one wait, the time divided by the calls.
+        let t0 = Instant::now();
+        for _ in 0..opts.sweep.iters {
+            if let Some(d) = slow {
+                std::thread::sleep(d);
+            }
+            bufs.queue(e, algo, &call, agg)?;
+        }
+        bufs.wait(e)?;
+        let calls = u128::from(opts.sweep.iters.max(1)) * u128::from(agg);
+        let ns = t0.elapsed().as_nanos() / calls;
+        if let Some(f) = first_us.take() {
+            *f = ns as f64 / 1e3;
+        }
+        total_ns = ns * u128::from(opts.sweep.iters);
+        hist.saturating_record((ns as u64).max(1));
+    }
+    // -z 1 and -z 2: a wait after each call (-z 1: and a barrier, timed); calls that return complete need none.
+    let per_call = matches!(it.blocking, 1 | 2);
     for _ in 0..opts.sweep.iters {
+        if mode == Some(TimingMode::Queued) {
+            break;
+        }
         let t0 = Instant::now();
         if let Some(d) = slow {
             // The `slow` testing aid: this point alone, every iteration, as a loss spell would.
             std::thread::sleep(d);
         }
-        // -m: the iteration's collectives run back to back; -z 1: each ends in a barrier, timed.
-        for _ in 0..agg {
-            bufs.run(e, algo, &call)?;
-            if it.blocking == 1 {
-                e.barrier()?;
+        if per_call {
+            for _ in 0..agg {
+                bufs.queue(e, algo, &call, 1)?;
+                bufs.wait(e)?;
+                if it.blocking == 1 {
+                    e.barrier()?;
+                }
             }
+        } else {
+            // -m: the iteration's collectives queued back to back (one group where the engine has them).
+            bufs.queue(e, algo, &call, agg)?;
+            bufs.wait(e)?;
         }
-        let ns = t0.elapsed().as_nanos() / agg;
+        let ns = t0.elapsed().as_nanos() / u128::from(agg);
         // -z 3: the ranks line up after each iteration, outside its time.
         if it.blocking == 3 {
             e.barrier()?;
@@ -167,6 +198,13 @@ fn measure_placement<E: Engine, M: Memory>(
         timing.first = outcome.first.map(|m| (m.index as u64, m.expected, m.got));
     }
     Ok(timing)
+}
+
+/// How `e` on `bufs` times a point's calls under the sweep's options ([`TimingMode::of`]); `None` where its
+/// calls return complete.
+pub fn timing_mode<E: Engine, M: Memory>(e: &E, bufs: &M, opts: &Settings<'_>) -> Option<TimingMode> {
+    let it = opts.sweep.iteration;
+    TimingMode::of(it.blocking, it.per_iter, opts.sweep.percentiles, bufs.queues(e))
 }
 
 /// Fills this rank's input with its pattern and poisons the rest of the output, so stale data is caught.

@@ -64,6 +64,8 @@ pub struct Context<'a> {
     pub repeat: u32,
     /// Per-iteration timing (`-I 1`): the leading iterations its summary leaves out (`-K`); `None`: off.
     pub per_iter_skip: Option<u32>,
+    /// How the path's calls were waited for, where they return before they complete.
+    pub timing: Option<crate::results::timing::TimingMode>,
 }
 
 /// One table row from every rank's measurement of `p` with `algo`.
@@ -76,6 +78,7 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         iters,
         repeat,
         per_iter_skip,
+        timing,
     } = *ctx;
     let n = per_rank.len();
     let oop: Vec<&RankTiming> = per_rank.iter().map(|r| &r.out_of_place).collect();
@@ -95,6 +98,14 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
                 })
             })
     });
+    // Calls queued and waited for once give one sample per point: their spread is unknown, as at -n 1.
+    let spread = |t: Timing| match timing {
+        Some(crate::results::timing::TimingMode::Queued) => Timing {
+            ci95_us: crate::report::paths_compared::ci95_half_width(0.0, 1),
+            ..t
+        },
+        _ => t,
+    };
     let per_iter = |ts: &[&RankTiming]| {
         let times: Vec<&[f64]> = ts.iter().map(|t| t.times_us.as_slice()).collect();
         per_iter_skip.and_then(|skip| PerIter::of(&times, skip))
@@ -111,14 +122,15 @@ pub fn record(ctx: &Context<'_>, algo: &str, p: &Point, per_rank: &[RankPoint]) 
         nranks: n,
         out_of_place: Timing {
             per_iter: per_iter(&oop),
-            ..combine_timing(&oop, stat, p, n, iters)
+            ..spread(combine_timing(&oop, stat, p, n, iters))
         },
         in_place: Timing {
             per_iter: per_iter(&ip),
-            ..combine_timing(&ip, stat, p, n, iters)
+            ..spread(combine_timing(&ip, stat, p, n, iters))
         },
         first_wrong,
         repeat,
+        timing,
     }
 }
 

@@ -16,6 +16,8 @@ pub struct Tally {
     pub costs: Vec<PathCost>,
     /// Each rank's peak resident memory, the largest sample of any sweep; rank 0 only.
     pub peak_rss: Vec<Option<u64>>,
+    /// Host memory each path's device runtime took when it opened (bytes; rank 0 only), by path.
+    runtime: Vec<(String, u64)>,
     /// Skip notes already said (each is said once per run).
     said: Vec<String>,
 }
@@ -32,6 +34,12 @@ impl Tally {
             *acc = (*acc).max(p);
         }
         self.wrong += outcome.wrong;
+        if let Some(c) = &outcome.cost {
+            match self.runtime.iter_mut().find(|(p, _)| *p == c.path) {
+                Some((_, b)) => *b = (*b).max(outcome.runtime_bytes),
+                None => self.runtime.push((c.path.clone(), outcome.runtime_bytes)),
+            }
+        }
         if let Some(mut c) = outcome.cost {
             match self.costs.iter_mut().find(|t| t.path == c.path) {
                 Some(total) => super::cost::add(total, &c),
@@ -42,6 +50,12 @@ impl Tally {
                 }
             }
         }
+    }
+
+    /// Host memory the run's device runtimes (CUDA contexts, NCCL's communicator) took when their paths
+    /// opened, bytes: each path measured what its own opening added, so they add up. 0 on host memory.
+    pub fn runtime_bytes(&self) -> u64 {
+        self.runtime.iter().map(|(_, b)| b).sum()
     }
 
     /// Warns on stderr about every path whose sweeps the CPUs, not the network, paced.
@@ -93,6 +107,7 @@ mod tests {
                 wrong: 1,
                 cost: Some(cost("tcp@lo", 2.0)),
                 peak_rss: vec![Some(5), Some(7), Some(1)],
+                runtime_bytes: 200,
                 ..Outcome::default()
             },
             Some(9.0),
@@ -101,6 +116,7 @@ mod tests {
         t.add(
             Outcome {
                 cost: Some(cost("mpi", 4.0)),
+                runtime_bytes: 30,
                 ..Outcome::default()
             },
             None,
@@ -108,6 +124,8 @@ mod tests {
         );
         assert_eq!(t.wrong, 3);
         assert_eq!(t.peak_rss, vec![Some(10), Some(7), Some(1)]);
+        // Each path's opening measured its own runtime once, however many sweeps report it: they add up.
+        assert_eq!(t.runtime_bytes(), 230);
         assert_eq!(t.costs.len(), 2);
         assert_eq!((t.costs[0].sweep_s, t.costs[0].connect_s), (3.0, Some(0.5)));
         assert_eq!(t.costs[0].line_rate_gbs, Some(1.25));

@@ -183,6 +183,7 @@ impl Sample {
             throttled_s: throttled.map(|t| t.1 as f64 / 1e6),
             peak_rss: super::memory::peak_rss(),
             host_busy_pct: busy_pct(self.host, end.host),
+            runtime_bytes: 0,
         }
     }
 }
@@ -221,6 +222,10 @@ pub struct Usage {
     /// `None` when unreadable.
     #[serde(default)]
     pub waited_s: Option<f64>,
+    /// Host memory this rank's device runtime (CUDA context, NCCL communicator) took when the path opened,
+    /// bytes; 0 on host memory. The peak memory's bound counts it.
+    #[serde(default)]
+    pub runtime_bytes: u64,
 }
 
 #[cfg(test)]

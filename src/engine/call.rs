@@ -68,6 +68,10 @@ pub trait Alloc {
     /// Send and receive buffers of `send` and `recv` bytes; host buffers get `pad` bytes more for calls
     /// shifted past the alignment (`-u`).
     fn alloc(self, send: usize, recv: usize, pad: usize) -> Result<Self::Memory>;
+    /// Host memory the device runtime behind this memory took when it was opened (bytes; 0 for host memory).
+    fn runtime_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Host memory: [`Buffers`] the algorithms run on directly.
@@ -79,6 +83,25 @@ impl Alloc for HostAlloc {
 
     fn alloc(self, send: usize, recv: usize, pad: usize) -> Result<Buffers> {
         Ok(Buffers::new(send, recv, pad))
+    }
+}
+
+/// An [`Alloc`] on a device whose runtime (CUDA context, NCCL's communicator) took `runtime_bytes` of host
+/// memory to open: the sweep reports it, and the peak memory's bound counts it.
+pub struct WithRuntime<A: Alloc> {
+    pub alloc: A,
+    pub runtime_bytes: u64,
+}
+
+impl<A: Alloc> Alloc for WithRuntime<A> {
+    type Memory = A::Memory;
+
+    fn alloc(self, send: usize, recv: usize, pad: usize) -> Result<A::Memory> {
+        self.alloc.alloc(send, recv, pad)
+    }
+
+    fn runtime_bytes(&self) -> u64 {
+        self.runtime_bytes
     }
 }
 
@@ -157,6 +180,22 @@ pub trait Memory {
     fn load(&mut self, call: &Call) -> Result<()>;
     /// Runs one call.
     fn run<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call) -> Result<()>;
+    /// Queues `group` calls (nccl-tests' `-m`, one group where the engine has them) to complete by
+    /// [`Memory::wait`]; memory whose calls return complete runs them.
+    fn queue<E: Engine>(&mut self, e: &mut E, algo: Algo, call: &Call, group: u32) -> Result<()> {
+        for _ in 0..group {
+            self.run(e, algo, call)?;
+        }
+        Ok(())
+    }
+    /// Returns once every call [`Memory::queue`] queued is complete.
+    fn wait<E: Engine>(&mut self, _e: &mut E) -> Result<()> {
+        Ok(())
+    }
+    /// Whether [`Memory::queue`] returns before its calls complete on `e` (device memory handed to NCCL).
+    fn queues<E: Engine>(&self, _e: &E) -> bool {
+        false
+    }
     /// Brings the call's output into the host buffers for the check (not timed).
     fn unload(&mut self, call: &Call) -> Result<()>;
     /// The algo column for `coll` run with `algo`: its name, unless this memory runs the collective its own way.

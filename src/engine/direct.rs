@@ -90,6 +90,18 @@ impl<D: Device> Memory for Direct<D> {
         e.run_device(call, self.dev.address(&self.send), self.dev.address(&self.recv))
     }
 
+    fn queue<E: Engine>(&mut self, e: &mut E, _algo: Algo, call: &Call, group: u32) -> Result<()> {
+        e.queue_device(call, self.dev.address(&self.send), self.dev.address(&self.recv), group)
+    }
+
+    fn wait<E: Engine>(&mut self, e: &mut E) -> Result<()> {
+        e.wait_device()
+    }
+
+    fn queues<E: Engine>(&self, e: &E) -> bool {
+        e.queues_device()
+    }
+
     fn unload(&mut self, call: &Call) -> Result<()> {
         self.download_call(call)
     }

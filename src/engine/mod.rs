@@ -48,6 +48,23 @@ pub trait Engine {
             ),
         ))
     }
+    /// Queues `group` calls of `call` on device buffers, as one group where the library has them (nccl-tests'
+    /// `-m`), without waiting for them to complete: they complete by [`Engine::wait_device`]. Engines that
+    /// cannot queue run them ([`Engine::run_device`]).
+    fn queue_device(&mut self, call: &Call, send: u64, recv: u64, group: u32) -> Result<()> {
+        for _ in 0..group {
+            self.run_device(call, send, recv)?;
+        }
+        Ok(())
+    }
+    /// Returns once every call [`Engine::queue_device`] queued is complete.
+    fn wait_device(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Whether [`Engine::queue_device`] returns before its calls complete, so that one wait can end many.
+    fn queues_device(&self) -> bool {
+        false
+    }
     /// No rank returns before every rank has entered.
     fn barrier(&mut self) -> Result<()>;
     /// Every rank's bytes on rank 0.

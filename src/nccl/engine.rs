@@ -1,8 +1,11 @@
 //! The NCCL baseline: NCCL's collectives on the sweep's device buffers (no staging), through the same
 //! runner, check and reporters as collbench's own paths. The communicator is set up over collbench's control
 //! path: rank 0 makes the unique id, [`control::broadcast`] carries it, every rank joins. The communicator
-//! ([`NcclComm`]) is made once per run; each sweep borrows it in an [`NcclEngine`]. Each call is queued on
-//! this rank's stream and waited for, so the runner's clock times it to completion.
+//! ([`NcclComm`]) is made once per run; each sweep borrows it in an [`NcclEngine`]. Calls are queued on
+//! this rank's stream and return at once, as NCCL's do; the runner waits for them ([`Engine::wait_device`])
+//! once per point under nccl-tests' default `-z 0`, or after each iteration or call where asked. Between two
+//! queued calls the engine does nothing but NCCL's own calls: the context is made current once per sweep,
+//! a point's steps are planned once, and the watchdog is entered once per wait, not per call.
 
 use std::ffi::c_void;
 
@@ -13,7 +16,7 @@ use super::plan::{needs_scratch, plan, P2p, Step};
 use crate::algorithm::{control, Algo, Args};
 use crate::collective::Collective;
 use crate::engine::call::Call;
-use crate::engine::watchdog::Watchdog;
+use crate::engine::watchdog::{CallGuard, Watchdog};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::memory::cuda::{driver_err, Gpu};
@@ -34,6 +37,10 @@ pub struct NcclEngine<'a, T: Transport> {
     comm: &'a mut NcclComm,
     /// Holds `-T` on each call, which NCCL cannot be given.
     watchdog: &'a Watchdog,
+    /// The calls queued since the last wait, watched until it returns.
+    watched: Option<CallGuard<'a>>,
+    /// The last call's steps, for the addresses (send, receive, scratch) they were planned at.
+    planned: Option<(Call, [u64; 3], Vec<Step>)>,
 }
 
 impl NcclComm {
@@ -81,9 +88,23 @@ impl NcclComm {
 
 impl<'a, T: Transport> NcclEngine<'a, T> {
     /// An engine over `comm`, with `ctrl` (a path of the same ranks) for the runner's control exchanges and
-    /// its calls watched by `watchdog`.
-    pub fn new(ctrl: T, comm: &'a mut NcclComm, watchdog: &'a Watchdog) -> Self {
-        NcclEngine { ctrl, comm, watchdog }
+    /// its calls watched by `watchdog`. Makes the GPU's context current on this thread, which runs the sweep.
+    pub fn new(ctrl: T, comm: &'a mut NcclComm, watchdog: &'a Watchdog) -> Result<Self> {
+        let engine = NcclEngine {
+            ctrl,
+            comm,
+            watchdog,
+            watched: None,
+            planned: None,
+        };
+        engine
+            .comm
+            .gpu
+            .context()
+            .bind_to_thread()
+            .map_err(driver_err("binding the context"))
+            .map_err(|e| engine.fail(e.into()))?;
+        Ok(engine)
     }
 
     fn fail(&self, m: String) -> Error {
@@ -177,6 +198,34 @@ impl<'a, T: Transport> NcclEngine<'a, T> {
     }
 }
 
+impl<T: Transport> NcclEngine<'_, T> {
+    /// Queues `group` calls of `steps`, between one ncclGroupStart and ncclGroupEnd when more than one (as
+    /// nccl-tests' `-m`). In-place exchanges are not grouped: their copy aside is queued at once, while a
+    /// group's NCCL calls start only at ncclGroupEnd, so every copy would run before every exchange.
+    fn queue_group(&self, call: &Call, steps: &[Step], scratch: u64, group: u32) -> std::result::Result<(), String> {
+        let n = &self.comm.nccl;
+        let grouped = group > 1 && !needs_scratch(call);
+        if grouped {
+            // SAFETY: opens a group, closed below on every path.
+            n.check("ncclGroupStart", unsafe { (n.group_start)() })?;
+        }
+        let mut r = Ok(());
+        for _ in 0..group {
+            r = steps.iter().try_for_each(|step| self.queue(call, step, scratch));
+            if r.is_err() {
+                break;
+            }
+            self.watched.as_ref().expect("entered before queueing").launched();
+        }
+        if grouped {
+            // SAFETY: closes the group opened above.
+            let end = n.check("ncclGroupEnd", unsafe { (n.group_end)() });
+            r = r.and(end);
+        }
+        r
+    }
+}
+
 /// The NCCL call that runs `coll`, as the watchdog names it.
 fn call_name(coll: Collective) -> &'static str {
     match coll {
@@ -222,27 +271,48 @@ impl<T: Transport> Engine for NcclEngine<'_, T> {
     }
 
     fn run_device(&mut self, call: &Call, send: u64, recv: u64) -> Result<()> {
+        self.queue_device(call, send, recv, 1)?;
+        self.wait_device()
+    }
+
+    fn queue_device(&mut self, call: &Call, send: u64, recv: u64, group: u32) -> Result<()> {
         let scratch = if needs_scratch(call) {
             self.scratch(call.send_len)?
         } else {
             0
         };
-        self.comm
-            .gpu
-            .context()
-            .bind_to_thread()
-            .map_err(driver_err("binding the context"))
-            .map_err(|e| self.fail(e.into()))?;
-        // Watched from the first step: a rank stuck inside a launch never counts the call as launched, so the
-        // ranks waiting on their streams for it name it.
-        let watched = self
-            .watchdog
-            .enter(call_name(call.coll), Some(call.send_len.max(call.recv_len) as u64));
-        for step in plan(call, self.rank(), self.size(), send, recv, scratch) {
-            self.queue(call, &step, scratch).map_err(|m| self.fail(m))?;
+        let at = [send, recv, scratch];
+        if !matches!(&self.planned, Some((c, a, _)) if c == call && *a == at) {
+            self.planned = Some((*call, at, plan(call, self.rank(), self.size(), send, recv, scratch)));
         }
-        watched.launched();
-        self.comm.gpu.sync().map_err(|e| self.fail(e.into()))
+        // Watched from the first step of the first call since the last wait: a rank stuck inside a launch
+        // never counts that call as launched, so the ranks waiting on their streams for it name it.
+        if self.watched.is_none() {
+            let bytes = call.send_len.max(call.recv_len) as u64;
+            self.watched = Some(self.watchdog.enter(call_name(call.coll), Some(bytes)));
+        }
+        let (_, _, steps) = self.planned.take().expect("planned above");
+        let r = self.queue_group(call, &steps, scratch, group);
+        self.planned = Some((*call, at, steps));
+        r.map_err(|m| {
+            self.watched = None;
+            self.fail(m)
+        })
+    }
+
+    fn wait_device(&mut self) -> Result<()> {
+        let stream = self.comm.gpu.stream().cu_stream();
+        // SAFETY: the stream is this engine's GPU's, alive while the communicator is; its context was made
+        // current on this thread when the engine was made.
+        let r = unsafe { result::stream::synchronize(stream) };
+        // The wait returned (or failed): the calls it waited for are no longer the watchdog's concern.
+        self.watched = None;
+        r.map_err(driver_err("synchronising the stream"))
+            .map_err(|e| self.fail(e.into()))
+    }
+
+    fn queues_device(&self) -> bool {
+        true
     }
 
     fn barrier(&mut self) -> Result<()> {

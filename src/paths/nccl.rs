@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::{Kind, Open, Opening, Staging};
 use crate::algorithm::control;
 use crate::bench::{self, Outcome, Sweep};
+use crate::engine::call::WithRuntime;
 use crate::engine::direct::DirectAlloc;
 use crate::engine::watchdog::{Bound, Job, Watchdog};
 use crate::error::{Error, Result};
@@ -36,10 +37,18 @@ impl Kind for Nccl {
             .transports
             .first_mut()
             .ok_or_else(|| Error::usage("--transport", "nccl needs a TCP path for its set-up"))?;
+        // What the CUDA context and NCCL's communicator take of the host's memory, for the peak's bound.
+        let before = bench::memory::rss();
         let comm = NcclComm::open(ctrl, opts.buffers.device.as_deref())?;
         let dev = super::staging::open_gpu(opts, at.sess.world.rank)?;
+        let runtime_bytes = bench::memory::grown_since(before);
         let watchdog = start_watchdog(at.sess, opts)?;
-        Ok(Box::new(NcclPath { comm, dev, watchdog }))
+        Ok(Box::new(NcclPath {
+            comm,
+            dev,
+            watchdog,
+            runtime_bytes,
+        }))
     }
 }
 
@@ -80,6 +89,8 @@ struct NcclPath {
     comm: NcclComm,
     dev: CudaDevice,
     watchdog: Watchdog,
+    /// Host memory the context and the communicator took when they were made, bytes.
+    runtime_bytes: u64,
 }
 
 impl Open for NcclPath {
@@ -88,8 +99,12 @@ impl Open for NcclPath {
     }
 
     fn sweep(&mut self, sess: &mut Session, _staging: &Staging, s: Sweep<'_>) -> Result<Outcome> {
-        let mut engine = NcclEngine::new(&mut sess.transports[0], &mut self.comm, &self.watchdog);
+        let mut engine = NcclEngine::new(&mut sess.transports[0], &mut self.comm, &self.watchdog)?;
         let rank = crate::engine::Engine::rank(&engine);
-        bench::sweep(&mut engine, s, DirectAlloc { dev: &self.dev, rank })
+        let alloc = WithRuntime {
+            alloc: DirectAlloc { dev: &self.dev, rank },
+            runtime_bytes: self.runtime_bytes,
+        };
+        bench::sweep(&mut engine, s, alloc)
     }
 }

@@ -2,7 +2,7 @@
 //! buffer allocator each of their sweeps gets from it.
 
 use crate::bench::{self, Outcome, Sweep};
-use crate::engine::call::HostAlloc;
+use crate::engine::call::{HostAlloc, WithRuntime};
 use crate::engine::pieces::Plan;
 use crate::engine::staged::StagedAlloc;
 use crate::engine::Engine;
@@ -17,9 +17,9 @@ pub(super) enum Staging {
     None,
     /// `--emulate-device`: host memory posing as a GPU (a testing aid).
     Emulated(Emulated),
-    /// This rank's GPU.
+    /// This rank's GPU, and the host memory (bytes) opening its context took.
     #[cfg(feature = "cuda")]
-    Cuda(crate::memory::cuda_device::CudaDevice),
+    Cuda(crate::memory::cuda_device::CudaDevice, u64),
 }
 
 impl Staging {
@@ -32,22 +32,24 @@ impl Staging {
         if opts.buffers.emulate_device {
             return Ok(Staging::Emulated(Emulated::default()));
         }
-        open_gpu(opts, rank).map(staging_gpu)
+        let before = bench::memory::rss();
+        open_gpu(opts, rank).map(|dev| staging_gpu(dev, bench::memory::grown_since(before)))
     }
 
     /// [`bench::sweep`] on host memory, or on device buffers staged through pinned host memory.
     pub(super) fn sweep<E: Engine>(&self, engine: &mut E, s: Sweep<'_>) -> Result<Outcome> {
         match self {
             Staging::None => bench::sweep(engine, s, HostAlloc),
-            Staging::Emulated(dev) => sweep_on_device(engine, dev, s),
+            Staging::Emulated(dev) => sweep_on_device(engine, dev, 0, s),
             #[cfg(feature = "cuda")]
-            Staging::Cuda(dev) => sweep_on_device(engine, dev, s),
+            Staging::Cuda(dev, runtime_bytes) => sweep_on_device(engine, dev, *runtime_bytes, s),
         }
     }
 }
 
-/// [`bench::sweep`] on buffers of `dev`, calls split by `--staging-pieces`.
-fn sweep_on_device<E: Engine, D: Device>(engine: &mut E, dev: &D, s: Sweep<'_>) -> Result<Outcome> {
+/// [`bench::sweep`] on buffers of `dev` (whose runtime took `runtime_bytes` of host memory to open), calls
+/// split by `--staging-pieces`.
+fn sweep_on_device<E: Engine, D: Device>(engine: &mut E, dev: &D, runtime_bytes: u64, s: Sweep<'_>) -> Result<Outcome> {
     let alloc = StagedAlloc {
         dev,
         rank: engine.rank(),
@@ -57,17 +59,17 @@ fn sweep_on_device<E: Engine, D: Device>(engine: &mut E, dev: &D, s: Sweep<'_>) 
         },
         reduce_on_device: s.opts.buffers.reduce_on_device.then_some(engine.size()),
     };
-    bench::sweep(engine, s, alloc)
+    bench::sweep(engine, s, WithRuntime { alloc, runtime_bytes })
 }
 
 #[cfg(feature = "cuda")]
-fn staging_gpu(dev: crate::memory::cuda_device::CudaDevice) -> Staging {
-    Staging::Cuda(dev)
+fn staging_gpu(dev: crate::memory::cuda_device::CudaDevice, runtime_bytes: u64) -> Staging {
+    Staging::Cuda(dev, runtime_bytes)
 }
 
 /// Without the `cuda` feature `--memory cuda` is refused before any rank starts; [`open_gpu`] says so again.
 #[cfg(not(feature = "cuda"))]
-fn staging_gpu(never: std::convert::Infallible) -> Staging {
+fn staging_gpu(never: std::convert::Infallible, _runtime_bytes: u64) -> Staging {
     match never {}
 }
 

@@ -256,6 +256,7 @@ fn entry(rec: &Record) -> Entry {
         in_place_per_iter: rec.in_place.per_iter.clone(),
         cpu_time: false,
         off_curve: None,
+        timing: rec.timing,
     }
 }
 
@@ -311,7 +312,9 @@ mod tests {
 
     /// Records covering the awkward cases: no op, no root, check off, a wrong element with its place.
     fn records() -> Vec<Record> {
-        let ar = record(Collective::AllReduce, 1 << 20, 100.0, 12.5, Some(0));
+        let mut ar = record(Collective::AllReduce, 1 << 20, 100.0, 12.5, Some(0));
+        // As the nccl path records it: its timed calls queued, one wait.
+        ar.timing = Some(crate::results::timing::TimingMode::Queued);
         let ag = record(Collective::AllGather, 4096, 20.0, 1.5, None);
         let mut bc = record(Collective::Broadcast, 8, 5.0, 0.01, Some(3));
         bc.in_place.wrong = Some(0);
@@ -335,14 +338,11 @@ mod tests {
             j.record(r).unwrap();
         }
         if finish {
-            j.finish(&summarize(
-                &recs,
-                "2025-03-04T05:07:00.5Z".into(),
-                None,
-                &[],
-                Vec::new(),
-            ))
-            .unwrap();
+            let mut summary = summarize(&recs, "2025-03-04T05:07:00.5Z".into(), None, &[], Vec::new());
+            // A device run's peak, its bound counting the CUDA context's start-up memory.
+            summary.peak_memory = crate::results::PeakMemory::of(vec![Some(300 << 20)], &["node0"], 1 << 20)
+                .map(|m| m.with_runtime(250 << 20));
+            j.finish(&summary).unwrap();
         }
         let v = serde_json::from_slice(&std::fs::read(j.path()).unwrap()).unwrap();
         (dir, v)

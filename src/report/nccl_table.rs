@@ -276,6 +276,11 @@ impl<W: Write> Reporter for NcclTableReporter<W> {
     fn record(&mut self, rec: &Record) -> Result<()> {
         let mut s = String::new();
         if self.rows.is_empty() {
+            if let Some(mode) = rec.timing {
+                let it = &self.iteration;
+                let line = mode.describe(rec.out_of_place.iters, it.agg, it.blocking, it.per_iter);
+                s += &format!("# {line}\n");
+            }
             s += &result_header(&self.iteration, self.style.timestamps);
         }
         s += &row(rec, self.iteration.per_iter);

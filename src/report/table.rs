@@ -13,7 +13,7 @@ use super::summary::{avg_busbw, nccl_avg_busbw, out_of_bounds, AVG_FROM_BYTES};
 use super::Reporter;
 use crate::error::{Error, Result};
 use crate::results::record::{Record, RunInfo, Summary, Timing};
-use crate::results::run_params::{or_unknown, StepView};
+use crate::results::run_params::{or_unknown, IterParams, StepView};
 use crate::transport::path::Traits;
 use crate::units::BwUnit;
 
@@ -32,6 +32,8 @@ pub struct TableReporter<W: Write> {
     by_point: bool,
     /// `-C 1`: the time columns are called `cputime`, as nccl-tests calls them.
     cputime: bool,
+    /// How each timed iteration ran (`-m -z -I`), for the `# timing:` line of paths that queue.
+    iteration: IterParams,
     /// The unit of the bandwidth columns and averages (`--units`); GB/s keeps nccl-tests' table.
     units: BwUnit,
 }
@@ -47,6 +49,7 @@ impl<W: Write> TableReporter<W> {
             points: 0,
             by_point: false,
             cputime: false,
+            iteration: IterParams::default(),
             units: BwUnit::Gbyte,
         }
     }
@@ -113,6 +116,7 @@ impl<W: Write> Reporter for TableReporter<W> {
         self.repeats = p.repeat.unwrap_or(1);
         self.by_point = p.interleave.as_deref() == Some("point");
         self.cputime = p.iteration.is_some_and(|i| i.cputime);
+        self.iteration = p.iteration.unwrap_or_default();
         self.lines(run_header(run))
     }
 
@@ -149,6 +153,11 @@ impl<W: Write> Reporter for TableReporter<W> {
                     rec.path,
                     rec.nranks
                 ));
+                if let Some(mode) = rec.timing {
+                    let it = &self.iteration;
+                    let line = mode.describe(rec.out_of_place.iters, it.agg, it.blocking, it.per_iter);
+                    lines.push(format!("# {line}"));
+                }
                 lines.extend(column_headers(self.percentiles, self.units));
             }
         }
@@ -285,8 +294,14 @@ fn cost_lines(summary: &Summary) -> Vec<String> {
 fn memory_line(summary: &Summary) -> Option<String> {
     let m = summary.peak_memory.as_ref()?;
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    // The device runtime's start-up memory is named only where there is some: host runs keep their line.
+    let runtime = if m.runtime_bytes > 0 {
+        format!(" + {:.1} MiB CUDA/NCCL at start-up", mib(m.runtime_bytes))
+    } else {
+        String::new()
+    };
     Some(format!(
-        "# {:<20} : {:.1} MiB (rank {} on {}), bound 3 x largest message + 64 MiB = {:.1} MiB {}",
+        "# {:<20} : {:.1} MiB (rank {} on {}), bound 3 x largest message + 64 MiB{runtime} = {:.1} MiB {}",
         "Peak memory per rank",
         mib(m.max_bytes),
         m.rank,
@@ -378,7 +393,8 @@ fn run_header(run: &RunInfo) -> Vec<String> {
             let library = k.library.unwrap_or("the library");
             lines.push(format!(
                 "# Memory: the {t} path runs {library}'s collectives on the device buffers directly (no staging, \
-                 reductions on the GPU); each call is timed to the end of its stream"
+                 reductions on the GPU); its calls are timed to the end of its stream, as each table's `# timing:` \
+                 line says"
             ));
         }
     }

@@ -132,6 +132,10 @@ pub struct Entry {
     /// ([`super::off_curve`]); written in the entry's `collbench` object.
     #[serde(default)]
     pub off_curve: Option<f64>,
+    /// How the timed calls were waited for, on paths whose calls return before they complete
+    /// ([`super::timing`]); written in the entry's `collbench` object.
+    #[serde(default)]
+    pub timing: Option<super::timing::TimingMode>,
 }
 
 /// An [`Entry`] as written: nccl-tests' keys in its order with its meanings, collbench's identification of
@@ -185,6 +189,8 @@ pub struct EntryExtras {
     in_place: Option<Placement>,
     #[serde(skip_serializing_if = "Option::is_none")]
     off_curve: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<super::timing::TimingMode>,
 }
 
 impl From<Entry> for EntryOut {
@@ -231,6 +237,7 @@ impl From<Entry> for EntryOut {
                 out_of_place: extra(&e.out_of_place),
                 in_place: extra(&e.in_place),
                 off_curve: e.off_curve,
+                timing: e.timing,
             },
         }
     }
@@ -243,8 +250,10 @@ pub(crate) fn lift(entry: &Value) -> Value {
     let mut e = entry.clone();
     let Some(obj) = e.as_object_mut() else { return e };
     let extras = obj.remove("collbench");
-    if let Some(f) = extras.as_ref().and_then(|x| x.get("off_curve")) {
-        obj.insert("off_curve".into(), f.clone());
+    for key in ["off_curve", "timing"] {
+        if let Some(f) = extras.as_ref().and_then(|x| x.get(key)) {
+            obj.insert(key.into(), f.clone());
+        }
     }
     for placement in ["out_of_place", "in_place"] {
         let Some(Value::Object(p)) = obj.get_mut(placement) else {

@@ -16,6 +16,7 @@ pub mod run_params;
 pub mod summary_view;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod timing;
 
 pub use self::failure::{PointKey, RunError};
 pub use self::run_params::RunParams;

@@ -114,6 +114,14 @@ pub struct PeakMemory {
     /// 3 x that + 64 MiB (send, receive and scratch buffers, plus the program itself).
     pub largest_message: u64,
     pub bound_bytes: u64,
+    /// Host memory the device runtime (CUDA context, NCCL's communicator) took at start-up, measured when
+    /// the paths opened, bytes: counted in `bound_bytes`. 0 (and not written) on host memory.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub runtime_bytes: u64,
+}
+
+fn is_zero(b: &u64) -> bool {
+    *b == 0
 }
 
 impl PeakMemory {
@@ -135,7 +143,18 @@ impl PeakMemory {
             per_rank,
             largest_message: largest,
             bound_bytes: largest.saturating_mul(3).saturating_add(Self::FIXED_ALLOWANCE),
+            runtime_bytes: 0,
         })
+    }
+
+    /// The same peak, its bound counting `bytes` of host memory the device runtime took at start-up.
+    pub fn with_runtime(mut self, bytes: u64) -> Self {
+        self.bound_bytes = self
+            .bound_bytes
+            .saturating_sub(self.runtime_bytes)
+            .saturating_add(bytes);
+        self.runtime_bytes = bytes;
+        self
     }
 
     /// Whether the peak stays within [`PeakMemory::bound_bytes`].
@@ -216,6 +235,10 @@ pub struct Record {
     pub first_wrong: Option<WrongElement>,
     /// Which whole sweep of the path this is (`--repeat`), from 0.
     pub repeat: u32,
+    /// How the timed calls were waited for, on paths whose calls return before they complete (nccl);
+    /// `None` where each call returns complete and every iteration is timed by the host clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<super::timing::TimingMode>,
 }
 
 /// One path's figures at one point of a comparison between paths.

@@ -45,6 +45,7 @@ pub fn record(coll: Collective, size: u64, time_us: f64, busbw: f64, wrong: Opti
         in_place: timing(time_us, busbw + 1.0, wrong),
         first_wrong: None,
         repeat: 0,
+        timing: None,
     }
 }
 

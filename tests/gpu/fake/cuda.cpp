@@ -14,8 +14,13 @@
 // every device-to-host copy (to see the data check catch it); FAKE_CUDA_COPY_GBPS=R times events on a
 // virtual clock on which every copy moves R GB/s (bytes per ns) and other work takes no time, so measured
 // bandwidths are exact and tests need no timing thresholds (unset: events read the host's clock);
-// FAKE_CALL_LOG=FILE appends a line per context retained (cuDevicePrimaryCtxRetain), to count GPU opens. A violation prints "fake-cuda:" and what it
-// was to stderr and returns an error code, as the driver would, so the caller's message names the call.
+// FAKE_CUDA_CONTEXT_MIB=N makes each device's first context hold N MiB of resident host memory, as a real
+// one does. FAKE_CALL_LOG=FILE appends a line naming each call that waits (cuStreamSynchronize,
+// cuCtxSynchronize, cuEventSynchronize, cuEventQuery), retains or switches a context
+// (cuDevicePrimaryCtxRetain, cuCtxGetCurrent, cuCtxSetCurrent), allocates or frees, copies or records an
+// event, in the order made, so tests can count GPU opens and what a host does between two collectives (the
+// fake libnccl writes its calls to the same file). A violation prints "fake-cuda:" and what it was to
+// stderr and returns an error code, as the driver would, so the caller's message names the call.
 #include "../emulate/table.h"
 
 #include <chrono>
@@ -75,6 +80,7 @@ struct State {
     std::map<uintptr_t, size_t> host_allocs;
     std::deque<std::function<void()>> queue;  // every stream's work in submission order
     Context contexts[16];
+    char* context_memory[16] = {};  // FAKE_CUDA_CONTEXT_MIB
     bool peer_enabled[16][16] = {};
     CUcontext current = nullptr;
     double virtual_ns = 0;  // advanced by copies when FAKE_CUDA_COPY_GBPS is set
@@ -137,6 +143,24 @@ void enqueue_copy(State& s, void* dst, const void* src, size_t n, bool corrupt) 
 bool corrupt_dtoh() {
     const char* c = std::getenv("FAKE_CUDA_CORRUPT_DTOH");
     return c && std::strcmp(c, "1") == 0;
+}
+
+// One line in FAKE_CALL_LOG (read once: the environment a process starts with), appended whole.
+void log_call(const char* name) {
+    static const char* path = std::getenv("FAKE_CALL_LOG");
+    if (!path) return;
+    if (FILE* f = std::fopen(path, "a")) {
+        std::fprintf(f, "%s\n", name);
+        std::fclose(f);
+    }
+}
+
+// Runs every queued piece of work: what each wait does, logged by its caller.
+CUresult sync_all() {
+    State& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    drain(s);
+    return OK;
 }
 
 const char* error_name(CUresult r) {
@@ -235,22 +259,29 @@ CUresult cuDeviceGetUuid_v2(void* uuid, CUdevice d) { return cuDeviceGetUuid(uui
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice d) {
     if (d < 0 || d >= state().devices()) return INVALID_DEVICE;
-    if (const char* path = std::getenv("FAKE_CALL_LOG")) {
-        if (FILE* f = std::fopen(path, "a")) {
-            std::fprintf(f, "cuDevicePrimaryCtxRetain\n");
-            std::fclose(f);
-        }
+    log_call("cuDevicePrimaryCtxRetain");
+    // A real context holds a few hundred MiB of the host's memory from its making to the process's end.
+    static bool made[16] = {};
+    const char* mib = std::getenv("FAKE_CUDA_CONTEXT_MIB");
+    if (mib && !made[d]) {
+        size_t n = (size_t)std::atol(mib) << 20;
+        // Kept where the state is, so the memory is neither elided nor freed: resident to the end.
+        state().context_memory[d] = (char*)std::malloc(n);
+        if (state().context_memory[d]) std::memset(state().context_memory[d], 1, n);
     }
+    made[d] = true;
     state().contexts[d].device = d;
     *ctx = &state().contexts[d];
     return OK;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice) { return OK; }
 CUresult cuCtxSetCurrent(CUcontext c) {
+    log_call("cuCtxSetCurrent");
     state().current = c;
     return OK;
 }
 CUresult cuCtxGetCurrent(CUcontext* c) {
+    log_call("cuCtxGetCurrent");
     *c = state().current;
     return OK;
 }
@@ -260,10 +291,8 @@ CUresult cuCtxGetDevice(CUdevice* d) {
     return OK;
 }
 CUresult cuCtxSynchronize() {
-    State& s = state();
-    std::lock_guard<std::mutex> g(s.lock);
-    drain(s);
-    return OK;
+    log_call("cuCtxSynchronize");
+    return sync_all();
 }
 CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
     State& s = state();
@@ -288,13 +317,17 @@ CUresult cuStreamDestroy_v2(CUstream st) {
     delete (int*)st;
     return OK;
 }
-CUresult cuStreamSynchronize(CUstream) { return cuCtxSynchronize(); }
+CUresult cuStreamSynchronize(CUstream) {
+    log_call("cuStreamSynchronize");
+    return sync_all();
+}
 CUresult cuStreamWaitEvent(CUstream, CUevent e, unsigned) {
     // One queue in submission order already runs the event's work first.
     return e ? OK : INVALID_HANDLE;
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+    log_call("cuMemAlloc");
     if (n == 0) return fail(INVALID_VALUE, "cuMemAlloc: 0 bytes");
     void* m = std::aligned_alloc(256, (n + 255) / 256 * 256);
     if (!m) return OUT_OF_MEMORY;
@@ -307,6 +340,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
 }
 CUresult cuMemAllocAsync(CUdeviceptr* p, size_t n, CUstream) { return cuMemAlloc_v2(p, n); }
 CUresult cuMemFree_v2(CUdeviceptr p) {
+    log_call("cuMemFree");
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     drain(s);  // the driver waits for work on it too
@@ -318,6 +352,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
 }
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream) { return cuMemFree_v2(p); }
 CUresult cuMemHostAlloc(void** p, size_t n, unsigned) {
+    log_call("cuMemHostAlloc");
     void* m = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096 + 4096);
     if (!m) return OUT_OF_MEMORY;
     State& s = state();
@@ -353,6 +388,7 @@ CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
     return cuCtxSynchronize();
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+    log_call("cuMemcpyHtoDAsync");
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     if (CUresult r = check_device(s, dst, n, "cuMemcpyHtoDAsync", "destination")) return r;
@@ -360,6 +396,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstre
     return OK;
 }
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
+    log_call("cuMemcpyDtoHAsync");
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     if (CUresult r = check_device(s, src, n, "cuMemcpyDtoHAsync", "source")) return r;
@@ -367,6 +404,7 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
     return OK;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
+    log_call("cuMemcpyDtoDAsync");
     return fake_cuda_copy(dst, src, n, "cuMemcpyDtoDAsync");
 }
 CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n, CUstream) {
@@ -397,6 +435,7 @@ CUresult cuEventDestroy_v2(CUevent e) {
     return OK;
 }
 CUresult cuEventRecord(CUevent e, CUstream) {
+    log_call("cuEventRecord");
     if (!e) return INVALID_HANDLE;
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
@@ -412,6 +451,7 @@ CUresult cuEventRecord(CUevent e, CUstream) {
     return OK;
 }
 CUresult cuEventSynchronize(CUevent e) {
+    log_call("cuEventSynchronize");
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     Event* ev = (Event*)e;
@@ -419,6 +459,7 @@ CUresult cuEventSynchronize(CUevent e) {
     return OK;
 }
 CUresult cuEventQuery(CUevent e) {
+    log_call("cuEventQuery");
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     Event* ev = (Event*)e;

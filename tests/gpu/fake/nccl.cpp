@@ -163,13 +163,15 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     std::snprintf(id->internal, sizeof id->internal, "fake-nccl");
     return OK;
 }
-// FAKE_CALL_LOG=FILE: each communicator made appends a line to FILE, so tests can count set-ups per run.
+// FAKE_CALL_LOG=FILE (read once): each communicator made, collective, send, receive and group call appends
+// a line naming it to FILE, between the fake libcuda's lines, so tests can count set-ups and what the host
+// queues and waits for between two collectives.
 static void log_call(const char* name) {
-    if (const char* path = std::getenv("FAKE_CALL_LOG")) {
-        if (FILE* f = std::fopen(path, "a")) {
-            std::fprintf(f, "%s\n", name);
-            std::fclose(f);
-        }
+    static const char* path = std::getenv("FAKE_CALL_LOG");
+    if (!path) return;
+    if (FILE* f = std::fopen(path, "a")) {
+        std::fprintf(f, "%s\n", name);
+        std::fclose(f);
     }
 }
 ncclResult_t ncclCommInitRank(void** comm, int nranks, ncclUniqueId id, int rank) {
@@ -186,49 +188,58 @@ ncclResult_t ncclCommDestroy(void* comm) {
     return OK;
 }
 ncclResult_t ncclAllReduce(const void* s, void* r, size_t count, int dt, int op, void* comm, void*) {
+    log_call("ncclAllReduce");
     if (ncclResult_t e = checked(comm, dt, op)) return e;
     if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclAllReduce");
 }
 ncclResult_t ncclReduceScatter(const void* s, void* r, size_t count, int dt, int op, void* comm, void*) {
+    log_call("ncclReduceScatter");
     if (ncclResult_t e = checked(comm, dt, op)) return e;
     if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclReduceScatter");
 }
 ncclResult_t ncclAllGather(const void* s, void* r, size_t count, int dt, void* comm, void*) {
+    log_call("ncclAllGather");
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
     if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclAllGather");
 }
 ncclResult_t ncclBroadcast(const void* s, void* r, size_t count, int dt, int root, void* comm, void*) {
+    log_call("ncclBroadcast");
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
     if (root < 0 || root >= ((Comm*)comm)->nranks) return fail(INVALID_ARGUMENT, "ncclBroadcast: root outside the ranks");
     if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclBroadcast");
 }
 ncclResult_t ncclReduce(const void* s, void* r, size_t count, int dt, int op, int root, void* comm, void*) {
+    log_call("ncclReduce");
     if (ncclResult_t e = checked(comm, dt, op)) return e;
     if (root < 0 || root >= ((Comm*)comm)->nranks) return fail(INVALID_ARGUMENT, "ncclReduce: root outside the ranks");
     if (ncclResult_t e = meet(comm)) return e;
     return copy(s, r, count * size_of(dt), "ncclReduce");
 }
 ncclResult_t ncclGroupStart() {
+    log_call("ncclGroupStart");
     group().depth++;
     return OK;
 }
 ncclResult_t ncclSend(const void* buf, size_t count, int dt, int peer, void* comm, void*) {
+    log_call("ncclSend");
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
     if (group().depth == 0) return fail(INVALID_USAGE, "ncclSend to itself outside a group would never complete");
     group().sends.push_back({buf, count * size_of(dt), peer});
     return OK;
 }
 ncclResult_t ncclRecv(void* buf, size_t count, int dt, int peer, void* comm, void*) {
+    log_call("ncclRecv");
     if (ncclResult_t e = checked(comm, dt, 0)) return e;
     if (group().depth == 0) return fail(INVALID_USAGE, "ncclRecv from itself outside a group would never complete");
     group().recvs.push_back({buf, count * size_of(dt), peer});
     return OK;
 }
 ncclResult_t ncclGroupEnd() {
+    log_call("ncclGroupEnd");
     Group& g = group();
     if (g.depth == 0) return fail(INVALID_USAGE, "ncclGroupEnd without ncclGroupStart");
     if (--g.depth > 0) return OK;
