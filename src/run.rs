@@ -148,8 +148,11 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
             rdma_route: paths::device_route(opts),
             min_bw: opts.nccl_tests.as_ref().and_then(|s| s.min_bw),
         };
-        for r in &mut reporters {
-            r.begin(&info)?;
+        let begun = reporters.iter_mut().try_for_each(|r| r.begin(&info));
+        if let Err(e) = begun {
+            // An output rank 0 cannot write (a full stdout, a file that appeared) ends the job: every peer hears
+            // why from rank 0 rather than finding it gone and blaming the link to it.
+            return Err(crate::paths::abort_on(&mut conn.sess, 0, e));
         }
         run_info = Some(info);
         if let Some(note) = crate::algorithm::Algo::unforced_note(opts.algorithm.algo, &opts.sweep.collectives) {

@@ -1287,3 +1287,24 @@ fn sigterm_to_a_preflight_writes_every_output_with_the_interruption() {
     let metrics = std::fs::read_to_string(&prom).unwrap();
     assert!(metrics.contains("# EOF"), "{metrics}");
 }
+
+/// A full stdout (`> /dev/full`) ends the run on rank 0 with exit 4; the other rank says rank 0's own reason,
+/// not a broken link to it (a second, wrong culprit).
+#[test]
+fn a_full_stdout_is_one_failure_every_rank_names_the_same_way() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = Command::new(bin())
+        .args(SHORT)
+        .arg("--no-progress")
+        .stdin(Stdio::null())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    let rank1: Vec<&str> = err.lines().filter(|l| l.contains("rank 1 (host")).collect();
+    assert!(
+        rank1.iter().all(|l| l.contains("No space left") && !l.contains("connection closed")),
+        "{err}"
+    );
+}
