@@ -530,9 +530,13 @@ fn under_mpirun_rank_0_prints_every_path_and_the_other_ranks_nothing_a_parser_ta
     }
 }
 
-/// `collbench install-aliases` into `dir`: the links it made.
+/// `collbench install-aliases --mkdir` into `dir`: the links it made.
 fn install(dir: &Path) -> Vec<PathBuf> {
-    let out = collbench().arg("install-aliases").arg(dir).output().unwrap();
+    let out = collbench()
+        .args(["install-aliases", "--mkdir"])
+        .arg(dir)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     text(&out.stdout).lines().map(PathBuf::from).collect()
 }

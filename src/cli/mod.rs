@@ -75,9 +75,13 @@ pub enum Command {
 /// Flags of `collbench install-aliases`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallAliasesArgs {
-    /// Directory for the links (e.g. /usr/local/bin); created, and said so, if missing while its parent exists.
+    /// Directory for the links (e.g. /usr/local/bin); it must exist, unless --mkdir is given.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+
+    /// Create DIR (and its missing parents) when it does not exist, and say so.
+    #[arg(long = "mkdir")]
+    pub mkdir: bool,
 
     /// Replace files of those names that are not links to this collbench (nccl-tests' own binaries).
     #[arg(long = "force")]
