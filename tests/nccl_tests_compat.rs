@@ -635,6 +635,38 @@ fn under_nccl_tests_names_collbench_prints_and_exits_as_nccl_tests() {
     assert!(text(&help.stdout).starts_with("USAGE: sendrecv_perf"));
 }
 
+/// Where NCCL cannot run, the note saying so is one short line; a mistyped value is answered by its error
+/// alone, with no note before it.
+#[test]
+fn not_nccl_is_one_short_note_and_a_usage_error_comes_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    install(&bin);
+    let out = Command::new(bin.join("all_reduce_perf"))
+        .args(["-b", "8", "-e", "8", "-n", "1", "-w", "0"])
+        .output()
+        .unwrap();
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
+    if !stdout.contains("as nccl-tests: NCCL's") {
+        let notes: Vec<&str> = err.lines().filter(|l| l.contains("note: not NCCL")).collect();
+        assert_eq!(notes.len(), 1, "{err}");
+        assert!(
+            notes[0].chars().count() <= 100,
+            "{} columns: {}",
+            notes[0].chars().count(),
+            notes[0]
+        );
+    }
+    let out = Command::new(bin.join("all_reduce_perf"))
+        .args(["-b", "8", "-e", "8", "-d", "nosuchtype"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nosuchtype") && !err.contains("note"), "{err}");
+}
+
 /// What nccl-tests' tools/analyze_perf_json.py reports of one placement of one entry: the processes by mean
 /// iteration time (its straggler table sorts them so), the iterations where some process exceeded
 /// `threshold` x the summary's avg_us (its spike table), and iteration 0 over the mean of the rest.
