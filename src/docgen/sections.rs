@@ -6,7 +6,7 @@ use super::environment::{GROUPS, PRECEDENCE, VARS};
 /// Exit statuses, as the README's "Exit codes and failures" table gives them (tests/docgen.rs checks
 /// that the README lists every code).
 pub const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "Every point ran and every element was right; `preflight`: PASS or WARN; `pairwise`, `gpu-matrix`: nothing named."),
+    ("0", "Every point ran and every element was right; `preflight`: PASS or WARN; `pairwise`, `gpu-matrix`: nothing named; `selftest`: whatever its ratios (a `BELOW` row is information about this machine, not a failure: `-J`'s `status` says which rows)."),
     ("1", "Wrong data in a point; `compare`: a significant regression; `preflight`: a check failed; `pairwise`, `gpu-matrix`: a slow host, link or pair named."),
     ("2", "Bad command line, launcher environment or options; ranks started with different options (nothing was measured)."),
     ("3", "A peer, a connection or a deadline failed."),
