@@ -110,6 +110,27 @@ fn a_regressed_run_exits_1_and_names_the_regressed_points() {
     assert!(std::fs::read_to_string(&md).unwrap().contains("**REGRESSED**"));
 }
 
+/// A CPU-bound run's sentence is a `#` line like the rest of the verdict: every unprefixed line is a row.
+#[test]
+fn the_cpu_saturation_line_is_a_comment_line_after_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = write(dir.path(), "base.json", &baseline());
+    let mut busy = scaled(&baseline(), 1.3, Some(2 << 20));
+    busy["collbench"]["summary"] = json!({"paths": [{"path": "tcp@lo", "cpu_limited": true, "host_busy_pct": 97.0}]});
+    let busy = write(dir.path(), "busy.json", &busy);
+    let out = compare(&base, &busy, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    let last = stdout.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("# CPU saturation: ") && last.contains("busy.json: tcp@lo was CPU-bound (CPUs 97% busy)"),
+        "{stdout}"
+    );
+    let rows: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(rows.iter().all(|r| r.starts_with("  ")), "{stdout}");
+}
+
 #[test]
 fn noise_and_identical_files_exit_0() {
     let dir = tempfile::tempdir().unwrap();

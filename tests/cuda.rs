@@ -252,7 +252,7 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
     let (out, pack) = (dir.path().join("dc"), dir.path().join("dc.tar.gz"));
     // nccl-tests' programs stand-ins: collbench under their names, so the side-by-side step's plumbing runs.
     let aliases = dir.path().join("aliases");
-    let made = collbench(&["install-aliases", aliases.to_str().unwrap()]);
+    let made = collbench(&["install-aliases", "--mkdir", aliases.to_str().unwrap()]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/gpu/device-check.sh");
     let run = Command::new("bash")

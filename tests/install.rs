@@ -95,9 +95,9 @@ fn version_names_the_features_built_in() {
     if built.len() < 3 {
         assert!(line.contains("; without: "), "{line}");
     }
-    // Subcommands report the same.
-    let sub = collbench().args(["run", "-V"]).output().unwrap();
-    assert!(String::from_utf8(sub.stdout)
-        .unwrap()
-        .contains(&format!("(features: {want}")));
+    // Subcommands report the same line, the program's name included (not `collbench-run`).
+    for sub in ["run", "preflight", "model"] {
+        let out = collbench().args([sub, "-V"]).output().unwrap();
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), line, "{sub} -V");
+    }
 }

@@ -199,17 +199,23 @@ fn plot_draws_a_preflight_file_as_compare_reads_it() {
 }
 
 #[test]
-fn install_aliases_refuses_a_directory_whose_parent_is_missing() {
+fn install_aliases_refuses_a_missing_directory_unless_told_to_make_it() {
     let dir = tempfile::tempdir().unwrap();
     let deep = dir.path().join("nonexistent/x");
-    let o = out(&["install-aliases", deep.to_str().unwrap()]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("does not exist") && err.contains("mkdir -p"), "{err}");
-    assert!(!dir.path().join("nonexistent").exists(), "nothing is created");
-    // One missing level is made, and said.
     let bin = dir.path().join("bin");
-    let o = out(&["install-aliases", bin.to_str().unwrap()]);
+    for missing in [&deep, &bin] {
+        let o = out(&["install-aliases", missing.to_str().unwrap()]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("does not exist") && err.contains("mkdir -p") && err.contains("--mkdir"),
+            "{err}"
+        );
+        assert!(!missing.exists(), "nothing is created");
+    }
+    assert!(!dir.path().join("nonexistent").exists(), "nothing is created");
+    // With --mkdir it is made, and said.
+    let o = out(&["install-aliases", "--mkdir", bin.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains(&format!("created {}", bin.display())));
     assert!(bin.join("all_reduce_perf").exists());

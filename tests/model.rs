@@ -308,6 +308,46 @@ fn one_rank_count_stretched_to_64_and_a_noisy_fit_are_warned_of_in_stderr_and_th
     assert!(err.contains("has R^2 ") && err.contains("below 0.9"), "{err}");
 }
 
+/// `collbench model` on `files` at `target` ranks: its stderr and stdout.
+fn model_at(files: &[PathBuf], target: &str) -> (String, String) {
+    let out = collbench()
+        .args(["model", "--target-ranks", target])
+        .args(files)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    (err, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The README's example (2 and 3 ranks measured, 64 predicted) misses its own points by 62% RMS: that, and
+/// 64 being 21x the largest rank count fitted, are warned of with the figures; an exact fit predicting near
+/// what it saw is not.
+#[test]
+fn a_poor_fit_and_a_far_target_are_warned_of_with_how_far_to_distrust_them() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/model-prediction");
+    let files = [dir.join("run-2-ring.json"), dir.join("run-3-ring.json")];
+    let (err, text) = model_at(&files, "64");
+    let poor = "the fit of tcp@eth0 misses the times it was fitted to by 61.9% RMS and up to 316.3% (warned above \
+                25% RMS or 100% at one point)";
+    let far = "the fit of tcp@eth0 saw rank counts up to 3 and predicts 64 ranks, 21.3x the largest (warned beyond 4x)";
+    for w in [poor, far] {
+        assert!(err.contains(&format!("collbench: warning: {w}")), "{w}\n{err}");
+        assert!(text.contains(w), "{w}\n{text}");
+    }
+    assert!(err.contains("add a run at 16 ranks or more"), "{err}");
+    // Exact times at 2 and 3 ranks: no warning at 8 ranks; 64 is still far beyond what was measured.
+    let d = tempfile::tempdir().unwrap();
+    let exact = [
+        write(d.path(), "two.json", &results(2, &sweep())),
+        write(d.path(), "three.json", &results(3, &sweep())),
+    ];
+    let (err, _) = model_at(&exact, "8");
+    assert!(!err.contains("warning"), "{err}");
+    let (err, _) = model_at(&exact, "64");
+    assert!(err.contains(far) && !err.contains("misses the times"), "{err}");
+}
+
 #[test]
 fn units_gbit_prints_bandwidth_in_gbit_per_s_eight_times_the_json() {
     let d = tempfile::tempdir().unwrap();

@@ -530,9 +530,13 @@ fn under_mpirun_rank_0_prints_every_path_and_the_other_ranks_nothing_a_parser_ta
     }
 }
 
-/// `collbench install-aliases` into `dir`: the links it made.
+/// `collbench install-aliases --mkdir` into `dir`: the links it made.
 fn install(dir: &Path) -> Vec<PathBuf> {
-    let out = collbench().arg("install-aliases").arg(dir).output().unwrap();
+    let out = collbench()
+        .args(["install-aliases", "--mkdir"])
+        .arg(dir)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     text(&out.stdout).lines().map(PathBuf::from).collect()
 }
@@ -629,6 +633,38 @@ fn under_nccl_tests_names_collbench_prints_and_exits_as_nccl_tests() {
     let help = alias("sendrecv_perf").arg("-h").output().unwrap();
     assert_eq!(help.status.code(), Some(0));
     assert!(text(&help.stdout).starts_with("USAGE: sendrecv_perf"));
+}
+
+/// Where NCCL cannot run, the note saying so is one short line; a mistyped value is answered by its error
+/// alone, with no note before it.
+#[test]
+fn not_nccl_is_one_short_note_and_a_usage_error_comes_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    install(&bin);
+    let out = Command::new(bin.join("all_reduce_perf"))
+        .args(["-b", "8", "-e", "8", "-n", "1", "-w", "0"])
+        .output()
+        .unwrap();
+    let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
+    if !stdout.contains("as nccl-tests: NCCL's") {
+        let notes: Vec<&str> = err.lines().filter(|l| l.contains("note: not NCCL")).collect();
+        assert_eq!(notes.len(), 1, "{err}");
+        assert!(
+            notes[0].chars().count() <= 100,
+            "{} columns: {}",
+            notes[0].chars().count(),
+            notes[0]
+        );
+    }
+    let out = Command::new(bin.join("all_reduce_perf"))
+        .args(["-b", "8", "-e", "8", "-d", "nosuchtype"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nosuchtype") && !err.contains("note"), "{err}");
 }
 
 /// What nccl-tests' tools/analyze_perf_json.py reports of one placement of one entry: the processes by mean

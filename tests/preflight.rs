@@ -585,3 +585,68 @@ fn a_sweep_far_off_its_siblings_is_a_finding_not_noise() {
         "{c}"
     );
 }
+
+/// k8s/overlays/preflight-gate/gate.sh against a stand-in kubectl whose Job failed: it prints rank 0's verdict
+/// line, not the JSON document the log ends with, and exits 1; without a verdict in the log, the log's last
+/// lines say why.
+#[test]
+fn the_preflight_gate_prints_the_verdict_line_not_the_json() {
+    let d = tempfile::tempdir().unwrap();
+    let kubectl = write(
+        d.path(),
+        "kubectl",
+        r#"#!/usr/bin/env bash
+case "$*" in
+    "get configmap/collbench-baseline" | "get secret/collbench-job-token") exit 0 ;;
+    "delete job "*) exit 0 ;;
+    "apply -k "*) echo "job.batch/collbench-preflight created" ;;
+    "get job collbench-preflight -o jsonpath="*) printf 'Failed ' ;;
+    "logs -l "*) cat "$FAKE_LOG" ;;
+    *) echo "kubectl stand-in: unexpected: $*" >&2; exit 9 ;;
+esac
+"#,
+    );
+    std::fs::set_permissions(&kubectl, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let verdict = "Preflight verdict: FAIL: 1 of 2 checks failed (tcp@eth0 all_reduce vs baseline)";
+    let json_lines: String = (0..200)
+        .map(|i| format!("    {{\"name\": \"check {i}\"}},\n"))
+        .collect();
+    let with_verdict = write(
+        d.path(),
+        "verdict.log",
+        &format!(
+            "\nPreflight checks:\n  check  measured  threshold  verdict\n  FAIL: tcp@eth0 all_reduce vs baseline: \
+             worst time change +41.0% vs no point slower by > 10% (--baseline b.json): regressed\n{verdict}\n\
+             collbench preflight rank 0: exit code 1\n----- BEGIN /results/preflight.json -----\n{{\n  \
+             \"checks\": [\n{json_lines}  ]\n}}\n----- END /results/preflight.json -----\n"
+        ),
+    );
+    let stopped = write(
+        d.path(),
+        "stopped.log",
+        "collbench: error: rank 1 (collbench-preflight-1) stopped answering during all_reduce of 64 MiB\n\
+         collbench preflight rank 0: exit code 3\n",
+    );
+    let gate = Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/overlays/preflight-gate/gate.sh");
+    let run = |log: &Path| {
+        let out = std::process::Command::new("bash")
+            .arg(&gate)
+            .arg("60")
+            .env("KUBECTL", &kubectl)
+            .env("FAKE_LOG", log)
+            .env_remove("NAMESPACE")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, so, se) = run(&with_verdict);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    let lines: Vec<&str> = so.lines().filter(|l| !l.starts_with("job.batch/")).collect();
+    assert_eq!(lines.first().copied(), Some(verdict), "{so}");
+    assert_eq!(lines.len(), 2, "the verdict and the Job's state:\n{so}");
+    assert!(lines[1].starts_with("gate.sh: job/collbench-preflight Failed"), "{so}");
+    assert!(!so.contains("\"checks\"") && !so.contains("BEGIN"), "{so}");
+    let (code, so, se) = run(&stopped);
+    assert_eq!(code, Some(1), "{so}\n{se}");
+    assert!(so.contains("stopped answering during all_reduce"), "{so}");
+}

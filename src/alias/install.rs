@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{stderr, Error, Result};
 use crate::report::nccl_table::PROGRAMS;
 
-/// The links to `exe` made in `dir`.
-pub fn links(dir: &Path, exe: &Path, force: bool) -> Result<Vec<PathBuf>> {
+/// The links to `exe` made in `dir`; a missing `dir` is refused (a typo would otherwise make a directory
+/// anywhere, `/nonexistent` at the root) unless `mkdir`, which creates it and its missing parents.
+pub fn links(dir: &Path, exe: &Path, force: bool, mkdir: bool) -> Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         if dir.exists() {
             return Err(Error::usage(
@@ -15,24 +16,24 @@ pub fn links(dir: &Path, exe: &Path, force: bool) -> Result<Vec<PathBuf>> {
                 format!("{} is not a directory", dir.display()),
             ));
         }
-        // One missing level is made (a new bin/); more is more likely a typo than a wish.
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        if !parent.is_dir() {
+        if !mkdir {
+            let missing = first_missing(dir);
+            let nor = if missing == dir {
+                String::new()
+            } else {
+                format!(", nor does {}", missing.display())
+            };
             return Err(Error::usage(
                 "install-aliases",
                 format!(
-                    "{} does not exist, nor does {}; give an existing directory (one on the PATH, such as \
-                     /usr/local/bin), or create it first: mkdir -p {}",
+                    "{} does not exist{nor}; give an existing directory (one on the PATH, such as \
+                     /usr/local/bin), or create it: mkdir -p {}, or give --mkdir",
                     dir.display(),
-                    parent.display(),
                     dir.display()
                 ),
             ));
         }
-        std::fs::create_dir(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         stderr!("collbench: created {}", dir.display());
     }
     let mut made = Vec::new();
@@ -58,6 +59,15 @@ pub fn links(dir: &Path, exe: &Path, force: bool) -> Result<Vec<PathBuf>> {
     Ok(made)
 }
 
+/// The outermost directory of `dir` that does not exist (`dir` itself when only it is missing).
+fn first_missing(dir: &Path) -> &Path {
+    let mut missing = dir;
+    while let Some(parent) = missing.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        missing = parent;
+    }
+    missing
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,16 +78,41 @@ mod tests {
         let exe = d.path().join("collbench");
         std::fs::write(&exe, "").unwrap();
         let bin = d.path().join("bin");
-        assert_eq!(links(&bin, &exe, false).unwrap().len(), 7);
+        // A missing directory is refused, naming what is missing and what to do; --mkdir makes it.
+        let e = links(&bin, &exe, false, false).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.to_string().contains("mkdir -p") && e.to_string().contains("--mkdir"),
+            "{e}"
+        );
+        assert!(!bin.exists());
+        assert_eq!(links(&bin, &exe, false, true).unwrap().len(), 7);
         assert_eq!(std::fs::read_link(bin.join("sendrecv_perf")).unwrap(), exe);
         // Again: the links are ours, so they are simply made again.
-        assert_eq!(links(&bin, &exe, false).unwrap().len(), 7);
+        assert_eq!(links(&bin, &exe, false, false).unwrap().len(), 7);
         std::fs::remove_file(bin.join("reduce_perf")).unwrap();
         std::fs::write(bin.join("reduce_perf"), "nccl-tests' own").unwrap();
-        let e = links(&bin, &exe, false).unwrap_err();
+        let e = links(&bin, &exe, false, false).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("--force"), "{e}");
-        links(&bin, &exe, true).unwrap();
+        links(&bin, &exe, true, false).unwrap();
         assert_eq!(std::fs::read_link(bin.join("reduce_perf")).unwrap(), exe);
+    }
+
+    #[test]
+    fn a_missing_directory_names_its_outermost_missing_level() {
+        let d = tempfile::tempdir().unwrap();
+        let deep = d.path().join("a/b/c");
+        let e = links(&deep, Path::new("/bin/true"), false, false).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("c does not exist, nor does {};", d.path().join("a").display())),
+            "{e}"
+        );
+        assert!(!d.path().join("a").exists(), "nothing is created");
+        assert_eq!(
+            first_missing(Path::new("/nonexistent-collbench-dir")),
+            Path::new("/nonexistent-collbench-dir")
+        );
     }
 }

@@ -24,6 +24,9 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COLLBEN
 /// Collective-communication benchmark and network validator, in the spirit of nccl-tests.
 #[derive(Debug, Parser)]
 #[command(name = "collbench", version = VERSION, propagate_version = true)]
+// `collbench run -V` prints `collbench VERSION` as `collbench -V` does: clap prints a subcommand's display
+// name, `collbench-run` unless set (the man pages set their own, src/docgen/).
+#[command(mut_subcommands = |s: clap::Command| s.display_name("collbench"))]
 // No subcommand prints help and exits 2 instead of defaulting to `run`: more verbs are coming (info,
 // preflight, pairwise, compare), and an explicit one keeps `collbench <flags>` from changing meaning
 // when they land, keeps each verb's --help to its own flags, and makes a mistyped verb an error
@@ -73,9 +76,13 @@ pub enum Command {
 /// Flags of `collbench install-aliases`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallAliasesArgs {
-    /// Directory for the links (e.g. /usr/local/bin); created, and said so, if missing while its parent exists.
+    /// Directory for the links (e.g. /usr/local/bin); it must exist, unless --mkdir is given.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+
+    /// Create DIR (and its missing parents) when it does not exist, and say so.
+    #[arg(long = "mkdir")]
+    pub mkdir: bool,
 
     /// Replace files of those names that are not links to this collbench (nccl-tests' own binaries).
     #[arg(long = "force")]

@@ -23,19 +23,18 @@ pub fn dispatch(argv: &[OsString]) -> Option<i32> {
     })
 }
 
-/// Which path this machine runs, and why not NCCL where not.
-fn backend() -> (Backend, Option<String>) {
+/// Which path this machine runs, and in a few words why not NCCL where not (the whole reason, with what to
+/// do, is what `collbench run --transport nccl --memory cuda` says: docs/nccl-tests.md).
+fn backend() -> (Backend, Option<&'static str>) {
     if !cfg!(feature = "cuda") {
-        return (
-            Backend::Tcp,
-            Some("this collbench is built without the cuda feature".into()),
-        );
+        return (Backend::Tcp, Some("built without the cuda feature"));
     }
-    let ready = crate::memory::kind::check_run_memory("cuda")
-        .and_then(|_| crate::nccl::check_run(crate::memory::MemoryKind::Cuda));
-    match ready {
+    if crate::memory::kind::check_run_memory("cuda").is_err() {
+        return (Backend::Tcp, Some("no usable CUDA driver or GPU"));
+    }
+    match crate::nccl::check_run(crate::memory::MemoryKind::Cuda) {
         Ok(_) => (Backend::Nccl, None),
-        Err(e) => (Backend::Tcp, Some(e.to_string())),
+        Err(_) => (Backend::Tcp, Some("libnccl not usable")),
     }
 }
 
@@ -60,9 +59,19 @@ fn run_as(program: &str, collective: &str, args: &[String]) -> Result<i32> {
     };
     let rank0 = std::env::var("RANK").map_or(true, |r| r == "0")
         && std::env::var("OMPI_COMM_WORLD_RANK").map_or(true, |r| r == "0");
+    // The ranks a local launch starts run this same `collbench run` command line.
+    let mut argv: Vec<OsString> = vec!["collbench".into(), "run".into()];
+    argv.extend(run_args.into_iter().map(OsString::from));
+    let cli = Cli::try_parse_from(&argv).map_err(|e| Error::usage(program.to_string(), e.to_string()))?;
+    let Command::Run(run) = &cli.command else {
+        unreachable!("the command line built above is `collbench run`")
+    };
+    // Checked before any note, so a mistyped flag is answered by its error alone.
+    crate::options::Options::from_cli(run)?;
     if rank0 {
         if let Some(why) = why_not {
-            stderr!("{program} (collbench): note: not NCCL here ({why}); collbench's tcp path on host memory");
+            // One short line: the stdout header says the same; the long reason is in docs/nccl-tests.md.
+            stderr!("{program} (collbench): note: not NCCL ({why}): tcp on host memory");
         }
         for n in notes {
             // nccl-tests' own line about the JSON file is on its stdout, before the header.
@@ -73,12 +82,5 @@ fn run_as(program: &str, collective: &str, args: &[String]) -> Result<i32> {
             }
         }
     }
-    // The ranks a local launch starts run this same `collbench run` command line.
-    let mut argv: Vec<OsString> = vec!["collbench".into(), "run".into()];
-    argv.extend(run_args.into_iter().map(OsString::from));
-    let cli = Cli::try_parse_from(&argv).map_err(|e| Error::usage(program.to_string(), e.to_string()))?;
-    let Command::Run(run) = &cli.command else {
-        unreachable!("the command line built above is `collbench run`")
-    };
     super::run::run(run, &argv)
 }

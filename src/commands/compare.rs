@@ -77,8 +77,9 @@ pub fn compare(args: &CompareArgs) -> Result<i32> {
     }
     // Last, so a stdout that cannot take it (a full device) loses no file.
     let mut text = render::text(&h, &d, units);
+    // A `#` line like the rest of the header and verdict: parsers take unprefixed lines for table rows.
     if let Some(l) = &cpu {
-        text += &format!("{l}\n");
+        text += &format!("# {l}\n");
     }
     crate::report::stdout::print_beside(&text, stdout_taken)?;
     Ok(if d.regressions().next().is_some() {

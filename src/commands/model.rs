@@ -65,12 +65,21 @@ pub fn model(args: &ModelArgs) -> Result<i32> {
 /// Below this R^2 a fit explains too little of the measured times for its predictions to be trusted.
 pub const WEAK_R2: f64 = 0.9;
 
-/// Beyond this many times the largest measured rank count, a fit of one rank count is a guess.
+/// Above this relative RMS of its residuals (25%) a fit misses the times it was fitted to by more than a
+/// quarter: its predictions are at least as far off.
+pub const POOR_RMS: f64 = 0.25;
+
+/// Above this largest relative residual (100%) a fit misses some measured time by its whole size.
+pub const POOR_MAX: f64 = 1.0;
+
+/// Beyond this many times the largest measured rank count, how the time grows with ranks is extrapolated
+/// rather than measured.
 pub const FAR_FACTOR: usize = 4;
 
-/// Warnings for fits whose predictions should not be trusted: R^2 below [`WEAK_R2`], a prediction whose
-/// 95% interval is wider than itself, or a fit of one rank count stretched more than [`FAR_FACTOR`] times
-/// beyond it. Each is also added to its fit's notes, so the printed report and its files say it too.
+/// Warnings for fits whose predictions should not be trusted, each saying by how much: R^2 below
+/// [`WEAK_R2`]; residuals over [`POOR_RMS`] (RMS) or [`POOR_MAX`] (largest); a prediction whose 95% interval
+/// is wider than itself; a target more than [`FAR_FACTOR`] times the largest rank count fitted. Each is also
+/// added to its fit's notes, so the printed report and its files say it too.
 fn weak_fit_warnings(report: &mut Report) -> Vec<String> {
     let target = report.target_ranks;
     let mut all = Vec::new();
@@ -81,6 +90,17 @@ fn weak_fit_warnings(report: &mut Report) -> Vec<String> {
                 "the fit of {} has R^2 {:.3}, below {WEAK_R2}: it explains little of the measured times, so its \
                  predictions are weak; measure more sizes, more iterations or more rank counts",
                 fit.path, fit.r2
+            ));
+        }
+        let (rms, max) = (fit.rel_rms * 100.0, fit.rel_max * 100.0);
+        if (fit.rel_rms.is_finite() && fit.rel_rms > POOR_RMS) || (fit.rel_max.is_finite() && fit.rel_max > POOR_MAX) {
+            warn.push(format!(
+                "the fit of {} misses the times it was fitted to by {rms:.1}% RMS and up to {max:.1}% (warned above \
+                 {:.0}% RMS or {:.0}% at one point): expect its predictions to be off by at least as much; its \
+                 residuals per collective and rank count show where it fits worst",
+                fit.path,
+                POOR_RMS * 100.0,
+                POOR_MAX * 100.0
             ));
         }
         let wide = report
@@ -97,15 +117,23 @@ fn weak_fit_warnings(report: &mut Report) -> Vec<String> {
         let mut ranks: Vec<usize> = fit.residuals.iter().map(|r| r.nranks).collect();
         ranks.sort_unstable();
         ranks.dedup();
-        if let [only] = ranks.as_slice() {
-            if target > only * FAR_FACTOR {
-                warn.push(format!(
-                    "the fit of {} saw one rank count ({only}) and predicts {target} ranks, more than \
-                     {FAR_FACTOR}x beyond it: how the time grows with ranks is assumed, not measured; add a run \
-                     at more rank counts",
-                    fit.path
-                ));
-            }
+        match ranks.as_slice() {
+            [only] if target > only * FAR_FACTOR => warn.push(format!(
+                "the fit of {} saw one rank count ({only}) and predicts {target} ranks, more than \
+                 {FAR_FACTOR}x beyond it: how the time grows with ranks is assumed, not measured; add a run \
+                 at more rank counts",
+                fit.path
+            )),
+            [.., largest] if target > largest * FAR_FACTOR => warn.push(format!(
+                "the fit of {} saw rank counts up to {largest} and predicts {target} ranks, {:.1}x the largest \
+                 (warned beyond {FAR_FACTOR}x): how the time grows with ranks is extrapolated, and errors grow \
+                 with the distance, beyond the {rms:.1}% RMS it misses its own points by; add a run at {} ranks \
+                 or more",
+                fit.path,
+                target as f64 / *largest as f64,
+                target.div_ceil(FAR_FACTOR)
+            )),
+            _ => {}
         }
         for w in &warn {
             fit.notes.push(format!("warning: {w}"));

@@ -45,7 +45,12 @@ pub fn pages() -> Result<Vec<(PathBuf, Vec<u8>)>, Error> {
         } else {
             cmd.get_name()
         };
-        let man = clap_mangen::Man::new(cmd.clone());
+        // Subcommands display as `collbench` (for `-V`, src/cli/); each page is named for its subcommand.
+        let man = clap_mangen::Man::new(if sub.is_empty() {
+            cmd.clone()
+        } else {
+            cmd.clone().display_name(format!("collbench-{sub}"))
+        });
         out.push((
             PathBuf::from("docs/man").join(man.get_filename()),
             man_page(&man, sub, &subs)?,
@@ -74,7 +79,8 @@ fn man_page(man: &clap_mangen::Man, sub: &str, subs: &[String]) -> Result<Vec<u8
 /// The options reference in Markdown: every subcommand with its flags, defaults and help.
 pub fn options_markdown() -> String {
     let body = clap_markdown::help_markdown_command_custom(
-        &Cli::command(),
+        // Subcommands display as `collbench` (for `-V`, src/cli/); the page names each by its own name.
+        &Cli::command().mut_subcommands(|s| s.display_name(clap::builder::Resettable::Reset)),
         &clap_markdown::MarkdownOptions::new()
             .title("collbench options".to_string())
             .show_footer(false)

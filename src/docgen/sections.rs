@@ -6,7 +6,7 @@ use super::environment::{GROUPS, PRECEDENCE, VARS};
 /// Exit statuses, as the README's "Exit codes and failures" table gives them (tests/docgen.rs checks
 /// that the README lists every code).
 pub const EXIT_STATUS: &[(&str, &str)] = &[
-    ("0", "Every point ran and every element was right; `preflight`: PASS or WARN; `pairwise`, `gpu-matrix`: nothing named."),
+    ("0", "Every point ran and every element was right; `preflight`: PASS or WARN; `pairwise`, `gpu-matrix`: nothing named; `selftest`: whatever its ratios (a `BELOW` row is information about this machine, not a failure: `-J`'s `status` says which rows)."),
     ("1", "Wrong data in a point; `compare`: a significant regression; `preflight`: a check failed; `pairwise`, `gpu-matrix`: a slow host, link or pair named."),
     ("2", "Bad command line, launcher environment or options; ranks started with different options (nothing was measured)."),
     ("3", "A peer, a connection or a deadline failed."),
@@ -26,7 +26,7 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
         "run" => &[
             ("Two local ranks, a short sweep, results kept as JSON:", "collbench run --np 2 -b 8 -e 64K -n 2 -w 1 -J out.json"),
             ("Two hosts by hand (the same command on host1 with RANK=1):", "RANK=0 WORLD_SIZE=2 MASTER_ADDR=host0 COLLBENCH_JOB_TOKEN=$(cat token) collbench run -e 16M"),
-            ("Under OpenMPI, two paths side by side with the comparison table:", "mpirun -np 4 -H n1,n2 collbench run --transport tcp@eth0,tcp@ib0 -e 1G"),
+            ("Under OpenMPI (two slots per host: OpenMPI 4 gives `-H n1,n2` one each), two paths side by side with the comparison table:", "mpirun -np 4 -H n1:2,n2:2 collbench run --transport tcp@eth0,tcp@ib0 -e 1G"),
             ("On GPUs through NCCL (a build with --features cuda):", "collbench run --transport nccl --memory cuda --collective all_reduce -e 1G"),
         ],
         "info" => &[("Interfaces, RDMA ports, GPUs and CPU limits of this host, with advice:", "collbench info")],
@@ -48,8 +48,8 @@ fn examples(sub: &str) -> &'static [(&'static str, &'static str)] {
         "selftest" => &[("The CPU reduction kernels against memory bandwidth:", "collbench selftest --bytes 64M")],
         "gpu-matrix" => &[("Copy bandwidth between every GPU pair of this node:", "collbench gpu-matrix --bytes 256M -n 5")],
         "completions" => &[
-            ("Bash completions for the current user:", "collbench completions bash > ~/.local/share/bash-completion/completions/collbench"),
-            ("Zsh completions:", "collbench completions zsh > ~/.zfunc/_collbench"),
+            ("Bash completions for the current user:", "mkdir -p ~/.local/share/bash-completion/completions && collbench completions bash > ~/.local/share/bash-completion/completions/collbench"),
+            ("Zsh completions (with fpath+=~/.zfunc in ~/.zshrc):", "mkdir -p ~/.zfunc && collbench completions zsh > ~/.zfunc/_collbench"),
         ],
         "install-aliases" => &[("nccl-tests' names on the PATH:", "collbench install-aliases /usr/local/bin")],
         _ => &[],

@@ -14,7 +14,8 @@ pub struct Col {
     pub md_right: bool,
     /// Text before the cell (the separator from the previous one, or words).
     pub before: &'static str,
-    /// Text width the cell is padded to (0: none).
+    /// Text width the cell is padded to at least (0: none); a longer cell (`halving_doubling`) widens the
+    /// column on every line of its table.
     pub width: usize,
     /// Text alignment: right or left.
     pub right: bool,
@@ -102,12 +103,11 @@ pub struct TextForm {
     pub trim: bool,
 }
 
-fn text_line(s: &mut String, prefix: &str, cols: &[Col], cells: &[&str], trim: bool) {
+fn text_line(s: &mut String, prefix: &str, cols: &[Col], widths: &[usize], cells: &[&str], trim: bool) {
     let mut line = prefix.to_string();
-    for (i, (c, v)) in cols.iter().zip(cells).enumerate() {
+    for (i, ((c, v), &w)) in cols.iter().zip(cells).zip(widths).enumerate() {
         // The first column follows the prefix directly.
         let before = if i == 0 { "" } else { c.before };
-        let w = c.width;
         if c.right {
             let _ = write!(line, "{before}{v:>w$}{}", c.after);
         } else {
@@ -120,13 +120,31 @@ fn text_line(s: &mut String, prefix: &str, cols: &[Col], cells: &[&str], trim: b
 /// Appends `t` as text lines.
 pub fn text(s: &mut String, t: &Table) {
     let form = &t.text;
+    let heads: Vec<&str> = t.cols.iter().map(|c| c.text).collect();
+    let rows: Vec<Vec<&str>> = t
+        .rows
+        .iter()
+        .map(|r| r.iter().map(|c| c.text.as_str()).collect())
+        .collect();
+    // Each padded column as wide as its widest cell (and heading, where printed), never narrower than asked.
+    let widths: Vec<usize> = t
+        .cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if c.width == 0 {
+                return 0;
+            }
+            let head = form.head.map_or(0, |_| c.text.chars().count());
+            let cells = rows.iter().filter_map(|r| r.get(i)).map(|v| v.chars().count());
+            cells.fold(c.width.max(head), usize::max)
+        })
+        .collect();
     if let Some(prefix) = form.head {
-        let heads: Vec<&str> = t.cols.iter().map(|c| c.text).collect();
-        text_line(s, prefix, &t.cols, &heads, form.trim);
+        text_line(s, prefix, &t.cols, &widths, &heads, form.trim);
     }
-    for r in &t.rows {
-        let cells: Vec<&str> = r.iter().map(|c| c.text.as_str()).collect();
-        text_line(s, form.row, &t.cols, &cells, form.trim);
+    for cells in &rows {
+        text_line(s, form.row, &t.cols, &widths, cells, form.trim);
     }
 }
 
@@ -148,5 +166,41 @@ pub fn markdown(s: &mut String, t: &Table) {
     for r in &t.rows {
         let cells: String = r.iter().map(|c| format!(" {} |", c.md)).collect();
         let _ = writeln!(s, "|{cells}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cell longer than its column's width (`halving_doubling` in a 13-wide column) widens the column on
+    /// every line, so the columns after it stay aligned.
+    #[test]
+    fn a_long_cell_widens_its_column_on_every_line() {
+        let t = Table {
+            cols: vec![left("algo", 13), right("points", 6), left("ranks", 8).around("  ", "")],
+            rows: ["ring", "halving_doubling", "rec_doubling"]
+                .iter()
+                .map(|a| vec![Cell::same(*a), Cell::same("83"), Cell::same("2,3")])
+                .collect(),
+            text: TextForm {
+                head: Some("# "),
+                row: "  ",
+                trim: false,
+            },
+        };
+        let mut s = String::new();
+        text(&mut s, &t);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines.len(), 4, "{s}");
+        // The right-aligned column ends, and the next starts, at the same place on every line.
+        let ends: Vec<usize> = lines[1..].iter().map(|l| l.find("83").unwrap() + 2).collect();
+        assert!(ends.iter().all(|&e| e == ends[0]), "{s}");
+        let starts: Vec<usize> = lines
+            .iter()
+            .map(|l| l.find("2,3").or(l.find("ranks")).unwrap())
+            .collect();
+        assert!(starts.iter().all(|&x| x == starts[0]), "{s}");
+        assert_eq!(lines[0].find("points").unwrap() + 6, ends[0], "{s}");
     }
 }

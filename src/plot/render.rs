@@ -360,9 +360,8 @@ where
         .y_max_light_lines(1)
         .draw()
         .map_err(err)?;
-    let clamp = |v: f64| v.clamp(0.0, top);
     for (i, s) in table.series.iter().enumerate().filter(|(_, s)| s.predicted.is_none()) {
-        band(&mut chart, s, colour(i), |p| (clamp(p.busbw_lo), clamp(p.busbw_hi)))?;
+        band(&mut chart, s, colour(i), (0.0, top), |p| (p.busbw_lo, p.busbw_hi))?;
     }
     for r in scale.rates.iter().filter(|r| r.drawn) {
         let style = r.colour().stroke_width(2);
@@ -402,8 +401,12 @@ where
     common_mesh(&mut mesh);
     mesh.y_desc("time (us), log scale").draw().map_err(err)?;
     let log = |us: f64| if us > 0.0 { us.log10().clamp(y0, y1) } else { y0 };
+    // The band is cut to the axis by `band` itself.
+    let band_log = |us: f64| if us > 0.0 { us.log10() } else { y0 };
     for (i, s) in table.series.iter().enumerate().filter(|(_, s)| s.predicted.is_none()) {
-        band(&mut chart, s, colour(i), |p| (log(p.time_lo_us), log(p.time_hi_us)))?;
+        band(&mut chart, s, colour(i), (y0, y1), |p| {
+            (band_log(p.time_lo_us), band_log(p.time_hi_us))
+        })?;
     }
     for (i, s) in table.series.iter().enumerate() {
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (log2(p.size), log(p.time_us))).collect();
@@ -417,11 +420,13 @@ fn band_style(colour: RGBColor) -> ShapeStyle {
     colour.mix(0.18).filled()
 }
 
-/// A series' band as one translucent polygon: upper edge left to right, lower edge back.
+/// A series' band as one translucent polygon: upper edge left to right, lower edge back, cut to the y axis's
+/// range `y` ([`clip_y`]).
 fn band<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
     series: &Series,
     colour: RGBColor,
+    y: (f64, f64),
     bounds: impl Fn(&Point) -> (f64, f64),
 ) -> Drawn
 where
@@ -432,11 +437,42 @@ where
     }
     let upper = series.points.iter().map(|p| (log2(p.size), bounds(p).1));
     let lower = series.points.iter().rev().map(|p| (log2(p.size), bounds(p).0));
-    let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
+    let outline = clip_y(&upper.chain(lower).collect::<Vec<_>>(), y.0, y.1);
+    if outline.len() < 3 {
+        return Ok(());
+    }
     chart
         .draw_series(std::iter::once(Polygon::new(outline, band_style(colour))))
         .map_err(err)?;
     Ok(())
+}
+
+/// The polygon `outline` cut to `lo <= y <= hi` along its edges (Sutherland-Hodgman against two lines), so a
+/// band whose interval reaches beyond the axis stops at the axis with its edges' slopes kept, rather than
+/// being drawn past it or pulled to it vertex by vertex (which bends the band's sides). A bound that is not
+/// a number is taken as `lo`; an infinite one as far beyond the axis.
+fn clip_y(outline: &[(f64, f64)], lo: f64, hi: f64) -> Vec<(f64, f64)> {
+    let far = 1e9 * (hi - lo).abs().max(1.0);
+    let poly: Vec<(f64, f64)> = outline
+        .iter()
+        .map(|&(x, y)| (x, if y.is_nan() { lo } else { y.clamp(lo - far, hi + far) }))
+        .collect();
+    let cut = |poly: Vec<(f64, f64)>, edge: f64, inside: &dyn Fn(f64) -> bool| {
+        let mut out = Vec::with_capacity(poly.len() + 2);
+        for (i, &a) in poly.iter().enumerate() {
+            let b = poly[(i + 1) % poly.len()];
+            if inside(a.1) {
+                out.push(a);
+            }
+            if inside(a.1) != inside(b.1) {
+                let t = (edge - a.1) / (b.1 - a.1);
+                out.push((a.0 + t * (b.0 - a.0), edge));
+            }
+        }
+        out
+    };
+    let below_top = cut(poly, hi, &|y| y <= hi);
+    cut(below_top, lo, &|y| y >= lo)
 }
 
 fn line_with_markers<DB: DrawingBackend, X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
@@ -698,6 +734,33 @@ mod tests {
             .iter()
             .map(|e| e.label().to_string())
             .collect()
+    }
+
+    /// A band above the axis's top is cut where its edges cross the top, not bent to it: the upper edge from
+    /// (0, 0.5) to (2, 2.5) crosses 1.0 at x 0.5, and nothing lies above 1.0 or below 0.
+    #[test]
+    fn a_band_is_cut_at_the_axis_along_its_edges() {
+        let outline = [
+            (0.0, 0.5),
+            (2.0, 2.5),
+            (4.0, f64::INFINITY),
+            (4.0, 0.5),
+            (2.0, -1.0),
+            (0.0, 0.2),
+        ];
+        let c = clip_y(&outline, 0.0, 1.0);
+        assert!(c.iter().all(|&(_, y)| (0.0..=1.0).contains(&y)), "{c:?}");
+        let near = |p: (f64, f64), q: (f64, f64)| (p.0 - q.0).abs() < 1e-9 && (p.1 - q.1).abs() < 1e-9;
+        for want in [(0.5, 1.0), (4.0, 1.0), (0.0, 0.5), (0.0, 0.2)] {
+            assert!(c.iter().any(|&p| near(p, want)), "{want:?} in {c:?}");
+        }
+        // The lower edge dips below 0 around x 2: cut at 0 where it crosses, at x 10/3 and 1/3.
+        for want in [(10.0 / 3.0, 0.0), (1.0 / 3.0, 0.0)] {
+            assert!(c.iter().any(|&p| near(p, want)), "{want:?} in {c:?}");
+        }
+        // Wholly inside: unchanged.
+        let inside = [(0.0, 0.2), (1.0, 0.8), (1.0, 0.1)];
+        assert_eq!(clip_y(&inside, 0.0, 1.0), inside.to_vec());
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub fn read(path: &Path) -> Result<Document> {
                  `collbench run -J` wrote, or split the runs",
                 MAX_RESULTS_BYTES >> 20
             ),
+            // Its own advice is this one, less precise: said once.
+            crate::input::ReadError::NotAFile { path, kind } => {
+                format!("'{path}' is {kind}, not a regular file; give the path of a file `collbench run -J` wrote")
+            }
             e => format!("{e}; give the path of a file `collbench run -J` wrote"),
         };
         Error::usage(&shown, format!("cannot read the results file: {what}"))
@@ -78,6 +82,13 @@ mod tests {
         assert!(
             e.contains("gone.json: cannot read the results file")
                 && e.ends_with("give the path of a file `collbench run -J` wrote"),
+            "{e}"
+        );
+        // A directory: what it is, and the advice once.
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("is a directory, not a regular file; give the path of a file `collbench run -J` wrote")
+                && e.matches("give the path").count() == 1,
             "{e}"
         );
         let bad = dir.path().join("bad.json");

@@ -342,7 +342,7 @@ side_by_side() {
         fi
         dir=$work/build
     fi
-    if ! st=$("$bin" install-aliases "$work/aliases" 2>&1); then
+    if ! st=$("$bin" install-aliases --mkdir "$work/aliases" 2>&1); then
         say "device-check: side by side: $st"
         rm -rf "$work"
         first_fail 2

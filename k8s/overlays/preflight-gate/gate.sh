@@ -5,8 +5,10 @@
 # Usage: k8s/overlays/preflight-gate/gate.sh [TIMEOUT_SECONDS]    (default 1800)
 # Needs: kubectl with access to the cluster; the ConfigMap collbench-baseline and the Secret
 #        collbench-job-token (see job.yaml). Environment: KUBECTL (default: kubectl), NAMESPACE.
+# Output: rank 0's verdict line (`Preflight verdict: FAIL: 2 of 9 checks failed (...)`), then the
+#         Job's state and the command that prints rank 0's whole log (the table of checks, the JSON).
 # Exit status: 0 the preflight passed on every node; 1 it failed (a regression, a failed expectation,
-#              a peer failure: rank 0's log above says which); 2 the Job did not finish in time or
+#              a peer failure: the verdict line above says which); 2 the Job did not finish in time or
 #              could not be started.
 set -euo pipefail
 
@@ -36,6 +38,17 @@ while [ -z "$state" ]; do
         sleep 5 # polling the API server; the Job takes minutes
     fi
 done
-"${k[@]}" logs -l "batch.kubernetes.io/job-completion-index=0,app.kubernetes.io/instance=$job" --tail=-1 || true
-echo "gate.sh: job/$job $state"
+# Rank 0's verdict line, not its log: the log ends with the whole JSON document, which buries the verdict
+# in a pipeline's output. Without a verdict (the preflight stopped before one: a peer, a deadline, bad
+# input) the log's last lines before the JSON say why.
+rank0="batch.kubernetes.io/job-completion-index=0,app.kubernetes.io/instance=$job"
+log=$("${k[@]}" logs -l "$rank0" --tail=-1 2>&1) || true
+human=$(printf '%s\n' "$log" | sed '/^----- BEGIN /,/^----- END /d')
+verdict=$(printf '%s\n' "$human" | grep '^Preflight verdict: ' | tail -n 1) || true
+if [ -n "$verdict" ]; then
+    echo "$verdict"
+else
+    printf '%s\n' "$human" | tail -n 20
+fi
+echo "gate.sh: job/$job $state (every check, and the JSON: ${k[*]} logs -l $rank0 --tail=-1)"
 [ "$state" = Complete ]

@@ -93,51 +93,173 @@ fn counts_of(checks: &[&Check]) -> (usize, usize, usize) {
     (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
 }
 
-/// The human summary: a column-aligned table of checks, the notes, what failed or warned and why, the verdict;
-/// bandwidth in `units`. Past [`MAX_FINDING_CHECKS`] pairwise findings, the rest are counted on one line.
-pub fn text(r: &Report, units: BwUnit) -> String {
-    let (checks, left_out) = shown(&r.checks);
-    let rows: Vec<[String; 5]> = checks
+/// The width every line of [`text`] fits in: a terminal's, or a `kubectl logs` pane, without wrapping.
+pub const WIDTH: usize = 100;
+
+/// The table's columns on stdout: where each threshold came from, and why a check failed, are on the lines
+/// under it (for the checks that did not pass) and in the JSON and Markdown.
+const SHOWN: [&str; 4] = ["check", "measured", "threshold", "verdict"];
+
+/// `s` broken at spaces into lines of at most `first` characters, then `rest`; a word longer than a line is
+/// cut, so no line is ever wider.
+fn wrap(s: &str, first: usize, rest: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let room = |lines: &Vec<String>| (if lines.is_empty() { first } else { rest }).max(1);
+    for word in s.split_whitespace() {
+        let mut word = word;
+        while !word.is_empty() {
+            let (have, len) = (cur.chars().count(), word.chars().count());
+            if have + usize::from(have > 0) + len <= room(&lines) {
+                if have > 0 {
+                    cur.push(' ');
+                }
+                cur.push_str(word);
+                break;
+            }
+            if have > 0 {
+                lines.push(std::mem::take(&mut cur));
+                continue;
+            }
+            let cut = word.char_indices().nth(room(&lines)).map_or(word.len(), |(i, _)| i);
+            lines.push(word[..cut].to_string());
+            word = &word[cut..];
+        }
+    }
+    if !cur.is_empty() || lines.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
+/// `s` as lines of at most [`WIDTH`]: the first after `indent`, the others after `indent` and four spaces.
+fn para(s: &str, indent: usize) -> String {
+    let (first, rest) = (" ".repeat(indent), " ".repeat(indent + 4));
+    let lines = wrap(s, WIDTH - first.len(), WIDTH - rest.len());
+    lines
         .iter()
-        .map(|c| rows(std::slice::from_ref(*c), units).remove(0))
-        .collect();
-    let mut width = COLUMNS.map(str::len);
-    for row in &rows {
+        .enumerate()
+        .map(|(i, l)| format!("{}{l}\n", if i == 0 { &first } else { &rest }))
+        .collect()
+}
+
+/// The table of `rows` (cells as [`SHOWN`]) in [`WIDTH`] columns: the widest of the first three columns are
+/// narrowed until the row fits, and a cell longer than its column goes on to the row's next lines.
+fn table(rows: &[[String; 4]]) -> String {
+    let mut width = SHOWN.map(str::len);
+    for row in rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: &[String]| {
+    // Two spaces before the table and between its columns; the verdict's column is never narrowed.
+    let room = WIDTH - 2 - 2 * (SHOWN.len() - 1) - width[3];
+    while width[..3].iter().sum::<usize>() > room {
+        let widest = (0..3).max_by_key(|&i| width[i]).unwrap_or(0);
+        width[widest] -= 1;
+    }
+    let line = |cells: [&str; 4]| {
         let padded: Vec<String> = cells.iter().zip(width).map(|(c, w)| format!("{c:<w$}")).collect();
         format!("  {}\n", padded.join("  ").trim_end())
     };
-    let mut out = String::from("\nPreflight checks:\n");
-    out += &line(&COLUMNS.map(String::from));
-    for row in &rows {
-        out += &line(row);
+    let mut out = line(SHOWN);
+    for row in rows {
+        let cells: Vec<Vec<String>> = row.iter().zip(width).map(|(c, w)| wrap(c, w, w)).collect();
+        let n = cells.iter().map(Vec::len).max().unwrap_or(1);
+        for i in 0..n {
+            let cell = |k: usize| cells[k].get(i).map_or("", String::as_str);
+            out += &line([cell(0), cell(1), cell(2), cell(3)]);
+        }
     }
+    out
+}
+
+/// The verdict as one line of at most [`WIDTH`] columns, for people and `grep`: the word, how many checks
+/// failed (or warned) and which, as many names as fit.
+pub fn verdict_line(r: &Report) -> String {
+    let (p, w, f) = counts(&r.checks);
+    let n = r.checks.len();
+    let (what, names): (String, Vec<&str>) = {
+        let of = |v: Verdict| {
+            r.checks
+                .iter()
+                .filter(|c| c.verdict == v)
+                .map(|c| c.name.as_str())
+                .collect()
+        };
+        if f > 0 {
+            (format!("{f} of {n} checks failed"), of(Verdict::Fail))
+        } else if w > 0 {
+            (format!("{w} of {n} checks warned"), of(Verdict::Warn))
+        } else {
+            (format!("{p} of {n} checks passed"), Vec::new())
+        }
+    };
+    let mut tail = String::new();
+    if f > 0 && w > 0 {
+        tail += &format!("; {w} warned");
+    }
+    if r.strict {
+        tail += "; --strict: warnings fail";
+    }
+    if !matches!(r.exit_code, 0 | 1) {
+        tail += &format!("; ended before its plan was done, exit {}", r.exit_code);
+    }
+    let head = format!("Preflight verdict: {}: {what}", r.verdict.word());
+    // As many names as fit, then how many did not.
+    let room = WIDTH.saturating_sub(head.chars().count() + tail.chars().count() + " ()".len());
+    let more = |k: usize| match (names.len() - k, k) {
+        (0, _) => String::new(),
+        (m, 0) => format!("{m} more"),
+        (m, _) => format!(", {m} more"),
+    };
+    let (mut best, mut len) = (None, 0);
+    for k in 0..=names.len() {
+        if k > 0 {
+            len += names[k - 1].chars().count() + if k > 1 { 2 } else { 0 };
+        }
+        if len > room {
+            break;
+        }
+        if len + more(k).len() <= room {
+            best = Some(k);
+        }
+    }
+    let listed = match best {
+        Some(k) if !names.is_empty() => format!(" ({}{})", names[..k].join(", "), more(k)),
+        _ => String::new(),
+    };
+    format!("{head}{listed}{tail}")
+}
+
+/// The human summary, every line at most [`WIDTH`] columns: a table of checks, the notes, what failed or
+/// warned and why, and last the verdict on one line; bandwidth in `units`. Past [`MAX_FINDING_CHECKS`]
+/// pairwise findings, the rest are counted on one line.
+pub fn text(r: &Report, units: BwUnit) -> String {
+    let (checks, left_out) = shown(&r.checks);
+    let rows: Vec<[String; 4]> = checks
+        .iter()
+        .map(|c| {
+            let [name, measured, threshold, _, verdict] = rows(std::slice::from_ref(*c), units).remove(0);
+            [name, measured, threshold, verdict]
+        })
+        .collect();
+    let mut out = String::from("\nPreflight checks:\n");
+    out += &table(&rows);
     if let Some(l) = &left_out {
-        out += &format!("  {l}\n");
+        out += &para(l, 2);
     }
     for n in &r.notes {
-        out += &format!("  note: {}\n", units.restate(n));
+        out += &para(&format!("note: {}", units.restate(n)), 2);
     }
     for c in checks.iter().filter(|c| c.verdict != Verdict::Pass) {
-        out += &format!("  {}\n", why(c, units));
+        out += &para(&why(c, units), 2);
         for e in &c.evidence {
-            out += &format!("      evidence: {}\n", e.line());
+            out += &para(&format!("evidence: {}", e.line()), 6);
         }
     }
-    let (p, w, f) = counts(&r.checks);
-    out += &format!(
-        "Preflight verdict: {} ({p} passed, {w} warned, {f} failed{}){}\n",
-        r.verdict.word(),
-        if r.strict { "; --strict: warnings fail" } else { "" },
-        match r.exit_code {
-            0 | 1 => String::new(),
-            code => format!("; ended before its plan was done, exit {code}"),
-        }
-    );
+    out += &verdict_line(r);
+    out.push('\n');
     out
 }
 
@@ -329,9 +451,123 @@ pub(super) mod tests {
             t.contains("FAIL: tcp@lo all_reduce busbw: 1.000 GB/s [0.9, 1.1] vs >= 2 GB/s (e.toml line 3): a <tricky>"),
             "{t}"
         );
-        assert!(
-            t.contains("Preflight verdict: FAIL (1 passed, 1 warned, 1 failed)"),
+        assert_eq!(
+            t.lines().last(),
+            Some("Preflight verdict: FAIL: 1 of 3 checks failed (tcp@lo all_reduce busbw); 1 warned"),
             "{t}"
+        );
+    }
+
+    /// A preflight of a real cluster's shape: long sources, long names, findings with evidence, a long note.
+    fn realistic() -> Report {
+        let mut r = report();
+        let long = |name: &str, verdict: Verdict, source: &str, detail: &str| Check {
+            source: source.into(),
+            detail: detail.into(),
+            measured: "11.482 GB/s [11.301, 11.650]".into(),
+            value: Some(11.482),
+            lo: Some(11.301),
+            hi: Some(11.650),
+            ..check(name, verdict)
+        };
+        r.checks = vec![
+            long("tcp@eth0 connectivity", Verdict::Pass, "built in", "every rank reached every other"),
+            long(
+                "tcp@eth0 all_reduce busbw",
+                Verdict::Fail,
+                "default: 70% of link speed of eth0 from /sys/class/net/eth0/speed (25000 Mb/s) (25.0 Gbit/s)",
+                "at 64 MiB: the interval lies below the threshold; the slowest rank was 3 on node-017, whose \
+                 sends waited on its peer's receive window for 41% of the run",
+            ),
+            long(
+                "tcp@eth0 all_gather busbw",
+                Verdict::Warn,
+                "expectations.toml line 12: 90% of 12.500 GB/s (link speed of eth0 from ethtool)",
+                "at 64 MiB: the interval straddles the threshold; more sweeps (--repeat) give a surer verdict",
+            ),
+            long(
+                "tcp@eth0 pairwise: slow link node-017.rack-3.cluster.example.com <-> node-018.rack-3.cluster.example.com",
+                Verdict::Fail,
+                "pairwise: 5 x the median absolute deviation below the median of 120 links, false findings held at 1%",
+                "a_very_long_word_without_any_space_in_it_such_as_a_path_/var/lib/collbench/results/2026-12-06/preflight.json",
+            ),
+        ];
+        r.checks[1].evidence = vec![super::super::evidence::HostEvidence {
+            host: "node-017.rack-3.cluster.example.com".into(),
+            wall_s: 12.0,
+            busy_pct: Some(97.0),
+            throttled_s: Some(4.2),
+            throttled_periods: Some(120),
+            tcp: Some(super::super::evidence::TcpCounters {
+                out_segs: 9_000_000,
+                retrans_segs: 4_100,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        r.notes = vec![
+            "tcp@eth0 reduce_scatter busbw 11.210 GB/s at 64 MiB: not judged, no threshold (link speed of eth0 \
+             unknown; give --line-rate GBIT or min_busbw in --expect)"
+                .into(),
+        ];
+        r
+    }
+
+    #[test]
+    fn every_line_of_a_realistic_summary_fits_a_log_and_the_verdict_comes_last() {
+        let r = realistic();
+        for units in [BwUnit::Gbyte, BwUnit::Gbit] {
+            let t = text(&r, units);
+            for l in t.lines() {
+                assert!(l.chars().count() <= WIDTH, "{} columns: {l}\n{t}", l.chars().count());
+            }
+            // Nothing is lost to the width: every word of a failure's source and detail is printed (in GB/s
+            // as written; in Gbit/s its figures are restated).
+            for c in r
+                .checks
+                .iter()
+                .filter(|c| c.verdict != Verdict::Pass && units == BwUnit::Gbyte)
+            {
+                for word in format!("{} {}", c.source, c.detail)
+                    .split_whitespace()
+                    .filter(|w| w.len() < 60)
+                {
+                    assert!(t.contains(word), "{word}:\n{t}");
+                }
+            }
+            // A check's row starts with its name and ends with its verdict.
+            let row = t
+                .lines()
+                .find(|l| l.trim_start().starts_with("tcp@eth0 all_gather busbw"));
+            assert!(row.is_some_and(|l| l.ends_with("WARN")), "{t}");
+            assert_eq!(
+                t.lines().last(),
+                Some("Preflight verdict: FAIL: 2 of 4 checks failed (tcp@eth0 all_reduce busbw, 1 more); 1 warned"),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_verdict_line_names_what_fits_and_counts_the_rest() {
+        let mut r = realistic();
+        r.checks.truncate(3);
+        assert_eq!(
+            verdict_line(&r),
+            "Preflight verdict: FAIL: 1 of 3 checks failed (tcp@eth0 all_reduce busbw); 1 warned"
+        );
+        r.checks[1].verdict = Verdict::Pass;
+        r.verdict = Verdict::Warn;
+        assert_eq!(
+            verdict_line(&r),
+            "Preflight verdict: WARN: 1 of 3 checks warned (tcp@eth0 all_gather busbw)"
+        );
+        r.checks[2].verdict = Verdict::Pass;
+        r.verdict = Verdict::Pass;
+        r.exit_code = 3;
+        assert_eq!(
+            verdict_line(&r),
+            "Preflight verdict: PASS: 3 of 3 checks passed; ended before its plan was done, exit 3"
         );
     }
 
@@ -406,14 +642,20 @@ pub(super) mod tests {
             MAX_FINDING_CHECKS,
             "{t}"
         );
+        // The count goes on to a second line rather than past 100 columns.
+        let words = t.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
-            t.contains("... and 288 more pairwise findings (2 slow hosts, 286 slow links; 188 failed, 100 warned, 0 passed): every one in -J"),
+            words.contains("... and 288 more pairwise findings (2 slow hosts, 286 slow links; 188 failed, 100 warned, 0 passed): every one in -J"),
             "{t}"
         );
+        assert!(t.lines().all(|l| l.chars().count() <= WIDTH), "{t}");
         // The other checks and the verdict over all of them stay.
         assert!(t.contains("tcp@lo all_reduce busbw") && t.contains("note: n1"), "{t}");
+        let last = t.lines().last().unwrap_or("");
         assert!(
-            t.contains("Preflight verdict: FAIL (1 passed, 101 warned, 201 failed)"),
+            last.starts_with("Preflight verdict: FAIL: 201 of 303 checks failed (tcp@lo all_reduce busbw, ")
+                && last.ends_with(" more); 101 warned")
+                && last.chars().count() <= WIDTH,
             "{t}"
         );
         // The JSON keeps every check.
