@@ -1304,7 +1304,9 @@ fn a_full_stdout_is_one_failure_every_rank_names_the_same_way() {
     assert_eq!(o.status.code(), Some(4), "{err}");
     let rank1: Vec<&str> = err.lines().filter(|l| l.contains("rank 1 (host")).collect();
     assert!(
-        rank1.iter().all(|l| l.contains("No space left") && !l.contains("connection closed")),
+        rank1
+            .iter()
+            .all(|l| l.contains("No space left") && !l.contains("connection closed")),
         "{err}"
     );
 }

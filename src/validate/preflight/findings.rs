@@ -22,7 +22,7 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
         let mut bw: Vec<f64> = rep.links.iter().map(|l| l.bw_gbs).collect();
         let mut lat: Vec<f64> = rep.links.iter().map(|l| l.latency_us).collect();
         let min_bw = bw.iter().copied().fold(f64::INFINITY, f64::min);
-        return vec![check(
+        let mut links = check(
             format!("{path} pairwise links"),
             format!(
                 "{} links: {:.4} GB/s median (lowest {min_bw:.4} GB/s), {:.1} us median latency",
@@ -33,7 +33,13 @@ pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEv
             "no slow host or link".into(),
             Verdict::Pass,
             format!("every {} pair measured in {} rounds", rep.unit, rep.rounds),
-        )];
+        );
+        // The figure a dashboard follows: the slowest link's bandwidth.
+        if min_bw.is_finite() {
+            links.value = Some(min_bw);
+            links.unit = "GB/s".into();
+        }
+        return vec![links];
     }
     // Ranks that all share one host talk over its loopback: their differences are the CPU scheduler's, not a
     // cable's or a switch port's, so they are shown as warnings rather than failing the run.

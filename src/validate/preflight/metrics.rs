@@ -15,6 +15,20 @@ fn word(v: Verdict) -> &'static str {
     }
 }
 
+/// A check's value in the Prometheus convention's base unit, as pairwise's metrics give theirs: GB/s as
+/// bytes per second, microseconds as seconds, a percentage or a factor as a ratio; a count as it is.
+fn base_unit(unit: &str, v: f64) -> (String, f64) {
+    match unit {
+        "GB/s" => ("bytes_per_second".into(), v * 1e9),
+        "Gbit/s" => ("bytes_per_second".into(), v * 1e9 / 8.0),
+        "us" => ("seconds".into(), v * 1e-6),
+        "ms" => ("seconds".into(), v * 1e-3),
+        "%" => ("ratio".into(), v / 100.0),
+        "x" => ("ratio".into(), v),
+        other => (other.to_string(), v),
+    }
+}
+
 /// The exposition of `r`, written at `now_s` (seconds since the Unix epoch).
 pub fn text(r: &Report, now_s: f64) -> String {
     let mut verdict = Family::new(
@@ -44,7 +58,8 @@ pub fn text(r: &Report, now_s: f64) -> String {
     );
     let mut value = Family::new(
         "collbench_preflight_check_value",
-        "Each check's measured median, in the unit its label names.",
+        "Each check's measured median, in the Prometheus base unit its label names (bytes_per_second, seconds, \
+         ratio; a count otherwise).",
         None,
     );
     let mut cause = Family::new(
@@ -56,8 +71,9 @@ pub fn text(r: &Report, now_s: f64) -> String {
         let labels = || vec![("path", c.path.clone()), ("check", c.name.clone())];
         status.states(labels(), "status", &VERDICTS, word(c.verdict));
         if let Some(v) = c.value {
+            let (unit, v) = base_unit(&c.unit, v);
             let mut l = labels();
-            l.push(("unit", c.unit.clone()));
+            l.push(("unit", unit));
             value.push(l, v);
         }
         if let Some(k) = c.cause {
@@ -97,5 +113,17 @@ mod tests {
             assert!(t.contains(&line), "{line} missing in\n{t}");
         }
         assert!(t.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn values_are_in_base_units_as_pairwise_gives_them() {
+        let r = super::super::render::tests::report();
+        let t = text(&r, 1.7e9);
+        // The fixture's checks measure 1.000 GB/s.
+        assert!(t.contains("unit=\"bytes_per_second\"} 1000000000\n"), "{t}");
+        assert!(!t.contains("GB/s"), "{t}");
+        assert_eq!(base_unit("us", 250.0), ("seconds".into(), 250e-6));
+        assert_eq!(base_unit("%", 12.5), ("ratio".into(), 0.125));
+        assert_eq!(base_unit("hosts", 3.0), ("hosts".into(), 3.0));
     }
 }
