@@ -230,6 +230,8 @@ fn run_rank(cmd: &RunCommand<'_>, id: &Identity, mut conn: Connected<'_>) -> Res
                         if let Some(pb) = &progress {
                             pb.finish_and_clear();
                         }
+                        // The files are marked with this failure below: a signal from here on must not replace it.
+                        on_signal.clear();
                         // Every peer learns that this rank gave up, and all name the same culprit.
                         let e = paths.abort(i, &mut sess, e);
                         let names: Vec<String> = paths.iter().map(|p| p.name.clone()).collect();

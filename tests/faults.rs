@@ -369,7 +369,13 @@ fn a_failed_runs_files_say_they_are_incomplete_why_and_which_points_are_missing(
         "{e}"
     );
     assert_eq!(e["exit_code"], 3, "{e}");
-    assert!(e["phase"].as_str().unwrap().starts_with("all_reduce of 4 MiB"), "{e}");
+    assert!(
+        e["phase"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no phase: {e}"))
+            .starts_with("all_reduce of 4 MiB"),
+        "{e}"
+    );
     assert!(
         ends[0].error().contains(e["message"].as_str().unwrap()),
         "{e}\n{}",

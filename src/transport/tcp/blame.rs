@@ -352,7 +352,8 @@ impl TcpTransport {
                 self.me(),
                 v.origin
             );
-            (None, message)
+            // The phase is where the rank that gave up was: this rank only stopped on its word.
+            (v.phase.clone().or(phase), message)
         };
         Some(PeerFailure {
             phase,
