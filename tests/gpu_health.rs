@@ -331,6 +331,8 @@ fn without_the_cuda_feature_one_note_says_so_and_the_network_checks_run_as_befor
     let lines: Vec<&str> = o.out.lines().filter(|l| l.contains("GPU checks not run")).collect();
     assert_eq!(lines.len(), 1, "{}", o.out);
     assert!(lines[0].contains("built without the cuda feature"), "{}", lines[0]);
+    assert!(!o.junit.contains("classname=\"preflight.gpu\""), "{}", o.junit);
+    assert!(!o.metrics.contains("path=\"gpu\""), "{}", o.metrics);
     let flag = Command::new(env!("CARGO_BIN_EXE_collbench"))
         .args(["preflight", "--gpus-per-node", "8"])
         .env_remove("COLLBENCH_RANK")
