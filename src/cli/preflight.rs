@@ -41,6 +41,11 @@ pub struct PreflightArgs {
     #[arg(long = "soak", value_name = "DURATION", help_heading = VERDICT)]
     pub soak: Option<String>,
 
+    /// GPUs every node must have: a node with fewer fails the GPU count check (needs the cuda feature)
+    /// [default: the ranks on the node under mpirun, srun or Kubernetes; not judged for --np's local ranks]
+    #[arg(long = "gpus-per-node", value_name = "N", help_heading = VERDICT)]
+    pub gpus_per_node: Option<usize>,
+
     /// Sweeps of each phase per path; medians and confidence intervals over them decide.
     #[arg(long = "repeat", value_name = "N", default_value_t = 3, help_heading = VERDICT)]
     pub repeat: u32,

@@ -6,10 +6,13 @@ pub mod carrier;
 pub mod choose;
 pub mod classify;
 pub mod gpu;
+pub mod gpu_health;
 pub mod gpu_topo;
 pub mod iface;
 pub mod inventory;
 pub mod nvml;
+#[cfg(feature = "cuda")]
+pub mod nvml_health;
 pub mod rdma;
 pub mod spec;
 pub mod sysfs;

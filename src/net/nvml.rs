@@ -10,22 +10,50 @@ use libloading::Library;
 use super::gpu_topo::{pairs, sysfs_bus_id, GpuInfo, Level, NvLink, Remote, Topology};
 
 /// Names NVML is looked for under.
-const LIB_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
+pub(super) const LIB_NAMES: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia-ml.so"];
 /// NVML_NVLINK_MAX_LINKS in current headers; devices with fewer answer an error past their last link.
 const MAX_LINKS: u32 = 18;
 
-type Device = *mut c_void;
+pub(super) type Device = *mut c_void;
 
 /// nvmlPciInfo_t (v3 layout).
 #[repr(C)]
-struct PciInfo {
+pub(super) struct PciInfo {
     bus_id_legacy: [c_char; 16],
     domain: c_uint,
     bus: c_uint,
     device: c_uint,
     pci_device_id: c_uint,
     pci_sub_system_id: c_uint,
-    bus_id: [c_char; 32],
+    pub(super) bus_id: [c_char; 32],
+}
+
+impl PciInfo {
+    /// All zero, for NVML to fill.
+    pub(super) fn empty() -> PciInfo {
+        PciInfo {
+            bus_id_legacy: [0; 16],
+            domain: 0,
+            bus: 0,
+            device: 0,
+            pci_device_id: 0,
+            pci_sub_system_id: 0,
+            bus_id: [0; 32],
+        }
+    }
+}
+
+/// The NVML library under the first of [`LIB_NAMES`] the loader finds, or the loader's last error.
+pub(super) fn open_library() -> Result<Library, String> {
+    let mut last = String::new();
+    for name in LIB_NAMES {
+        // SAFETY: loading NVML runs only its own initialisers.
+        match unsafe { Library::new(name) } {
+            Ok(lib) => return Ok(lib),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
 }
 
 struct Nvml {
@@ -48,7 +76,7 @@ struct Nvml {
     _lib: Library,
 }
 
-fn cstr(b: &[c_char]) -> String {
+pub(super) fn cstr(b: &[c_char]) -> String {
     // Up to the first NUL, or the whole buffer where NVML filled it.
     let bytes: Vec<u8> = b.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
@@ -56,18 +84,13 @@ fn cstr(b: &[c_char]) -> String {
 
 impl Nvml {
     fn load() -> Result<Nvml, String> {
-        let mut last = String::new();
-        for name in LIB_NAMES {
-            // SAFETY: loading NVML runs only its own initialisers.
-            match unsafe { Library::new(name) } {
-                Ok(lib) => return Nvml::bind(lib),
-                Err(e) => last = e.to_string(),
-            }
+        match open_library() {
+            Ok(lib) => Nvml::bind(lib),
+            Err(last) => Err(format!(
+                "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) not found ({last}); the listing above is from \
+                 sysfs. Install the driver (or expose it to the container) for PCIe and NVLink topology"
+            )),
         }
-        Err(format!(
-            "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) not found ({last}); the listing above is from \
-             sysfs. Install the driver (or expose it to the container) for PCIe and NVLink topology"
-        ))
     }
 
     fn bind(lib: Library) -> Result<Nvml, String> {
@@ -181,15 +204,7 @@ impl Nvml {
                 ));
             }
             let mut name = [0 as c_char; 96];
-            let mut pci = PciInfo {
-                bus_id_legacy: [0; 16],
-                domain: 0,
-                bus: 0,
-                device: 0,
-                pci_device_id: 0,
-                pci_sub_system_id: 0,
-                bus_id: [0; 32],
-            };
+            let mut pci = PciInfo::empty();
             // SAFETY: buffers of the sizes passed.
             let (rn, rp) = unsafe { ((self.name)(d, name.as_mut_ptr(), 96), (self.pci)(d, &mut pci)) };
             let bus_id = if rp == 0 {

@@ -556,6 +556,7 @@ mod tests {
                 underlay: None,
                 underlay_mtu: None,
             },
+            gpu: None,
         }
     }
 

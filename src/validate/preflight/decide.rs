@@ -30,6 +30,8 @@ pub struct Measured {
     /// The exit status of the failure that ended the preflight before its plan was done (a peer lost, a link
     /// cut during set-up): the report's exit code is then the process's, not the verdict's.
     pub ended_by: Option<i32>,
+    /// Notes from before judging (the GPU checks not run, and why).
+    pub notes: Vec<String>,
 }
 
 /// Judges `m` (with `extra` checks, e.g. pairwise) against the expectations and baseline `args` name, prints the
@@ -52,6 +54,7 @@ pub fn decide(
         expect: expect.as_ref(),
         bandwidth_from: m.bandwidth_from,
     });
+    judged.notes.extend(m.notes.iter().cloned());
     // A collective that falls short is explained by the hosts' evidence, pointing at the pairwise findings.
     let findings: Vec<String> = extra
         .iter()
@@ -216,6 +219,11 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
         evidence: saved.evidence,
         // Judged again: the verdict of what was saved.
         ended_by: None,
+        notes: saved
+            .notes
+            .into_iter()
+            .filter(|n| n.starts_with(super::gpu::NOT_RUN))
+            .collect(),
     };
     let baseline = args
         .baseline
@@ -239,6 +247,8 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
                 || c.name.starts_with(&format!("{} configuration", c.path))
                 || c.name.ends_with(" within the budget")
                 || c.name.ends_with(" during the pairwise test")
+                // GPU readings are findings of the moment they were read.
+                || c.path == super::gpu::PATH
         })
         .collect();
     decide(args, &m, baseline.as_deref(), pairwise, &keys)

@@ -270,6 +270,9 @@ pub struct HostEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_downs: Option<u64>,
     pub config: PathConfig,
+    /// For a GPU check: the host's GPUs concerned as NVML read them (the rest of this entry is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::net::gpu_health::Gpus>,
 }
 
 impl HostEvidence {
@@ -286,8 +289,11 @@ impl HostEvidence {
         self.waited_s.filter(|_| self.wall_s > 0.0).map(|w| w / self.wall_s)
     }
 
-    /// One line for people: CPU, TCP, configuration.
+    /// One line for people: CPU, TCP, configuration (or, for a GPU check, the GPUs).
     pub fn line(&self) -> String {
+        if let Some(g) = &self.gpu {
+            return format!("{}: {}", self.host, g.line());
+        }
         let busy = self.busy_pct.map_or("?".into(), |b| format!("{b:.0}%"));
         let throttled = match (self.throttled_s, self.throttled_periods) {
             (Some(s), Some(p)) => format!("throttled {s:.2} s of {:.2} s ({p} periods)", self.wall_s),
@@ -364,6 +370,7 @@ impl Started {
             tcp,
             link_downs,
             config,
+            gpu: None,
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct PreflightOptions {
     pub outputs: PreflightOutputs,
     /// The unit bandwidth is printed in (`--units`).
     pub units: BwUnit,
+    /// `--gpus-per-node`: GPUs each node must have.
+    pub gpus_per_node: Option<usize>,
 }
 
 /// Preflight's output files (`-J`, `--junit`, `--markdown`, `--metrics`) and `--force`.
@@ -96,6 +98,19 @@ impl PreflightOptions {
                  `collbench run --transport nccl --memory cuda` (beside tcp for a comparison)",
             ));
         }
+        let gpus_per_node = args.gpus_per_node;
+        if gpus_per_node == Some(0) {
+            return Err(Error::usage(
+                "--gpus-per-node",
+                "must be 1 or more (leave it out on nodes without GPUs)",
+            ));
+        }
+        if gpus_per_node.is_some() && !cfg!(feature = "cuda") {
+            return Err(Error::usage(
+                "--gpus-per-node",
+                "the GPU checks need a collbench built with the cuda feature (cargo build --features cuda)",
+            ));
+        }
         let outputs = PreflightOutputs {
             json: args.out.output_file.clone(),
             junit: args.junit.clone(),
@@ -115,6 +130,7 @@ impl PreflightOptions {
             strict: args.strict,
             outputs,
             units: args.units.unit()?,
+            gpus_per_node,
         })
     }
 }
@@ -219,6 +235,18 @@ mod tests {
         // Bad path flags are refused naming the flag, as `run` refuses them.
         let e = base_options(&preflight_args(&["--streams", "99"])).unwrap_err();
         assert!(e.to_string().starts_with("--streams:"), "{e}");
+    }
+
+    #[test]
+    fn gpus_per_node_is_one_or_more_and_needs_the_cuda_feature() {
+        let e = PreflightOptions::from_cli(&preflight_args(&["--gpus-per-node", "0"])).unwrap_err();
+        assert!(e.to_string().starts_with("--gpus-per-node: must be 1 or more"), "{e}");
+        let r = PreflightOptions::from_cli(&preflight_args(&["--gpus-per-node", "8"]));
+        if cfg!(feature = "cuda") {
+            assert_eq!(r.unwrap().gpus_per_node, Some(8));
+        } else {
+            assert!(r.unwrap_err().to_string().contains("cuda feature"));
+        }
     }
 
     #[test]

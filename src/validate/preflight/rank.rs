@@ -85,7 +85,16 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         records: Vec::new(),
         said: Vec::new(),
         budget_checks: Vec::new(),
+        gpu: super::gpu::Judged::default(),
     };
+    // Every host's GPUs, before anything is measured: NVML's reads take milliseconds.
+    if let Some(hosts) = super::gpu::gather(&mut run.sess.transports[0], &run.ranks, id.rank)? {
+        run.gpu = super::gpu::judge(
+            &hosts,
+            setup.pre.gpus_per_node,
+            super::gpu::ranks_count_gpus(&id.launcher),
+        );
+    }
     // Connectivity, once per path, with the plan as asked for.
     let conn = super::plan::phase_options(&setup.base, &setup.plan.phases[0]);
     for pi in 0..run.open.len() {
@@ -169,7 +178,8 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         (checks, reports)
     };
     let decided = (id.rank == 0).then(|| {
-        let mut checks = run.budget_checks.clone();
+        let mut checks = run.gpu.checks.clone();
+        checks.extend(run.budget_checks.clone());
         checks.extend(extra);
         let mut m = measured(
             setup,
@@ -181,6 +191,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         );
         m.bandwidth_from = plan.bandwidth_from();
         m.evidence = coll_evidence;
+        m.notes.extend(run.gpu.note.clone());
         super::cause::cluster_line_rates(&mut m.paths, &reports);
         super::decide::decide(
             &setup.pre,
@@ -224,6 +235,7 @@ pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
         results: Vec::new(),
         evidence: Vec::new(),
         ended_by: Some(e.exit_code()),
+        notes: Vec::new(),
     };
     let keys = super::path_keys(&setup.opts);
     if let Err(w) = super::decide::decide(&setup.pre, &m, None, vec![failed], &keys) {
@@ -259,6 +271,7 @@ fn interrupted(setup: &Setup, nranks: usize) -> crate::driver::signals::Hook {
             results: Vec::new(),
             evidence: Vec::new(),
             ended_by: Some(code),
+            notes: Vec::new(),
         };
         if let Err(w) = super::decide::decide(&pre, &m, None, vec![failed], &keys) {
             stderr!("collbench: error: reporting the interruption: {w}");
@@ -301,6 +314,8 @@ struct Run<'a> {
     said: Vec<String>,
     /// Phases the budget stopped, as failed checks naming what was too slow (rank 0).
     budget_checks: Vec<Check>,
+    /// Every host's GPU checks, or why there are none (rank 0).
+    gpu: super::gpu::Judged,
 }
 
 impl Run<'_> {
@@ -358,8 +373,10 @@ impl Run<'_> {
                         &self.records,
                     );
                     m.ended_by = Some(e.exit_code());
+                    m.notes.extend(self.gpu.note.clone());
                     let keys = super::path_keys(&self.setup.opts);
-                    let mut checks = self.budget_checks.clone();
+                    let mut checks = self.gpu.checks.clone();
+                    checks.extend(self.budget_checks.clone());
                     checks.push(failed);
                     if let Err(w) = super::decide::decide(&self.setup.pre, &m, None, checks, &keys) {
                         stderr!("collbench: error: keeping what was measured: {w}");
@@ -539,6 +556,7 @@ fn measured(
         results: crate::report::json::entries(records),
         evidence: Vec::new(),
         ended_by: None,
+        notes: Vec::new(),
     }
 }
 
