@@ -268,6 +268,38 @@ fn names(c: &Cluster, text: &str, h: usize) -> bool {
         .any(|(i, _)| !text[i + host.len()..].starts_with(|ch: char| ch.is_ascii_digit()))
 }
 
+/// Each `FAIL: ` line of the summary with the lines it wraps onto (indented deeper), joined: the summary fits
+/// 100 columns, so one failure may take several lines.
+fn failure_lines(stdout: &str) -> Vec<String> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open = false;
+    for l in stdout.lines() {
+        match out.last_mut() {
+            Some((at, text)) if open && indent(l) > *at && !l.trim().is_empty() => {
+                text.push(' ');
+                text.push_str(l.trim());
+                continue;
+            }
+            _ => open = false,
+        }
+        if l.trim_start().starts_with("FAIL: ") {
+            out.push((indent(l), l.trim().to_string()));
+            open = true;
+        }
+    }
+    out.into_iter().map(|(_, t)| t).collect()
+}
+
+#[test]
+fn failure_lines_are_joined_with_what_they_wrap_onto() {
+    let s = "  FAIL: a: 5 stalled\n      vs 3 typical (built in)\n  PASS: b\n  FAIL: c vs d (e)\n";
+    assert_eq!(
+        failure_lines(s),
+        ["FAIL: a: 5 stalled vs 3 typical (built in)", "FAIL: c vs d (e)"]
+    );
+}
+
 /// Checks the preflight kept its budget.
 fn within_budget(o: &Outcome) {
     assert!(
@@ -301,7 +333,7 @@ fn named_only(c: &Cluster, o: &Outcome, name: &str, cause: &str, hosts: &[usize]
         }
     }
     // Every failure line gives the value, the threshold and where it came from.
-    for line in o.stdout.lines().filter(|l| l.trim_start().starts_with("FAIL: ")) {
+    for line in failure_lines(&o.stdout) {
         assert!(line.contains(" vs ") && line.contains(" ("), "{line}");
     }
     within_budget(o);
@@ -356,7 +388,7 @@ fn a_host_under_a_cpu_quota_is_named_with_the_cpu_as_cause() {
         );
         assert_eq!(f["cause"], "cpu", "{f}");
     }
-    for line in o.stdout.lines().filter(|l| l.trim_start().starts_with("FAIL: ")) {
+    for line in failure_lines(&o.stdout) {
         assert!(line.contains(" vs ") && line.contains(" ("), "{line}");
     }
     within_budget(&o);
