@@ -22,6 +22,7 @@ use crate::error::{stderr, Error, Result, EXIT_PEER};
 use crate::transport::auth::Token;
 use crate::transport::auth::{self, Binding, Nonce, Role, NONCE_LEN, PROOF_LEN};
 use crate::transport::path::Traits;
+use crate::transport::tcp::gate::{Event, Gate, Verdict};
 
 const PROTOCOL: [u8; 4] = *b"CBWD";
 /// Bytes of an answer's claims: rank (u64), calls entered (u64), inside a call (u8), settled (u8), the
@@ -245,37 +246,64 @@ fn claims(rank: usize, s: State) -> [u8; CLAIMS_LEN] {
     b
 }
 
+/// How long a connection to the watchdog may take to send its whole nonce before it is dropped. Generous: a
+/// connection waiting costs a slot in the gate, never another rank's answer.
+const OPENING_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How often the serving thread looks whether the watchdog was dropped, at the latest.
+const STOP_TICK: Duration = Duration::from_millis(100);
+
+/// Answers every connection that sends a nonce with this rank's claims and their proof. Nonces are read through
+/// a [`Gate`], without blocking and each connection with its own deadline, so a stranger that trickles its
+/// bytes cannot delay the answers the other ranks wait for (they would blame this rank for its silence).
 fn serve(listener: TcpListener, shared: &Shared, job: &Job) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Ordering::SeqCst) {
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    let mut gate = Gate::new(
+        |_: &Nonce, b: &[u8]| match b.try_into() {
+            Ok(n) => Verdict::Admit(n),
+            Err(_) => Verdict::<Nonce>::Need(NONCE_LEN),
+        },
+        OPENING_DEADLINE,
+    );
+    while !shared.stop.load(Ordering::SeqCst) {
+        let (res, mut events) = gate.accept_all(&listener);
+        if res.is_err() {
             return;
         }
-        let Ok(mut s) = conn else { continue };
-        // One short exchange per connection; a silent stranger costs at most this long.
-        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-        let mut theirs: Nonce = [0u8; NONCE_LEN];
-        if s.read_exact(&mut theirs).is_err() {
-            continue;
+        events.extend(gate.drive());
+        for ev in events {
+            if let Event::Admitted(mut s, _, theirs) = ev {
+                // The answer is small enough for an empty socket buffer; a peer that does not read it costs
+                // at most this long.
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = s.write_all(&answer(shared, job, &theirs));
+            }
         }
-        let ours = auth::nonce();
-        let c = claims(job.rank, shared.state());
-        let proof = auth::prove(
-            &job.token,
-            Role::Listener,
-            &Binding {
-                protocol: PROTOCOL,
-                connector: &theirs,
-                listener: &ours,
-                claims: &c,
-            },
-        );
-        let mut answer = Vec::with_capacity(NONCE_LEN + CLAIMS_LEN + PROOF_LEN);
-        answer.extend_from_slice(&ours);
-        answer.extend_from_slice(&c);
-        answer.extend_from_slice(&proof);
-        let _ = s.write_all(&answer);
+        gate.wait(&listener, &[], Instant::now() + STOP_TICK);
     }
+}
+
+/// This rank's answer to the nonce `theirs`: a nonce of its own, its claims, and the proof over both.
+fn answer(shared: &Shared, job: &Job, theirs: &Nonce) -> Vec<u8> {
+    let ours = auth::nonce();
+    let c = claims(job.rank, shared.state());
+    let proof = auth::prove(
+        &job.token,
+        Role::Listener,
+        &Binding {
+            protocol: PROTOCOL,
+            connector: theirs,
+            listener: &ours,
+            claims: &c,
+        },
+    );
+    let mut answer = Vec::with_capacity(NONCE_LEN + CLAIMS_LEN + PROOF_LEN);
+    answer.extend_from_slice(&ours);
+    answer.extend_from_slice(&c);
+    answer.extend_from_slice(&proof);
+    answer
 }
 
 /// Asks `rank` at `addr` for its state, within `deadline`; `None` when it did not answer with a valid proof.
@@ -506,5 +534,36 @@ mod tests {
         drop(g);
         assert_eq!(ask(1, addr, &[8u8; 16], d), None, "another job's token");
         assert_eq!(ask(2, addr, &token, d), None, "posing as another rank");
+    }
+
+    #[test]
+    fn a_stranger_trickling_its_nonce_does_not_delay_the_answers() {
+        let token = [7u8; 16];
+        let bound = Bound::new("127.0.0.1".parse().unwrap()).unwrap();
+        let addr = bound.addr().unwrap();
+        let wd = Watchdog::start(
+            bound,
+            Job {
+                rank: 0,
+                peers: vec![],
+                token,
+                timeout: Duration::from_secs(3600),
+                path: "mpi".into(),
+            },
+        )
+        .unwrap();
+        // First in the queue: a connection that sent one byte of its nonce and waits to send the next.
+        let mut stranger = TcpStream::connect(addr).unwrap();
+        stranger.write_all(&[1]).unwrap();
+        let d = Duration::from_secs(30);
+        for _ in 0..3 {
+            assert_eq!(ask(0, addr, &token, d).map(|s| s.calls), Some(0));
+        }
+        // Answered while the stranger's nonce was still pending, not after it was given up on.
+        stranger.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let pending = matches!(stranger.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        assert!(pending, "the watchdog dropped the stranger before answering the ranks");
+        drop(wd);
     }
 }

@@ -72,10 +72,16 @@ pub fn job_ids(get: impl Fn(&str) -> Option<String>) -> Vec<String> {
 /// allocate gigabytes.
 pub const MAX_WORLD_SIZE: usize = 1 << 17;
 
+/// A variable's value as an error message shows it: escaped and cut like a peer's names, since the
+/// environment may hold anything (a terminal's escape sequences, a megabyte).
+fn shown(v: &str) -> String {
+    crate::world::rank_info::printable(v, crate::world::rank_info::MAX_NAME)
+}
+
 fn parse_num(name: &str, v: &str) -> Result<usize> {
     v.trim()
         .parse()
-        .map_err(|_| Error::usage(name, format!("'{v}' is not a whole number")))
+        .map_err(|_| Error::usage(name, format!("'{}' is not a whole number", shown(v))))
 }
 
 /// Reads the identity from `get` (the process environment in production), or `None` when no launcher
@@ -215,7 +221,10 @@ fn rendezvous_address(get: &impl Fn(&str) -> Option<String>) -> Result<Option<St
         Ok(p) if p > 0 => Ok(Some(format!("{host}:{p}"))),
         _ => Err(Error::usage(
             port_var,
-            format!("port '{port}' is not a TCP port; give a number from 1 to 65535"),
+            format!(
+                "port '{}' is not a TCP port; give a number from 1 to 65535",
+                shown(&port)
+            ),
         )),
     }
 }
@@ -226,14 +235,17 @@ fn split_host_port(r: &str) -> std::result::Result<(String, Option<&str>), Strin
     let expected = "expected HOST:PORT, [IPV6]:PORT or an IPv6 address alone";
     if let Some(rest) = r.strip_prefix('[') {
         let Some((inside, after)) = rest.split_once(']') else {
-            return Err(format!("'{r}' opens a bracket it does not close; {expected}"));
+            return Err(format!("'{}' opens a bracket it does not close; {expected}", shown(r)));
         };
         let port = match after {
             "" => None,
-            p => Some(
-                p.strip_prefix(':')
-                    .ok_or_else(|| format!("'{r}' has '{after}' after its bracketed address, not :PORT; {expected}"))?,
-            ),
+            p => Some(p.strip_prefix(':').ok_or_else(|| {
+                format!(
+                    "'{}' has '{}' after its bracketed address, not :PORT; {expected}",
+                    shown(r),
+                    shown(after)
+                )
+            })?),
         };
         return Ok((rendezvous_host(&format!("[{inside}]"))?, port));
     }
@@ -243,7 +255,7 @@ fn split_host_port(r: &str) -> std::result::Result<(String, Option<&str>), Strin
     }
     match r.rsplit_once(':') {
         Some((h, p)) => Ok((rendezvous_host(h)?, Some(p))),
-        None => Err(format!("'{r}' has no port; {expected}")),
+        None => Err(format!("'{}' has no port; {expected}", shown(r))),
     }
 }
 
@@ -263,7 +275,8 @@ fn rendezvous_host(h: &str) -> std::result::Result<String, String> {
     let addr = ip6.split_once('%').map_or(ip6, |(a, _)| a);
     if addr.parse::<std::net::Ipv6Addr>().is_err() {
         return Err(format!(
-            "'{h}' is not an IPv6 address; give a name, an IPv4 address or an IPv6 address (::1 or [::1])"
+            "'{}' is not an IPv6 address; give a name, an IPv4 address or an IPv6 address (::1 or [::1])",
+            shown(h)
         ));
     }
     Ok(format!("[{ip6}]"))
@@ -303,8 +316,8 @@ fn token(get: &impl Fn(&str) -> Option<String>, root: Option<&str>, size: usize)
     if let Some(path) = get(JOB_TOKEN_FILE) {
         let text = read_token_file(&path)?;
         let tok = token_from_hex(text.trim())
-            .ok_or_else(|| Error::usage(JOB_TOKEN_FILE, format!("'{path}' must hold 32 hex digits")))?;
-        return Ok((tok, format!("{JOB_TOKEN_FILE} ({path})")));
+            .ok_or_else(|| Error::usage(JOB_TOKEN_FILE, format!("'{}' must hold 32 hex digits", shown(&path))))?;
+        return Ok((tok, format!("{JOB_TOKEN_FILE} ({})", shown(&path))));
     }
     // Every rank of one job sees the same identifiers, so they derive the same token; a rank of another
     // job (or a stale one) does not. It keeps jobs apart, but it authenticates nothing.
@@ -328,7 +341,7 @@ fn token(get: &impl Fn(&str) -> Option<String>, root: Option<&str>, size: usize)
         tok,
         format!(
             "derived from {}; not a secret, set {JOB_TOKEN} to authenticate",
-            ids.join(", ")
+            ids.iter().map(|i| shown(i)).collect::<Vec<_>>().join(", ")
         ),
     ))
 }
@@ -339,7 +352,10 @@ fn read_token_file(path: &str) -> Result<String> {
     crate::input::read_to_string(std::path::Path::new(path), MAX_TOKEN_FILE).map_err(|e| {
         Error::usage(
             JOB_TOKEN_FILE,
-            format!("{e}; a token file holds the job token (32 hex digits)"),
+            format!(
+                "{}; a token file holds the job token (32 hex digits)",
+                crate::error::escape(&e.to_string())
+            ),
         )
     })
 }
@@ -708,5 +724,23 @@ mod tests {
         assert_eq!(local_size_from(env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "8")])), Some(8));
         assert_eq!(local_size_from(env(&[("SLURM_NTASKS_PER_NODE", "2(x3)")])), Some(2));
         assert_eq!(local_size_from(env(&[])), None);
+    }
+
+    #[test]
+    fn a_variable_printed_in_an_error_is_escaped_and_cut() {
+        let huge = format!("\u{1b}]0;x\u{7}{}", "n".repeat(1 << 20));
+        let cases = [
+            (ROOT, huge.clone()),
+            (ROOT, format!("[{huge}")),
+            ("MASTER_PORT", huge.clone()),
+            ("MASTER_ADDR", format!("x:{huge}")),
+        ];
+        for (var, value) in cases {
+            let e = rendezvous_address(&env(&[("MASTER_ADDR", "h"), (var, &value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(!e.chars().any(char::is_control), "{var}: {:?}", &e[..80]);
+            assert!(e.len() < 1024 && e.contains("\\u{1b}]0;x"), "{var}: {} bytes", e.len());
+        }
     }
 }

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::transport::auth::Nonce;
+use crate::transport::tcp::gate::{Event, Gate, Verdict};
+
 /// Children per rank (and ranks the rendezvous itself sends the table to).
 pub const FANOUT: usize = 4;
 /// Largest frame of the table.
@@ -26,7 +29,7 @@ pub const CHUNK: usize = 64 << 10;
 const MAGIC: [u8; 4] = *b"CBRL";
 const TICKET_LEN: usize = 16;
 const HELLO_LEN: usize = 4 + TICKET_LEN + 4;
-/// How long a connection to a relay listener may take to say hello before it is dropped.
+/// How long a connection to a relay listener may take to say its whole hello before it is dropped.
 const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Where a rank gets the table from, as the rendezvous tells it.
@@ -184,6 +187,9 @@ pub fn fetch(addr: &str, rank: usize, w: &Welcome, deadline: Instant) -> Result<
 /// 30 s passed or `deadline`: a rank that then fails at once (a local limit, say) has still passed the
 /// table on, so its children report their own error, not its absence. Connections without this job's ticket,
 /// or from ranks that are not its children, are dropped.
+///
+/// Hellos are read through a [`Gate`], without blocking and each with its own deadline, so a connection that
+/// trickles its hello (or says nothing) never holds up the children queued behind it.
 pub fn serve_children(
     listener: TcpListener,
     rank: usize,
@@ -197,31 +203,49 @@ pub fn serve_children(
     if todo.is_empty() || listener.set_nonblocking(true).is_err() {
         return;
     }
+    let mut gate = Gate::new(|_: &Nonce, b: &[u8]| admit_hello(b, &ticket), HELLO_DEADLINE);
     // Children connect as soon as they hear their welcome, sent to all at once: they are queued by now.
     let until = deadline.min(Instant::now() + SERVE_FOR);
     while !todo.is_empty() && Instant::now() < until {
-        let mut sock = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(_) => return,
-        };
-        let mut hello = [0u8; HELLO_LEN];
-        let heard = sock.set_nonblocking(false).is_ok()
-            && sock.set_read_timeout(Some(HELLO_DEADLINE)).is_ok()
-            && sock.read_exact(&mut hello).is_ok();
-        let child = u32::from_le_bytes(hello[4 + TICKET_LEN..].try_into().expect("four bytes")) as usize;
-        if !heard || hello[..4] != MAGIC || hello[4..4 + TICKET_LEN] != ticket {
-            continue;
+        let (res, mut events) = gate.accept_all(&listener);
+        if res.is_err() {
+            return;
         }
-        if let Some(i) = todo.iter().position(|&c| c == child) {
-            if send(&mut sock, &bytes).is_ok() {
-                todo.swap_remove(i);
+        events.extend(gate.drive());
+        for ev in events {
+            let Event::Admitted(mut sock, _, child) = ev else {
+                continue;
+            };
+            if let Some(i) = todo.iter().position(|&c| c == child) {
+                if send(&mut sock, &bytes).is_ok() {
+                    todo.swap_remove(i);
+                }
             }
+        }
+        if !todo.is_empty() {
+            gate.wait(&listener, &[], until);
         }
     }
+}
+
+/// What the relay makes of the first bytes of a connection: the rank it claims, once a whole hello with this
+/// job's ticket arrived. The magic is checked as it arrives (a stranger speaking another protocol goes at
+/// once), the ticket only whole, so how long a guess is held says nothing about which of its bytes were right.
+fn admit_hello(b: &[u8], ticket: &[u8; TICKET_LEN]) -> Verdict<usize> {
+    if !MAGIC.starts_with(&b[..b.len().min(MAGIC.len())]) {
+        return Verdict::reject("not a relay hello");
+    }
+    if b.len() < HELLO_LEN {
+        return Verdict::Need(HELLO_LEN);
+    }
+    let diff = b[4..4 + TICKET_LEN]
+        .iter()
+        .zip(ticket)
+        .fold(0u8, |d, (x, y)| d | (x ^ y));
+    if diff != 0 {
+        return Verdict::reject("another job's ticket");
+    }
+    Verdict::Admit(u32::from_le_bytes(b[4 + TICKET_LEN..HELLO_LEN].try_into().expect("four bytes")) as usize)
 }
 
 /// How long a rank waits for its children to fetch the table, at most (a child that died after joining).
@@ -311,5 +335,55 @@ mod tests {
             assert_eq!(fetch(&addr, c, &w, deadline).unwrap(), *t.bytes, "child {c}");
         }
         parent.join().unwrap();
+    }
+
+    /// Whether the other end still holds `s` open: nothing to read yet, and no end of stream.
+    fn held(s: &TcpStream) -> bool {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        matches!((&*s).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    #[test]
+    fn a_stranger_trickling_its_hello_does_not_hold_up_the_children_behind_it() {
+        let t = Table::new(b"[4,5,6]".repeat(1000));
+        let size = 8;
+        let w = t.welcome(size, Source::Rendezvous);
+        let l = listen("127.0.0.1".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // First in the queue: a connection that sent one byte of a hello and waits to send the next.
+        let mut stranger = TcpStream::connect(addr).unwrap();
+        stranger.write_all(&MAGIC[..1]).unwrap();
+        let (bytes, w2) = (t.bytes.clone(), w.clone());
+        let parent = std::thread::spawn(move || serve_children(l, 0, size, &w2, bytes, deadline));
+        let addr = addr.to_string();
+        for c in 4..7 {
+            assert_eq!(fetch(&addr, c, &w, deadline).unwrap(), *t.bytes, "child {c}");
+        }
+        // Served while the stranger's hello was still pending, not after it was given up on.
+        assert!(
+            held(&stranger),
+            "the relay dropped the stranger before serving the children"
+        );
+        assert_eq!(fetch(&addr, 7, &w, deadline).unwrap(), *t.bytes);
+        parent.join().unwrap();
+    }
+
+    #[test]
+    fn a_hello_is_admitted_whole_and_only_with_the_ticket() {
+        let ticket = [5u8; TICKET_LEN];
+        let mut hello = MAGIC.to_vec();
+        hello.extend_from_slice(&ticket);
+        hello.extend_from_slice(&6u32.to_le_bytes());
+        assert_eq!(admit_hello(&hello, &ticket), Verdict::Admit(6));
+        for n in 0..HELLO_LEN {
+            assert_eq!(admit_hello(&hello[..n], &ticket), Verdict::Need(HELLO_LEN), "{n} bytes");
+        }
+        // A wrong ticket byte is noticed only once the hello is whole.
+        hello[5] ^= 1;
+        assert_eq!(admit_hello(&hello[..HELLO_LEN - 1], &ticket), Verdict::Need(HELLO_LEN));
+        assert!(matches!(admit_hello(&hello, &ticket), Verdict::Reject { .. }));
+        assert!(matches!(admit_hello(b"GET", &ticket), Verdict::Reject { .. }));
     }
 }

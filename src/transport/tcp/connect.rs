@@ -235,10 +235,19 @@ impl TcpTransport {
         // Outlives every operation posted on it, the abort's included: dropped after `self` is done with.
         let mut inb = vec![0u8; peers.len()];
         let timeout = self.cfg.timeout;
-        // The wait's time-out message states how long it waited.
+        // The wait's time-out message states how long it waited, and that the deadline was set-up's.
         self.cfg.timeout = deadline.saturating_duration_since(Instant::now());
+        self.deadline_setting = Some((
+            format!(
+                "--connect-timeout {:.1} s, and {:.1} s for the peers to settle",
+                self.cfg.connect_timeout.as_secs_f64(),
+                SETTLE_AFTER.as_secs_f64()
+            ),
+            "--connect-timeout",
+        ));
         let r = self.exchange_once(&peers, &out, &mut inb);
         self.cfg.timeout = timeout;
+        self.deadline_setting = None;
         match r {
             Ok(()) => Ok(self),
             Err(e) => {
@@ -690,6 +699,45 @@ mod tests {
             )) && msg.contains("has most likely exited"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_peer_silent_after_its_ack_is_reported_against_the_connect_deadline_not_t() {
+        // Set-up's last step waits to the connect deadline (and a settling margin), not -T: the message must
+        // name the setting that expired, with its own value, and the flag that raises it.
+        let (a, b) = pair();
+        a.set_nonblocking(true).unwrap();
+        let peer = PeerAddr {
+            rank: 1,
+            host: "h1".into(),
+            addr: b.local_addr().unwrap(),
+        };
+        let cfg = TcpConfig {
+            streams: 1,
+            stripe_min: 1 << 20,
+            timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(8),
+            spin: Duration::ZERO,
+            sndbuf: None,
+            congestion: None,
+        };
+        let t = TcpTransport::new(
+            0,
+            "h0".into(),
+            "lo".into(),
+            "tcp".into(),
+            vec![None, Some((peer, vec![a]))],
+            cfg,
+        );
+        // A deadline already passed: the silent peer (b is held, never written) times the wait out at once.
+        let e = t.settle(Instant::now()).err().expect("rank 1 says nothing").to_string();
+        assert!(
+            e.contains("--connect-timeout 8.0 s, and 5.0 s for the peers to settle")
+                && e.contains("raise --connect-timeout"),
+            "{e}"
+        );
+        assert!(!e.contains("-T 5.0") && !e.contains("raise -T"), "{e}");
+        drop(b);
     }
 
     #[test]

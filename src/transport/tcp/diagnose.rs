@@ -6,6 +6,13 @@ use super::{Peer, TcpTransport};
 use crate::error::Error;
 
 impl TcpTransport {
+    /// The setting whose deadline a wait ran to, with its value, and the flag that raises it.
+    fn deadline_setting(&self) -> (String, &'static str) {
+        self.deadline_setting
+            .clone()
+            .unwrap_or_else(|| (format!("-T {:.1} s", self.cfg.timeout.as_secs_f64()), "-T/--timeout"))
+    }
+
     /// The peer this rank is waiting on: of those with work pending, the one that moved nothing for longest.
     /// One that gave up too is not skipped: its own note carries the blame on.
     pub(super) fn waiting_on(&self) -> Option<&Peer> {
@@ -35,6 +42,7 @@ impl TcpTransport {
             );
             return self.poison(msg);
         }
+        let (setting, raise) = self.deadline_setting();
         if let Some(p) = stuck {
             let silent = p.last_progress.elapsed().as_secs_f64();
             let (rank, host, addr) = (p.addr.rank, p.addr.host.clone(), p.addr.to_string());
@@ -47,11 +55,10 @@ impl TcpTransport {
                 .collect::<Vec<_>>()
                 .join(", ");
             let msg = format!(
-                "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout -T {:.1} s), \
+                "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout {setting}), \
                  with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely \
-                 slow, raise -T/--timeout",
+                 slow, raise {raise}",
                 self.me(),
-                self.cfg.timeout.as_secs_f64(),
                 theirs,
                 if others.is_empty() {
                     String::new()
@@ -64,7 +71,7 @@ impl TcpTransport {
         let pending = self.pending_list(None);
         let msg = format!(
             "{}: timed out after {:.1} s with no completion; still pending: {}. The peer may have died, \
-             stopped or be unreachable; if the network is just slow, raise -T/--timeout",
+             stopped or be unreachable; if the network is just slow, raise {raise} ({setting})",
             self.me(),
             self.cfg.timeout.as_secs_f64(),
             if pending.is_empty() {

@@ -145,6 +145,9 @@ pub struct TcpTransport {
     phase: Option<String>,
     /// How long a rank that gave up keeps sending and hearing notes, at most: [`blame::LINGER`] once set up.
     linger: Duration,
+    /// The setting whose deadline the waits run to, as a time-out names it, and the flag that raises it: `-T`,
+    /// except while set-up settles (`--connect-timeout`).
+    deadline_setting: Option<(String, &'static str)>,
     pollfds: Vec<libc::pollfd>,
     /// (peer, stream) of each entry of `pollfds`.
     pollmap: Vec<(usize, usize)>,
@@ -192,6 +195,7 @@ impl TcpTransport {
             answer: None,
             phase: None,
             linger: blame::LINGER,
+            deadline_setting: None,
             pollfds: Vec::new(),
             pollmap: Vec::new(),
         }

@@ -30,23 +30,19 @@ pub struct Join {
 
 impl Join {
     /// The same join with the text it carries (host, interface and address names) made safe to print: a peer's
-    /// escape sequences must not reach any rank's terminal.
+    /// escape sequences must not reach any rank's terminal, nor its megabyte of a name.
     pub fn printable(mut self) -> Join {
-        let esc = |s: &mut String| *s = crate::error::escape(s).into_owned();
-        esc(&mut self.host);
-        esc(&mut self.version);
+        use crate::world::rank_info::{printable, MAX_HOST, MAX_NAME};
+        self.host = printable(&self.host, MAX_HOST);
+        self.version = printable(&self.version, MAX_NAME);
         for e in &mut self.endpoints {
-            esc(&mut e.iface);
-            esc(&mut e.addr);
-            if let Some(r) = e.reason.as_mut() {
-                esc(r);
-            }
+            e.make_printable();
         }
         for j in &mut self.job {
-            esc(j);
+            *j = printable(j, MAX_NAME);
         }
         if let Some(r) = self.relay.as_mut() {
-            esc(r);
+            *r = printable(r, MAX_NAME);
         }
         self
     }

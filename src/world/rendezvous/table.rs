@@ -57,14 +57,10 @@ fn source<'a>(r: usize, join_of: impl Fn(usize) -> Option<&'a Join>) -> Source {
 
 /// The rank table from its bytes, with the text it carries made safe to print (it reaches the terminal).
 fn decode_table(bytes: &[u8], who: &str) -> Result<Vec<RankInfo>> {
-    let mut t: Vec<RankInfo> = serde_json::from_slice(bytes)
+    let t: Vec<RankInfo> = serde_json::from_slice(bytes)
         .map_err(|e| Error::peer(format!("{who}: the rank table from the rendezvous is malformed: {e}")))?;
-    for r in &mut t {
-        for s in [&mut r.host, &mut r.iface, &mut r.addr] {
-            *s = crate::error::escape(s).into_owned();
-        }
-    }
-    Ok(t)
+    // Made printable on arrival too (the rendezvous did so on admission): every name printed from here on is safe.
+    Ok(t.into_iter().map(RankInfo::printable).collect())
 }
 
 /// Gets the table the welcome `w` announces (from `sock`, the connection to the rendezvous, or from this rank's
