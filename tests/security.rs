@@ -300,7 +300,8 @@ fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
     let port = free_port();
     let dir = tempfile::tempdir().unwrap();
     let mut procs: Vec<(&str, usize, Child, std::path::PathBuf)> = Vec::new();
-    let mut a0_err = None;
+    // The stderr of the ranks the start waits on, read in threads of their own.
+    let mut followed: Vec<((&str, usize), std::thread::JoinHandle<String>)> = Vec::new();
     for (job, rank) in [
         ("A", 0),
         ("A", 1),
@@ -313,21 +314,26 @@ fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
     ] {
         let json = dir.path().join(format!("{job}{rank}.json"));
         let mut c = job_rank(job, rank, port, apart, &json);
-        if a0_err.is_none() {
-            // A0 first holds the rendezvous address (it announces its data listener once it does), so the jobs
-            // meet at A0's rendezvous; then the others start without waiting.
+        // A0 first holds the rendezvous address (it announces its data listener once it does), so the jobs meet at
+        // A0's rendezvous. With a shared token, B2 and B3 must have reached it (they announce their listeners just
+        // before they join) before A2 and A3 start, or A may complete before B knocks and the clash go unseen.
+        let waits = (job, rank) == ("A", 0) || (apart == Apart::SharedTokenOwnId && job == "B" && rank >= 2);
+        if waits {
             let err = c.stderr.take().expect("piped");
             let (tx, rx) = channel();
-            a0_err = Some(std::thread::spawn(move || {
-                let mut all = String::new();
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    let _ = tx.send(line.contains(" data listener for tcp@lo on "));
-                    all.push_str(&line);
-                    all.push('\n');
-                }
-                all
-            }));
-            // Until the line, or A0's end (refused at once without a job identity).
+            followed.push((
+                (job, rank),
+                std::thread::spawn(move || {
+                    let mut all = String::new();
+                    for line in BufReader::new(err).lines().map_while(Result::ok) {
+                        let _ = tx.send(line.contains(" data listener for tcp@lo on "));
+                        all.push_str(&line);
+                        all.push('\n');
+                    }
+                    all
+                }),
+            ));
+            // Until the line, or the rank's end (refused at once without a job identity).
             while let Ok(false) = rx.recv() {}
         }
         // With its own token, B2 and B3 are refused as soon as they knock: they have their answer before A2 and
@@ -348,8 +354,8 @@ fn two_jobs(apart: Apart) -> (Vec<Ended>, [Vec<u32>; 2]) {
     for (job, rank, c, json) in procs {
         let o = c.wait_with_output().expect("the rank ends");
         let mut stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-        if (job, rank) == ("A", 0) {
-            stderr = a0_err.take().expect("A0's stderr").join().unwrap();
+        if let Some(i) = followed.iter().position(|(who, _)| *who == (job, rank)) {
+            stderr = followed.swap_remove(i).1.join().unwrap();
         }
         let table: Vec<u32> = std::fs::read(&json)
             .ok()
