@@ -168,7 +168,17 @@ fn preflight_metrics_parse_with_every_check_and_its_verdict() {
         if let Some(v) = c["value"].as_f64() {
             let val = samples(&p, "collbench_preflight_check_value");
             let m = val.iter().find(|(l, _)| l["check"] == c["name"]).expect("its value");
-            assert!((m.1 - v).abs() <= 1e-9 * v.abs().max(1.0), "{} {v}", m.1);
+            // The JSON keeps the check's own unit; the metric is in the Prometheus base unit its label names.
+            let (unit, scale) = match c["unit"].as_str().unwrap_or("") {
+                "GB/s" => ("bytes_per_second", 1e9),
+                "us" => ("seconds", 1e-6),
+                "%" => ("ratio", 0.01),
+                "x" => ("ratio", 1.0),
+                other => (other, 1.0),
+            };
+            assert_eq!(m.0["unit"], unit, "{}", c["name"]);
+            let want = v * scale;
+            assert!((m.1 - want).abs() <= 1e-9 * want.abs().max(1.0), "{} {want}", m.1);
         }
     }
     assert_eq!(samples(&p, "collbench_preflight_ranks")[0].1, 3.0);
