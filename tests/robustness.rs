@@ -159,56 +159,28 @@ fn a_socket_or_directory_is_refused_even_with_force() {
 fn launcher_killed_by(sig: libc::c_int) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let mut c = Command::new(bin())
-        .args([
-            "run",
-            "--np",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "-n",
-            "1",
-            "-w",
-            "0",
-            "--no-progress",
-        ])
-        .args([
-            "--collective",
-            "all_reduce,all_gather",
-            "-T",
-            "600",
-            "--fault",
-            "0:all_gather@8:stop",
-        ])
-        .args(["-J", s(&json)])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = c.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines() {
-            let _ = tx.send(Some(l.unwrap_or_default()));
-        }
-        let _ = tx.send(None);
-    });
-    let mut said = Vec::new();
-    loop {
-        match rx.recv_timeout(HANG) {
-            Ok(Some(l)) => {
-                let fault = l.contains("--fault");
-                said.push(l);
-                if fault {
-                    break;
-                }
-            }
-            other => panic!("no fault line ({other:?}):\n{}", said.join("\n")),
-        }
-    }
+    let (mut c, mut said, rx) = started_until_fault(&[
+        "run",
+        "--np",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--no-progress",
+        "--collective",
+        "all_reduce,all_gather",
+        "-T",
+        "600",
+        "--fault",
+        "0:all_gather@8:stop",
+        "-J",
+        s(&json),
+    ]);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pids: Vec<i32> = v["collbench"]["run"]["ranks"]
         .as_array()
