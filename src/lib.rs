@@ -38,7 +38,7 @@
 //! - [`session`]: one rank's bootstrap and connected TCP paths, and the MPI library where it was started.
 //!   `paths`: every path of a run opened once, each kind of path (tcp, rdma, mpi, nccl) one file there with
 //!   its checks, opening, sweeps, line rate and failure attribution.
-//! - [`driver`]: the one driver of every command that runs ranks (`run`, `preflight`, `pairwise`, `p2p`,
+//! - `driver`: the one driver of every command that runs ranks (`run`, `preflight`, `pairwise`, `p2p`,
 //!   `info`): its `RankCommand` trait, launch-or-be-a-rank, every host check, the start-up (MPI, bootstrap,
 //!   paths) and the job's exit status (each rank's own, or rank 0's verdict shared). `run`: `run`'s rank (sweeps,
 //!   then the summary, model and charts). `p2p`: `collbench p2p`, a point-to-point latency and bandwidth sweep

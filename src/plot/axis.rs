@@ -88,7 +88,7 @@ pub fn time_range(min: f64, max: f64) -> (f64, f64) {
 
 /// Labelled and grid positions (log10 of microseconds) for the time axis in `lo..=hi`: every decade,
 /// and 2x and 5x each decade when fewer than four decades are in range. Grid lines mark 1x..9x. Over more
-/// than [`MAX_DECADES`] decades, every few decades are labelled and there is no light grid.
+/// than `MAX_DECADES` decades, every few decades are labelled and there is no light grid.
 pub fn time_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let Some((lo, hi)) = bounded(lo, hi) else {
         return (Vec::new(), Vec::new());

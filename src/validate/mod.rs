@@ -5,7 +5,7 @@
 //! - [`preflight`]: `collbench preflight`, a fixed short plan and the pairwise test judged against
 //!   expectations: PASS / WARN / FAIL per check and overall.
 //!
-//! Both run their ranks through [`crate::driver`], like every command that runs ranks.
+//! Both run their ranks through `crate::driver`, like every command that runs ranks.
 
 pub mod pairwise;
 pub mod preflight;
