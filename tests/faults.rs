@@ -104,6 +104,23 @@ impl Job {
     /// Waits for the ranks in `ranks` (each in its own thread, so each exit time is its own), then kills
     /// and reaps any other rank still there (a stopped one).
     fn wait(&mut self, ranks: &[usize]) -> Vec<End> {
+        let (ends, rest) = self.wait_for(ranks);
+        for (_, mut c) in rest {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        ends
+    }
+
+    /// Waits for the ranks in `ranks` and leaves every other rank running (or stopped) in the job.
+    fn wait_leaving_the_rest(&mut self, ranks: &[usize]) -> Vec<End> {
+        let (ends, rest) = self.wait_for(ranks);
+        self.procs = rest;
+        ends
+    }
+
+    /// Waits for the ranks in `ranks`; returns how they ended and the ranks not waited for.
+    fn wait_for(&mut self, ranks: &[usize]) -> (Vec<End>, Vec<(usize, Child)>) {
         let (tx, rx) = mpsc::channel();
         let mut rest = Vec::new();
         for (r, mut c) in std::mem::take(&mut self.procs) {
@@ -114,13 +131,13 @@ impl Job {
                     let _ = tx.send((r, s, Instant::now()));
                 });
             } else {
-                rest.push(c);
+                rest.push((r, c));
             }
         }
         let mut ends = Vec::new();
         for _ in ranks {
             let (r, status, at) = rx.recv_timeout(HANG).unwrap_or_else(|_| {
-                for c in &mut rest {
+                for (_, c) in &mut rest {
                     let _ = c.kill();
                 }
                 panic!("ranks {ranks:?} did not all exit within {HANG:?}: a hang")
@@ -133,12 +150,19 @@ impl Job {
                 stderr: text(&self.path(&format!("{r}.err"))),
             });
         }
-        for mut c in rest {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
         ends.sort_by_key(|e| e.rank);
-        ends
+        (ends, rest)
+    }
+
+    /// Sends `signal` to `rank`'s process.
+    fn signal(&self, rank: usize, signal: &str) {
+        let pid = self.procs.iter().find(|(r, _)| *r == rank).unwrap().1.id();
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal} {pid} failed");
     }
 }
 
@@ -249,6 +273,65 @@ fn a_stopped_rank_is_named_as_unresponsive_by_every_rank_alike() {
         ends.iter().any(|e| e.error().contains("unresponsive")),
         "someone says why: {}",
         ends[0].error()
+    );
+}
+
+#[test]
+fn a_stopped_rank_resumed_after_its_peers_gave_up_names_itself_like_them() {
+    // Rank 2 stops at all_reduce; ranks 0 and 1 time out on it and leave. Resumed, rank 2 finds its peers
+    // gone and their notes waiting: it was the one that stood still, so it names itself, as they did.
+    let args = ["--collective", "all_reduce", "-b", "1M", "-e", "4M", "-T", "3"];
+    let mut job = Job::start(
+        3,
+        &[0, 1, 2],
+        &[&args[..], &["--fault", "2:all_reduce@4M:stop"]].concat(),
+    );
+    wait_until_stopped(&job, 2, "--fault:");
+    let mut ends = job.wait_leaving_the_rest(&[0, 1]);
+    job.signal(2, "CONT");
+    ends.extend(job.wait(&[2]));
+    let culprit = format!("Culprit: rank 2 (host {})", hostname());
+    for e in &ends {
+        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        assert!(line.contains(&culprit), "rank {} names another culprit: {line}", e.rank);
+        assert!(!line.contains("link between"), "rank {} blames a link: {line}", e.rank);
+    }
+    assert!(
+        ends[2].error().contains("stood still"),
+        "rank 2 says why: {}",
+        ends[2].error()
+    );
+}
+
+#[test]
+fn a_rank_stopped_from_outside_mid_sweep_and_resumed_names_itself_like_its_peers() {
+    // As a user's SIGSTOP (or a debugger) would: wherever rank 2 is, waiting in poll(2) or between calls.
+    let args = ["--collective", "all_reduce", "-b", "1M", "-e", "128M", "-T", "3"];
+    let mut job = Job::start(3, &[0, 1, 2], &args);
+    let started = Instant::now();
+    while !text(&job.path("0.out")).contains("1048576") {
+        assert!(
+            started.elapsed() < HANG,
+            "no point measured: {}",
+            text(&job.path("0.err"))
+        );
+        std::thread::yield_now();
+    }
+    job.signal(2, "STOP");
+    let mut ends = job.wait_leaving_the_rest(&[0, 1]);
+    job.signal(2, "CONT");
+    ends.extend(job.wait(&[2]));
+    let culprit = format!("Culprit: rank 2 (host {})", hostname());
+    for e in &ends {
+        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        assert!(line.contains(&culprit), "rank {} names another culprit: {line}", e.rank);
+    }
+    assert!(
+        ends[2].error().contains("stood still"),
+        "rank 2 says why: {}",
+        ends[2].error()
     );
 }
 

@@ -275,6 +275,40 @@ impl TcpTransport {
         self.notes.iter().find(|n| n.origin == self.rank)
     }
 
+    /// How long this rank just stood still, if for at least half the wait deadline (at least 1 s) and lately
+    /// (within one deadline, at least 10 s): long enough that a peer's wait on it ran out.
+    fn stood_still(&self) -> Option<Duration> {
+        let at_least = (self.cfg.timeout / 2).max(Duration::from_secs(1));
+        self.standstill
+            .recent(at_least, self.cfg.timeout.max(Duration::from_secs(10)))
+    }
+
+    /// This rank's note blaming itself, when a peer blamed it and it had just stood still (stopped or starved)
+    /// for at least half the wait deadline: its peers waited on a rank that was not running, and the closed
+    /// connections it finds on resuming are their leaving, not a broken link.
+    fn stood_still_note(&self) -> Option<AbortNote> {
+        if !self
+            .notes
+            .iter()
+            .any(|n| n.origin != self.rank && n.blamed().0 == self.rank)
+        {
+            return None;
+        }
+        let gap = self.stood_still()?;
+        Some(AbortNote {
+            relayed_by: None,
+            origin: self.rank,
+            origin_host: self.host.clone(),
+            culprit: None,
+            phase: self.phase.clone(),
+            text: format!(
+                "{}: this rank stood still for {:.1} s (its process was stopped, by SIGSTOP, a debugger or job                  control, or got no CPU) while its peers waited on it; find what held it (ps -o stat shows T for                  a stopped process; a CPU quota or an overloaded host)",
+                self.me(),
+                gap.as_secs_f64()
+            ),
+        })
+    }
+
     /// What this rank would answer a note blaming it: whom it is waiting on, with what pending, since when.
     pub(super) fn waiting_note(&self) -> Option<AbortNote> {
         let p = self.waiting_on()?;
@@ -308,7 +342,9 @@ impl TcpTransport {
             return;
         }
         // Once poisoned the queues are gone: the answer is what they held then.
-        let answer = if self.poisoned.is_some() {
+        let answer = if let Some(note) = self.stood_still_note() {
+            Some(note)
+        } else if self.poisoned.is_some() {
             self.answer.clone()
         } else {
             self.waiting_note()
@@ -434,7 +470,16 @@ impl TcpTransport {
             }
         }
         let heard_first = self.poisoned.is_some() && self.suspect.is_none() && !self.notes.is_empty();
-        if !heard_first && !self.notes.iter().any(|n| n.origin == self.rank) {
+        if self.stood_still().is_some() {
+            // Resumed after standing still: the peers' notes are likely waiting in the sockets already, and
+            // whether one blames this rank decides what its own note says.
+            self.poison(err_text.clone());
+            self.hear_once();
+        }
+        if let Some(note) = self.stood_still_note().filter(|_| self.own_note().is_none()) {
+            self.suspect = None;
+            self.notes.push(note);
+        } else if !heard_first && !self.notes.iter().any(|n| n.origin == self.rank) {
             let culprit = self
                 .suspect
                 .and_then(|s| self.peers[s].as_ref())
@@ -502,6 +547,18 @@ impl TcpTransport {
             }
             p.notes_sent = self.notes.len();
         }
+    }
+
+    /// Reads what the sockets hold now, without waiting, and keeps the notes in it.
+    fn hear_once(&mut self) {
+        for p in self.peers.iter_mut().flatten() {
+            for s in &mut p.streams {
+                if !s.closed {
+                    let _ = s.drive(&mut Requests::default());
+                }
+            }
+        }
+        self.collect_notes();
     }
 
     /// Sends and hears abort notes until every peer was told and has told (or is gone), or its linger passed

@@ -24,6 +24,7 @@ pub mod handshake;
 mod isolation;
 pub mod options;
 mod progress;
+mod standstill;
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -151,6 +152,8 @@ pub struct TcpTransport {
     pollfds: Vec<libc::pollfd>,
     /// (peer, stream) of each entry of `pollfds`.
     pollmap: Vec<(usize, usize)>,
+    /// This rank's own pauses, to tell a rank that stood still from a broken link once it resumes.
+    standstill: standstill::Standstill,
 }
 
 impl TcpTransport {
@@ -198,6 +201,7 @@ impl TcpTransport {
             deadline_setting: None,
             pollfds: Vec::new(),
             pollmap: Vec::new(),
+            standstill: standstill::Standstill::new(),
         }
     }
 
@@ -336,8 +340,11 @@ impl TcpTransport {
             return Err(self.timeout_error());
         }
         let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        self.standstill.alive();
         // SAFETY: pollfds is a valid array of pollfd of the given length.
         let rc = unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, ms) };
+        // A poll that returns long after its timeout: this process was stopped or starved meanwhile.
+        self.standstill.resumed(Duration::from_millis(ms as u64));
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -363,6 +370,7 @@ impl TcpTransport {
     }
 
     unsafe fn post(&mut self, peer: usize, ptr: *mut u8, len: usize, is_send: bool) -> Result<Request> {
+        self.standstill.resumed(Duration::ZERO);
         self.check_usable(peer)?;
         // u32::MAX itself marks abort frames.
         if len >= u32::MAX as usize {
@@ -423,15 +431,19 @@ impl Transport for TcpTransport {
         let req = unsafe { self.post(peer, ptr as *mut u8, len, true)? };
         // Start writing at once: small messages then leave without waiting for the next wait().
         self.progress()?;
+        self.standstill.alive();
         Ok(req)
     }
 
     unsafe fn post_recv(&mut self, peer: usize, ptr: *mut u8, len: usize) -> Result<Request> {
         // SAFETY: forwarded contract.
-        unsafe { self.post(peer, ptr, len, false) }
+        let req = unsafe { self.post(peer, ptr, len, false) };
+        self.standstill.alive();
+        req
     }
 
     fn wait(&mut self, req: Request) -> Result<()> {
+        self.standstill.resumed(Duration::ZERO);
         let deadline = Instant::now() + self.cfg.timeout;
         let mut spin = Spin::new(self.cfg.spin);
         loop {
@@ -439,6 +451,7 @@ impl Transport for TcpTransport {
                 return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
             }
             if self.requests.finish(&req) {
+                self.standstill.alive();
                 return Ok(());
             }
             if !self.progress()? && !self.requests.done(&req) && !spin.keep_spinning() {
@@ -448,6 +461,7 @@ impl Transport for TcpTransport {
     }
 
     fn wait_all(&mut self) -> Result<()> {
+        self.standstill.resumed(Duration::ZERO);
         let deadline = Instant::now() + self.cfg.timeout;
         let mut spin = Spin::new(self.cfg.spin);
         loop {
@@ -458,6 +472,7 @@ impl Transport for TcpTransport {
             if !busy {
                 // Everything has completed: release every slot at once (stale handles see a new generation).
                 self.requests.release_all();
+                self.standstill.alive();
                 return Ok(());
             }
             if !self.progress()? && !spin.keep_spinning() {
