@@ -275,16 +275,16 @@ impl TcpTransport {
         self.notes.iter().find(|n| n.origin == self.rank)
     }
 
-    /// How long this rank just stood still, if for at least half the wait deadline (at least 1 s) and lately
-    /// (within one deadline, at least 10 s): long enough that a peer's wait on it ran out.
+    /// How long this rank just stood still, if for at least the wait deadline (at least 1 s) and lately
+    /// (within one deadline, at least 10 s): long enough that a peer's wait on it ran out while it did.
     fn stood_still(&self) -> Option<Duration> {
-        let at_least = (self.cfg.timeout / 2).max(Duration::from_secs(1));
+        let at_least = self.cfg.timeout.max(Duration::from_secs(1));
         self.standstill
             .recent(at_least, self.cfg.timeout.max(Duration::from_secs(10)))
     }
 
     /// This rank's note blaming itself, when a peer blamed it and it had just stood still (stopped or starved)
-    /// for at least half the wait deadline: its peers waited on a rank that was not running, and the closed
+    /// for at least the wait deadline: its peers waited on a rank that was not running, and the closed
     /// connections it finds on resuming are their leaving, not a broken link.
     fn stood_still_note(&self) -> Option<AbortNote> {
         if !self
@@ -302,7 +302,9 @@ impl TcpTransport {
             culprit: None,
             phase: self.phase.clone(),
             text: format!(
-                "{}: this rank stood still for {:.1} s (its process was stopped, by SIGSTOP, a debugger or job                  control, or got no CPU) while its peers waited on it; find what held it (ps -o stat shows T for                  a stopped process; a CPU quota or an overloaded host)",
+                "{}: this rank stood still for {:.1} s, its process stopped (SIGSTOP, a debugger, job control) or \
+                 given no CPU, while its peers waited on it; find what held it (ps -o stat shows T for a stopped \
+                 process; look for a CPU quota or an overloaded host)",
                 self.me(),
                 gap.as_secs_f64()
             ),
