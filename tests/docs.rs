@@ -37,6 +37,8 @@ struct Block {
     hosts: bool,
     /// The README's quick start (`sh runnable quickstart`).
     quickstart: bool,
+    /// The README's install block (`sh runnable install`): run without its `cargo install` line.
+    install: bool,
 }
 
 /// The runnable blocks of one Markdown file, in order.
@@ -76,6 +78,7 @@ fn blocks(file: &Path) -> Vec<Block> {
                 statuses,
                 hosts: words.contains(&"hosts"),
                 quickstart: words.contains(&"quickstart"),
+                install: words.contains(&"install"),
             });
         }
     }
@@ -132,13 +135,25 @@ fn runnable_blocks_run_as_written() {
         let dir = scratch.as_ref().unwrap().1.path();
         let script = if block.quickstart {
             quickstart(root, &block.script, &mut quick)
+        } else if block.install {
+            install(&block.script)
         } else {
             block.script.clone()
         };
+        assert!(
+            !script.contains("tests/run"),
+            "{}:{}: the 30-minute suite is never run from here",
+            block.file.display(),
+            block.line
+        );
+        // A home of its own: completions and man pages installed `~/...` land in the scratch folder.
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
         let out = Command::new("bash")
             .args(["-eu", "-o", "pipefail", "-c", &script])
             .current_dir(dir)
             .env("PATH", &path)
+            .env("HOME", &home)
             // Progress bars are drawn only on terminals; make sure of it.
             .env("NO_COLOR", "1")
             .output()
@@ -157,6 +172,10 @@ fn runnable_blocks_run_as_written() {
         }
     }
     assert!(quick.saw_tests, "the quick start has no test-suite command");
+    assert!(
+        all.iter().any(|b| b.install),
+        "the README's install block is not `sh runnable install`"
+    );
     assert!(quick.saw_run, "the quick start runs no `cargo run --release -- run`");
     assert!(
         failures.is_empty(),
@@ -205,6 +224,33 @@ fn quickstart(root: &Path, script: &str, seen: &mut Quickstart) -> String {
         }
     }
     seen.saw_run |= out.contains("collbench run");
+    out
+}
+
+/// The install block as this test runs it: this build's binary is already first on the PATH, so its
+/// `cargo install --path .` line (a second release build) is left out; the rest runs in the scratch home.
+fn install(script: &str) -> String {
+    let mut out = String::new();
+    let mut saw = false;
+    for line in script.lines() {
+        if line.trim_start().starts_with("cargo install") {
+            assert!(
+                line.contains("cargo install --path ."),
+                "install from this checkout: {line}"
+            );
+            saw = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(saw, "the install block has no `cargo install --path .`");
+    // What the README then says: `man` finds the pages with MANPATH naming the folder they went to.
+    out.push_str(
+        "test -s ~/.local/share/man/man1/collbench-run.1\n\
+         if command -v man >/dev/null; then MANPATH=\"$HOME/.local/share/man:\" man -w collbench-run | grep -qx \"$HOME/.local/share/man/man1/collbench-run.1\"; fi\n\
+         for f in ~/.local/share/bash-completion/completions/collbench ~/.zfunc/_collbench ~/.config/fish/completions/collbench.fish; do test -s \"$f\"; done\n",
+    );
     out
 }
 
@@ -302,4 +348,213 @@ fn multi_host_blocks_run_on_a_namespace_cluster() {
             );
         }
     }
+}
+
+/// The commands of every man page's EXAMPLES section (docs/man/*.1, generated from src/docgen/sections.rs),
+/// in order, without roff escapes; a command shown on two pages is listed once.
+fn man_examples(root: &Path) -> Vec<String> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/man"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    pages.sort();
+    let mut out: Vec<String> = Vec::new();
+    for page in pages {
+        let roff = std::fs::read_to_string(&page).unwrap();
+        let Some((_, examples)) = roff.split_once(".SH EXAMPLES\n") else {
+            continue;
+        };
+        let examples = examples.split("\n.SH ").next().unwrap();
+        let mut inside = false;
+        for line in examples.lines() {
+            match line {
+                ".EX" => inside = true,
+                ".EE" => inside = false,
+                _ if inside => {
+                    let cmd = line
+                        .replace("\\-", "-")
+                        .replace("\\*(Aq", "'")
+                        .replace("\\&", "")
+                        .replace("\\e", "\\");
+                    if !out.contains(&cmd) {
+                        out.push(cmd);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Examples not run by this test, by their first words, and why: what they need that this machine has not,
+/// or the test that runs them already.
+const EXAMPLES_NOT_HERE: &[(&str, &str)] = &[
+    (
+        "RANK=0 WORLD_SIZE=2 MASTER_ADDR=host0",
+        "needs a second host (the README's same two commands run on namespace hosts: multi_host_blocks_run_on_a_namespace_cluster)",
+    ),
+    ("mpirun -np 4 -H n1:2,n2:2", "needs hosts n1 and n2, each with eth0 and ib0"),
+    ("mpirun -np 8 ", "needs eight MPI slots (OpenMPI refuses to oversubscribe 2 cores unless told)"),
+    ("srun ", "needs Slurm and eight hosts with an RDMA device"),
+    ("collbench run --transport nccl", "needs a GPU, NCCL and a build with --features cuda"),
+    ("collbench gpu-matrix", "needs GPUs"),
+    (
+        "collbench run",
+        "runs in runnable_blocks_run_as_written: the README's quick start is this very command",
+    ),
+];
+
+/// How an example that runs here is run: what it needs made first (in the same folder), the exit codes it
+/// may end with (a verdict that is this machine's), the files it must write, and a path to write elsewhere.
+struct Runs {
+    command: &'static str,
+    setup: String,
+    statuses: &'static [i32],
+    writes: &'static [&'static str],
+    /// A system folder the example writes to, replaced by `./scratch-bin`: a test writes nothing outside its
+    /// scratch folder.
+    instead_of: Option<&'static str>,
+}
+
+/// Small runs of two and three ranks, results kept as the examples name them.
+const SMALL: &str = "collbench run --np 2 -b 8 -e 64K -n 2 -w 1";
+
+fn example_plans() -> Vec<Runs> {
+    let r = |command, setup: &str, statuses, writes, instead_of| Runs {
+        command,
+        setup: setup.to_string(),
+        statuses,
+        writes,
+        instead_of,
+    };
+    let before_after = format!("{SMALL} -J before.json >/dev/null\n{SMALL} -J after.json >/dev/null\n");
+    let two_three = format!(
+        "{SMALL} -J run-2.json >/dev/null\ncollbench run --np 3 -b 8 -e 64K -n 2 -w 1 -J run-3.json >/dev/null\n"
+    );
+    let out = format!("{SMALL} -J out.json >/dev/null\n");
+    vec![
+        r("collbench preflight --np 2", "", &[0], &[], None),
+        r(
+            "collbench install-aliases /usr/local/bin",
+            "",
+            &[0],
+            &["scratch-bin/all_reduce_perf"],
+            Some("/usr/local/bin"),
+        ),
+        r("collbench run --np 2 ", "", &[0], &["out.json"], None),
+        r("collbench info", "", &[0], &[], None),
+        // An expectations file with absolute thresholds: this loaded machine may fail them.
+        r(
+            "collbench preflight --expect",
+            &format!("{SMALL} -J before.json >/dev/null\n"),
+            &[0, 1],
+            &["preflight.xml", "after.json"],
+            None,
+        ),
+        r("collbench pairwise --np 3", "", &[0, 1], &[], None),
+        r("collbench p2p", "", &[0], &[], None),
+        r(
+            "collbench compare before.json after.json",
+            &before_after,
+            &[0, 1],
+            &["diff.md"],
+            None,
+        ),
+        r("collbench model run-2.json run-3.json", &two_three, &[0], &[], None),
+        r("collbench plot out.json", &out, &[0], &["charts"], None),
+        r("collbench selftest", "", &[0], &[], None),
+        r(
+            "mkdir -p ~/.local/share/bash-completion",
+            "",
+            &[0],
+            &["home/.local/share/bash-completion/completions/collbench"],
+            None,
+        ),
+        r("mkdir -p ~/.zfunc", "", &[0], &["home/.zfunc/_collbench"], None),
+    ]
+}
+
+#[test]
+fn man_page_examples_run_or_say_why_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = path_with_collbench();
+    let examples = man_examples(root);
+    // Thirteen pages; fewer examples means the parser lost them.
+    assert!(
+        examples.len() >= 15,
+        "only {} examples found: {examples:?}",
+        examples.len()
+    );
+    let plans = example_plans();
+    let mut failures = Vec::new();
+    let mut skipped = Vec::new();
+    for cmd in &examples {
+        // The longest matching prefix decides: `collbench run --np 2 ` runs, plain `collbench run` is run elsewhere.
+        let plan = plans
+            .iter()
+            .filter(|p| cmd.starts_with(p.command) || cmd == p.command.trim_end())
+            .max_by_key(|p| p.command.len());
+        let not_here = EXAMPLES_NOT_HERE
+            .iter()
+            .filter(|(p, _)| cmd.starts_with(p))
+            .max_by_key(|(p, _)| p.len());
+        let plan = match (plan, not_here) {
+            (Some(p), Some((n, _))) if p.command.len() > n.len() => p,
+            (Some(p), None) => p,
+            (_, Some((_, why))) => {
+                skipped.push(format!("{cmd}: {why}"));
+                continue;
+            }
+            (None, None) => {
+                failures.push(format!(
+                    "`{cmd}`: neither run here (example_plans) nor said why not (EXAMPLES_NOT_HERE)"
+                ));
+                continue;
+            }
+        };
+        assert!(
+            !cmd.contains("tests/run"),
+            "the 30-minute suite is never run from here: {cmd}"
+        );
+        let dir = linked_scratch(root);
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut shown = cmd.clone();
+        if let Some(system) = plan.instead_of {
+            std::fs::create_dir_all(dir.path().join("scratch-bin")).unwrap();
+            shown = shown.replace(system, "./scratch-bin");
+        }
+        let script = format!("{}{shown}\n", plan.setup);
+        let out = Command::new("bash")
+            .args(["-eu", "-o", "pipefail", "-c", &script])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("bash runs");
+        let code = out.status.code().unwrap_or(-1);
+        let missing: Vec<&&str> = plan.writes.iter().filter(|f| !dir.path().join(f).exists()).collect();
+        if !plan.statuses.contains(&code) || !missing.is_empty() {
+            failures.push(format!(
+                "`{cmd}`: exit {code} (allowed {:?}), not written: {missing:?}\n--- script\n{script}--- stdout\n{}--- stderr\n{}",
+                plan.statuses,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    // The skips are part of the test's report: what was not run, and why.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("man page examples not run here:\n  {}\n", skipped.join("\n  ")).as_bytes(),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} man page examples failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

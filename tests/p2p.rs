@@ -124,3 +124,14 @@ fn a_pair_outside_the_job_is_refused_naming_the_flag() {
         assert!(err.contains("--pair"), "{pair}: {err}");
     }
 }
+
+/// Past 1 MiB the bandwidth window shrinks with the size (64 MiB in flight at most), so a smaller size has
+/// more messages in flight than the largest: each must land inside the receiver's buffer, and arrive whole.
+#[test]
+fn sizes_past_a_mebibyte_keep_every_window_inside_the_receive_buffer() {
+    let out = p2p(&["--np", "2", "-b", "1M", "-e", "4M", "-n", "20"]);
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{so}\n{}", String::from_utf8_lossy(&out.stderr));
+    let bw: Vec<u64> = section(&so, "# Bandwidth").iter().map(|r| r.0).collect();
+    assert_eq!(bw, [1 << 20, 2 << 20, 4 << 20], "{so}");
+}

@@ -292,15 +292,21 @@ fn bandwidth_sweep<T: Transport + ?Sized>(
     sends: bool,
     cfg: &P2pConfig,
 ) -> Result<Vec<BandwidthPoint>> {
-    let slot_bytes = cfg.max_bytes.max(1);
-    let slots = cfg.window.min((WINDOW_BYTES / slot_bytes).max(1));
-    let sbuf = vec![FILL; if sends { slot_bytes } else { 0 }];
-    let mut rbuf = vec![0u8; if sends { 0 } else { slot_bytes * slots }];
+    let window_at = |size: usize| cfg.window.min((WINDOW_BYTES / size).max(1));
+    // The receiver's window at a size holds that many messages of that size side by side: at most
+    // WINDOW_BYTES, or one message when a single one is larger (smaller sizes have the longer windows).
+    let most = sizes(cfg.min_bytes.max(1), cfg.max_bytes)
+        .into_iter()
+        .map(|size| window_at(size) * size)
+        .max()
+        .unwrap_or(0);
+    let sbuf = vec![FILL; if sends { cfg.max_bytes.max(1) } else { 0 }];
+    let mut rbuf = vec![0u8; if sends { 0 } else { most }];
     let mut ack = [0u8; 4];
-    let mut reqs = Vec::with_capacity(slots);
+    let mut reqs = Vec::with_capacity(cfg.window);
     let mut out = Vec::new();
     for size in sizes(cfg.min_bytes.max(1), cfg.max_bytes) {
-        let window = cfg.window.min((WINDOW_BYTES / size).max(1));
+        let window = window_at(size);
         let n = (iters_at(cfg.iters, size) / 10).max(1);
         let mut start = Instant::now();
         for i in 0..cfg.warmup.min(10) + n {
@@ -317,10 +323,10 @@ fn bandwidth_sweep<T: Transport + ?Sized>(
                 }
             } else {
                 for k in 0..window {
-                    // SAFETY: each message of the window has its own slot of rbuf (window <= slots, each slot
-                    // at least size bytes), nothing reads rbuf until the requests are all waited for below; on
-                    // error the transport is poisoned and never touches it again.
-                    reqs.push(unsafe { t.post_recv(peer, rbuf.as_mut_ptr().add(k * slot_bytes), size)? });
+                    // SAFETY: each message of the window has its own `size` bytes of rbuf (window x size <=
+                    // rbuf.len(), the most over the sizes), nothing reads rbuf until the requests are all
+                    // waited for below; on error the transport is poisoned and never touches it again.
+                    reqs.push(unsafe { t.post_recv(peer, rbuf.as_mut_ptr().add(k * size), size)? });
                 }
             }
             for r in reqs.drain(..) {

@@ -42,7 +42,7 @@ kubectl=${KUBECTL:-kubectl}
 command -v "$kubectl" >/dev/null || { echo "validate.sh: no $kubectl (Debian: apt-get install kubectl)" >&2; exit 2; }
 
 # Overlays a user is told about in k8s/README.md; each must exist and render.
-required=(host-network pod-network dual-network rdma gpu indexed-job preflight-gate)
+required=(host-network pod-network dual-network rdma gpu indexed-job preflight-gate preflight-baseline)
 out=$repo/target/k8s-rendered
 rm -rf "$out"
 mkdir -p "$out"

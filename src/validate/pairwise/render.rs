@@ -5,6 +5,7 @@ use std::fmt::Write;
 use super::{Finding, LatencyStats, Link, Metric, PairwiseReport};
 use crate::sizes::format_size;
 use crate::units::BwUnit;
+use crate::validate::wrap::{prefixed, WIDTH};
 
 /// Links listed one by one in the latency statistics: the worst by p99 (all of them in the JSON).
 pub const WORST_LINKS: usize = 5;
@@ -269,8 +270,30 @@ fn by_metric(fs: &[&Finding]) -> String {
         .join(", ")
 }
 
-/// The whole report as printed on stdout, bandwidth in `units`.
+/// `s` with every line wider than [`WIDTH`] broken at spaces to fit, a `#` comment staying one; table rows
+/// (columns aligned with runs of spaces) are left whole, as breaking them would unalign every column.
+fn fit(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            let body = l.trim_start();
+            let indent = &l[..l.len() - body.len()];
+            let table = body.trim_start_matches('#').trim_start().contains("  ");
+            match body.strip_prefix("# ") {
+                _ if l.chars().count() <= WIDTH || table => format!("{l}\n"),
+                Some(text) => prefixed(text, &format!("{indent}# "), &format!("{indent}#   ")),
+                None => prefixed(body, indent, &format!("{indent}    ")),
+            }
+        })
+        .collect()
+}
+
+/// The whole report as printed on stdout, bandwidth in `units`; every line but a table's fits [`WIDTH`].
 pub fn text(rep: &PairwiseReport, units: BwUnit) -> String {
+    fit(&unfitted(rep, units))
+}
+
+/// [`text`] before its long lines are broken.
+fn unfitted(rep: &PairwiseReport, units: BwUnit) -> String {
     let names: Vec<String> = rep.hosts.iter().map(|h| h.name.clone()).collect();
     let n = names.len();
     let again = rep.links.iter().filter(|l| l.remeasured).count();
@@ -519,7 +542,7 @@ mod tests {
         assert!(
             t.ends_with(
                 "# Not confirmed when measured again (a transient: look only if it recurs)\n  first pass: SLOW LINK \
-                 h0 <-> h1: latency 310 us vs 30.0 typical; both hosts are fine with their other partners\n"
+                 h0 <-> h1: latency 310 us vs 30.0 typical; both hosts are fine with their\n      other partners\n"
             ),
             "{t}"
         );
@@ -678,8 +701,10 @@ mod tests {
             plan: None,
         };
         let t = text(&rep, BwUnit::Gbyte);
+        // 36 findings listed (12 of each kind), a line or two each at 100 columns, and the headers: the same
+        // few screens at any N.
         let lines = t.lines().count();
-        assert!(lines <= 60, "{lines} lines:\n{t}");
+        assert!(lines <= 90, "{lines} lines:\n{t}");
         assert!(
             t.contains("# 523776 links measured; the 1024 x 1024 matrices are not printed above 16 hosts"),
             "{t}"
@@ -697,5 +722,56 @@ mod tests {
         // At 16 hosts the matrices are still printed.
         let small = report(Some(2));
         assert!(text(&small, BwUnit::Gbyte).contains("# Bandwidth,"));
+    }
+
+    #[test]
+    fn every_line_fits_100_columns_and_comments_stay_comments() {
+        // The long lines of each kind of report: no finding, findings, one host's ranks, a link down and a
+        // set-up warning, with host names as a namespace cluster's.
+        let named = |bad| {
+            let mut r = report(bad);
+            for (i, h) in r.hosts.iter_mut().enumerate() {
+                h.name = format!("cbc-gate-h{i}");
+            }
+            r
+        };
+        let mut down = named(None);
+        down.link_downs = vec![super::super::hostcheck::LinkDown {
+            host: "cbc-gate-h1".into(),
+            iface: "eth0".into(),
+            downs: 3,
+        }];
+        down.host_config = vec![crate::net::advice::Advice {
+            severity: crate::net::advice::Severity::Warning,
+            what: "the MTU differs between hosts on the same path: MTU 1280 on cbc-gate-h2 (eth0); MTU 1500 on \
+                   cbc-gate-h0 (eth0) and cbc-gate-h1 (eth0)"
+                .into(),
+            advice: "set one MTU on every host of the path, the overlay's 50 bytes below the underlay's".into(),
+        }];
+        let mut ranks = named(Some(2));
+        ranks.unit = "ranks".into();
+        for h in &mut ranks.hosts {
+            h.host = "node1".into();
+        }
+        ranks.findings = localise::findings(&ranks.hosts, &ranks.links, &Thresholds::default());
+        for r in [named(None), named(Some(2)), ranks, down] {
+            let t = text(&r, BwUnit::Gbyte);
+            for l in t.lines() {
+                assert!(l.chars().count() <= WIDTH, "{} columns: {l}\n{t}", l.chars().count());
+            }
+            // A comment broken over lines goes on as one, so `grep -v '^#'` still leaves the data.
+            let lines: Vec<&str> = t.lines().collect();
+            for w in lines.windows(2) {
+                assert!(
+                    !w[1].starts_with("#   ") || w[0].starts_with('#'),
+                    "{}\n{}\n{t}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+        let t = text(&named(None), BwUnit::Gbyte);
+        assert!(t.contains("# No finding: no link is") && t.contains("\n#   "), "{t}");
+        assert!(t.contains("\n# Stalls: 8 B round trips over 50 ms"), "{t}");
     }
 }

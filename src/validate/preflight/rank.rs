@@ -137,7 +137,8 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
     ));
     if id.rank == 0 {
         let last = run.plan_lines.last().expect("just pushed");
-        let _ = crate::report::stdout::print(&format!("{}\n", opts.outputs.units.restate(last)));
+        let line = opts.outputs.units.restate(last);
+        let _ = crate::report::stdout::print(&crate::validate::wrap::para(line.trim_start(), 2));
     }
     let phases: Vec<Options> = plan
         .phases

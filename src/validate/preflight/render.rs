@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 pub use super::document::Report;
 use super::verdict::{Check, Verdict};
 use crate::units::BwUnit;
+use crate::validate::wrap::{para, wrap, WIDTH};
 
 const COLUMNS: [&str; 5] = ["check", "measured", "threshold", "source", "verdict"];
 
@@ -93,55 +94,9 @@ fn counts_of(checks: &[&Check]) -> (usize, usize, usize) {
     (n(Verdict::Pass), n(Verdict::Warn), n(Verdict::Fail))
 }
 
-/// The width every line of [`text`] fits in: a terminal's, or a `kubectl logs` pane, without wrapping.
-pub const WIDTH: usize = 100;
-
 /// The table's columns on stdout: where each threshold came from, and why a check failed, are on the lines
 /// under it (for the checks that did not pass) and in the JSON and Markdown.
 const SHOWN: [&str; 4] = ["check", "measured", "threshold", "verdict"];
-
-/// `s` broken at spaces into lines of at most `first` characters, then `rest`; a word longer than a line is
-/// cut, so no line is ever wider.
-fn wrap(s: &str, first: usize, rest: usize) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    let room = |lines: &Vec<String>| (if lines.is_empty() { first } else { rest }).max(1);
-    for word in s.split_whitespace() {
-        let mut word = word;
-        while !word.is_empty() {
-            let (have, len) = (cur.chars().count(), word.chars().count());
-            if have + usize::from(have > 0) + len <= room(&lines) {
-                if have > 0 {
-                    cur.push(' ');
-                }
-                cur.push_str(word);
-                break;
-            }
-            if have > 0 {
-                lines.push(std::mem::take(&mut cur));
-                continue;
-            }
-            let cut = word.char_indices().nth(room(&lines)).map_or(word.len(), |(i, _)| i);
-            lines.push(word[..cut].to_string());
-            word = &word[cut..];
-        }
-    }
-    if !cur.is_empty() || lines.is_empty() {
-        lines.push(cur);
-    }
-    lines
-}
-
-/// `s` as lines of at most [`WIDTH`]: the first after `indent`, the others after `indent` and four spaces.
-fn para(s: &str, indent: usize) -> String {
-    let (first, rest) = (" ".repeat(indent), " ".repeat(indent + 4));
-    let lines = wrap(s, WIDTH - first.len(), WIDTH - rest.len());
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| format!("{}{l}\n", if i == 0 { &first } else { &rest }))
-        .collect()
-}
 
 /// The table of `rows` (cells as [`SHOWN`]) in [`WIDTH`] columns: the widest of the first three columns are
 /// narrowed until the row fits, and a cell longer than its column goes on to the row's next lines.
