@@ -15,7 +15,8 @@
 // virtual clock on which every copy moves R GB/s (bytes per ns) and other work takes no time, so measured
 // bandwidths are exact and tests need no timing thresholds (unset: events read the host's clock);
 // FAKE_CUDA_CONTEXT_MIB=N makes each device's first context hold N MiB of resident host memory, as a real
-// one does. FAKE_CALL_LOG=FILE appends a line naming each call that waits (cuStreamSynchronize,
+// one does. FAKE_CUDA_HALF_SPEED=I[,J...] makes the copies queued while device I's context is current move at
+// half FAKE_CUDA_COPY_GBPS (a GPU whose copies are slow: a throttled or faulty device or link). FAKE_CALL_LOG=FILE appends a line naming each call that waits (cuStreamSynchronize,
 // cuCtxSynchronize, cuEventSynchronize, cuEventQuery), retains or switches a context
 // (cuDevicePrimaryCtxRetain, cuCtxGetCurrent, cuCtxSetCurrent), allocates or frees, copies or records an
 // event, in the order made, so tests can count GPU opens and what a host does between two collectives (the
@@ -88,6 +89,21 @@ struct State {
         const char* s = std::getenv("FAKE_CUDA_COPY_GBPS");
         return s ? std::atof(s) : 0.0;
     }
+    // The rate of a copy queued now: half for a device FAKE_CUDA_HALF_SPEED lists.
+    double copy_gbps_now() {
+        double gbps = copy_gbps();
+        const char* half = std::getenv("FAKE_CUDA_HALF_SPEED");
+        if (!half || !current) return gbps;
+        int device = ((Context*)current)->device;
+        for (const char* p = half; *p;) {
+            char* end = nullptr;
+            long i = std::strtol(p, &end, 10);
+            if (end == p) break;
+            if (i == device) return gbps / 2;
+            p = *end == ',' ? end + 1 : end;
+        }
+        return gbps;
+    }
     int devices() {
         const char* s = std::getenv("FAKE_CUDA_DEVICES");
         int n = s ? std::atoi(s) : 1;
@@ -131,7 +147,7 @@ void drain(State& s, const std::function<bool()>& until = nullptr) {
 }
 
 void enqueue_copy(State& s, void* dst, const void* src, size_t n, bool corrupt) {
-    const double gbps = s.copy_gbps();
+    const double gbps = s.copy_gbps_now();
     State* st = &s;
     s.queue.push_back([=] {
         if (gbps > 0) st->virtual_ns += (double)n / gbps;
