@@ -375,6 +375,13 @@ fn each_injected_gpu_fault_is_named_with_host_gpu_index_and_bus_id() {
         let metric = format!("check=\"{name}\",status=\"{verdict}\"}} 1\n");
         assert!(o.metrics.contains(&metric), "{metric}\n{}", o.metrics);
     }
+    // The link trained to gen4 x8 carries the fake's copies at 85% of its 15.75 GB/s: its copies between host
+    // and device are slow, with the link named as their cause.
+    let c = named(&o.json, &format!("gpu host-to-device: {}", gpu(1)));
+    assert_eq!(c["verdict"], "fail", "{c:#}");
+    assert!(c["measured"].as_str().unwrap().starts_with("13.4 GB/s, "), "{c:#}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.contains("cause: its PCIe link trained to x8 of x16"), "{detail}");
     // The ECC finding's value is the count, for dashboards.
     assert_eq!(named(&o.json, &want[1].0)["value"], 3.0);
     // GPU 0 is clean: no finding names it.

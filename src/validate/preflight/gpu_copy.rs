@@ -97,6 +97,15 @@ fn cause(g: &GpuHealth, pcie: bool) -> String {
             why.push(format!("its PCIe link trained to x{w} of x{max} (see gpu PCIe link)"));
         }
     }
+    // Read before the copies: an idle GPU's link drops its generation to save power, a busy one's should not.
+    let idle = g.clock_events.is_some_and(|b| b & clock_event::GPU_IDLE != 0);
+    if let (true, false, Some(gen), Some(max)) = (pcie, idle, g.pcie_gen, g.pcie_max_gen) {
+        if gen < max {
+            why.push(format!(
+                "its PCIe link runs at gen{gen} of gen{max} (see gpu PCIe link)"
+            ));
+        }
+    }
     if let Some(bits) = g.clock_events {
         let slow = slowdowns(bits & !clock_event::SW_POWER_CAP);
         if !slow.is_empty() {
@@ -286,6 +295,7 @@ mod tests {
         rates[3] = (1000.0, 27.0);
         let mut h = host("h2", &rates);
         h.gpus.gpus[3].pcie_width = Some(8);
+        h.gpus.gpus[3].pcie_gen = Some(4);
         let c = judge(&[h]);
         let d = named(&c, "gpu copy bandwidth: h2 GPU 3 [0000:13:00.0]");
         assert_eq!(d.verdict, Verdict::Fail);
