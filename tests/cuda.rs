@@ -280,6 +280,7 @@ fn the_device_check_script_rehearses_its_steps_on_an_emulated_device() {
         "selftest exited 2",
         "run --transport nccl exited 2",
         "gpu-matrix exited 2",
+        "preflight --memory cuda exited 2",
         "run --np 2 --memory cuda exited 0",
         "run --np 4 --memory cuda exited 0",
         "run --reduce-on device --np 2 exited 0",

@@ -340,13 +340,15 @@ fn the_device_check_script_passes_every_step_on_the_fake_libraries() {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default();
     assert_eq!(o.status.code(), Some(0), "{summary}\n{log}");
     let exits: Vec<&str> = summary.lines().filter(|l| l.contains(" exited ")).collect();
-    assert_eq!(exits.len(), 10, "{summary}");
+    assert_eq!(exits.len(), 11, "{summary}");
     assert!(exits.iter().all(|l| l.contains(" exited 0")), "{summary}");
     for want in [
         "reductions 50/50 match the CPU",
         "verify kernel 10/10 dtypes count right",
         "summary: nccl: ",
         "run-np4.json: memory cuda",
+        "summary: preflight pass: ",
+        "summary: PASS gpu host-to-device: 1 GPU(s): 100.0 to 100.0 GB/s",
     ] {
         assert!(summary.contains(want), "{want}:\n{summary}");
     }

@@ -1,47 +1,82 @@
 //! Preflight's GPU checks end to end on loopback, against the fake NVML of tests/gpu/fake/nvml.cpp: a clean node
 //! passes with no GPU finding; each fault injected through the fake's variables (uncorrectable ECC errors, a
 //! PCIe link at gen4 x8, a power brake, a repair pending, an NVLink down, persistence off, 7 of 8 GPUs) is a
-//! finding naming host, GPU index and bus id in the text, the JSON, JUnit and OpenMetrics; an old driver's
-//! missing calls are "not available", never a failure; and with no driver (or no cuda feature) one note says
-//! the GPU checks were not run while the network checks run as before. Needs g++ for the fake (failed, not
-//! skipped, without it when CI=true).
+//! finding naming host, GPU index and bus id in the text, the JSON, JUnit and OpenMetrics, and so is a GPU
+//! whose copies run at half speed in the fake CUDA driver (below its peers, and below what its PCIe link
+//! carries); NCCL on device buffers beside tcp (`--memory cuda --transport nccl,tcp`) has every check in all
+//! three outputs; an old driver's missing calls are "not available", never a failure; and with no driver (or
+//! no cuda feature) one note says the GPU checks were not run while the network checks run as before. Needs
+//! g++ for the fakes (failed, not skipped, without it when CI=true).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-/// The folder holding a fake libnvidia-ml.so.1 (`old`: one lacking the health calls), built once per folder.
+/// Builds `src` of tests/gpu/fake/ with `defines` into `dir` as `lib`, once per test binary and folder: to a name
+/// of its own, then renamed, so test threads building at once never load half a file. False (and why, printed)
+/// without g++ outside CI.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn fake_nvml(old: bool) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(if old { "fake-nvml-old" } else { "fake-nvml" });
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu/fake/nvml.cpp");
-    // Built to a name of its own, then renamed: test threads building at once never load half a file.
+fn build_fake(dir: &Path, src: &str, lib: &str, defines: &[&str]) -> bool {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu/fake").join(src);
     let tmp = dir.join(format!(
         "build-{}-{:?}",
         std::process::id(),
         std::thread::current().id()
     ));
     let mut c = Command::new("g++");
-    c.args(["-std=c++17", "-O2", "-Wall", "-shared", "-fPIC"]);
-    if old {
-        c.arg("-DFAKE_NVML_OLD");
-    }
-    match c.arg("-o").arg(&tmp).arg(&src).output() {
+    c.args(["-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC"]);
+    c.args(defines);
+    match c.arg("-o").arg(&tmp).arg(&src).arg("-ldl").output() {
         Ok(o) if o.status.success() => {}
         Ok(o) => panic!(
-            "g++ could not build the fake NVML:\n{}",
+            "g++ could not build {}:\n{}",
+            src.display(),
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
             eprintln!("skipped: g++ not runnable ({e}); apt-get install g++");
-            return None;
+            return false;
         }
         Err(e) => panic!("g++ not runnable ({e}); CI needs it (apt-get install g++)"),
     }
-    std::fs::rename(&tmp, dir.join("libnvidia-ml.so.1")).unwrap();
-    Some(dir)
+    std::fs::rename(&tmp, dir.join(lib)).unwrap();
+    true
+}
+
+/// The loader's path for a fake driver: a fake libnvidia-ml.so.1 (`old`: one lacking the health calls) and the
+/// fake CUDA driver, NVRTC and NCCL of tests/gpu/fake/, each built once per test binary.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn fake_nvml(old: bool) -> Option<PathBuf> {
+    use std::sync::OnceLock;
+    static CUDA: OnceLock<Option<PathBuf>> = OnceLock::new();
+    static NVML: [OnceLock<Option<PathBuf>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let cuda = CUDA.get_or_init(|| {
+        let dir = tmp.join("gpu-health-cuda");
+        for (src, lib) in [
+            ("cuda.cpp", "libcuda.so.1"),
+            ("nvrtc.cpp", "libnvrtc.so"),
+            ("nccl.cpp", "libnccl.so.2"),
+        ] {
+            if !build_fake(&dir, src, lib, &[]) {
+                return None;
+            }
+        }
+        // cudarc looks for libcuda.so before libcuda.so.1.
+        let link = dir.join("libcuda.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libcuda.so.1", &link).unwrap();
+        Some(dir)
+    });
+    let nvml = NVML[usize::from(old)].get_or_init(|| {
+        let dir = tmp.join(if old { "fake-nvml-old" } else { "fake-nvml" });
+        let defines: &[&str] = if old { &["-DFAKE_NVML_OLD"] } else { &[] };
+        build_fake(&dir, "nvml.cpp", "libnvidia-ml.so.1", defines).then_some(dir)
+    });
+    let (cuda, nvml) = (cuda.as_ref()?, nvml.as_ref()?);
+    Some(std::env::join_paths([nvml, cuda]).unwrap().into())
 }
 
 struct Outcome {
@@ -54,6 +89,11 @@ struct Outcome {
 
 /// A small preflight on two local ranks with `lib` first on the loader's path and `env` set.
 fn preflight(lib: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Outcome {
+    preflight_on(2, lib, env, extra)
+}
+
+/// [`preflight`] on `np` local ranks.
+fn preflight_on(np: usize, lib: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let (j, x, m) = (
         tmp.path().join("p.json"),
@@ -64,7 +104,7 @@ fn preflight(lib: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Outcom
     c.args([
         "preflight",
         "--np",
-        "2",
+        &np.to_string(),
         "--repeat",
         "1",
         "--bandwidth-bytes",
@@ -80,7 +120,12 @@ fn preflight(lib: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Outcom
     .arg(&m)
     .env_remove("COLLBENCH_RANK");
     if let Some(lib) = lib {
-        c.env("LD_LIBRARY_PATH", lib);
+        // Copies on the fake's virtual clock, at 50 GB/s each way (100 GB/s read + written within a GPU): the
+        // bandwidths are exact, whatever the machine's load.
+        let nccl = std::env::split_paths(lib).last().unwrap().join("libnccl.so.2");
+        c.env("LD_LIBRARY_PATH", lib)
+            .env("COLLBENCH_NCCL_LIB", nccl)
+            .env("FAKE_CUDA_COPY_GBPS", "50");
     }
     for (k, v) in env {
         c.env(k, v);
@@ -91,13 +136,31 @@ fn preflight(lib: Option<&Path>, env: &[(&str, &str)], extra: &[&str]) -> Outcom
         String::from_utf8_lossy(&o.stderr).into_owned(),
     );
     assert!(!err.contains("panicked"), "{out}\n{err}");
+    assert!(
+        !err.contains("fake-cuda:") && !err.contains("fake-nccl:"),
+        "a call the fakes refused:\n{err}"
+    );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}\n{out}\n{err}", p.display()));
+    let json: Value = serde_json::from_str(&read(&j)).expect("valid JSON");
+    validate(&json);
     Outcome {
         code: o.status.code(),
-        json: serde_json::from_str(&read(&j)).expect("valid JSON"),
+        json,
         junit: read(&x),
         metrics: read(&m),
         out: format!("{out}\n{err}"),
+    }
+}
+
+/// Fails unless `v` matches the preflight JSON's schema (the GPU evidence and copy rates included).
+fn validate(v: &Value) {
+    let schema: Value = serde_json::from_str(include_str!("../schema/collbench-preflight.schema.json")).unwrap();
+    let mut compiler = boon::Compiler::new();
+    let mut schemas = boon::Schemas::new();
+    compiler.add_resource("urn:preflight", schema).unwrap();
+    let idx = compiler.compile("urn:preflight", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("preflight JSON does not match its schema: {e:#}");
     }
 }
 
@@ -142,6 +205,9 @@ fn a_clean_fake_node_passes_every_gpu_check_with_no_finding() {
             "gpu PCIe link",
             "gpu NVLink",
             "gpu persistence mode",
+            "gpu copy bandwidth",
+            "gpu host-to-device",
+            "gpu device-to-host",
             "gpu driver"
         ],
         "{}",
@@ -154,7 +220,71 @@ fn a_clean_fake_node_passes_every_gpu_check_with_no_finding() {
         "2 GPU(s): 4 NVLinks, no NVLink down"
     );
     assert_eq!(named(&o.json, "gpu driver")["measured"], "driver 580.00, CUDA 13.0");
+    assert_eq!(
+        named(&o.json, "gpu copy bandwidth")["measured"],
+        "2 GPU(s): 100.0 to 100.0 GB/s"
+    );
+    assert_eq!(
+        named(&o.json, "gpu host-to-device")["measured"],
+        "2 GPU(s): 50.0 to 50.0 GB/s"
+    );
     assert!(!o.out.contains("GPU checks not run"), "{}", o.out);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_gpu_copying_at_half_speed_is_named_below_its_peers_with_its_cause() {
+    let Some(lib) = fake_nvml(false) else { return };
+    let env = [("FAKE_CUDA_DEVICES", "4"), ("FAKE_CUDA_HALF_SPEED", "2")];
+    let o = preflight(Some(&lib), &env, &["--gpus-per-node", "4"]);
+    assert_eq!(o.code, Some(1), "{}", o.out);
+    let h = host();
+    let gpu = format!("{h} GPU 2 [0000:12:00.0]");
+    let want = [
+        ("gpu copy bandwidth", "50.0 GB/s, 50% of its peers' median 100.0 GB/s"),
+        (
+            "gpu host-to-device",
+            "25.0 GB/s, 50% of its peers' median 50.0 GB/s, 40% of gen5 x16's 63.0 GB/s",
+        ),
+        (
+            "gpu device-to-host",
+            "25.0 GB/s, 50% of its peers' median 50.0 GB/s, 40% of gen5 x16's 63.0 GB/s",
+        ),
+    ];
+    for (kind, measured) in want {
+        let name = format!("{kind}: {gpu}");
+        let c = named(&o.json, &name);
+        assert_eq!(
+            (c["verdict"].as_str(), c["measured"].as_str()),
+            (Some("fail"), Some(measured)),
+            "{c:#}"
+        );
+        let detail = c["detail"].as_str().unwrap();
+        assert!(detail.starts_with(&format!("{gpu}: ")), "{detail}");
+        // Its links and clocks are as they should be: the cause is the copies themselves, and says where to look.
+        assert!(detail.contains("cause: NVML shows no cause"), "{detail}");
+        let read = &c["evidence"][0]["gpu"]["gpus"][0];
+        assert_eq!(
+            (read["index"].as_u64(), read["bus_id"].as_str()),
+            (Some(2), Some("0000:12:00.0"))
+        );
+        assert!(read["copies"]["device_gbps"].as_f64().is_some(), "{c:#}");
+        // Printed (the text wraps the rest of the line).
+        assert!(o.out.contains(&format!("FAIL: {name}: ")), "{name}\n{}", o.out);
+        assert!(o.junit.contains(&format!("name=\"{name}\"")), "{}", o.junit);
+        assert!(
+            o.metrics.contains(&format!("check=\"{name}\",status=\"fail\"}} 1\n")),
+            "{}",
+            o.metrics
+        );
+    }
+    // Its peers are not named, and the GPU's health checks pass: only its copies are slow.
+    let failed: Vec<&str> = gpu_checks(&o.json)
+        .iter()
+        .filter(|c| c["verdict"] != "pass")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed.len(), 3, "{failed:?}");
 }
 
 #[cfg(feature = "cuda")]
@@ -245,6 +375,13 @@ fn each_injected_gpu_fault_is_named_with_host_gpu_index_and_bus_id() {
         let metric = format!("check=\"{name}\",status=\"{verdict}\"}} 1\n");
         assert!(o.metrics.contains(&metric), "{metric}\n{}", o.metrics);
     }
+    // The link trained to gen4 x8 carries the fake's copies at 85% of its 15.75 GB/s: its copies between host
+    // and device are slow, with the link named as their cause.
+    let c = named(&o.json, &format!("gpu host-to-device: {}", gpu(1)));
+    assert_eq!(c["verdict"], "fail", "{c:#}");
+    assert!(c["measured"].as_str().unwrap().starts_with("13.4 GB/s, "), "{c:#}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(detail.contains("cause: its PCIe link trained to x8 of x16"), "{detail}");
     // The ECC finding's value is the count, for dashboards.
     assert_eq!(named(&o.json, &want[1].0)["value"], 3.0);
     // GPU 0 is clean: no finding names it.
@@ -256,6 +393,50 @@ fn each_injected_gpu_fault_is_named_with_host_gpu_index_and_bus_id() {
         o.out
     );
     assert_eq!(named(&o.json, "gpu driver")["verdict"], "pass");
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn nccl_on_device_buffers_beside_tcp_is_judged_and_every_check_is_in_json_junit_and_metrics() {
+    let Some(lib) = fake_nvml(false) else { return };
+    // One rank on one GPU (the fake NCCL's collectives are exact on one rank), as the device check runs it.
+    let env = [("FAKE_CUDA_DEVICES", "1")];
+    let o = preflight_on(1, Some(&lib), &env, &["--memory", "cuda", "--transport", "nccl,tcp"]);
+    assert_eq!(o.code, Some(0), "{}", o.out);
+    let checks = o.json["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for want in [
+        "nccl connectivity",
+        "nccl data",
+        "tcp@lo connectivity",
+        "tcp@lo data",
+        "gpu count",
+        "gpu ECC",
+    ] {
+        assert!(names.contains(&want), "{want} not in {names:?}");
+    }
+    assert!(names.contains(&"gpu copy bandwidth"), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("nccl ")) && names.iter().any(|n| n.starts_with("tcp@lo ")));
+    // Every check, whatever its path, is a JUnit test case and an OpenMetrics sample.
+    for c in checks {
+        let (name, verdict) = (c["name"].as_str().unwrap(), c["verdict"].as_str().unwrap());
+        assert_ne!(verdict, "fail", "{c:#}");
+        assert!(o.junit.contains(&format!("name=\"{name}\"")), "{name}\n{}", o.junit);
+        assert!(
+            o.metrics
+                .contains(&format!("check=\"{name}\",status=\"{verdict}\"}} 1\n")),
+            "{name}\n{}",
+            o.metrics
+        );
+    }
+    // The measurements were on device memory, NCCL's and staged tcp's alike.
+    let paths: Vec<&str> = o.json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"nccl") && paths.contains(&"tcp@lo"), "{paths:?}");
 }
 
 #[cfg(feature = "cuda")]

@@ -302,14 +302,26 @@ fn sweep_flags_the_plan_fixes_are_refused() {
     assert!(text(&out.stderr).contains("--repeat"), "{}", text(&out.stderr));
     let out = preflight(&["--bandwidth-bytes", "4K"]);
     assert!(text(&out.stderr).contains("--bandwidth-bytes"), "{}", text(&out.stderr));
-    // NCCL needs device buffers, which preflight does not have: it says where NCCL is measured instead.
+    // NCCL needs device buffers: on host memory it says to add --memory cuda, as `run` does (a build without
+    // NCCL says how to build one); and MPI has none.
     let out = preflight(&["--transport", "tcp,nccl"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
-    assert!(
-        err.contains("--transport: preflight checks") && err.contains("collbench run --transport nccl --memory cuda"),
-        "{err}"
-    );
+    let want = if cfg!(feature = "cuda") {
+        "--transport: nccl runs on device buffers: add --memory cuda"
+    } else {
+        "--transport"
+    };
+    assert!(err.contains(want), "{err}");
+    if cfg!(feature = "mpi") {
+        let out = preflight(&["--transport", "mpi", "--memory", "cuda"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            text(&out.stderr).contains("--memory: cuda runs on tcp and rdma paths"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
     // An output file that exists is refused before anything runs, unless --force.
     let dir = tempfile::tempdir().unwrap();
     let taken = write(dir.path(), "taken.xml", "keep");

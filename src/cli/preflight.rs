@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::values::{self, Choices};
 use super::{DeadlineArgs, LinkArgs, OutputArgs, UnitsArg, OUTPUT, VERDICT, WHAT};
 use crate::defaults;
 
@@ -92,6 +93,17 @@ pub struct PreflightArgs {
     /// Local ranks to spawn when no launcher (mpirun, srun, Kubernetes) is present.
     #[arg(long = "np", value_name = "N", help_heading = WHAT, default_value_t = defaults::NP)]
     pub np: usize,
+
+    /// Where the phases' buffers live: host, or cuda (device memory, one GPU per rank: nccl takes it directly,
+    /// tcp and rdma stage it through pinned host memory, as `run --memory cuda`; needs the cuda feature)
+    #[arg(long = "memory", value_name = "KIND", help_heading = WHAT, default_value = "host",
+        value_parser = Choices(values::MEMORY), hide_possible_values = true)]
+    pub memory: String,
+
+    /// CUDA device ordinal for --memory cuda [default: COLLBENCH_CUDA_DEVICE, else the local rank modulo the
+    /// device count]
+    #[arg(long = "device", value_name = "N", help_heading = WHAT)]
+    pub device: Option<String>,
 
     #[command(flatten)]
     pub link: LinkArgs,

@@ -91,10 +91,14 @@ impl BufferOptions {
         })
     }
 
-    /// Host buffers with the default staging, refused (naming `--transport`) where a path needs device memory.
-    pub fn host(paths: &PathOptions) -> Result<BufferOptions> {
-        memory_kind("host", &paths.transports)?;
-        Ok(BufferOptions::default())
+    /// `preflight`'s buffers: `memory` (`--memory`) on `device` (`--device`) with the default staging, refused
+    /// as `run` refuses them where a path cannot carry them.
+    pub fn preflight(memory: &str, device: Option<String>, paths: &PathOptions) -> Result<BufferOptions> {
+        Ok(BufferOptions {
+            memory: memory_kind(memory, &paths.transports)?,
+            device,
+            ..BufferOptions::default()
+        })
     }
 }
 

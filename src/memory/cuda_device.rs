@@ -60,6 +60,11 @@ impl CudaDevice {
         })
     }
 
+    /// The device opened.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
     fn kernels(&self) -> Result<&Kernels, MemoryError> {
         if let Some(k) = self.kernels.get() {
             return Ok(k);

@@ -1,8 +1,9 @@
 //! Buffers the collectives run on: page-aligned host memory, and CUDA device memory (feature `cuda`),
 //! reached through the [`device::Device`] trait (emulated on the host for tests); and [`gpudirect`], whether a host
-//! could carry GPUDirect RDMA (reported, not used).
+//! could carry GPUDirect RDMA (reported, not used); [`copy_rates`], a GPU's copy bandwidths for preflight.
 
 pub mod available;
+pub mod copy_rates;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "cuda")]

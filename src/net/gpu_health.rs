@@ -52,6 +52,34 @@ pub struct GpuHealth {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nvlinks_down: Vec<u32>,
     pub persistence: Option<bool>,
+    /// Its copy bandwidths, measured through the CUDA driver after NVML's readings (`None`: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<CopyRates>,
+}
+
+/// One GPU's copy bandwidths in GB/s (1e9 bytes/s): within its memory (bytes read + written, as `selftest
+/// --gpu` counts them), and from and to pinned host memory over its PCIe link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CopyRates {
+    pub device_gbps: f64,
+    pub h2d_gbps: f64,
+    pub d2h_gbps: f64,
+}
+
+/// The most a PCIe link of generation `gen` and `width` lanes carries one way, GB/s: the transfer rate
+/// after its line encoding (8b/10b to gen2, 128b/130b from gen3; gen6's FLIT mode counted as gen5's per
+/// transfer), before packet overheads, which real copies pay (an H100 on gen5 x16 reaches about 85%).
+pub fn pcie_gbps(gen: u32, width: u32) -> Option<f64> {
+    let per_lane_gt = match gen {
+        1 => 2.5 * 0.8,
+        2 => 5.0 * 0.8,
+        3 => 8.0 * 128.0 / 130.0,
+        4 => 16.0 * 128.0 / 130.0,
+        5 => 32.0 * 128.0 / 130.0,
+        6 => 64.0 * 128.0 / 130.0,
+        _ => return None,
+    };
+    Some(per_lane_gt * f64::from(width) / 8.0)
 }
 
 /// The GPUs of one host, or why they could not be read.
@@ -67,6 +95,9 @@ pub struct Gpus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
     pub gpus: Vec<GpuHealth>,
+    /// Why the GPUs' copies were not measured (no CUDA driver, a device that would not open), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies_unmeasured: Option<String>,
 }
 
 /// `13.0` of NVML's 13000.
@@ -131,7 +162,12 @@ impl GpuHealth {
             self.nvlinks - self.nvlinks_down.len() as u32,
             self.nvlinks,
             yes(self.persistence, "on", "off"),
-        )
+        ) + &self.copies.map_or(String::new(), |c| {
+            format!(
+                "; copies {:.1} GB/s in device memory, {:.1} host to device, {:.1} device to host",
+                c.device_gbps, c.h2d_gbps, c.d2h_gbps
+            )
+        })
     }
 }
 
@@ -184,5 +220,15 @@ mod tests {
             assert!(l.contains(want), "{want}: {l}");
         }
         assert_eq!(cuda_version(12040), "12.4");
+    }
+
+    #[test]
+    fn a_pcie_links_rate_follows_its_encoding_and_lanes() {
+        let r = |g, w| (pcie_gbps(g, w).unwrap() * 100.0).round() / 100.0;
+        assert_eq!(r(5, 16), 63.02);
+        assert_eq!(r(4, 8), 15.75);
+        assert_eq!(r(3, 16), 15.75);
+        assert_eq!(r(2, 16), 8.0);
+        assert_eq!(pcie_gbps(0, 16), None);
     }
 }

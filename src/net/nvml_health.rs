@@ -190,6 +190,7 @@ impl Calls {
             nvlinks,
             nvlinks_down: down,
             persistence: Calls::state(self.persistence, d),
+            copies: None,
         }
     }
 
@@ -215,6 +216,7 @@ impl Calls {
             cuda,
             missing: self.missing.clone(),
             gpus: (0..n).map(|i| self.gpu(i)).collect(),
+            copies_unmeasured: None,
         })
     }
 }

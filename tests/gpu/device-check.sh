@@ -13,6 +13,9 @@
 #     run-nccl.json (and .txt)   collbench run --np 1 --memory cuda --transport nccl: every collective,
 #                    float/half sum, 16 B to 64 MiB, #wrong 0 asserted
 #     gpu-matrix.json (and .txt) collbench gpu-matrix -J (one GPU: its own copy, no pairs)
+#     preflight.json, .xml, .prom (and .txt)  collbench preflight --np 1 --memory cuda --transport nccl,tcp:
+#                    the GPU's health (NVML) and copy bandwidths, then NCCL and staged tcp on device buffers;
+#                    JSON, JUnit and OpenMetrics; exit 0 expected on a healthy GPU (1: a finding, with its cause)
 #     run-np2.json, run-np4.json (and .txt)  collbench run --memory cuda over tcp, 2 and 4 local ranks on
 #                    the one GPU, every collective, float/half/int32 sum, 16 B to 64 MiB
 #     reduce-on-device-np2.json, -np4.json (and .txt)  --reduce-on device: all_reduce and reduce_scatter, every
@@ -210,6 +213,31 @@ first_fail "$step"
 step_run 120 "$bin" gpu-matrix -J "$out/gpu-matrix.json" --force 2>&1 | tee "$out/gpu-matrix.txt"
 step=${PIPESTATUS[0]}
 say "device-check: gpu-matrix exited $step"
+first_fail "$step"
+
+# Preflight on the device: the GPU's health and copy bandwidths (NVML, CUDA events), then the collectives'
+# phases on device buffers over NCCL and over tcp staged through pinned memory, one rank on the one GPU.
+# Exit 0 expected on a healthy GPU; 1 is a finding, printed with its cause.
+step_run 200 "$bin" preflight --np 1 --memory cuda --transport nccl,tcp --bandwidth-bytes "$big" --budget 150 \
+    -J "$out/preflight.json" --junit "$out/preflight.xml" --metrics "$out/preflight.prom" --force 2>&1 |
+    tee "$out/preflight.txt"
+step=${PIPESTATUS[0]}
+say "device-check: preflight --memory cuda exited $step"
+if [ -f "$out/preflight.json" ] && command -v python3 >/dev/null; then
+    summarize - "$out/preflight.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+checks = d["checks"]
+by = {}
+for c in checks:
+    by.setdefault(c["path"], []).append(c["verdict"])
+print("summary: preflight " + d["verdict"] + ": " + "; ".join(
+    f"{p} {len(v)} checks, {v.count('fail')} fail, {v.count('warn')} warn" for p, v in by.items()))
+for c in checks:
+    if c["verdict"] != "pass" or c["name"] in ("gpu copy bandwidth", "gpu host-to-device", "gpu device-to-host"):
+        print(f"summary: {c['verdict'].upper()} {c['name']}: {c['measured']}")
+PY
+fi
 first_fail "$step"
 
 # Collectives on device buffers: 2 and 4 local ranks share the one GPU (device = local rank modulo the

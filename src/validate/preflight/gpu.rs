@@ -1,7 +1,8 @@
 //! GPU health as preflight checks: every host's GPUs read through NVML by its first rank before anything is
-//! measured (milliseconds), gathered to rank 0 and judged: the GPU count against what the job expects,
+//! measured (milliseconds, and a few copies per GPU), gathered to rank 0 and judged: the GPU count against what the job expects,
 //! uncorrectable ECC errors, memory repairs pending or failed, clock slowdowns, the PCIe link, NVLinks down,
-//! persistence mode, and the driver's versions across hosts. A finding names host, GPU index and bus id, with
+//! persistence mode, the driver's versions across hosts, and each GPU's copy bandwidths ([`super::gpu_copy`],
+//! measured after NVML's readings). A finding names host, GPU index and bus id, with
 //! that GPU's readings as its evidence. Without the cuda feature or NVML on any host, one note says why and
 //! nothing else changes.
 
@@ -40,7 +41,12 @@ pub fn ranks_count_gpus(launcher: &str) -> bool {
 fn read() -> Gpus {
     #[cfg(feature = "cuda")]
     {
-        crate::net::nvml_health::read()
+        let mut gpus = crate::net::nvml_health::read();
+        // The copies are measured only where NVML found GPUs: a host without them opens no CUDA context.
+        if gpus.unavailable.is_none() && !gpus.gpus.is_empty() {
+            super::gpu_copy::attach(&mut gpus, crate::memory::copy_rates::measure_host());
+        }
+        gpus
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -89,7 +95,7 @@ pub struct Judged {
 }
 
 /// The evidence of one host's GPUs `gpus` (all of them, or the one a finding is about).
-fn evidence(h: &HostReading, gpus: Vec<GpuHealth>) -> Vec<HostEvidence> {
+pub(super) fn evidence(h: &HostReading, gpus: Vec<GpuHealth>) -> Vec<HostEvidence> {
     vec![HostEvidence {
         host: h.host.clone(),
         gpu: Some(Gpus { gpus, ..h.gpus.clone() }),
@@ -297,11 +303,12 @@ pub fn judge(hosts: &[HostReading], per_node: Option<usize>, ranks_count: bool) 
     for rule in &RULES {
         checks.extend(per_gpu(hosts, rule, total));
     }
+    checks.extend(super::gpu_copy::judge(hosts));
     checks.push(versions(hosts));
     Judged { checks, note: None }
 }
 
-fn check(name: String, measured: String, threshold: &str, verdict: Verdict, detail: String) -> Check {
+pub(super) fn check(name: String, measured: String, threshold: &str, verdict: Verdict, detail: String) -> Check {
     bare_check(
         name,
         PATH,
@@ -314,7 +321,7 @@ fn check(name: String, measured: String, threshold: &str, verdict: Verdict, deta
 }
 
 /// The findings of one kind, at most [`MAX_FINDINGS`] by name (failures first), the rest as one check.
-fn capped(name: &str, mut findings: Vec<Check>) -> Vec<Check> {
+pub(super) fn capped(name: &str, mut findings: Vec<Check>) -> Vec<Check> {
     if findings.len() <= MAX_FINDINGS {
         return findings;
     }
@@ -590,6 +597,11 @@ mod tests {
             pcie_max_gen: Some(5),
             pcie_max_width: Some(16),
             persistence: Some(true),
+            copies: Some(crate::net::gpu_health::CopyRates {
+                device_gbps: 2000.0,
+                h2d_gbps: 54.0,
+                d2h_gbps: 54.0,
+            }),
             ..GpuHealth::default()
         }
     }
@@ -615,7 +627,7 @@ mod tests {
     fn healthy_hosts_pass_one_check_per_kind() {
         let j = judge(&[host("a", 8), host("b", 8)], Some(8), true);
         assert_eq!(j.note, None);
-        assert_eq!(j.checks.len(), 8, "{:?}", verdicts(&j));
+        assert_eq!(j.checks.len(), 11, "{:?}", verdicts(&j));
         assert!(
             j.checks.iter().all(|c| c.verdict == Verdict::Pass && c.path == PATH),
             "{:?}",

@@ -9,8 +9,8 @@ use crate::bench::options::MAX_REPEAT;
 use crate::cli::PreflightArgs;
 use crate::error::{Error, Result};
 use crate::options::{
-    AlgoOptions, BufferOptions, Deadlines, Options, Outputs, PathKind, PathOptions, Progress, RdmaOptions,
-    SweepOptions, TcpOptions, TestAids,
+    AlgoOptions, BufferOptions, Deadlines, Options, Outputs, PathOptions, Progress, RdmaOptions, SweepOptions,
+    TcpOptions, TestAids,
 };
 use crate::report::declared::Declared;
 use crate::units::BwUnit;
@@ -84,20 +84,6 @@ impl PreflightOptions {
                 format!("{} is not a percentage of 0 or more (e.g. 5)", args.baseline_threshold),
             ));
         }
-        // `run`'s advice for nccl (add --memory cuda) does not apply here: preflight has no device buffers. Read
-        // before the build's features are: the advice holds in a build without nccl too.
-        if args
-            .link
-            .transport
-            .iter()
-            .any(|t| PathKind::named(t).is_ok_and(|p| !p.traits().host_memory))
-        {
-            return Err(Error::usage(
-                "--transport",
-                "preflight checks collbench's own paths (tcp, rdma) and mpi on host memory; measure NCCL with \
-                 `collbench run --transport nccl --memory cuda` (beside tcp for a comparison)",
-            ));
-        }
         let gpus_per_node = args.gpus_per_node;
         if gpus_per_node == Some(0) {
             return Err(Error::usage(
@@ -147,7 +133,7 @@ pub fn run_options(args: &PreflightArgs) -> Result<(u64, Options)> {
         algorithm: AlgoOptions::from_cli(&args.link, "auto")?,
         rdma: RdmaOptions::from_cli(&args.link)?,
         tcp: TcpOptions::from_cli(&args.link)?,
-        buffers: BufferOptions::host(&paths)?,
+        buffers: BufferOptions::preflight(&args.memory, args.device.clone(), &paths)?,
         deadlines: Deadlines::from_cli(&args.deadlines)?,
         outputs: Outputs {
             progress: Progress::from_flag(args.no_progress),

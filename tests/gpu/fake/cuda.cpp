@@ -15,7 +15,10 @@
 // virtual clock on which every copy moves R GB/s (bytes per ns) and other work takes no time, so measured
 // bandwidths are exact and tests need no timing thresholds (unset: events read the host's clock);
 // FAKE_CUDA_CONTEXT_MIB=N makes each device's first context hold N MiB of resident host memory, as a real
-// one does. FAKE_CALL_LOG=FILE appends a line naming each call that waits (cuStreamSynchronize,
+// one does. FAKE_CUDA_HALF_SPEED=I[,J...] makes the copies queued while device I's context is current move at
+// half FAKE_CUDA_COPY_GBPS (a GPU whose copies are slow: a throttled or faulty device or link); copies between
+// host and device also move at most 85% of the PCIe link the fake NVML's FAKE_NVML_PCIE gives the device
+// (`1:4x8`: gen4 x8, 13.4 GB/s), as a real GPU's do over a link trained low. FAKE_CALL_LOG=FILE appends a line naming each call that waits (cuStreamSynchronize,
 // cuCtxSynchronize, cuEventSynchronize, cuEventQuery), retains or switches a context
 // (cuDevicePrimaryCtxRetain, cuCtxGetCurrent, cuCtxSetCurrent), allocates or frees, copies or records an
 // event, in the order made, so tests can count GPU opens and what a host does between two collectives (the
@@ -88,6 +91,35 @@ struct State {
         const char* s = std::getenv("FAKE_CUDA_COPY_GBPS");
         return s ? std::atof(s) : 0.0;
     }
+    // The rate of a copy queued now (`pcie`: between host and device): half for a device FAKE_CUDA_HALF_SPEED
+    // lists, and at most 85% of its link where FAKE_NVML_PCIE sets one.
+    double copy_gbps_now(bool pcie) {
+        double gbps = copy_gbps();
+        if (!current) return gbps;
+        int device = ((Context*)current)->device;
+        const char* links = std::getenv("FAKE_NVML_PCIE");
+        for (const char* p = links; pcie && p && *p;) {
+            int i = 0, gen = 0, width = 0, used = 0;
+            if (std::sscanf(p, "%d:%dx%d%n", &i, &gen, &width, &used) != 3) break;
+            if (i == device && gen >= 1 && gen <= 5) {
+                const double per_lane[] = {0, 2.0, 4.0, 8.0 * 128 / 130, 16.0 * 128 / 130, 32.0 * 128 / 130};
+                double link = 0.85 * per_lane[gen] * width / 8;
+                if (gbps > link) gbps = link;
+            }
+            p += used;
+            if (*p == ',') ++p;
+        }
+        const char* half = std::getenv("FAKE_CUDA_HALF_SPEED");
+        if (!half) return gbps;
+        for (const char* p = half; *p;) {
+            char* end = nullptr;
+            long i = std::strtol(p, &end, 10);
+            if (end == p) break;
+            if (i == device) return gbps / 2;
+            p = *end == ',' ? end + 1 : end;
+        }
+        return gbps;
+    }
     int devices() {
         const char* s = std::getenv("FAKE_CUDA_DEVICES");
         int n = s ? std::atoi(s) : 1;
@@ -130,8 +162,8 @@ void drain(State& s, const std::function<bool()>& until = nullptr) {
     }
 }
 
-void enqueue_copy(State& s, void* dst, const void* src, size_t n, bool corrupt) {
-    const double gbps = s.copy_gbps();
+void enqueue_copy(State& s, void* dst, const void* src, size_t n, bool corrupt, bool pcie = false) {
+    const double gbps = s.copy_gbps_now(pcie);
     State* st = &s;
     s.queue.push_back([=] {
         if (gbps > 0) st->virtual_ns += (double)n / gbps;
@@ -392,7 +424,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstre
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     if (CUresult r = check_device(s, dst, n, "cuMemcpyHtoDAsync", "destination")) return r;
-    enqueue_copy(s, (void*)dst, src, n, false);
+    enqueue_copy(s, (void*)dst, src, n, false, true);
     return OK;
 }
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
@@ -400,7 +432,7 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream) {
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     if (CUresult r = check_device(s, src, n, "cuMemcpyDtoHAsync", "source")) return r;
-    enqueue_copy(s, dst, (const void*)src, n, corrupt_dtoh());
+    enqueue_copy(s, dst, (const void*)src, n, corrupt_dtoh(), true);
     return OK;
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream) {
