@@ -73,6 +73,22 @@ fn bad_input_names_the_flag_and_exits_2_without_running() {
 }
 
 #[test]
+fn run_dash_h_is_a_short_page_and_dash_dash_help_the_full_one() {
+    let short = text(&collbench().args(["run", "-h"]).output().unwrap().stdout);
+    let full = text(&collbench().args(["run", "--help"]).output().unwrap().stdout);
+    // nccl-tests' -h is about 20 lines; the everyday options, one short line each, and where the rest are.
+    assert!(short.lines().count() <= 45, "{} lines:\n{short}", short.lines().count());
+    for flag in ["--minbytes", "--maxbytes", "--iters", "--transport", "--np", "--output_file", "--help gives"] {
+        assert!(short.contains(flag), "{flag} missing from -h:\n{short}");
+    }
+    assert!(!short.contains("--sndbuf"), "a rare option in -h:\n{short}");
+    for flag in ["--sndbuf", "--staging-pieces", "binary, as in 64K"] {
+        assert!(full.contains(flag), "{flag} missing from --help");
+    }
+    assert!(full.lines().count() > 3 * short.lines().count());
+}
+
+#[test]
 fn no_subcommand_prints_help_and_exits_2() {
     let out = collbench().output().unwrap();
     assert_eq!(out.status.code(), Some(2));

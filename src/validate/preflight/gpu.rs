@@ -7,29 +7,18 @@
 //! nothing else changes.
 
 use super::evidence::HostEvidence;
-use super::verdict::{bare_check, Check, Verdict};
+use super::verdict::{Check, Verdict};
 use crate::error::{Error, Result};
 use crate::net::gpu_health::{self, clock_event, GpuHealth, Gpus};
 use crate::results::RankInfo;
 use crate::transport::control;
 use crate::transport::Transport;
 
-/// The `path` of every GPU check (the checks' label in JSON and OpenMetrics).
-pub const PATH: &str = "gpu";
+use super::gpu_check::{capped, check, evidence};
+pub use super::gpu_check::{HostReading, MAX_FINDINGS, PATH};
+
 /// How the note of GPU checks not run begins (`--from-results` carries it over).
 pub const NOT_RUN: &str = "GPU checks not run";
-/// Findings of one kind listed one by one; the rest are one check naming each (a screen, not a cluster).
-pub const MAX_FINDINGS: usize = 12;
-const SOURCE: &str = "built in (NVML)";
-
-/// One host's GPUs as its first rank read them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostReading {
-    pub host: String,
-    /// The job's ranks on the host.
-    pub ranks: usize,
-    pub gpus: Gpus,
-}
 
 /// Whether the ranks on a node are the GPUs it should have: under a real launcher (mpirun, srun, Kubernetes)
 /// a job runs one rank per GPU; `--np`'s local ranks share host memory and say nothing of GPUs.
@@ -92,15 +81,6 @@ pub fn gather<T: Transport + ?Sized>(t: &mut T, ranks: &[RankInfo], me: usize) -
 pub struct Judged {
     pub checks: Vec<Check>,
     pub note: Option<String>,
-}
-
-/// The evidence of one host's GPUs `gpus` (all of them, or the one a finding is about).
-pub(super) fn evidence(h: &HostReading, gpus: Vec<GpuHealth>) -> Vec<HostEvidence> {
-    vec![HostEvidence {
-        host: h.host.clone(),
-        gpu: Some(Gpus { gpus, ..h.gpus.clone() }),
-        ..HostEvidence::default()
-    }]
 }
 
 /// One rule over each GPU.
@@ -306,40 +286,6 @@ pub fn judge(hosts: &[HostReading], per_node: Option<usize>, ranks_count: bool) 
     checks.extend(super::gpu_copy::judge(hosts));
     checks.push(versions(hosts));
     Judged { checks, note: None }
-}
-
-pub(super) fn check(name: String, measured: String, threshold: &str, verdict: Verdict, detail: String) -> Check {
-    bare_check(
-        name,
-        PATH,
-        measured,
-        threshold.to_string(),
-        SOURCE.into(),
-        verdict,
-        detail,
-    )
-}
-
-/// The findings of one kind, at most [`MAX_FINDINGS`] by name (failures first), the rest as one check.
-pub(super) fn capped(name: &str, mut findings: Vec<Check>) -> Vec<Check> {
-    if findings.len() <= MAX_FINDINGS {
-        return findings;
-    }
-    findings.sort_by_key(|c| std::cmp::Reverse(c.verdict));
-    let rest = findings.split_off(MAX_FINDINGS - 1);
-    let listed: Vec<String> = rest
-        .iter()
-        .map(|c| format!("{} ({})", c.name.split_once(": ").map_or("", |x| x.1), c.measured))
-        .collect();
-    let worst = rest.iter().map(|c| c.verdict).max().unwrap_or(Verdict::Pass);
-    findings.push(check(
-        format!("{name}: {} more", rest.len()),
-        format!("{} more GPUs or hosts", rest.len()),
-        &rest[0].threshold,
-        worst,
-        listed.join("; "),
-    ));
-    findings
 }
 
 fn count(hosts: &[HostReading], per_node: Option<usize>, ranks_count: bool) -> Vec<Check> {

@@ -6,7 +6,7 @@
 //! GPU's link carries at its maximum generation and width. A finding names host, GPU index and bus id, with
 //! the cause NVML shows (a link trained to fewer lanes, a clock slowdown) where it shows one.
 
-use super::gpu::{check, evidence, HostReading};
+use super::gpu_check::{capped, check, evidence, HostReading};
 use super::verdict::{Check, Verdict};
 use crate::net::gpu_health::{clock_event, pcie_gbps, slowdowns, CopyRates, GpuHealth, Gpus};
 use crate::validate::pairwise::fit::{bar, robust_sd};
@@ -207,7 +207,7 @@ fn judge_kind(hosts: &[HostReading], kind: Kind) -> Vec<Check> {
         findings.push(c);
     }
     if !findings.is_empty() {
-        return super::gpu::capped(kind.name, findings);
+        return capped(kind.name, findings);
     }
     let rates: Vec<f64> = measured.iter().map(|m| m.2).collect();
     let (lo, hi) = rates

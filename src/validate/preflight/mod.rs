@@ -16,6 +16,7 @@ pub mod evidence;
 pub mod expect;
 pub mod findings;
 pub mod gpu;
+pub mod gpu_check;
 pub mod gpu_copy;
 pub mod measure;
 pub mod metrics;
