@@ -146,6 +146,20 @@ pub fn algos_of(fit: &PathFit, coll: Collective) -> Vec<Algo> {
     v
 }
 
+/// The algorithms predicted for `coll`: [`algos_of`], then every other algorithm of `coll` measured for it
+/// in the fit (recursive-doubling all_gather, which runs on 2, 4, 8, ... ranks where Bruck runs elsewhere,
+/// is fitted under its own name and would otherwise never be checked).
+pub fn predicted_algos(fit: &PathFit, coll: Collective) -> Vec<Algo> {
+    let mut v = algos_of(fit, coll);
+    for &a in Algo::available(coll) {
+        let measured = fit.residuals.iter().any(|r| r.collective == coll && r.algo == a.name());
+        if measured && !v.contains(&a) && fit.algo(a).is_some() {
+            v.push(a);
+        }
+    }
+    v
+}
+
 /// Flat prediction of `coll` by `algo` on `p` ranks at `n` bytes: (time, variance, terms).
 pub fn flat(fit: &PathFit, coll: Collective, algo: Algo, p: usize, n: f64) -> Option<(f64, f64, [f64; 3])> {
     let (v, _) = fit.design(coll, algo, p, n, 1.0)?;
@@ -214,7 +228,7 @@ pub fn predict(fit: &PathFit, t: &Target) -> Vec<Prediction> {
             .filter(|r| r.collective == coll)
             .map(|r| r.size)
             .collect();
-        for algo in algos_of(fit, coll) {
+        for algo in predicted_algos(fit, coll) {
             for hier in [false, true] {
                 for &size in &sizes {
                     let n = size as f64;

@@ -144,6 +144,47 @@ fn predictions_at_a_larger_scale_match_the_true_model_and_carry_intervals() {
     assert_eq!(small.bound, "latency");
 }
 
+/// Recursive-doubling all_gather (what `--algo rd` runs on 2, 4, 8, ... ranks) is fitted under its own name
+/// and predicted too, beside the ring and Bruck; an algorithm fitted only for another collective is not.
+#[test]
+fn every_algorithm_measured_for_a_collective_is_predicted() {
+    let colls = [
+        (Collective::AllReduce, Algo::Ring),
+        (Collective::AllReduce, Algo::RecDoubling),
+        (Collective::AllGather, Algo::Ring),
+        (Collective::AllGather, Algo::RecDoubling),
+    ];
+    let r = predict(&synth("tcp@eth0", &colls, &[2, 4], 0.0, 1.0), &opts(8)).unwrap();
+    let algos = |c: Collective| {
+        let mut v: Vec<&str> = r
+            .predictions
+            .iter()
+            .filter(|p| p.collective == c && !p.hierarchical)
+            .map(|p| p.algo.as_str())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    assert_eq!(algos(Collective::AllGather), ["rec_doubling", "ring"]);
+    assert_eq!(algos(Collective::AllReduce), ["rec_doubling", "ring"]);
+    for p in r
+        .predictions
+        .iter()
+        .filter(|p| p.collective == Collective::AllGather && p.algo == "rec_doubling")
+    {
+        let want = truth(Collective::AllGather, Algo::RecDoubling, 8, p.size as f64);
+        assert!((p.time_us / want - 1.0).abs() < 1e-6, "{p:?} vs {want}");
+    }
+    // Fitted only from all_reduce: not an all_gather prediction.
+    let only_reduce = synth("tcp@eth0", &colls[..3], &[2, 4], 0.0, 1.0);
+    let r = predict(&only_reduce, &opts(8)).unwrap();
+    assert!(r
+        .predictions
+        .iter()
+        .all(|p| !(p.collective == Collective::AllGather && p.algo == "rec_doubling")));
+}
+
 #[test]
 fn the_crossover_is_where_ring_and_latency_algorithm_meet() {
     let r = predict(&synth("tcp@eth0", &ALL4, &[2, 3], 0.0, 1.0), &opts(8)).unwrap();
