@@ -13,6 +13,10 @@
 //!   fail by name, cause the link, and nothing else is blamed;
 //! - one pair shaped to 100 Mbit/s between themselves (`cluster.sh shape-pair`): that link, cause the link;
 //! - one host shaped to 100 Mbit/s (`cluster.sh shape`): that host, cause the link;
+//! - every host dropping 1% of what it receives (`cluster.sh fabric-loss`): the fabric, cause loss, every host's
+//!   evidence, and no single host or link named;
+//! - one host with its TCP buffers at 4 KiB (`cluster.sh tcp-buffers`): that host, cause TCP buffers, with every
+//!   host's buffer settings and the sockets' buffers as evidence;
 //! - a clean cluster beside a CPU hog: nothing failed (PASS, or a WARN that says the hosts were busy).
 //!
 //! Every rank sees the cgroup v1 cpu hierarchy as a host would (the namespace's own /sys hides the
@@ -773,6 +777,98 @@ fn an_overlay_that_no_longer_fits_its_underlay_is_named_with_the_reason() {
         }
     }
     within_budget(&o);
+}
+
+/// Loss on the whole fabric: every host drops 1% of what it receives. One failed check says it is the fabric's,
+/// cause loss, with every host's evidence; no failed check names a single host (nor any link: a link names two).
+#[test]
+fn loss_on_the_whole_fabric_is_said_as_the_fabric_naming_no_single_host() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("w");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["fabric-loss", "0.01"]);
+    let o = preflight(&c, dir.path(), "fabric", None);
+    assert_eq!(o.code, Some(1), "{}", o.stdout);
+    let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
+    let fabric = failed
+        .iter()
+        .find(|x| x["name"] == "tcp@eth0 fabric: loss on every host")
+        .unwrap_or_else(|| panic!("the fabric's loss is not said:\n{}", o.stdout));
+    assert_eq!(fabric["cause"], "loss", "{fabric}");
+    let ev = fabric["evidence"].as_array().unwrap();
+    assert_eq!(ev.len(), HOSTS, "{fabric}");
+    for e in ev {
+        assert!(e["tcp"]["retrans_segs"].as_u64() > Some(0), "{e}");
+    }
+    for x in &failed {
+        let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        let named: Vec<usize> = (0..HOSTS).filter(|&h| names(&c, &about, h)).collect();
+        assert!(named.is_empty(), "{named:?} named: {x}\n{}", o.stdout);
+    }
+    assert!(
+        findings(&o).iter().all(|f| f["verdict"] != "fail"),
+        "a single host or link failed:\n{}",
+        o.stdout
+    );
+    within_budget(&o);
+}
+
+/// One host's TCP buffers at 4 KiB (its tcp_rmem and tcp_wmem): that host, cause TCP buffers, not its switch
+/// port; every host's buffer settings and what its sockets got are in the evidence.
+#[test]
+fn a_host_with_small_tcp_buffers_is_named_with_tcp_buffers_as_cause() {
+    let Some(_one) = namespace_test() else {
+        return;
+    };
+    let c = up("b");
+    let dir = tempfile::tempdir().unwrap();
+    c.run(&["tcp-buffers", "2", "4096"]);
+    let o = preflight(&c, dir.path(), "buffers", None);
+    let name = format!("tcp@eth0 pairwise: slow host {}", c.host(2));
+    named_only(&c, &o, &name, "tcp_buffers", &[2]);
+    let f = findings(&o).into_iter().find(|x| x["name"] == name.as_str()).unwrap();
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("tcp_rmem 4096 4096 4096 (others "),
+        "{f}"
+    );
+    // Every host's evidence: the collectives' (the report's own), and the checks'.
+    let all: Vec<&Value> = o.json["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            o.json["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|x| x["evidence"].as_array().into_iter().flatten()),
+        )
+        .filter(|e| e["config"]["iface"] == "eth0")
+        .collect();
+    for h in 0..HOSTS {
+        let e = all
+            .iter()
+            .find(|e| e["host"] == c.host(h).as_str())
+            .unwrap_or_else(|| panic!("no evidence of {}:\n{}", c.host(h), o.stdout));
+        let t = &e["config"]["tuning"];
+        for k in [
+            "tcp_rmem",
+            "tcp_wmem",
+            "rmem_max",
+            "wmem_max",
+            "window_scaling",
+            "rcvbuf",
+            "sndbuf",
+        ] {
+            assert!(!t[k].is_null(), "{}'s {k} not collected: {e}", c.host(h));
+        }
+        assert_eq!(t["tcp_rmem"] == "4096 4096 4096", h == 2, "{e}");
+    }
 }
 
 /// Busy loops beside the cluster, stopped on drop.

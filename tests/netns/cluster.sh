@@ -27,6 +27,11 @@
 #   cluster.sh loss NAME HOST PROB           HOST drops each packet it receives or sends with probability
 #                                            PROB (iptables statistic; segmentation offload off on every
 #                                            host's eth0, so a drop is one wire packet, not a 64 KB segment)
+#   cluster.sh fabric-loss NAME PROB         every host drops each packet it receives on eth0 with probability PROB
+#                                            (iptables statistic; offloads off on every eth0 as for loss): a
+#                                            fabric losing packets everywhere alike
+#   cluster.sh tcp-buffers NAME HOST BYTES   HOST's net.ipv4.tcp_rmem and tcp_wmem all set to BYTES (its own
+#                                            namespace's sysctls): a host whose TCP buffers are misconfigured
 #   cluster.sh police NAME HOST RATE         HOST drops what it receives on eth0 beyond RATE bytes per second
 #                                            (e.g. 4mb/s: iptables hashlimit, an ingress policer)
 #   cluster.sh flap NAME HOST DOWN_S EVERY_S HOST's link goes down for DOWN_S seconds every EVERY_S seconds
@@ -443,6 +448,26 @@ cmd_loss() {
   ip netns exec "$ns" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$prob" -j DROP
 }
 
+cmd_fabric_loss() {
+  local name=$1 prob=${2:?PROB such as 0.01} j n
+  [[ $prob =~ ^0?\.[0-9]+$ ]] || die "fabric-loss: PROB must be a probability below 1 such as 0.01, not '$prob'"
+  command -v iptables >/dev/null || die "'iptables' is not installed (Debian: iptables)"
+  command -v ethtool >/dev/null || die "'ethtool' is not installed (Debian: ethtool)"
+  n=$(nhosts_of "$name")
+  for ((j = 0; j < n; j++)); do
+    ip netns exec "$name-h$j" ethtool -K eth0 tso off gso off gro off >/dev/null
+    ip netns exec "$name-h$j" iptables -A INPUT -i eth0 -m statistic --mode random --probability "$prob" -j DROP
+  done
+}
+
+cmd_tcp_buffers() {
+  local name=$1 host=${2:?HOST} bytes=${3:?BYTES such as 4096} i
+  int_in 4096 2147483647 "$bytes" || die "tcp-buffers: BYTES must be a whole number from 4096, not '$bytes'"
+  i=$(host_index "$name" "$host")
+  ip netns exec "$name-h$i" sh -c "echo '$bytes $bytes $bytes' >/proc/sys/net/ipv4/tcp_rmem && \
+    echo '$bytes $bytes $bytes' >/proc/sys/net/ipv4/tcp_wmem"
+}
+
 cmd_police() {
   local name=$1 host=${2:?HOST} rate=${3:?RATE such as 4mb/s} i
   [[ $rate =~ ^[0-9]+[km]?b/s$ ]] || die "police: RATE is bytes per second such as 4mb/s or 500kb/s, not '$rate'"
@@ -526,6 +551,8 @@ main() {
     shape-pair) valid_name "${1:?NAME}"; cmd_shape_pair "$@" ;;
     loss) valid_name "${1:?NAME}"; cmd_loss "$@" ;;
     police) valid_name "${1:?NAME}"; cmd_police "$@" ;;
+    fabric-loss) valid_name "${1:?NAME}"; cmd_fabric_loss "$@" ;;
+    tcp-buffers) valid_name "${1:?NAME}"; cmd_tcp_buffers "$@" ;;
     flap) valid_name "${1:?NAME}"; cmd_flap "$@" ;;
     cut) valid_name "${1:?NAME}"; cmd_cut "$@" ;;
     mtu-blackhole) valid_name "${1:?NAME}"; cmd_mtu_blackhole "$@" ;;

@@ -212,6 +212,20 @@ impl TcpTransport {
         congestion::get(&s.sock).ok()
     }
 
+    /// The largest receive and send buffers of this rank's data sockets (SO_RCVBUF, SO_SNDBUF) as the kernel
+    /// reports them now: what autotuning grew them to within the host's limits; `None` without peers.
+    pub fn socket_buffers(&self) -> Option<(u64, u64)> {
+        let mut got: Option<(u64, u64)> = None;
+        for s in self.peers.iter().flatten().flat_map(|p| p.streams.iter()) {
+            let r = socket2::SockRef::from(&s.sock);
+            if let (Ok(rx), Ok(tx)) = (r.recv_buffer_size(), r.send_buffer_size()) {
+                let (a, b) = got.unwrap_or((0, 0));
+                got = Some((a.max(rx as u64), b.max(tx as u64)));
+            }
+        }
+        got
+    }
+
     /// The interface this rank's listener is bound to (it may differ between hosts; the path name does not).
     pub fn iface(&self) -> &str {
         &self.iface

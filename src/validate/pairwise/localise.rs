@@ -27,11 +27,13 @@
 //!    delays some round trips (the median and tail move with its load at that moment) but its fastest ones
 //!    still show the path; a slow path delays them all. And its excess over what its hosts' effects
 //!    predict must be at least `lat_excess_us`.
-//! 5. Stalled round trips are counts: a link is slow with at least `min_stalls` of them and more than the
-//!    stalls of the other links make likely for that many round trips (Poisson, at the same corrected
-//!    level).
+//! 5. Stalled round trips are counts: a link is slow with at least `min_stalls` of them, more than the
+//!    typical link's, and more than the stalls of the other links make likely for that many round trips
+//!    (Poisson, at the same corrected level; where the lower half of the links stall too, as on a fabric
+//!    losing packets everywhere, their rate is the background).
 //! 6. After the fit, a host with slow links to (nearly) every partner is a slow host; so is, then, a host
-//!    that two or more of the remaining slow links (at least half its partners) share. Slow links that touch
+//!    that two or more of the remaining slow links (at least half its partners) share. A host whose links are
+//!    at or better than the typical link (their median) is never a slow host. Slow links that touch
 //!    no slow host are slow links, and neither end is blamed.
 //! 7. With four hosts or fewer there is no fit: each link is held against the hosts' best links (the median
 //!    of those within the floor of their upper median), which are measured again with the suspects and
@@ -68,7 +70,8 @@ pub struct Thresholds {
     /// it the difference is the hosts' scheduling (a process woken late on a busy core), not the network.
     pub lat_excess_us: f64,
     /// A link with at least this many stalled round trips (lost packets) may be slow, when the other links'
-    /// stalls do not make that many likely.
+    /// stalls do not make that many likely and it stalls more than the typical link; 0 counts every link and host
+    /// as stalled (for tests of re-measuring).
     pub min_stalls: u64,
     /// A host is slow when at least this share of its links are slow (and it has at least two); a host
     /// that two or more slow links share, at least half of its own, is blamed after those.
@@ -118,6 +121,15 @@ const GROUP_SHARE: f64 = 0.25;
 
 /// Round trips a link's stall count is over when its distribution was not kept (the default count).
 const DEFAULT_ROUND_TRIPS: usize = crate::defaults::PAIRWISE_LAT_ITERS;
+
+/// The lower median of `v` (reordered): with an even count the lower middle value; NaN when empty.
+fn lower_median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[(v.len() - 1) / 2]
+}
 
 /// The upper median of `v` (reordered): with an even count the higher middle value; NaN when empty.
 fn upper_median(v: &mut [f64]) -> f64 {
@@ -414,18 +426,34 @@ fn judge_stalls(links: &[Link], n: usize, th: &Thresholds) -> Verdict {
         .filter(|l| l.stalls < th.min_stalls)
         .fold((0.0, 0.0), |(s, t), l| (s + l.stalls as f64, t + trips(l)));
     // Fewer than three is no background (a clean path has none): the minimum alone decides.
-    let rate = if quiet_trips > 0.0 && quiet_stalls >= 3.0 {
+    let quiet = if quiet_trips > 0.0 && quiet_stalls >= 3.0 {
         quiet_stalls / quiet_trips
     } else {
         0.0
     };
+    // Where the lower half of the links stall too (loss on the whole fabric), their rate is the background:
+    // a link stalling as often as the typical one is the fabric's, not its own.
+    let mut rates: Vec<f64> = links.iter().map(|l| l.stalls as f64 / trips(l)).collect();
+    let mut counts: Vec<f64> = links.iter().map(|l| l.stalls as f64).collect();
+    let lower = lower_median(&mut counts);
+    let rate = if lower >= th.min_stalls as f64 {
+        quiet.max(lower_median(&mut rates))
+    } else {
+        quiet
+    };
     let level = 1.0 - (1.0 - th.alpha).powf(1.0 / links.len().max(1) as f64);
-    let slow = links
-        .iter()
-        .map(|l| l.stalls >= th.min_stalls && (rate == 0.0 || poisson_tail(l.stalls, rate * trips(l)) < level))
-        .collect();
     let good: Vec<f64> = links.iter().map(|l| -(l.stalls as f64)).collect();
     let typical = median(&mut good.clone());
+    // A link at or below the typical link's stalls is never slow, whatever the background (a minimum of 0
+    // counts every link as stalled).
+    let slow = links
+        .iter()
+        .map(|l| {
+            l.stalls >= th.min_stalls
+                && (th.min_stalls == 0 || -(l.stalls as f64) < typical)
+                && (rate == 0.0 || poisson_tail(l.stalls, rate * trips(l)) < level)
+        })
+        .collect();
     Verdict {
         metric: Metric::Stalls,
         expected: vec![typical; links.len()],
@@ -492,6 +520,12 @@ fn judge(
     let n = hosts.len().min(adj.len());
     let mut out = Vec::new();
     let mut slow_host = named.to_vec();
+    // A host whose links are, at their median, at or better than the typical link is never slow: its slow
+    // links are each their own (a minimum of 0 stalls counts every link and host as stalled).
+    let below_typical = |h: usize| {
+        let mut vals: Vec<f64> = adj[h].iter().map(|&i| v.good[i]).collect();
+        median(&mut vals) < v.typical || (v.metric == Metric::Stalls && th.min_stalls == 0)
+    };
     let blame = |h: usize, out: &mut Vec<Finding>, slow_host: &mut Vec<bool>| {
         slow_host[h] = true;
         let mut vals: Vec<f64> = adj[h].iter().map(|&i| v.good[i]).collect();
@@ -512,7 +546,7 @@ fn judge(
     for h in (0..n).filter(|&h| !named[h]) {
         let nslow = adj[h].iter().filter(|&&i| v.slow[i]).count();
         let share = adj[h].len() >= 2 && nslow as f64 >= th.host_share * adj[h].len() as f64;
-        if v.host[h] || share {
+        if (v.host[h] || share) && below_typical(h) {
             blame(h, &mut out, &mut slow_host);
         }
     }
@@ -527,7 +561,7 @@ fn judge(
                 .count()
         };
         let pick = (0..n)
-            .filter(|&h| !slow_host[h])
+            .filter(|&h| !slow_host[h] && below_typical(h))
             .map(|h| (unexplained(h), h))
             .filter(|&(k, h)| k >= 2 && 2 * k >= adj[h].len())
             .max_by_key(|&(k, h)| (k, std::cmp::Reverse(h)));
@@ -1253,6 +1287,29 @@ pub(crate) mod tests {
         }
         let f = findings(&h, &l, &Thresholds::default());
         assert_eq!(slow_links(&f).len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn a_host_at_or_below_the_typical_stalls_is_never_slow() {
+        // Loss on the whole fabric: every link stalls a few times. Hosts at the typical count, or below it,
+        // are not slow, whichever way the counts fall.
+        let (h, mut l) = matrix(4, |_, _, i| jitter(i, 6, 0.1), |_, _, _| 12.0);
+        for link in &mut l {
+            link.stalls = 3;
+        }
+        assert!(findings(&h, &l, &Thresholds::default()).is_empty());
+        // h0's links at 2 (below the typical 3 or 4), the rest at 4 and 5: nobody, h0 least of all.
+        for (i, link) in l.iter_mut().enumerate() {
+            link.stalls = if link.a == 0 { 2 } else { [4, 5, 4][i % 3] };
+        }
+        let f = findings(&h, &l, &Thresholds::default());
+        assert!(f.is_empty(), "{f:?}");
+        // One host's links far above a stalling fabric's are still its own.
+        for link in &mut l {
+            link.stalls = if link.a == 2 || link.b == 2 { 30 } else { 3 };
+        }
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(slow_hosts(&f), ["h2"], "{f:?}");
     }
 
     #[test]

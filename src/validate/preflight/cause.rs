@@ -111,7 +111,113 @@ pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<Difference>)> {
             }
         }
     }
+    // Counts that move with the traffic are not compared exactly: a connection-tracking table far above the
+    // others' is the difference.
+    let tunings: Vec<&super::tuning::Tuning> = seen.iter().map(|e| &e.config.tuning).collect();
+    for (i, mine, usual) in super::tuning::conntrack_outliers(&tunings) {
+        let what = (
+            "conntrack entries".to_string(),
+            mine.to_string(),
+            format!("about {usual}"),
+        );
+        match out.iter_mut().find(|(x, _)| *x == seen[i].host) {
+            Some((_, w)) => w.push(what),
+            None => out.push((seen[i].host.clone(), vec![what])),
+        }
+    }
     out
+}
+
+/// Why `host`'s TCP buffers are smaller than the other hosts': its buffer settings that differ, and what its
+/// ranks' sockets got against the others; `None` where its settings are the others'. What the sockets got
+/// alone is no cause: autotuning grows a buffer with what the connection carries, so a host slowed by anything
+/// has smaller ones.
+fn small_buffers(host: &str, seen: &[HostEvidence], diffs: &[(String, Vec<Difference>)]) -> Option<String> {
+    let settings: Vec<&Difference> = diffs
+        .iter()
+        .filter(|(h, _)| h == host)
+        .flat_map(|(_, w)| w)
+        .filter(|(k, _, _)| super::tuning::BUFFER_SETTINGS.contains(&k.as_str()))
+        .collect();
+    let me = seen.iter().find(|e| e.host == host)?;
+    let others: Vec<&HostEvidence> = seen.iter().filter(|e| e.host != host).collect();
+    let got = |f: fn(&super::tuning::Tuning) -> Option<u64>| {
+        let mine = f(&me.config.tuning)?;
+        let theirs = median(
+            others
+                .iter()
+                .filter_map(|e| f(&e.config.tuning))
+                .map(|v| v as f64)
+                .collect(),
+        )?;
+        Some((mine, theirs))
+    };
+    if settings.is_empty() {
+        return None;
+    }
+    let (rx, tx) = (got(|t| t.rcvbuf), got(|t| t.sndbuf));
+    let owned: Vec<Difference> = settings.into_iter().cloned().collect();
+    let mut why = vec![describe(&owned)];
+    let size = |v: f64| crate::sizes::format_size(v as u64);
+    if let (Some((r, ro)), Some((t, to))) = (rx, tx) {
+        why.push(format!(
+            "its ranks' sockets got {} to receive and {} to send (the other hosts' {} and {})",
+            size(r as f64),
+            size(t as f64),
+            size(ro),
+            size(to)
+        ));
+    }
+    Some(format!(
+        "{host}'s TCP buffers are smaller than the other hosts': {}: a connection has at most a buffer in flight \
+         per round trip, so a small one caps every transfer to and from {host}",
+        why.join("; ")
+    ))
+}
+
+/// Loss on the whole fabric: on three hosts or more, every host retransmitted at least this share of what it
+/// sent...
+const FABRIC_SHARE: f64 = 0.005;
+
+/// The fabric's loss, where every host retransmits alike: on three hosts or more, each at least 0.5% of what
+/// it sent and none 1.5x the others' median (a host set apart is that host's loss, see [`judge`]); `None`
+/// otherwise.
+pub fn fabric_loss(seen: &[HostEvidence]) -> Option<Judged> {
+    let shares: Vec<f64> = seen
+        .iter()
+        .map(|e| e.tcp.filter(|t| t.out_segs > 0).map(|t| t.retrans_share()))
+        .collect::<Option<Vec<f64>>>()?;
+    if shares.len() < 3 || shares.iter().any(|&s| s < FABRIC_SHARE) {
+        return None;
+    }
+    for (i, &s) in shares.iter().enumerate() {
+        let others = median(
+            shares
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(_, &v)| v)
+                .collect(),
+        )?;
+        if s >= LOSS_VS_OTHERS * others {
+            return None;
+        }
+    }
+    let low = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = shares.iter().copied().fold(0.0, f64::max);
+    let timeouts: u64 = seen.iter().filter_map(|e| e.tcp).map(|t| t.timeouts).sum();
+    Some(Judged {
+        busy: false,
+        cause: Cause::Loss,
+        why: format!(
+            "every one of the {} hosts retransmitted {:.2}-{:.2}% of the segments it sent ({timeouts} timeouts in \
+             all), none set apart from the others: packets are lost on the whole fabric alike (a switch, its \
+             uplinks, or a setting every host shares), not at one host or link",
+            shares.len(),
+            100.0 * low,
+            100.0 * high
+        ),
+    })
 }
 
 /// The most likely cause of a slowness on `targets` (hosts), given every host's evidence `seen`; `stalls`
@@ -211,6 +317,15 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
             };
         }
     }
+    // TCP buffers: a named host whose buffers are smaller than the others' (its drops and slowness follow).
+    let diffs = differences(seen);
+    if let Some(why) = targets.iter().find_map(|h| small_buffers(h, seen, &diffs)) {
+        return Judged {
+            busy: false,
+            cause: Cause::TcpBuffers,
+            why,
+        };
+    }
     // Loss: retransmitting, more than the others.
     let share = |e: &HostEvidence| e.tcp.map(|t| t.loss_share());
     let others_loss = median(others.iter().filter_map(|e| share(e)).collect()).unwrap_or(0.0);
@@ -247,7 +362,6 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
         };
     }
     // Configuration: a named host set up unlike the others.
-    let diffs = differences(seen);
     if let Some((h, what)) = diffs.iter().find(|(h, _)| targets.contains(h)) {
         return Judged {
             busy: false,
@@ -307,10 +421,15 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
     // Each host's own cause; the strongest wins: CPU, then loss, then configuration, each by its figure.
     let rank = |c: Cause| match c {
         Cause::Cpu => 0,
-        Cause::Loss => 1,
-        Cause::Configuration => 2,
-        Cause::Link => 3,
+        Cause::TcpBuffers => 1,
+        Cause::Loss => 2,
+        Cause::Configuration => 3,
+        Cause::Link => 4,
     };
+    // Loss everywhere alike is the fabric's, before any one host's cause.
+    if let Some(j) = fabric_loss(seen) {
+        return j;
+    }
     let best = seen
         .iter()
         .map(|e| {
@@ -369,8 +488,15 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
 /// count against it, never against them; without loss it is the way in (a policer, the switch port toward it,
 /// its NIC's receive side).
 pub fn judge_receiver(host: &str, seen: &[HostEvidence], way: &str, general: Judged) -> Judged {
-    if general.cause == Cause::Cpu {
-        return general;
+    if matches!(general.cause, Cause::Cpu | Cause::TcpBuffers) {
+        // Small receive buffers make a host slow to receive, and what it drops is theirs.
+        return match general.cause {
+            Cause::TcpBuffers => Judged {
+                why: format!("{way}; {}", general.why),
+                ..general
+            },
+            _ => general,
+        };
     }
     let me = seen.iter().find(|e| e.host == host);
     let ofo = me.and_then(|e| e.tcp).map_or(0.0, |t| t.ofo_share());
@@ -436,6 +562,9 @@ pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInven
         ..super::verdict::bare_check(name, path, measured, threshold.into(), source.into(), verdict, detail)
     };
     for (h, what) in differences(seen) {
+        let buffers = what
+            .iter()
+            .all(|(k, _, _)| super::tuning::BUFFER_SETTINGS.contains(&k.as_str()));
         let mut c = check(
             format!("{path} configuration of {h}"),
             describe(&what),
@@ -444,6 +573,9 @@ pub fn config_checks(path: &str, seen: &[HostEvidence], inventories: &[HostInven
             Verdict::Warn,
             format!("{h} sets up {path} unlike the other hosts: {}", describe(&what)),
         );
+        if buffers {
+            c.cause = Some(Cause::TcpBuffers);
+        }
         c.evidence = seen.iter().filter(|e| e.host == h).cloned().collect();
         out.push(c);
     }
@@ -555,6 +687,7 @@ mod tests {
                 congestion: Some("cubic".into()),
                 underlay: None,
                 underlay_mtu: None,
+                tuning: Default::default(),
             },
             gpu: None,
         }
@@ -620,6 +753,143 @@ mod tests {
             (checks[0].name.as_str(), checks[0].verdict),
             ("tcp@eth0 configuration of h3", Verdict::Warn)
         );
+    }
+
+    /// `cluster()` with every host's TCP buffer limits and sockets as a stock host has them.
+    fn tuned() -> Vec<HostEvidence> {
+        let mut s = cluster();
+        for e in &mut s {
+            e.config.tuning = crate::validate::preflight::tuning::Tuning {
+                tcp_rmem: Some("4096 131072 6291456".into()),
+                tcp_wmem: Some("4096 16384 4194304".into()),
+                rmem_max: Some(212_992),
+                wmem_max: Some(212_992),
+                window_scaling: Some(true),
+                rcvbuf: Some(3 << 20),
+                sndbuf: Some(4 << 20),
+                rps: Some(true),
+                kernel: Some("6.1.0-18-amd64".into()),
+                conntrack: Some(12),
+                ..Default::default()
+            };
+        }
+        s
+    }
+
+    #[test]
+    fn a_host_with_small_tcp_buffers_is_tcp_buffers_even_when_it_drops() {
+        let mut s = tuned();
+        s[2].config.tuning.tcp_rmem = Some("4096 4096 4096".into());
+        s[2].config.tuning.tcp_wmem = Some("4096 4096 4096".into());
+        s[2].config.tuning.rcvbuf = Some(4096);
+        s[2].config.tuning.sndbuf = Some(4096);
+        // What its tiny window drops, its partners resend: the buffers explain the loss.
+        s[2].tcp.as_mut().unwrap().ofo = 900;
+        let j = judge(&["h2".into()], &s, false);
+        assert_eq!(j.cause, Cause::TcpBuffers, "{j:?}");
+        assert!(
+            j.why.contains("tcp_rmem 4096 4096 4096 (others 4096 131072 6291456)")
+                && j.why.contains("tcp_wmem 4096 4096 4096 (others 4096 16384 4194304)")
+                && j.why.contains("got 4 KiB to receive"),
+            "{}",
+            j.why
+        );
+        // Slow to receive, it stays the buffers, not the way in.
+        let r = judge_receiver("h2", &s, "h2 is slow to receive", j);
+        assert_eq!(r.cause, Cause::TcpBuffers, "{r:?}");
+        assert!(
+            r.why.starts_with("h2 is slow to receive; h2's TCP buffers"),
+            "{}",
+            r.why
+        );
+        // The configuration check says it with the same cause; another host is not it.
+        let c = config_checks("tcp@eth0", &s, &[]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!((c[0].verdict, c[0].cause), (Verdict::Warn, Some(Cause::TcpBuffers)));
+        assert_ne!(judge(&["h1".into()], &s, false).cause, Cause::TcpBuffers);
+        assert_eq!(judge_cluster(&s, &[]).cause, Cause::TcpBuffers);
+        // Small sockets alone (a host slowed by anything gets them) are not the buffers.
+        let mut s = tuned();
+        s[1].config.tuning.rcvbuf = Some(8192);
+        assert_eq!(judge(&["h1".into()], &s, false).cause, Cause::Link);
+    }
+
+    #[test]
+    fn a_host_tuned_unlike_the_others_is_a_warning_and_the_cause_when_slow() {
+        use crate::validate::preflight::tuning::Tuning;
+        type Set = fn(&mut Tuning);
+        let cases: [(&str, Set); 4] = [
+            ("RPS off (others on)", |t: &mut Tuning| t.rps = Some(false)),
+            ("kernel 5.10.0-28-amd64 (others 6.1.0-18-amd64)", |t: &mut Tuning| {
+                t.kernel = Some("5.10.0-28-amd64".into())
+            }),
+            ("rings rx 256, tx 256 (others rx 4096, tx 4096)", |t: &mut Tuning| {
+                t.rings = Some("rx 256, tx 256".into())
+            }),
+            ("conntrack entries 250000 (others about 12)", |t: &mut Tuning| {
+                t.conntrack = Some(250_000)
+            }),
+        ];
+        for (what, set) in cases {
+            let mut s = tuned();
+            if what.starts_with("rings") {
+                for e in &mut s {
+                    e.config.tuning.rings = Some("rx 4096, tx 4096".into());
+                }
+            }
+            set(&mut s[3].config.tuning);
+            let c = config_checks("tcp@eth0", &s, &[]);
+            assert_eq!(c.len(), 1, "{what}: {c:?}");
+            assert_eq!(
+                (c[0].name.as_str(), c[0].verdict, c[0].cause),
+                (
+                    "tcp@eth0 configuration of h3",
+                    Verdict::Warn,
+                    Some(Cause::Configuration)
+                ),
+                "{what}"
+            );
+            assert!(c[0].measured.contains(what), "{what}: {}", c[0].measured);
+            let j = judge(&["h3".into()], &s, false);
+            assert_eq!(j.cause, Cause::Configuration, "{what}: {j:?}");
+            assert!(j.why.contains(what), "{}", j.why);
+            // Not the cause of another host's slowness.
+            assert_eq!(judge(&["h1".into()], &s, false).cause, Cause::Link, "{what}");
+        }
+        // Hosts alike: no warning.
+        assert!(config_checks("tcp@eth0", &tuned(), &[]).is_empty());
+    }
+
+    #[test]
+    fn loss_on_every_host_alike_is_the_fabric() {
+        let mut s = tuned();
+        for (e, r) in s.iter_mut().zip([110, 95, 130, 100]) {
+            let t = e.tcp.as_mut().unwrap();
+            t.retrans_segs = r;
+            t.ofo = 400;
+        }
+        let j = fabric_loss(&s).expect("the fabric");
+        assert_eq!(j.cause, Cause::Loss);
+        assert!(
+            j.why.contains("0.95-1.30%") && j.why.contains("whole fabric"),
+            "{}",
+            j.why
+        );
+        for h in ["h0", "h1", "h2", "h3"] {
+            assert!(!names(&j.why, h), "{}", j.why);
+        }
+        assert_eq!(judge_cluster(&s, &[]), j);
+        // One host losing far more than the others is that host's loss, not the fabric's.
+        s[2].tcp.as_mut().unwrap().retrans_segs = 1_000;
+        assert_eq!(fabric_loss(&s), None);
+        // A host that does not lose (a receiver its partners resend to) leaves it to the single-host rules.
+        let mut s = tuned();
+        for (e, r) in s.iter_mut().zip([300, 300, 2, 300]) {
+            e.tcp.as_mut().unwrap().retrans_segs = r;
+        }
+        assert_eq!(fabric_loss(&s), None);
+        // A clean cluster: nothing.
+        assert_eq!(fabric_loss(&cluster()), None);
     }
 
     #[test]

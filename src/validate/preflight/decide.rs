@@ -245,6 +245,7 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
         .filter(|c| {
             c.name.starts_with(&format!("{} pairwise", c.path))
                 || c.name.starts_with(&format!("{} configuration", c.path))
+                || c.name.starts_with(&format!("{} fabric: ", c.path))
                 || c.name.ends_with(" within the budget")
                 || c.name.ends_with(" during the pairwise test")
                 // GPU readings are findings of the moment they were read.

@@ -119,6 +119,9 @@ pub struct PathConfig {
     /// For an overlay: the underlay it is carried over (the largest live wire interface) and its MTU.
     pub underlay: Option<String>,
     pub underlay_mtu: Option<u32>,
+    /// The host's kernel tuning for the path: TCP buffers, packet steering, IRQs, rings, conntrack, release.
+    #[serde(default)]
+    pub tuning: super::tuning::Tuning,
 }
 
 impl PathConfig {
@@ -141,13 +144,30 @@ impl PathConfig {
             ("congestion control", opt(self.congestion.clone())),
             ("underlay MTU", opt(self.underlay_mtu.map(|m| m.to_string()))),
         ]
+        .into_iter()
+        .chain(self.tuning.settings())
+        .collect()
     }
 
     /// One line for people: `eth0 (veth): MTU 1500, speed 10000 Mb/s (virtual), TSO on, ...`.
     pub fn line(&self) -> String {
-        let s: Vec<String> = self.settings().into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        // The interface's own settings as they are, unknown ones too; of the host's tuning what was read.
+        let own = self.settings().len() - self.tuning.settings().len();
+        let s: Vec<String> = self
+            .settings()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, (_, v))| *i < own || v != "?")
+            .map(|(_, (k, v))| format!("{k} {v}"))
+            .collect();
         let under = self.underlay.as_ref().map(|u| format!(" over {u}")).unwrap_or_default();
-        format!("{} ({}{under}): {}", self.iface, self.kind, s.join(", "))
+        let counts = self.tuning.counts();
+        let counts = if counts.is_empty() {
+            counts
+        } else {
+            format!("; {counts}")
+        };
+        format!("{} ({}{under}): {}{counts}", self.iface, self.kind, s.join(", "))
     }
 }
 
@@ -204,6 +224,10 @@ pub fn path_config(inv: &HostInventory, iface: &str, congestion: Option<&str>) -
         }),
         underlay: under.map(|u| u.name.clone()),
         underlay_mtu: under.and_then(|u| u.mtu),
+        tuning: super::tuning::Tuning {
+            rings: rings(iface),
+            ..super::tuning::read(std::path::Path::new("/proc"), std::path::Path::new("/sys"), iface)
+        },
     }
 }
 
@@ -218,29 +242,66 @@ struct EthtoolValue {
     data: u32,
 }
 
-/// One offload's state by the legacy ethtool ioctl; `None` where the interface or driver does not answer.
-fn offload(iface: &str, cmd: u32) -> Option<bool> {
+const ETHTOOL_GRINGPARAM: u32 = 0x10;
+
+/// `struct ethtool_ringparam` of linux/ethtool.h.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolRingparam {
+    cmd: u32,
+    rx_max_pending: u32,
+    rx_mini_max_pending: u32,
+    rx_jumbo_max_pending: u32,
+    tx_max_pending: u32,
+    rx_pending: u32,
+    rx_mini_pending: u32,
+    rx_jumbo_pending: u32,
+    tx_pending: u32,
+}
+
+/// Marks the ethtool structures [`ethtool`] may pass: plain `repr(C)` data led by the command word.
+trait EthtoolData {}
+impl EthtoolData for EthtoolValue {}
+impl EthtoolData for EthtoolRingparam {}
+
+/// One legacy ethtool ioctl on `iface` with `data` (its command set); whether the driver answered.
+fn ethtool<T: EthtoolData>(iface: &str, data: &mut T) -> bool {
     let name = iface.as_bytes();
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return None;
+        return false;
     }
     // SAFETY: a datagram socket only to carry the ioctl; closed below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return None;
+        return false;
     }
-    let mut value = EthtoolValue { cmd, data: 0 };
     // SAFETY: ifreq is plain data, valid all-zero.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in req.ifr_name.iter_mut().zip(name) {
         *d = *s as libc::c_char;
     }
-    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
-    // SAFETY: SIOCETHTOOL reads the name and writes `value`, which outlives the call; fd is ours.
+    req.ifr_ifru.ifru_data = (data as *mut T).cast();
+    // SAFETY: SIOCETHTOOL reads the name and the command, and writes at most the command's structure, which
+    // `data` is (EthtoolData) and which outlives the call; fd is ours.
     let rc = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut req) };
     // SAFETY: closing the socket opened above, once.
     unsafe { libc::close(fd) };
-    (rc == 0).then_some(value.data != 0)
+    rc == 0
+}
+
+/// One offload's state by the legacy ethtool ioctl; `None` where the interface or driver does not answer.
+fn offload(iface: &str, cmd: u32) -> Option<bool> {
+    let mut value = EthtoolValue { cmd, data: 0 };
+    ethtool(iface, &mut value).then_some(value.data != 0)
+}
+
+/// The interface's current ring sizes, `rx N, tx N`; `None` where the driver does not say.
+fn rings(iface: &str) -> Option<String> {
+    let mut r = EthtoolRingparam {
+        cmd: ETHTOOL_GRINGPARAM,
+        ..Default::default()
+    };
+    ethtool(iface, &mut r).then(|| format!("rx {}, tx {}", r.rx_pending, r.tx_pending))
 }
 
 /// One host during one measurement.

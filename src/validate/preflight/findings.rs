@@ -11,13 +11,55 @@ use crate::validate::pairwise::{self, Finding, PairwiseReport};
 /// The checks of one path's pairwise report, each finding with the evidence of the hosts it names and its
 /// most likely cause (`seen`: every host during the test).
 pub(super) fn pairwise_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
+    if rep.links.is_empty() {
+        return Vec::new();
+    }
+    // Every host losing alike is the fabric's loss: one finding that names no host, and the single hosts and
+    // links that loss slowed are not named on their own (a starved CPU or a host set up apart still is).
+    if let Some(j) = super::cause::fabric_loss(seen) {
+        let mut fabric = bare_check(
+            format!("{path} fabric: loss on every host"),
+            path,
+            j.why.split(':').next().unwrap_or(&j.why).to_string(),
+            "no host losing packets".into(),
+            "the hosts' TCP counters during the pairwise test, against each other (built in)".into(),
+            Verdict::Fail,
+            format!(
+                "{} host(s) or link(s) the pairwise test measured slower are this loss, not faults of their own",
+                rep.findings.len()
+            ),
+        );
+        super::cause::annotate(&mut fabric, j, seen, &[]);
+        let mut rest = single_findings(
+            path,
+            &PairwiseReport {
+                findings: Vec::new(),
+                ..rep.clone()
+            },
+            seen,
+        );
+        let own: Vec<Check> = single_findings(path, rep, seen)
+            .into_iter()
+            .filter(|c| !matches!(c.cause, Some(super::cause::Cause::Loss | super::cause::Cause::Link)))
+            .filter(|c| c.verdict != Verdict::Pass)
+            .collect();
+        if own.is_empty() {
+            rest.insert(0, fabric);
+            return rest;
+        }
+        let mut out = vec![fabric];
+        out.extend(own);
+        return out;
+    }
+    single_findings(path, rep, seen)
+}
+
+/// [`pairwise_findings`] where the loss is not the fabric's: each finding on its own.
+fn single_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> Vec<Check> {
     let check = |name: String, measured: String, threshold: String, verdict, detail: String| {
         let source = "pairwise localisation (host effects and link residuals in log space, false findings controlled for the links and hosts judged, built in)".to_string();
         bare_check(name, path, measured, threshold, source, verdict, detail)
     };
-    if rep.links.is_empty() {
-        return Vec::new();
-    }
     if rep.findings.is_empty() {
         let mut bw: Vec<f64> = rep.links.iter().map(|l| l.bw_gbs).collect();
         let mut lat: Vec<f64> = rep.links.iter().map(|l| l.latency_us).collect();
@@ -239,6 +281,44 @@ mod tests {
         assert_eq!(local.len(), across.len());
         assert!(local.iter().all(|c| c.verdict == Verdict::Warn), "{local:?}");
         assert!(local.iter().all(|c| c.detail.contains("one host")), "{local:?}");
+    }
+
+    #[test]
+    fn loss_on_every_host_alike_is_one_fabric_finding_that_names_nobody() {
+        let rep = report(["h0", "h1", "h2"]);
+        let lossy = |h: &str, resent: u64| HostEvidence {
+            host: h.into(),
+            wall_s: 5.0,
+            busy_pct: Some(20.0),
+            tcp: Some(super::super::evidence::TcpCounters {
+                out_segs: 20_000,
+                retrans_segs: resent,
+                in_segs: 20_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let seen = [lossy("h0", 230), lossy("h1", 210), lossy("h2", 250)];
+        let c = pairwise_findings("tcp@eth0", &rep, &seen);
+        let failed: Vec<&Check> = c.iter().filter(|c| c.verdict == Verdict::Fail).collect();
+        assert_eq!(failed.len(), 1, "{c:?}");
+        assert_eq!(
+            (failed[0].name.as_str(), failed[0].cause),
+            (
+                "tcp@eth0 fabric: loss on every host",
+                Some(super::super::cause::Cause::Loss)
+            )
+        );
+        assert_eq!(failed[0].evidence.len(), 3);
+        for h in ["h0", "h1", "h2"] {
+            let said = format!("{} {} {}", failed[0].name, failed[0].measured, failed[0].detail);
+            assert!(!super::super::cause::names(&said, h), "{h} named: {said}");
+        }
+        // One host losing far more than the others is that host's.
+        let seen = [lossy("h0", 2_000), lossy("h1", 210), lossy("h2", 250)];
+        let c = pairwise_findings("tcp@eth0", &rep, &seen);
+        assert!(c.iter().all(|c| !c.name.contains("fabric")), "{c:?}");
+        assert!(c.iter().any(|c| c.name == "tcp@eth0 pairwise: slow host h0"), "{c:?}");
     }
 
     #[test]

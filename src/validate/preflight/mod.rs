@@ -4,7 +4,7 @@
 //!
 //! [`plan`] says what runs, [`rank`] runs it on each rank with `run`'s machinery, [`expect`] reads the
 //! expectations file, [`measure`] turns records into estimates with intervals, [`checks`] picks thresholds and
-//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`gpu`] judges every host's GPUs through NVML and [`gpu_copy`] their copy bandwidths, [`carrier`] fails a host whose link went down during a measurement, [`starved`] one whose ranks were starved of CPU apart from the others, [`off_sweep`] a sweep far off its siblings, [`soak`] judges `--soak`'s passes, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
+//! makes the checks, [`findings`] turns the pairwise test's findings into checks, [`gpu`] judges every host's GPUs through NVML and [`gpu_copy`] their copy bandwidths, [`carrier`] fails a host whose link went down during a measurement, [`starved`] one whose ranks were starved of CPU apart from the others, [`tuning`] reads each host's kernel tuning for the path, [`off_sweep`] a sweep far off its siblings, [`soak`] judges `--soak`'s passes, [`verdict`] decides, [`decide`] writes the outputs, rendered by [`render`].
 
 pub mod budget;
 pub mod carrier;
@@ -27,6 +27,7 @@ pub mod rank;
 pub mod render;
 pub mod soak;
 pub mod starved;
+pub mod tuning;
 pub mod verdict;
 
 use std::ffi::OsString;

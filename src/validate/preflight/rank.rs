@@ -514,7 +514,11 @@ impl Run<'_> {
         let host = self.ranks[self.sess.world.rank].host.clone();
         let t = &mut self.sess.transports[path];
         let inv = crate::net::inventory::local();
-        let config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
+        let mut config = evidence::path_config(&inv, t.iface(), t.congestion().as_deref());
+        if let Some((rx, tx)) = t.socket_buffers() {
+            config.tuning.rcvbuf = Some(rx);
+            config.tuning.sndbuf = Some(tx);
+        }
         let mine = started.finish(&host, config, inv.cpu.quota_cores);
         Ok(evidence::gather(t, &mine)?.unwrap_or_default())
     }

@@ -35,6 +35,8 @@ pub enum Cause {
     Loss,
     /// A host set up differently from the others, or a path `collbench info` warns about.
     Configuration,
+    /// A host whose TCP buffers (its limits, or what its sockets got) are smaller than the others'.
+    TcpBuffers,
     /// None of the above: the link (NIC, cable, switch port, a rate limit on the way).
     Link,
 }
@@ -46,6 +48,7 @@ impl Cause {
             Cause::Cpu => "CPU",
             Cause::Loss => "loss",
             Cause::Configuration => "configuration",
+            Cause::TcpBuffers => "TCP buffers",
             Cause::Link => "the link",
         }
     }
