@@ -26,7 +26,7 @@ pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COLLBEN
 #[command(name = "collbench", version = VERSION, propagate_version = true)]
 // `collbench run -V` prints `collbench VERSION` as `collbench -V` does: clap prints a subcommand's display
 // name, `collbench-run` unless set (the man pages set their own, src/docgen/).
-#[command(mut_subcommands = |s: clap::Command| short_help::shorten(s.display_name("collbench")))]
+#[command(mut_subcommands = |s: clap::Command| s.display_name("collbench"))]
 // No subcommand prints help and exits 2 instead of defaulting to `run`: more verbs are coming (info,
 // preflight, pairwise, compare), and an explicit one keeps `collbench <flags>` from changing meaning
 // when they land, keeps each verb's --help to its own flags, and makes a mistyped verb an error
@@ -376,7 +376,7 @@ mod groups;
 mod model;
 mod preflight;
 mod run;
-mod short_help;
+pub mod short_help;
 #[cfg(test)]
 mod tests;
 pub mod values;

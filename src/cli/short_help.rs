@@ -1,8 +1,18 @@
 //! `-h` is a short page and `--help` the full one, as nccl-tests' `-h` is about 20 lines: `-h` gives each
 //! option's first sentence, and for `run` only its everyday options (nccl-tests' common flags, the ranks,
-//! paths and memory); `--help` and the man pages give every option in full.
+//! paths and memory); `--help` and the man pages give every option in full. Applied where the command line
+//! is parsed ([`parse`]), so the generated man pages and docs/options.md keep the full text.
 
-use clap::{Arg, Command};
+use clap::{Arg, Command, CommandFactory, FromArgMatches};
+
+use super::Cli;
+
+/// Parses `argv` as collbench's command line, with the short `-h` pages.
+pub fn parse(argv: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    let mut cmd = Cli::command().mut_subcommands(shorten);
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}
 
 /// The options `run -h` lists; every other one is in `run --help`.
 const RUN_EVERYDAY: &[&str] = &[
@@ -25,7 +35,7 @@ const RUN_EVERYDAY: &[&str] = &[
 ];
 
 /// A subcommand with its short help set: applied to every subcommand of the command line.
-pub(super) fn shorten(cmd: Command) -> Command {
+fn shorten(cmd: Command) -> Command {
     let everyday_only = cmd.get_name() == "run";
     let cmd = cmd.mut_args(|a| {
         let hidden = everyday_only && !RUN_EVERYDAY.contains(&a.get_id().as_str());
@@ -53,7 +63,15 @@ fn short_arg(a: Arg) -> Arg {
     if short.len() == full.len() {
         return a;
     }
-    a.help(short.to_string()).long_help(full)
+    // A default the text states (clap's own are added by clap) stays on the short line.
+    let default = full
+        .find("[default: ")
+        .and_then(|i| full[i..].find(']').map(|j| &full[i..=i + j]));
+    let short = match default {
+        Some(d) if !short.contains(d) => format!("{short} {d}"),
+        _ => short.to_string(),
+    };
+    a.help(short).long_help(full)
 }
 
 /// The text up to its first full stop, colon, semicolon or parenthesis (whichever comes first), or all of it.

@@ -4,9 +4,7 @@
 
 use std::ffi::OsString;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 use crate::error::{stderr, Error};
 
 mod alias;
@@ -29,7 +27,7 @@ pub fn main(argv: &[OsString]) -> i32 {
     if let Some(code) = alias::dispatch(argv) {
         return code;
     }
-    let cli = match Cli::try_parse_from(argv) {
+    let cli = match crate::cli::short_help::parse(argv) {
         Ok(cli) => cli,
         Err(e) => return report_usage(&e),
     };
