@@ -8,76 +8,14 @@
 //! no cuda feature) one note says the GPU checks were not run while the network checks run as before. Needs
 //! g++ for the fakes (failed, not skipped, without it when CI=true).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
+#[cfg(feature = "cuda")]
+use common::gpu::fake_nvml;
 use serde_json::Value;
-
-/// Builds `src` of tests/gpu/fake/ with `defines` into `dir` as `lib`, once per test binary and folder: to a name
-/// of its own, then renamed, so test threads building at once never load half a file. False (and why, printed)
-/// without g++ outside CI.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn build_fake(dir: &Path, src: &str, lib: &str, defines: &[&str]) -> bool {
-    std::fs::create_dir_all(dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu/fake").join(src);
-    let tmp = dir.join(format!(
-        "build-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut c = Command::new("g++");
-    c.args(["-std=c++17", "-O2", "-Wall", "-Wno-unknown-pragmas", "-shared", "-fPIC"]);
-    c.args(defines);
-    match c.arg("-o").arg(&tmp).arg(&src).arg("-ldl").output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "g++ could not build {}:\n{}",
-            src.display(),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("skipped: g++ not runnable ({e}); apt-get install g++");
-            return false;
-        }
-        Err(e) => panic!("g++ not runnable ({e}); CI needs it (apt-get install g++)"),
-    }
-    std::fs::rename(&tmp, dir.join(lib)).unwrap();
-    true
-}
-
-/// The loader's path for a fake driver: a fake libnvidia-ml.so.1 (`old`: one lacking the health calls) and the
-/// fake CUDA driver, NVRTC and NCCL of tests/gpu/fake/, each built once per test binary.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-fn fake_nvml(old: bool) -> Option<PathBuf> {
-    use std::sync::OnceLock;
-    static CUDA: OnceLock<Option<PathBuf>> = OnceLock::new();
-    static NVML: [OnceLock<Option<PathBuf>>; 2] = [OnceLock::new(), OnceLock::new()];
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let cuda = CUDA.get_or_init(|| {
-        let dir = tmp.join("gpu-health-cuda");
-        for (src, lib) in [
-            ("cuda.cpp", "libcuda.so.1"),
-            ("nvrtc.cpp", "libnvrtc.so"),
-            ("nccl.cpp", "libnccl.so.2"),
-        ] {
-            if !build_fake(&dir, src, lib, &[]) {
-                return None;
-            }
-        }
-        // cudarc looks for libcuda.so before libcuda.so.1.
-        let link = dir.join("libcuda.so");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("libcuda.so.1", &link).unwrap();
-        Some(dir)
-    });
-    let nvml = NVML[usize::from(old)].get_or_init(|| {
-        let dir = tmp.join(if old { "fake-nvml-old" } else { "fake-nvml" });
-        let defines: &[&str] = if old { &["-DFAKE_NVML_OLD"] } else { &[] };
-        build_fake(&dir, "nvml.cpp", "libnvidia-ml.so.1", defines).then_some(dir)
-    });
-    let (cuda, nvml) = (cuda.as_ref()?, nvml.as_ref()?);
-    Some(std::env::join_paths([nvml, cuda]).unwrap().into())
-}
 
 struct Outcome {
     code: Option<i32>,
@@ -122,7 +60,7 @@ fn preflight_on(np: usize, lib: Option<&Path>, env: &[(&str, &str)], extra: &[&s
     if let Some(lib) = lib {
         // Copies on the fake's virtual clock, at 50 GB/s each way (100 GB/s read + written within a GPU): the
         // bandwidths are exact, whatever the machine's load.
-        let nccl = std::env::split_paths(lib).last().unwrap().join("libnccl.so.2");
+        let nccl = common::gpu::fake_nccl(lib);
         c.env("LD_LIBRARY_PATH", lib)
             .env("COLLBENCH_NCCL_LIB", nccl)
             .env("FAKE_CUDA_COPY_GBPS", "50");

@@ -134,6 +134,12 @@ pub struct PairwiseArgs {
     #[arg(long = "iface", value_name = "SPEC")]
     pub iface: Option<String>,
 
+    /// Where the buffers live: host only; cuda is refused (pairs of GPUs over NCCL's point-to-point are
+    /// not measured yet: `preflight --memory cuda --transport nccl` checks the GPU path)
+    #[arg(long = "memory", value_name = "KIND", default_value = "host",
+        value_parser = Choices(values::MEMORY), hide_possible_values = true)]
+    pub memory: String,
+
     /// Bytes each side of a pair sends per bandwidth iteration (bytes, or K/M/G, binary).
     #[arg(long = "bytes", value_name = "SIZE", default_value_t =
         format_size_arg(defaults::PAIRWISE_BYTES as u64))]

@@ -3,6 +3,7 @@
 // Each test binary includes all of this and uses only its part.
 #![allow(dead_code)]
 
+pub mod gpu;
 pub mod netns;
 
 use std::process::Command;

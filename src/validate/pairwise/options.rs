@@ -52,6 +52,17 @@ const MAX_ITERS: usize = 1_000_000;
 
 /// The session options and test configuration the flags ask for; errors name the flag.
 fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
+    if args.memory != "host" {
+        return Err(Error::usage(
+            "--memory",
+            format!(
+                "pairwise measures pairs on host memory only; GPU-to-GPU paths over NCCL's point-to-point are not \
+                 measured pair by pair yet (got {}): run `collbench preflight --memory cuda --transport nccl` \
+                 to check the GPUs and NCCL on device buffers, and pairwise on host memory for the network",
+                args.memory
+            ),
+        ));
+    }
     let opts = own_path::options(&own_path::PathFlags {
         command: "pairwise",
         np: args.np,
