@@ -78,7 +78,15 @@ fn run_dash_h_is_a_short_page_and_dash_dash_help_the_full_one() {
     let full = text(&collbench().args(["run", "--help"]).output().unwrap().stdout);
     // nccl-tests' -h is about 20 lines; the everyday options, one short line each, and where the rest are.
     assert!(short.lines().count() <= 45, "{} lines:\n{short}", short.lines().count());
-    for flag in ["--minbytes", "--maxbytes", "--iters", "--transport", "--np", "--output_file", "--help gives"] {
+    for flag in [
+        "--minbytes",
+        "--maxbytes",
+        "--iters",
+        "--transport",
+        "--np",
+        "--output_file",
+        "--help gives",
+    ] {
         assert!(short.contains(flag), "{flag} missing from -h:\n{short}");
     }
     assert!(!short.contains("--sndbuf"), "a rare option in -h:\n{short}");
