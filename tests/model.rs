@@ -425,3 +425,118 @@ fn the_readme_example_predicts_every_all_reduce_row() {
         assert!(p["ci95_us"].as_f64().is_some_and(|c| c > 0.0), "{p}");
     }
 }
+
+/// Results at 4 ranks of all_gather by the ring (alpha 10 us) and by Bruck (alpha 1000 us), beta 8 ns/B both:
+/// Bruck's 2 steps cost more than the ring's 3 at every size, where `--algo auto`'s threshold runs Bruck below
+/// 256 KiB.
+fn ring_beats_bruck() -> Value {
+    let mut rows = Vec::new();
+    for n in sweep() {
+        let share = 3.0 / 4.0 * n as f64;
+        for (algo, t) in [
+            ("ring", 3.0 * 10.0 + share * 8e-3),
+            ("bruck", 2.0 * 1000.0 + share * 8e-3),
+        ] {
+            rows.push(json!({
+                "size": n, "count": n / 4, "type": "float", "redop": "none", "root": "    -1",
+                "out_of_place": {"time": t}, "in_place": {"time": t},
+                "collective": "all_gather", "path": "tcp@eth0", "algo": algo, "nranks": 4, "repeat": 0
+            }));
+        }
+    }
+    let ranks: Vec<Value> = (0..4).map(|r| json!({"rank": r, "host": format!("h{r}")})).collect();
+    json!({"version": 2, "results": rows, "collbench": {"run": {"ranks": ranks}}})
+}
+
+/// The algo column and the wrong-element counts of a 4-rank all_gather run from 1 to 64 KiB with `extra`.
+fn algos_run(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let j = dir.join("run.json");
+    let out = collbench()
+        .args([
+            "run", "--np", "4", "-b", "1K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
+        ])
+        .args(["--collective", "all_gather", "--force", "-J"])
+        .arg(&j)
+        .args(extra)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{extra:?}: {stderr}");
+    assert!(
+        stdout.contains("# Total wrong elements : 0 in 0 of 4 point(s) OK"),
+        "{stdout}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&j).unwrap()).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{v}");
+    let mut algos = Vec::new();
+    for r in rows {
+        for place in ["out_of_place", "in_place"] {
+            assert_eq!(r[place]["nwrong"], 0.0, "{r}");
+        }
+        let algo = r["algo"].as_str().unwrap().to_string();
+        // The table shows what the records say.
+        let size = r["size"].as_u64().unwrap();
+        assert!(
+            stdout.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&size.to_string().as_str()) && f.contains(&algo.as_str())
+            }),
+            "{size} {algo}: {stdout}"
+        );
+        algos.push(algo);
+    }
+    algos
+}
+
+#[test]
+fn a_run_with_a_model_file_runs_the_algorithm_the_model_predicts_fastest() {
+    let d = tempfile::tempdir().unwrap();
+    let results = write(d.path(), "four.json", &ring_beats_bruck());
+    let model = d.path().join("model.json");
+    let fit = collbench()
+        .arg("model")
+        .arg(&results)
+        .args(["--target-ranks", "4", "-J"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(fit.status.success(), "{}", String::from_utf8_lossy(&fit.stderr));
+    let model = model.to_str().unwrap();
+
+    // Without the model, the threshold rule runs Bruck below 256 KiB; the model (fitted on tcp@eth0, used on
+    // this run's tcp@lo: the kind of path chooses) predicts the ring faster at every size.
+    assert_eq!(algos_run(d.path(), &[]), ["bruck"; 4]);
+    assert_eq!(algos_run(d.path(), &["--algo-model", model]), ["ring"; 4]);
+    // An explicit threshold and a forced algorithm both win over the model.
+    assert_eq!(
+        algos_run(d.path(), &["--algo-model", model, "--algo-threshold", "16K"]),
+        ["bruck", "bruck", "ring", "ring"]
+    );
+    assert_eq!(
+        algos_run(d.path(), &["--algo-model", model, "--algo", "bruck"]),
+        ["bruck"; 4]
+    );
+}
+
+#[test]
+fn a_model_file_that_cannot_choose_is_refused_before_any_rank_starts() {
+    let d = tempfile::tempdir().unwrap();
+    let results = write(d.path(), "results.json", &results(2, &sweep()));
+    for (file, says) in [
+        (results.as_path(), "not a model file"),
+        (d.path(), "not a regular file"),
+    ] {
+        let out = collbench()
+            .args(["run", "--np", "2", "-b", "1K", "-e", "1K", "--algo-model"])
+            .arg(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("--algo-model") && stderr.contains(says), "{stderr}");
+    }
+}

@@ -10,9 +10,12 @@
 //! - [`peers`]: which peers each algorithm talks to, and the pairs a run connects.
 
 mod bruck;
+pub mod cost;
 pub mod options;
 mod pairwise;
 pub mod peers;
+mod picker;
+pub use picker::{AlgoCost, CostModel, CostTable};
 mod rd;
 mod ring;
 mod tree;
@@ -160,6 +163,20 @@ impl Algo {
         match Algo::forced(choice) {
             Some(wanted) if Algo::available(coll).contains(&wanted) => wanted,
             _ => auto(),
+        }
+    }
+
+    /// Picks the algorithm for one point of the path named `path` (`tcp@eth0`; only its kind counts, as
+    /// interface names differ between ranks): [`Algo::select`]'s pick, which `--algo-model`'s table for the
+    /// path's kind replaces where it predicts something strictly faster ([`CostTable::pick`]) when `--algo`
+    /// is auto and no `--algo-threshold` is given. The inputs are all agreed options, so every rank picks alike.
+    pub fn choose(coll: Collective, opts: &options::AlgoOptions, path: &str, size_bytes: u64, nranks: usize) -> Algo {
+        let default = Algo::select(coll, opts.algo, size_bytes, opts.algo_threshold, nranks);
+        match (&opts.algo_model, opts.algo, opts.algo_threshold) {
+            (Some(model), AlgoChoice::Auto, None) => model
+                .table(path)
+                .map_or(default, |t| t.pick(coll, nranks, size_bytes, default)),
+            _ => default,
         }
     }
 

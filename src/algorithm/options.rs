@@ -1,11 +1,13 @@
-//! The algorithm's options (`--algo`, `--algo-threshold`, `--chunk`): which algorithm runs, where `auto`
+//! The algorithm's options (`--algo`, `--algo-threshold`, `--algo-model`, `--chunk`): which algorithm runs, where `auto`
 //! switches, and the pipeline chunk. Validated here, naming the flag in every error.
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 
 use serde::Serialize;
 
+use super::CostModel;
 use crate::cli::LinkArgs;
 use crate::defaults;
 use crate::error::{Error, Result};
@@ -84,6 +86,9 @@ pub struct AlgoOptions {
     pub algo_threshold: Option<u64>,
     /// Pipeline chunk size in bytes (`--chunk`).
     pub chunk_bytes: usize,
+    /// The fitted model `--algo-model` read, which `--algo auto` picks by where it can
+    /// ([`crate::algorithm::Algo::choose`]).
+    pub algo_model: Option<CostModel>,
 }
 
 impl Default for AlgoOptions {
@@ -92,6 +97,7 @@ impl Default for AlgoOptions {
             algo: AlgoChoice::Auto,
             algo_threshold: None,
             chunk_bytes: defaults::CHUNK_BYTES,
+            algo_model: None,
         }
     }
 }
@@ -108,8 +114,28 @@ impl AlgoOptions {
             algo,
             algo_threshold,
             chunk_bytes: chunk(&link.chunk)?,
+            algo_model: None,
         })
     }
+
+    /// These options with the model of the `--algo-model` file at `path`, if given.
+    pub fn with_model(self, path: Option<&Path>) -> Result<AlgoOptions> {
+        Ok(AlgoOptions {
+            algo_model: path.map(read_model).transpose()?,
+            ..self
+        })
+    }
+}
+
+/// The most a model file may hold: `collbench model` writes kilobytes to a few megabytes (its residuals).
+const MAX_MODEL_BYTES: u64 = 64 << 20;
+
+/// `--algo-model`: the fitted model at `path`.
+fn read_model(path: &Path) -> Result<CostModel> {
+    let shown = path.display().to_string();
+    let text = crate::input::read_to_string(path, MAX_MODEL_BYTES)
+        .map_err(|e| Error::usage("--algo-model", format!("{e}; give a file `collbench model -J` wrote")))?;
+    CostModel::parse(&text, &shown).map_err(|e| Error::usage("--algo-model", e))
 }
 
 /// `--chunk`: [`MIN_CHUNK`]..=[`MAX_CHUNK`], a multiple of 16 bytes.

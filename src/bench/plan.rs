@@ -5,6 +5,7 @@ use super::Settings;
 use crate::algorithm::peers::{Links, Use};
 use crate::algorithm::Algo;
 use crate::collective::{Collective, Layout};
+use crate::path_names as names;
 use crate::reduce::{Dtype, Op};
 use crate::transport::path::PathKind;
 
@@ -56,19 +57,14 @@ pub fn points(sweep: &SweepOptions, nranks: usize) -> Vec<Point> {
 }
 
 /// The algorithms collbench's own engine runs for the points of `opts` on `nranks` ranks (as
-/// [`Algo::select`] picks them per point), each once.
+/// [`Algo::choose`] picks them per point on a TCP path), each once.
 pub fn uses(opts: Settings<'_>, nranks: usize) -> Vec<Use> {
     let mut out: Vec<Use> = Vec::new();
     for p in points(opts.sweep, nranks) {
         let u = Use {
             coll: p.coll,
-            algo: Algo::select(
-                p.coll,
-                opts.algorithm.algo,
-                p.layout.size_bytes as u64,
-                opts.algorithm.algo_threshold,
-                nranks,
-            ),
+            // The TCP paths' picks: the links planned here are theirs.
+            algo: Algo::choose(p.coll, opts.algorithm, names::TCP, p.layout.size_bytes as u64, nranks),
             root: opts.sweep.root,
         };
         if !out.contains(&u) {

@@ -147,6 +147,13 @@ pub struct RunArgs {
         default_value = "auto")]
     pub algo_threshold: String,
 
+    /// With --algo auto, pick each point's algorithm by the lowest time a fitted model predicts (the JSON
+    /// `collbench model -J` writes; its fit for the path's kind, tcp or rdma) where it prices auto's threshold
+    /// pick and something beats it; elsewhere, and with --algo-threshold given, the threshold rule. Every rank
+    /// reads the file and the ranks must agree on it [default: none]
+    #[arg(long = "algo-model", alias = "algo_model", value_name = "FILE", help_heading = TUNING)]
+    pub algo_model: Option<PathBuf>,
+
     /// Where the buffers live: host, or cuda (device memory, one GPU per rank, staged through pinned host
     /// memory around collbench's tcp and rdma algorithms; times include the staging. Needs a build with
     /// --features cuda and an NVIDIA driver)

@@ -1,7 +1,7 @@
 //! Engines: what runs one collective on one path. Today collbench's own algorithms over its own transport
 //! ([`Native`]); library baselines (MPI, NCCL) implement the same trait.
 
-use crate::algorithm::options::{AlgoChoice, AlgoOptions};
+use crate::algorithm::options::AlgoOptions;
 use crate::algorithm::{self, control, Algo, Args, Tuning, Workspace};
 use crate::collective::Collective;
 use crate::engine::call::Call;
@@ -81,22 +81,24 @@ pub struct Native<T: Transport> {
     pub transport: T,
     workspace: Workspace,
     tune: Tuning,
-    choice: AlgoChoice,
-    threshold: Option<u64>,
+    algo: AlgoOptions,
+    /// The transport's path, whose kind picks the table of `--algo-model`.
+    path: String,
 }
 
 impl<T: Transport> Native<T> {
-    /// An engine with the algorithm choice and tuning of `algo` (`--algo`, `--algo-threshold`, `--chunk`).
+    /// An engine with the algorithm choice and tuning of `algo` (`--algo`, `--algo-threshold`, `--algo-model`,
+    /// `--chunk`).
     pub fn new(transport: T, algo: &AlgoOptions) -> Self {
         Native {
-            transport,
             workspace: Workspace::default(),
             tune: Tuning {
                 chunk_bytes: algo.chunk_bytes,
                 ..Tuning::default()
             },
-            choice: algo.algo,
-            threshold: algo.algo_threshold,
+            path: transport.path(),
+            algo: algo.clone(),
+            transport,
         }
     }
 }
@@ -119,7 +121,7 @@ impl<T: Transport> Engine for Native<T> {
     }
 
     fn algo(&self, coll: Collective, size_bytes: u64) -> Algo {
-        Algo::select(coll, self.choice, size_bytes, self.threshold, self.transport.size())
+        Algo::choose(coll, &self.algo, &self.path, size_bytes, self.transport.size())
     }
 
     fn run(&mut self, algo: Algo, args: Args<'_>) -> Result<()> {

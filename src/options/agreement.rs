@@ -9,6 +9,7 @@ use serde::{Serialize, Serializer};
 
 use super::Options;
 use crate::algorithm::options::{AlgoChoice, AlgoOptions};
+use crate::algorithm::CostModel;
 use crate::bench::options::{Interleave, IterOptions, RankStat, SizeRange, SweepOptions};
 use crate::collective::Collective;
 use crate::engine::options::BufferOptions;
@@ -41,6 +42,8 @@ pub struct Agreement {
     pub algo: AlgoChoice,
     pub algo_threshold: Option<u64>,
     pub chunk_bytes: usize,
+    /// The model's fitted costs themselves, not the file's name: ranks that read different files disagree.
+    pub algo_model: Option<CostModel>,
     pub transports: Vec<PathKind>,
     pub reference: Option<String>,
     pub line_rate_gbit: Option<f64>,
@@ -89,7 +92,8 @@ impl Agreement {
             algo,
             algo_threshold,
             chunk_bytes,
-        } = o.algorithm;
+            algo_model,
+        } = o.algorithm.clone();
         let PathOptions {
             transports,
             reference,
@@ -133,6 +137,7 @@ impl Agreement {
             algo,
             algo_threshold,
             chunk_bytes,
+            algo_model,
             transports,
             reference,
             line_rate_gbit,

@@ -119,7 +119,8 @@ impl Options {
         Ok(Options {
             np,
             sweep,
-            algorithm: AlgoOptions::from_cli(&args.link, &args.algo_threshold)?,
+            algorithm: AlgoOptions::from_cli(&args.link, &args.algo_threshold)?
+                .with_model(args.algo_model.as_deref())?,
             rdma: RdmaOptions::from_cli(&args.link)?,
             tcp: TcpOptions::from_cli(&args.link)?,
             buffers,
