@@ -276,6 +276,19 @@ fn a_stopped_rank_is_named_as_unresponsive_by_every_rank_alike() {
     );
 }
 
+/// Every rank failed as a peer failure naming `rank` (not a link), and `rank` says it stood still.
+fn each_names_the_rank_that_stood_still(ends: &[End], rank: usize) {
+    let culprit = format!("Culprit: rank {rank} (host {})", hostname());
+    for e in ends {
+        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        assert!(line.contains(&culprit), "rank {} names another culprit: {line}", e.rank);
+        assert!(!line.contains("link between"), "rank {} blames a link: {line}", e.rank);
+    }
+    let own = ends.iter().find(|e| e.rank == rank).unwrap().error();
+    assert!(own.contains("stood still"), "rank {rank} says why: {own}");
+}
+
 #[test]
 fn a_stopped_rank_resumed_after_its_peers_gave_up_names_itself_like_them() {
     // Rank 2 stops at all_reduce; ranks 0 and 1 time out on it and leave. Resumed, rank 2 finds its peers
@@ -290,18 +303,7 @@ fn a_stopped_rank_resumed_after_its_peers_gave_up_names_itself_like_them() {
     let mut ends = job.wait_leaving_the_rest(&[0, 1]);
     job.signal(2, "CONT");
     ends.extend(job.wait(&[2]));
-    let culprit = format!("Culprit: rank 2 (host {})", hostname());
-    for e in &ends {
-        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
-        let line = e.error();
-        assert!(line.contains(&culprit), "rank {} names another culprit: {line}", e.rank);
-        assert!(!line.contains("link between"), "rank {} blames a link: {line}", e.rank);
-    }
-    assert!(
-        ends[2].error().contains("stood still"),
-        "rank 2 says why: {}",
-        ends[2].error()
-    );
+    each_names_the_rank_that_stood_still(&ends, 2);
 }
 
 #[test]
@@ -322,17 +324,7 @@ fn a_rank_stopped_from_outside_mid_sweep_and_resumed_names_itself_like_its_peers
     let mut ends = job.wait_leaving_the_rest(&[0, 1]);
     job.signal(2, "CONT");
     ends.extend(job.wait(&[2]));
-    let culprit = format!("Culprit: rank 2 (host {})", hostname());
-    for e in &ends {
-        assert_eq!(e.status.code(), Some(3), "rank {}:\n{}", e.rank, e.stderr);
-        let line = e.error();
-        assert!(line.contains(&culprit), "rank {} names another culprit: {line}", e.rank);
-    }
-    assert!(
-        ends[2].error().contains("stood still"),
-        "rank 2 says why: {}",
-        ends[2].error()
-    );
+    each_names_the_rank_that_stood_still(&ends, 2);
 }
 
 #[test]

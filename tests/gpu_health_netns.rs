@@ -15,7 +15,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::gpu::{fake_nccl, fake_nvml};
+use common::gpu::{assert_every_gpu_check_passes, fake_nccl, fake_nvml, gpu_checks};
 use common::netns::{namespace_test, spawn, wait_all, Cluster, Done};
 use serde_json::Value;
 
@@ -109,15 +109,6 @@ fn logs(done: &[Done]) -> String {
         .collect()
 }
 
-fn gpu_checks(o: &Outcome) -> Vec<&Value> {
-    o.json["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["path"] == "gpu")
-        .collect()
-}
-
 /// The cluster, the fakes and a folder for the outputs; `None` (after saying why) where they cannot be had.
 fn setup(
     tag: &str,
@@ -139,27 +130,8 @@ fn a_clean_fake_cluster_passes_with_no_gpu_finding() {
         return;
     };
     let o = preflight(&c, &lib, dir.path(), "clean", None);
-    let checks = gpu_checks(&o);
-    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "gpu count",
-            "gpu ECC",
-            "gpu memory repair",
-            "gpu clocks",
-            "gpu PCIe link",
-            "gpu NVLink",
-            "gpu persistence mode",
-            "gpu copy bandwidth",
-            "gpu host-to-device",
-            "gpu device-to-host",
-            "gpu driver"
-        ],
-        "{}",
-        o.out
-    );
-    assert!(checks.iter().all(|c| c["verdict"] == "pass"), "{checks:#?}");
+    assert_every_gpu_check_passes(&o.json, &o.out);
+    let checks = gpu_checks(&o.json);
     let count = checks[0]["measured"].as_str().unwrap();
     assert_eq!(count, format!("{GPUS} GPU(s) on each of {HOSTS} host(s)"));
     assert_eq!(
@@ -263,7 +235,10 @@ fn each_fault_on_one_host_is_named_with_that_host_gpu_and_cause() {
         assert_eq!(o.code, Some(1), "{label}: {}", o.out);
         let gpu = format!("{host} GPU 1 [0000:11:00.0]");
         // The GPU checks that failed (a network check may fail too on a loaded machine: not this test's business).
-        let failed: Vec<&Value> = gpu_checks(&o).into_iter().filter(|c| c["verdict"] == "fail").collect();
+        let failed: Vec<&Value> = gpu_checks(&o.json)
+            .into_iter()
+            .filter(|c| c["verdict"] == "fail")
+            .collect();
         let got: Vec<&str> = failed.iter().map(|c| c["name"].as_str().unwrap()).collect();
         let want: Vec<String> = f
             .want
@@ -272,7 +247,7 @@ fn each_fault_on_one_host_is_named_with_that_host_gpu_and_cause() {
             .collect();
         // Exactly these fail, and every GPU check that does not pass names the faulty host only.
         assert_eq!(got, want, "{label}: {}", o.out);
-        for x in gpu_checks(&o).into_iter().filter(|c| c["verdict"] != "pass") {
+        for x in gpu_checks(&o.json).into_iter().filter(|c| c["verdict"] != "pass") {
             let text = x.to_string();
             for other in (0..HOSTS).filter(|&h| h != f.host) {
                 let name = c.host(other);

@@ -74,3 +74,37 @@ pub fn fake_nvml(old: bool) -> Option<PathBuf> {
 pub fn fake_nccl(lib: &Path) -> PathBuf {
     std::env::split_paths(lib).last().unwrap().join("libnccl.so.2")
 }
+
+/// The GPU checks of a preflight's JSON (path `gpu`).
+pub fn gpu_checks(v: &serde_json::Value) -> Vec<&serde_json::Value> {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"] == "gpu")
+        .collect()
+}
+
+/// Every GPU check a clean node gets, in order, each passed; `out` is shown on failure.
+pub fn assert_every_gpu_check_passes(v: &serde_json::Value, out: &str) {
+    let checks = gpu_checks(v);
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "gpu count",
+            "gpu ECC",
+            "gpu memory repair",
+            "gpu clocks",
+            "gpu PCIe link",
+            "gpu NVLink",
+            "gpu persistence mode",
+            "gpu copy bandwidth",
+            "gpu host-to-device",
+            "gpu device-to-host",
+            "gpu driver"
+        ],
+        "{out}"
+    );
+    assert!(checks.iter().all(|c| c["verdict"] == "pass"), "{checks:#?}");
+}
