@@ -13,8 +13,9 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::gpu::gpu_checks;
 #[cfg(feature = "cuda")]
-use common::gpu::{assert_every_gpu_check_passes, fake_nvml, gpu_checks};
+use common::gpu::{assert_every_gpu_check_passes, fake_nvml};
 use serde_json::Value;
 
 struct Outcome {
