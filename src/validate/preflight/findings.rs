@@ -109,7 +109,7 @@ fn single_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> V
                 }
             );
             // Participants are ranks when all share a host: the evidence is that host's.
-            let hosts: Vec<String> = targets
+            let mut hosts: Vec<String> = targets
                 .iter()
                 .map(|t| {
                     rep.hosts
@@ -118,6 +118,28 @@ fn single_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> V
                         .map_or(t.clone(), |p| p.host.clone())
                 })
                 .collect();
+            // A link with an end whose interface lost its carrier during the test is that end's: whichever pair
+            // measured while the carrier was down reads slow, and its healthy partner is not to blame.
+            let flapped = seen
+                .iter()
+                .filter(|e| hosts.contains(&e.host))
+                .filter_map(|e| e.link_downs.filter(|&d| d > 0).map(|d| (e.host.clone(), d)))
+                .max_by_key(|(_, d)| *d);
+            let (name, line) = match (&flapped, f) {
+                (Some((h, downs)), Finding::SlowLink { .. }) => {
+                    let figures = line.split_once(": ").map_or(line.as_str(), |(_, r)| r);
+                    let figures = figures.split(';').next().unwrap_or(figures).to_string();
+                    hosts = vec![h.clone()];
+                    (
+                        format!("{path} pairwise: slow host {h}"),
+                        format!(
+                            "SLOW HOST {h}: one of its links measured {figures} while its interface lost its carrier \
+                             {downs} time(s) during the test"
+                        ),
+                    )
+                }
+                _ => (name, line),
+            };
             let latency_like = matches!(
                 f,
                 Finding::SlowHost {
@@ -319,6 +341,47 @@ mod tests {
         let c = pairwise_findings("tcp@eth0", &rep, &seen);
         assert!(c.iter().all(|c| !c.name.contains("fabric")), "{c:?}");
         assert!(c.iter().any(|c| c.name == "tcp@eth0 pairwise: slow host h0"), "{c:?}");
+    }
+
+    #[test]
+    fn a_slow_link_to_a_host_that_lost_its_carrier_is_that_hosts_alone() {
+        let rep = report_of(
+            ["h0", "h1", "h2"],
+            |a, b| if a + b == 1 { 0.2 } else { 1.0 },
+            |_, _| 30.0,
+        );
+        let evidence = |h: &str, downs: u64| HostEvidence {
+            host: h.into(),
+            wall_s: 5.0,
+            link_downs: Some(downs),
+            ..Default::default()
+        };
+        let steady = pairwise_findings(
+            "tcp@eth0",
+            &rep,
+            &[evidence("h0", 0), evidence("h1", 0), evidence("h2", 0)],
+        );
+        assert!(
+            steady
+                .iter()
+                .any(|c| c.name == "tcp@eth0 pairwise: slow link h0 <-> h1"),
+            "{steady:?}"
+        );
+        let c = pairwise_findings(
+            "tcp@eth0",
+            &rep,
+            &[evidence("h0", 0), evidence("h1", 2), evidence("h2", 0)],
+        );
+        let failed: Vec<&Check> = c.iter().filter(|c| c.verdict == Verdict::Fail).collect();
+        assert_eq!(failed.len(), 1, "{c:?}");
+        assert_eq!(failed[0].name, "tcp@eth0 pairwise: slow host h1");
+        assert!(
+            failed[0].measured.contains("lost its carrier 2 time(s)"),
+            "{:?}",
+            failed[0]
+        );
+        let said = format!("{} {} {}", failed[0].name, failed[0].measured, failed[0].detail);
+        assert!(!super::super::cause::names(&said, "h0"), "h0 named: {said}");
     }
 
     #[test]
