@@ -717,15 +717,28 @@ fn a_port_slow_now_and_then_is_named_by_the_soak() {
     );
     assert_eq!(o.code, Some(1), "{}", o.stdout);
     let failed: Vec<&Value> = bad(&o).into_iter().filter(|x| x["verdict"] == "fail").collect();
-    let name = format!("tcp@eth0 soak: intermittent host {}", c.host(2));
+    // h2 itself, or one of its links: the blink is periodic, and when the passes keep its phase (a loaded
+    // machine paces them evenly) every slow spell falls on the same round, so the evidence shows one link of
+    // h2 bad now and then and its others never; naming that link is what the evidence supports.
+    let host = format!("tcp@eth0 soak: intermittent host {}", c.host(2));
+    let h2_link = |n: &str| n.starts_with("tcp@eth0 soak: intermittent link ") && names(&c, n, 2);
     let s = failed
         .iter()
-        .find(|x| x["name"] == name.as_str())
-        .unwrap_or_else(|| panic!("no {name}:\n{}", o.stdout));
+        .find(|x| x["name"] == host.as_str() || h2_link(x["name"].as_str().unwrap()))
+        .unwrap_or_else(|| panic!("no {host} nor a link of it:\n{}", o.stdout));
     assert_eq!(s["cause"], "link", "{s}");
-    assert!(s["detail"].as_str().unwrap().contains("carrier held"), "{s}");
+    let why = if s["name"] == host.as_str() {
+        "carrier held"
+    } else {
+        "comes and goes"
+    };
+    assert!(s["detail"].as_str().unwrap().contains(why), "{s}");
+    // Nothing healthy is blamed: every failure names h2, or none of the other hosts.
     for x in &failed {
         let about = format!("{} {} {}", x["name"], x["measured"], x["detail"]);
+        if h2_link(x["name"].as_str().unwrap()) {
+            continue;
+        }
         for h in [0, 1, 3] {
             assert!(!names(&c, &about, h), "{} is named: {x}\n{}", c.host(h), o.stdout);
         }
