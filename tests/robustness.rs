@@ -159,28 +159,8 @@ fn a_socket_or_directory_is_refused_even_with_force() {
 fn launcher_killed_by(sig: libc::c_int) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let (mut c, mut said, rx) = started_until_fault(&[
-        "run",
-        "--np",
-        "2",
-        "-b",
-        "8",
-        "-e",
-        "64",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "--no-progress",
-        "--collective",
-        "all_reduce,all_gather",
-        "-T",
-        "600",
-        "--fault",
-        "0:all_gather@8:stop",
-        "-J",
-        s(&json),
-    ]);
+    let (mut c, mut said, rx) =
+        started_until_fault(&[&stopping_at_all_gather("0:all_gather@8:stop")[..], &["-J", s(&json)]].concat());
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pids: Vec<i32> = v["collbench"]["run"]["ranks"]
         .as_array()
@@ -1099,6 +1079,35 @@ fn preflight_from_results_refuses_a_negative_time_naming_the_file_and_the_point(
 /// Starts `collbench ARGS` in a process group of its own, its stderr read line by line, and waits for the
 /// `--fault` line (a rank stopped itself, so the job stands still mid-run). Gives the child, the lines so far
 /// and the receiver of the rest.
+/// `run --np 2` over two small sizes whose rank `rank` stops itself (SIGSTOP) at its first all_gather.
+fn stopping_at_all_gather(rank: &str) -> Vec<&'static str> {
+    let fault = if rank == "0" {
+        "0:all_gather@8:stop"
+    } else {
+        "1:all_gather@8:stop"
+    };
+    vec![
+        "run",
+        "--np",
+        "2",
+        "-b",
+        "8",
+        "-e",
+        "64",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--no-progress",
+        "--collective",
+        "all_reduce,all_gather",
+        "-T",
+        "600",
+        "--fault",
+        fault,
+    ]
+}
+
 fn started_until_fault(args: &[&str]) -> (std::process::Child, Vec<String>, mpsc::Receiver<Option<String>>) {
     use std::os::unix::process::CommandExt;
     let mut c = Command::new(bin())
@@ -1164,32 +1173,13 @@ fn ctrl_c_marks_every_output_of_a_run_incomplete_naming_the_signal() {
         dir.path().join("r.csv"),
         dir.path().join("r.md"),
     );
-    let (c, said, rx) = started_until_fault(&[
-        "run",
-        "--np",
-        "2",
-        "-b",
-        "8",
-        "-e",
-        "64",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "--no-progress",
-        "--collective",
-        "all_reduce,all_gather",
-        "-T",
-        "600",
-        "--fault",
-        "1:all_gather@8:stop",
-        "-J",
-        s(&json),
-        "--csv",
-        s(&csv),
-        "--markdown",
-        s(&md),
-    ]);
+    let (c, said, rx) = started_until_fault(
+        &[
+            &stopping_at_all_gather("1:all_gather@8:stop")[..],
+            &["-J", s(&json), "--csv", s(&csv), "--markdown", s(&md)],
+        ]
+        .concat(),
+    );
     // SAFETY: kill has no memory-safety preconditions; the group is the one this test started.
     unsafe { libc::kill(-(c.id() as i32), libc::SIGINT) };
     let (code, err) = ended(c, said, rx);

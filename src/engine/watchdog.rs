@@ -497,22 +497,24 @@ mod tests {
         assert_eq!(culprit(&[st(5, true), st(5, true)]), None);
     }
 
+    /// A watchdog of rank `rank` with no peers, holding `token`, on loopback; and its address.
+    fn started(rank: usize, token: [u8; 16]) -> (Watchdog, std::net::SocketAddr) {
+        let bound = Bound::new("127.0.0.1".parse().unwrap()).unwrap();
+        let addr = bound.addr().unwrap();
+        let job = Job {
+            rank,
+            peers: vec![],
+            token,
+            timeout: Duration::from_secs(3600),
+            path: "mpi".into(),
+        };
+        (Watchdog::start(bound, job).unwrap(), addr)
+    }
+
     #[test]
     fn answers_prove_the_token_and_the_rank() {
         let token = [7u8; 16];
-        let bound = Bound::new("127.0.0.1".parse().unwrap()).unwrap();
-        let addr = bound.addr().unwrap();
-        let wd = Watchdog::start(
-            bound,
-            Job {
-                rank: 1,
-                peers: vec![],
-                token,
-                timeout: Duration::from_secs(3600),
-                path: "mpi".into(),
-            },
-        )
-        .unwrap();
+        let (wd, addr) = started(1, token);
         let _g = wd.call("MPI_Barrier", None);
         let d = Duration::from_secs(5);
         assert_eq!(
@@ -539,19 +541,7 @@ mod tests {
     #[test]
     fn a_stranger_trickling_its_nonce_does_not_delay_the_answers() {
         let token = [7u8; 16];
-        let bound = Bound::new("127.0.0.1".parse().unwrap()).unwrap();
-        let addr = bound.addr().unwrap();
-        let wd = Watchdog::start(
-            bound,
-            Job {
-                rank: 0,
-                peers: vec![],
-                token,
-                timeout: Duration::from_secs(3600),
-                path: "mpi".into(),
-            },
-        )
-        .unwrap();
+        let (wd, addr) = started(0, token);
         // First in the queue: a connection that sent one byte of its nonce and waits to send the next.
         let mut stranger = TcpStream::connect(addr).unwrap();
         stranger.write_all(&[1]).unwrap();
