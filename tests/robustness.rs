@@ -1076,16 +1076,8 @@ fn preflight_from_results_refuses_a_negative_time_naming_the_file_and_the_point(
 
 // --- a signal leaves every output complete or marked ---------------------------------------------------
 
-/// Starts `collbench ARGS` in a process group of its own, its stderr read line by line, and waits for the
-/// `--fault` line (a rank stopped itself, so the job stands still mid-run). Gives the child, the lines so far
-/// and the receiver of the rest.
-/// `run --np 2` over two small sizes whose rank `rank` stops itself (SIGSTOP) at its first all_gather.
-fn stopping_at_all_gather(rank: &str) -> Vec<&'static str> {
-    let fault = if rank == "0" {
-        "0:all_gather@8:stop"
-    } else {
-        "1:all_gather@8:stop"
-    };
+/// `run --np 2` over two small sizes with `fault` placed (a rank stopping itself, `R:all_gather@8:stop`).
+fn stopping_at_all_gather(fault: &'static str) -> Vec<&'static str> {
     vec![
         "run",
         "--np",
@@ -1108,6 +1100,9 @@ fn stopping_at_all_gather(rank: &str) -> Vec<&'static str> {
     ]
 }
 
+/// Starts `collbench ARGS` in a process group of its own, its stderr read line by line, and waits for the
+/// `--fault` line (a rank stopped itself, so the job stands still mid-run). Gives the child, the lines so far
+/// and the receiver of the rest.
 fn started_until_fault(args: &[&str]) -> (std::process::Child, Vec<String>, mpsc::Receiver<Option<String>>) {
     use std::os::unix::process::CommandExt;
     let mut c = Command::new(bin())
