@@ -381,17 +381,7 @@ fn via_rendezvous(
     // The rank that serves the rendezvous waits for its service's verdict a little past the shared deadline:
     // the service names a rank that never joined at that deadline, and its own client must hear that rather than
     // give up on the welcome at the same moment (on a busy host it would, and blame nobody).
-    let mut deadline = deadline;
-    if id.serves_root {
-        let source = world::env::root_source(|k| std::env::var(k).ok());
-        rendezvous::make_room(id.size, root)?;
-        let listener = rendezvous::bind_root(root, source, deadline)?;
-        let (size, token) = (id.size, id.token);
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        // Detached: it ends once every rank has joined (or its deadline passes); every rank hears its verdict.
-        std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
-        deadline += VERDICT_GRACE;
-    }
+    let deadline = serve_if_root(id, root, deadline)?;
     let who = format!("rank {} (host {})", id.rank, crate::net::hostname());
     let sock = rendezvous::connect(root, deadline, &who)?;
     let local = sock
@@ -409,6 +399,47 @@ fn via_rendezvous(
         opts.aids.fault.as_ref(),
     )?;
     Ok((world, bound))
+}
+
+/// Starts the rendezvous service at `root` when this rank serves it, detached (it ends once every rank has
+/// joined or was answered, or at `deadline`; every rank hears its verdict). Returns the deadline this rank's own
+/// client waits to: a little past the service's where it serves, so it hears the service name a rank that
+/// never joined rather than give up at the same moment.
+fn serve_if_root(id: &Identity, root: &str, deadline: Instant) -> Result<Instant> {
+    if !id.serves_root {
+        return Ok(deadline);
+    }
+    let source = world::env::root_source(|k| std::env::var(k).ok());
+    rendezvous::make_room(id.size, root)?;
+    let listener = rendezvous::bind_root(root, source, deadline)?;
+    let (size, token) = (id.size, id.token);
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    std::thread::spawn(move || rendezvous::serve(listener, size, token, timeout));
+    Ok(deadline + VERDICT_GRACE)
+}
+
+/// Tells every rank of the job, through the rendezvous, that this rank refuses to start because of `e`, so that
+/// none waits for it until its bootstrap deadline. The rank that serves the rendezvous serves it meanwhile,
+/// until every rank was told (or that deadline). Where the job has no rendezvous (MPI exchanges the endpoints)
+/// or it cannot be reached, the rank's own error is all there is.
+pub fn refuse(id: &Identity, opts: &Options, e: &Error) {
+    let Some(root) = id.root.as_deref() else {
+        return;
+    };
+    let who = format!("rank {} (host {})", id.rank, crate::net::hostname());
+    stderr!(
+        "collbench: {who} cannot start (its error follows); telling the other ranks through the rendezvous at \
+         {root} first"
+    );
+    let told = (|| {
+        // Served as for a join: it answers this rank last, once it told the others.
+        let deadline = serve_if_root(id, root, Instant::now() + opts.deadlines.bootstrap_timeout)?;
+        let sock = rendezvous::connect(root, deadline, &who)?;
+        world::refuse(id, sock, rendezvous::Refusal::of(e), deadline)
+    })();
+    if let Err(why) = told {
+        stderr!("collbench: {who}: the other ranks could not be told: {why}");
+    }
 }
 
 #[cfg(feature = "mpi")]
@@ -456,6 +487,7 @@ fn via_mpi(
         job: Vec::new(),
         // MPI's allgather carries the table.
         relay: None,
+        refused: None,
     };
     let joins: Vec<rendezvous::Join> = m
         .allgather_bytes(&serde_json::to_vec(&me).expect("a join serialises"))

@@ -82,6 +82,7 @@ fn join_of(rank: usize, size: usize, relay: Option<String>) -> Join {
         }),
         job: vec!["MPI_JOB=trainer".into()],
         relay,
+        refused: None,
     }
 }
 

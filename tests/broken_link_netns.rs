@@ -2,8 +2,9 @@
 //! link between h1 and h3 alone is broken, and every rank's last line must name that link, both ends, and
 //! nothing else:
 //! - a path MTU black hole (`cluster.sh mtu-blackhole`: packets over 1280 bytes dropped both ways, no ICMP):
-//!   connection set-up passes, the first full-sized transfer between the two stalls; in `run`, `pairwise` and
-//!   `preflight` (whose JSON carries the process's exit status);
+//!   connection set-up passes, the first full-sized transfer between the two stalls; in `run` and `pairwise`.
+//!   `preflight` probes for it before any full-sized transfer: its path MTU check names that link, cause MTU,
+//!   with the largest payload that passed, and every rank exits 1 (the hosts left measured without h3);
 //! - the link cut (`cluster.sh cut`) while `run` measures;
 //! - the link cut before the ranks connect, in `run`, `pairwise` and `preflight`: connection set-up fails at
 //!   both ends, the others hear it before leaving set-up, and preflight's rank 0 reports the failed set-up as
@@ -78,7 +79,7 @@ fn an_mtu_black_hole_on_one_link_is_named_as_that_link_by_every_rank_in_run_pair
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("preflight.json");
     let json_s = json.to_str().unwrap();
-    let runs: [(&str, Vec<&str>); 3] = [
+    let runs: [(&str, Vec<&str>); 2] = [
         (
             "run",
             vec![
@@ -100,19 +101,36 @@ fn an_mtu_black_hole_on_one_link_is_named_as_that_link_by_every_rank_in_run_pair
             ],
         ),
         ("pairwise", vec!["pairwise", "--transport", "tcp@eth0", "-T", "5"]),
-        (
-            "preflight",
-            vec!["preflight", "--transport", "tcp@eth0", "-T", "5", "-J", json_s],
-        ),
     ];
     for (what, args) in runs {
         let done = wait_all(start(&c, dir.path(), what, &args), DEADLINE);
         every_rank_names_the_link(&c, &done, what);
     }
-    // The preflight's report says why it ended, and its JSON carries the status the process exited with.
+    // The preflight probes the path MTU before any full-sized transfer: the link is named with cause MTU, and
+    // every rank ends with the failing verdict (h3's at once, left out; the others after measuring).
+    let args = ["preflight", "--transport", "tcp@eth0", "-T", "5", "-J", json_s];
+    let done = wait_all(start(&c, dir.path(), "preflight", &args), DEADLINE);
+    for (h, d) in done.iter().enumerate() {
+        assert_eq!(d.status.code(), Some(1), "preflight: rank {h}:\n{}", logs(&done));
+    }
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(v["exit_code"], 1, "{v}");
     assert_eq!(v["verdict"], "fail", "{v}");
+    let failed: Vec<&serde_json::Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["verdict"] == "fail")
+        .collect();
+    let name = format!("tcp@eth0 mtu: link {} - {}", c.host(1), c.host(3));
+    assert_eq!(failed.len(), 1, "{}", logs(&done));
+    assert_eq!(failed[0]["name"], name.as_str(), "{}", logs(&done));
+    assert_eq!(failed[0]["cause"], "mtu", "{}", failed[0]);
+    assert!(
+        failed[0]["measured"].as_str().unwrap().contains("1252 B"),
+        "{}",
+        failed[0]
+    );
 }
 
 #[test]

@@ -147,9 +147,10 @@ fn a_run_that_exceeds_its_memory_cgroup_is_refused_up_front() {
         assert!(err.contains(&part), "{part}: {err}");
     }
     assert!(out.stdout.is_empty(), "nothing measured: {}", text(&out.stdout));
-    // A rank started by another launcher (torchrun's variables) checks the same before it allocates or joins.
+    // A rank started by another launcher (torchrun's variables) checks the same before it allocates or joins
+    // (it joins only to tell the other ranks, until the short bootstrap deadline: rank 1 never starts here).
     let launched = g.run_with(
-        &["run", "-e", "64M", "-n", "2", "-w", "1"],
+        &["run", "-e", "64M", "-n", "2", "-w", "1", "--bootstrap-timeout", "1"],
         &[
             ("RANK", "0"),
             ("WORLD_SIZE", "2"),
@@ -195,6 +196,32 @@ fn a_run_that_exceeds_its_pids_cgroup_is_refused_up_front() {
     g.set("pids.max", "64");
     let ok = g.run(&["run", "--np", "2", "-e", "1M", "-n", "2", "-w", "1"]);
     assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+}
+
+/// pairwise and p2p launch their ranks through the same driver as run, so the same pids limit refuses them up
+/// front, naming the cgroup, rather than letting the kernel refuse a rank's thread mid-measurement.
+#[test]
+fn pairwise_and_p2p_are_refused_by_the_pids_cgroup_as_run_is() {
+    let Some(g) = Group::new("pids", &format!("cbpidsv{}", std::process::id())) else {
+        return;
+    };
+    g.set("pids.max", "4");
+    for args in [
+        &["pairwise", "--np", "2", "-n", "1"][..],
+        &["p2p", "--np", "2", "-e", "1K", "-n", "1", "-w", "0"][..],
+    ] {
+        let out = g.run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {:?}\n{err}", out.status);
+        for part in [
+            "--np: 2 local ranks start up to ".to_string(),
+            format!("the pids cgroup {} leaves room for", g.path),
+            "(pids.max 4, ".into(),
+            format!("lower --np, or raise pids.max of cgroup {}", g.path),
+        ] {
+            assert!(err.contains(&part), "{args:?}: {part}: {err}");
+        }
+    }
 }
 
 /// The locator itself on this machine: a process in a made cgroup finds it, whatever is mounted where (the

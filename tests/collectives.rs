@@ -2,6 +2,7 @@
 //! several MiB} x dtype/op pairs x in-place and out-of-place x tunings (chunk size, streams), ranks as
 //! threads connected over loopback by collbench's own TCP transport.
 
+use collbench::algorithm::pipeline::RingCost;
 use collbench::algorithm::{self, Algo, Args, Tuning, Workspace};
 use collbench::collective::Collective;
 use collbench::memory::HostBuf;
@@ -292,19 +293,28 @@ fn check_collective(coll: Collective) {
                         continue;
                     }
                     let tunings: &[Tuning] = if count > 4096 {
+                        // With a model's ring costs (1 Gbit/s, 50 us a step), which only ring_pipelined reads:
+                        // its chunk then comes from them.
                         &[Tuning {
                             chunk_bytes: 256 << 10,
                             depth: 4,
+                            ring_cost: Some(RingCost {
+                                alpha_us: 50.0,
+                                beta_us_per_byte: 0.008,
+                                gamma_us_per_byte: 0.001,
+                            }),
                         }]
                     } else {
                         &[
                             Tuning {
                                 chunk_bytes: 64,
                                 depth: 3,
+                                ring_cost: None,
                             },
                             Tuning {
                                 chunk_bytes: 1 << 20,
                                 depth: 1,
+                                ring_cost: None,
                             },
                         ]
                     };
@@ -412,6 +422,7 @@ fn tuned_paths_match_the_reference_at_their_boundaries() {
                     let tune = Tuning {
                         chunk_bytes: STRIPE,
                         depth: 2,
+                        ring_cost: None,
                     };
                     let per = STRIPE / es;
                     for seg in [2 * per - 1, 2 * per, 2 * per + 17] {

@@ -203,6 +203,45 @@ fn a_rank_killed_during_the_bootstrap_is_named_at_once() {
 }
 
 #[test]
+fn a_rank_refusing_to_start_is_named_with_its_reason_by_every_rank() {
+    // Rank 0's JSON file is already there and --force is not given: it refuses to start. It still serves the
+    // rendezvous until ranks 1 and 2 were told, so they stop with its reason rather than wait out a bootstrap
+    // deadline of ten minutes (the test's own hang guard ends first).
+    let mut job = Job::start(3, &[], &[]);
+    let json = job.path("r.json");
+    std::fs::write(&json, "earlier results").unwrap();
+    let json_s = json.to_str().unwrap().to_string();
+    for r in 0..3 {
+        job.spawn(r, &["-e", "8", "--bootstrap-timeout", "600", "-J", &json_s]);
+    }
+    let ends = job.wait(&[0, 1, 2]);
+    let named = format!("rank 0 (host {}) refused to start: {json_s} exists", hostname());
+    for e in &ends {
+        assert_eq!(e.status.code(), Some(2), "rank {}:\n{}", e.rank, e.stderr);
+        let line = e.error();
+        assert!(line.contains("-J") && line.contains(&json_s), "rank {}: {line}", e.rank);
+        assert!(
+            !e.stderr.contains("did not join") && !e.stderr.contains("deadline"),
+            "rank {}:\n{}",
+            e.rank,
+            e.stderr
+        );
+        if e.rank != 0 {
+            assert!(line.contains(&named), "rank {}: {line}", e.rank);
+        }
+    }
+    // Rank 0 says its own error, and only once.
+    assert!(ends[0].error().contains("exists; use --force"), "{}", ends[0].stderr);
+    assert_eq!(
+        ends[0].stderr.matches("collbench: error").count(),
+        1,
+        "{}",
+        ends[0].stderr
+    );
+    assert_eq!(text(&json), "earlier results");
+}
+
+#[test]
 fn a_rank_killed_during_connection_set_up_is_named_by_every_survivor_long_before_the_deadline() {
     // Rank 2 finds rank 1's listener gone and gives up; rank 0, waiting for rank 1's connection, sees rank 2
     // hang up and gives up too, naming rank 1 as the one still missing. Neither waits for the minute.
@@ -361,6 +400,7 @@ fn a_rank_of_another_collbench_version_is_refused_naming_the_version() {
         consensus: serde_json::json!({}),
         job: vec![],
         relay: None,
+        refused: None,
     };
     let e = join(&job.root, &token, &me, Duration::from_secs(60))
         .unwrap_err()

@@ -15,8 +15,8 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::gpu::{assert_every_gpu_check_passes, fake_nccl, fake_nvml, gpu_checks};
-use common::netns::{namespace_test, spawn, wait_all, Cluster, Done};
+use common::gpu::{assert_every_gpu_check_passes, check_ranks, fake_nccl, gpu_checks, gpu_cluster, logs};
+use common::netns::{spawn, wait_all, Cluster};
 use serde_json::Value;
 
 const HOSTS: usize = 4;
@@ -76,20 +76,7 @@ fn preflight(c: &Cluster, lib: &Path, dir: &Path, label: &str, fault: Option<(us
         })
         .collect();
     let done = wait_all(procs, DEADLINE);
-    for (h, d) in done.iter().enumerate() {
-        assert!(!d.stderr.contains("panicked"), "{label}: rank {h}:\n{}", logs(&done));
-        assert!(
-            !d.stderr.contains("fake-cuda:") && !d.stderr.contains("fake-nccl:"),
-            "{label}: a call the fakes refused on rank {h}:\n{}",
-            logs(&done)
-        );
-        assert_eq!(
-            d.status.code(),
-            done[0].status.code(),
-            "{label}: rank {h}:\n{}",
-            logs(&done)
-        );
-    }
+    check_ranks(label, &done);
     let read = |p: &Path| {
         std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{label}: {}: {e}\n{}", p.display(), logs(&done)))
     };
@@ -102,13 +89,6 @@ fn preflight(c: &Cluster, lib: &Path, dir: &Path, label: &str, fault: Option<(us
     }
 }
 
-fn logs(done: &[Done]) -> String {
-    done.iter()
-        .enumerate()
-        .map(|(h, d)| format!("--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}", d.stdout, d.stderr))
-        .collect()
-}
-
 /// The cluster, the fakes and a folder for the outputs; `None` (after saying why) where they cannot be had.
 fn setup(
     tag: &str,
@@ -118,10 +98,7 @@ fn setup(
     std::path::PathBuf,
     tempfile::TempDir,
 )> {
-    let one = namespace_test()?;
-    let lib = fake_nvml(false)?;
-    let c = Cluster::up("cbg", tag, HOSTS, &[]);
-    Some((one, c, lib, tempfile::tempdir().unwrap()))
+    gpu_cluster("cbg", tag, HOSTS)
 }
 
 #[test]

@@ -390,6 +390,7 @@ fn join_as_rank_1(root: &str, token: &env_token::Token, run_args: &[&str]) -> (T
         consensus: opts.agreement().to_wire(),
         job: Vec::new(),
         relay: None,
+        refused: None,
     };
     let ranks = rendezvous::join(root, token, &me, std::time::Duration::from_secs(60)).expect("rank 0 welcomes rank 1");
     let mut sock = TcpStream::connect(ranks[0].addr.as_str()).expect("rank 0's data listener answers");

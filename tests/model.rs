@@ -465,6 +465,8 @@ fn algos_run(dir: &Path, extra: &[&str]) -> Vec<String> {
         String::from_utf8_lossy(&out.stderr),
     );
     assert_eq!(out.status.code(), Some(0), "{extra:?}: {stderr}");
+    // Kept beside the results file for the callers that read the header.
+    std::fs::write(dir.join("run.txt"), stdout.as_bytes()).unwrap();
     assert!(
         stdout.contains("# Total wrong elements : 0 in 0 of 4 point(s) OK"),
         "{stdout}"
@@ -510,7 +512,14 @@ fn a_run_with_a_model_file_runs_the_algorithm_the_model_predicts_fastest() {
     // Without the model, the threshold rule runs Bruck below 256 KiB; the model (fitted on tcp@eth0, used on
     // this run's tcp@lo: the kind of path chooses) predicts the ring faster at every size.
     assert_eq!(algos_run(d.path(), &[]), ["bruck"; 4]);
-    assert_eq!(algos_run(d.path(), &["--algo-model", model]), ["ring"; 4]);
+    // At 64 KiB (16 KiB blocks) the ring cut in chunks hides its steps behind its bytes: 3 x 16 KiB x 8 ns
+    // = 393 us against the plain ring's 3 x (10 us + 131 us) = 423 us. Below, blocks are too small to cut.
+    assert_eq!(
+        algos_run(d.path(), &["--algo-model", model]),
+        ["ring", "ring", "ring", "ring_pipelined"]
+    );
+    // Forced, it runs at every size, with or without a model.
+    assert_eq!(algos_run(d.path(), &["--algo", "pring"]), ["ring_pipelined"; 4]);
     // An explicit threshold and a forced algorithm both win over the model.
     assert_eq!(
         algos_run(d.path(), &["--algo-model", model, "--algo-threshold", "16K"]),
@@ -539,4 +548,96 @@ fn a_model_file_that_cannot_choose_is_refused_before_any_rank_starts() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("--algo-model") && stderr.contains(says), "{stderr}");
     }
+}
+
+/// The run picked with a model file says which: the file, its digest and the costs it held are in the
+/// results file's parameters (and its text header); `compare` and `plot` read it beside a file without one.
+#[test]
+fn a_run_with_a_model_file_records_which_model_picked_its_algorithms() {
+    use sha2::{Digest, Sha256};
+    let d = tempfile::tempdir().unwrap();
+    let results = write(d.path(), "four.json", &ring_beats_bruck());
+    let model = d.path().join("model.json");
+    let fit = collbench()
+        .arg("model")
+        .arg(&results)
+        .args(["--target-ranks", "4", "-J"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(fit.status.success(), "{}", String::from_utf8_lossy(&fit.stderr));
+    let text = std::fs::read(&model).unwrap();
+    let digest: String = Sha256::digest(&text).iter().map(|b| format!("{b:02x}")).collect();
+    let fitted: Value = serde_json::from_slice(&text).unwrap();
+    let model = model.to_str().unwrap();
+
+    assert_eq!(algos_run(d.path(), &[]), ["bruck"; 4]);
+    let before = d.path().join("before.json");
+    std::fs::rename(d.path().join("run.json"), &before).unwrap();
+    assert_eq!(
+        algos_run(d.path(), &["--algo-model", model]),
+        ["ring", "ring", "ring", "ring_pipelined"]
+    );
+    let after = d.path().join("run.json");
+
+    let params = |f: &Path| -> Value {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        validate_against_schema(&v);
+        v["collbench"]["run"]["params"].clone()
+    };
+    assert!(params(&before).get("algo_model").is_none(), "{}", params(&before));
+    let m = params(&after)["algo_model"].clone();
+    assert_eq!(m["file"], model, "{m}");
+    assert_eq!(m["digest"], format!("sha256:{digest}"), "{m}");
+    assert_eq!(m["paths"][0]["fitted_on"], "tcp@eth0", "{m}");
+    for algo in ["ring", "bruck"] {
+        let f = fitted["fits"][0]["algos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["algo"] == algo)
+            .unwrap_or_else(|| panic!("{algo} fitted: {fitted}"));
+        let r = m["paths"][0]["algos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["algo"] == algo)
+            .unwrap_or_else(|| panic!("{algo} recorded: {m}"));
+        assert_eq!(r["alpha_us"], f["alpha_us"]["value"], "{algo}: {r} {f}");
+        assert_eq!(r["beta_us_per_byte"], f["beta_us_per_byte"]["value"], "{algo}: {r} {f}");
+    }
+
+    let header = std::fs::read_to_string(d.path().join("run.txt")).unwrap();
+    let line = format!("# Algorithm model: {model} sha256:{digest} (fitted on tcp@eth0): --algo auto picked");
+    assert!(header.contains(&line), "{line}\n{header}");
+
+    let shown = collbench().args(["compare"]).arg(&before).arg(&after).output().unwrap();
+    assert!(
+        shown.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let out = String::from_utf8_lossy(&shown.stdout);
+    // Every point of the one is matched with the other's: the new record does not stop the reading.
+    assert!(out.contains(" of 4 compared points regressed"), "{out}");
+    let charts = d.path().join("charts");
+    for f in [&before, &after] {
+        let plot = collbench()
+            .arg("plot")
+            .arg(f)
+            .arg("--out")
+            .arg(&charts)
+            .output()
+            .unwrap();
+        assert!(plot.status.success(), "{}", String::from_utf8_lossy(&plot.stderr));
+    }
+    // Forced, the header says the model only sized the pipelined ring's chunks.
+    algos_run(d.path(), &["--algo-model", model, "--algo", "pring"]);
+    let header = std::fs::read_to_string(d.path().join("run.txt")).unwrap();
+    assert!(
+        header.contains(
+            "(fitted on tcp@eth0): --algo ring_pipelined forced the algorithm; the model sizes ring_pipelined's"
+        ),
+        "{header}"
+    );
 }

@@ -225,22 +225,42 @@ fn one_rank_is_refused_for_it_has_no_pair() {
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
-/// Device memory is refused by name, before anything starts, with what checks the GPU path instead (pairs of
-/// GPUs over NCCL are not measured yet); `--memory host` is the default spelled out and measures as before.
+/// A build without the `cuda` feature refuses `--memory cuda` by name, before anything starts, saying how to
+/// build one that measures pairs of GPUs; `--memory host` is the default spelled out and measures as before.
+#[cfg(not(feature = "cuda"))]
 #[test]
-fn memory_cuda_is_refused_naming_the_flag_and_what_checks_gpus_instead() {
+fn memory_cuda_without_the_cuda_feature_is_refused_naming_the_flag_and_the_build() {
     let out = pairwise(&["--np", "2", "--bytes", "4K", "--memory", "cuda"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("error: --memory: "), "{stderr}");
-    assert!(stderr.contains("host memory only"), "{stderr}");
-    assert!(
-        stderr.contains("collbench preflight --memory cuda --transport nccl"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("--features cuda"), "{stderr}");
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     let out = pairwise(&["--np", "2", "--bytes", "4K", "--memory", "host"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// NCCL is measured on device buffers only, and device buffers over NCCL only: `--transport nccl` without
+/// `--memory cuda`, or `--memory cuda` with another path, is refused by name before anything starts.
+#[test]
+fn nccl_and_device_memory_go_together() {
+    let out = pairwise(&["--np", "2", "--transport", "nccl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: --transport: ") && stderr.contains("add --memory cuda"),
+        "{stderr}"
+    );
+    if cfg!(feature = "cuda") {
+        let out = pairwise(&["--np", "2", "--memory", "cuda", "--transport", "tcp@lo"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("error: --transport: ") && stderr.contains("give --transport nccl"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    }
 }
 
 #[test]

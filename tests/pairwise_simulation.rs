@@ -284,6 +284,7 @@ fn run(n: usize, gbit: f64, seed: u64, budget_s: f64) -> Outcome {
             name: format!("h{h}"),
             rank: h,
             host: format!("h{h}"),
+            gpu: None,
         })
         .collect();
     let startup_s = startup_s(n);

@@ -2,6 +2,7 @@
 //!
 //! - `ring`: pipelined ring all_reduce (reduce-scatter + all-gather), all_gather, reduce_scatter, and
 //!   pipelined chains for broadcast and reduce: bandwidth-optimal for large messages.
+//! - [`pipeline`]: `ring_pipelined`, the ring with its chunk per call from the model of the path.
 //! - `rd`: recursive doubling all_reduce (and reduce_scatter on top of it), log2(n) steps.
 //! - `bruck`: Bruck all_gather, ceil(log2 n) steps for any n.
 //! - `tree`: binomial-tree broadcast and reduce, and all_reduce as reduce + broadcast.
@@ -15,6 +16,7 @@ pub mod options;
 mod pairwise;
 pub mod peers;
 mod picker;
+pub mod pipeline;
 pub use picker::{AlgoCost, CostModel, CostTable};
 mod rd;
 mod ring;
@@ -38,6 +40,8 @@ pub(crate) use bufs::Bufs;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algo {
     Ring,
+    /// The ring with each step's segment cut by the model of the path ([`pipeline`]).
+    RingPipelined,
     RecDoubling,
     /// Rabenseifner's all_reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
     HalvingDoubling,
@@ -53,6 +57,7 @@ impl Algo {
     pub const fn name(self) -> &'static str {
         match self {
             Algo::Ring => "ring",
+            Algo::RingPipelined => "ring_pipelined",
             Algo::RecDoubling => "rec_doubling",
             Algo::HalvingDoubling => "halving_doubling",
             Algo::Bruck => "bruck",
@@ -63,8 +68,9 @@ impl Algo {
     }
 
     /// collbench's own algorithms (every one but [`Algo::Library`]).
-    pub const NATIVE: [Algo; 6] = [
+    pub const NATIVE: [Algo; 7] = [
         Algo::Ring,
+        Algo::RingPipelined,
         Algo::RecDoubling,
         Algo::HalvingDoubling,
         Algo::Bruck,
@@ -89,8 +95,14 @@ impl Algo {
     /// The algorithms `coll` can run.
     pub fn available(coll: Collective) -> &'static [Algo] {
         match coll {
-            Collective::AllReduce => &[Algo::Ring, Algo::RecDoubling, Algo::Tree, Algo::HalvingDoubling],
-            Collective::AllGather => &[Algo::Ring, Algo::Bruck, Algo::RecDoubling],
+            Collective::AllReduce => &[
+                Algo::Ring,
+                Algo::RecDoubling,
+                Algo::Tree,
+                Algo::HalvingDoubling,
+                Algo::RingPipelined,
+            ],
+            Collective::AllGather => &[Algo::Ring, Algo::Bruck, Algo::RecDoubling, Algo::RingPipelined],
             Collective::ReduceScatter => &[Algo::Ring, Algo::RecDoubling],
             Collective::Broadcast | Collective::Reduce => &[Algo::Ring, Algo::Tree],
             Collective::AllToAll | Collective::SendRecv => &[Algo::Pairwise],
@@ -189,6 +201,7 @@ impl Algo {
             AlgoChoice::Tree => Algo::Tree,
             AlgoChoice::HalvingDoubling => Algo::HalvingDoubling,
             AlgoChoice::Bruck => Algo::Bruck,
+            AlgoChoice::RingPipelined => Algo::RingPipelined,
         })
     }
 
@@ -223,10 +236,26 @@ impl fmt::Display for Algo {
 /// Pipeline tuning of the ring and chain algorithms.
 #[derive(Clone, Copy, Debug)]
 pub struct Tuning {
-    /// Bytes per pipeline chunk.
+    /// Bytes per pipeline chunk (`ring_pipelined`'s largest).
     pub chunk_bytes: usize,
     /// Receives posted ahead (and scratch slots), at most [`MAX_DEPTH`].
     pub depth: usize,
+    /// The ring's fitted costs on this path, which size `ring_pipelined`'s chunk (`None`: no model).
+    pub ring_cost: Option<pipeline::RingCost>,
+}
+
+impl Tuning {
+    /// The tuning `algo` runs `coll` with on `p` ranks at `size_bytes` (the results' size column): for
+    /// `ring_pipelined`, the chunk [`pipeline::chunk_bytes`] picks; as it is for the others.
+    pub fn for_call(&self, coll: Collective, algo: Algo, p: usize, size_bytes: u64) -> Tuning {
+        match algo {
+            Algo::RingPipelined => Tuning {
+                chunk_bytes: pipeline::chunk_bytes(coll, p, size_bytes, self.chunk_bytes, self.ring_cost.as_ref()),
+                ..*self
+            },
+            _ => *self,
+        }
+    }
 }
 
 /// Upper bound of [`Tuning::depth`].
@@ -236,7 +265,8 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             chunk_bytes: 512 << 10,
-            depth: 4,
+            depth: pipeline::CHUNKS_WITHOUT_MODEL,
+            ring_cost: None,
         }
     }
 }
@@ -264,7 +294,7 @@ pub fn scratch_bytes(coll: Collective, algo: Algo, count: usize, elem: usize, n:
     let chunk = tune.chunk_bytes.div_ceil(elem) * elem;
     match (coll, algo) {
         (Collective::ReduceScatter, Algo::Ring) => 2 * msg,
-        (_, Algo::Ring) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
+        (_, Algo::Ring | Algo::RingPipelined) => tune.depth.clamp(1, MAX_DEPTH) * chunk,
         (Collective::AllReduce, Algo::RecDoubling | Algo::HalvingDoubling) => msg,
         (Collective::ReduceScatter, Algo::RecDoubling) => 2 * msg * n,
         (Collective::AllGather, Algo::Bruck | Algo::RecDoubling) => msg * n,
@@ -294,6 +324,12 @@ pub fn run<T: Transport + ?Sized>(
 ) -> Result<()> {
     let n = t.size();
     let es = args.dtype.size();
+    // The results' size column: all_gather's is the n blocks it gathers.
+    let size_column = match args.coll {
+        Collective::AllGather => args.count * es * n,
+        _ => args.count * es,
+    };
+    let tune = &tune.for_call(args.coll, algo, n, size_column as u64);
     ws.bytes.ensure(scratch_bytes(args.coll, algo, args.count, es, n, tune));
     let scratch: &mut [u8] = &mut ws.bytes;
     let reqs = &mut ws.reqs;
@@ -308,13 +344,15 @@ pub fn run<T: Transport + ?Sized>(
     } = args;
     let b = Bufs::new(send, recv);
     let r = match (coll, algo) {
-        (Collective::AllReduce, Algo::Ring) => ring::all_reduce(t, &b, count, dtype, op, scratch, tune),
+        (Collective::AllReduce, Algo::Ring | Algo::RingPipelined) => {
+            ring::all_reduce(t, &b, count, dtype, op, scratch, tune)
+        }
         (Collective::AllReduce, Algo::RecDoubling) => rd::all_reduce(t, &b, count, dtype, op, scratch),
         (Collective::AllReduce, Algo::HalvingDoubling) => {
             rd::all_reduce_halving(t, &b, count, dtype, op, scratch, tune)
         }
         (Collective::AllReduce, Algo::Tree) => tree::all_reduce(t, &b, count, dtype, op, scratch),
-        (Collective::AllGather, Algo::Ring) => ring::all_gather(t, &b, count * es, tune, reqs),
+        (Collective::AllGather, Algo::Ring | Algo::RingPipelined) => ring::all_gather(t, &b, count * es, tune, reqs),
         (Collective::AllGather, Algo::Bruck) => bruck::all_gather(t, &b, count * es, scratch),
         (Collective::AllGather, Algo::RecDoubling) => rd::all_gather(t, &b, count * es, scratch),
         (Collective::ReduceScatter, Algo::Ring) => ring::reduce_scatter(t, &b, count, dtype, op, (scratch, reqs), tune),

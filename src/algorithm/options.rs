@@ -35,6 +35,8 @@ pub enum AlgoChoice {
     HalvingDoubling,
     /// Bruck's all_gather, on any rank count (auto runs it below 256 KiB).
     Bruck,
+    /// The ring (all_reduce, all_gather) with its chunk per call from `--algo-model`.
+    RingPipelined,
 }
 
 impl AlgoChoice {
@@ -47,6 +49,7 @@ impl AlgoChoice {
             AlgoChoice::Tree => "tree",
             AlgoChoice::HalvingDoubling => "rhd",
             AlgoChoice::Bruck => "bruck",
+            AlgoChoice::RingPipelined => "pring",
         }
     }
 }
@@ -68,9 +71,10 @@ impl FromStr for AlgoChoice {
             "tree" => AlgoChoice::Tree,
             "rhd" | "halving_doubling" | "rabenseifner" => AlgoChoice::HalvingDoubling,
             "bruck" => AlgoChoice::Bruck,
+            "pring" | "ring_pipelined" | "pipelined_ring" => AlgoChoice::RingPipelined,
             _ => {
                 return Err(format!(
-                    "unknown algorithm '{s}' (expected auto, ring, rd, rhd, bruck or tree)"
+                    "unknown algorithm '{s}' (expected auto, ring, pring, rd, rhd, bruck or tree)"
                 ))
             }
         })
@@ -121,7 +125,10 @@ impl AlgoOptions {
     /// These options with the model of the `--algo-model` file at `path`, if given.
     pub fn with_model(self, path: Option<&Path>) -> Result<AlgoOptions> {
         Ok(AlgoOptions {
-            algo_model: path.map(read_model).transpose()?,
+            algo_model: path
+                .map(read_model)
+                .transpose()?
+                .map(|m| m.with_ring_chunk(self.chunk_bytes)),
             ..self
         })
     }

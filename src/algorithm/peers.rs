@@ -97,7 +97,7 @@ pub fn of(coll: Collective, algo: Algo, root: usize, r: usize, n: usize) -> Vec<
         (Collective::Reduce, Algo::Ring) => chain((root + 1) % n, r, n),
         (Collective::Broadcast | Collective::Reduce, Algo::Tree) => binomial_tree(root, r, n),
         (Collective::AllReduce, Algo::Tree) => binomial_tree(0, r, n),
-        (_, Algo::Ring) => ring(r, n),
+        (_, Algo::Ring | Algo::RingPipelined) => ring(r, n),
         // Recursive-doubling all_gather runs Bruck where n is not a power of two.
         (Collective::AllGather, Algo::RecDoubling) if !n.is_power_of_two() => bruck(r, n),
         (_, Algo::RecDoubling | Algo::HalvingDoubling) => rec_doubling(r, n),

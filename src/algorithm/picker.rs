@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::cost::{algo_named, coeffs};
+use super::pipeline::{self, RingCost};
 use super::Algo;
 use crate::collective::Collective;
 
@@ -19,6 +20,8 @@ use crate::collective::Collective;
 pub struct AlgoCost {
     #[serde(serialize_with = "algo_name")]
     pub algo: Algo,
+    /// Microseconds per call, whatever its steps (0 where the model did not fit one).
+    pub call_us: f64,
     /// Microseconds per message step.
     pub alpha_us: f64,
     /// Microseconds per byte on the busiest link.
@@ -39,15 +42,35 @@ pub struct CostTable {
     pub algos: Vec<AlgoCost>,
     /// Microseconds per byte reduced.
     pub gamma_us_per_byte: f64,
+    /// The plain ring's chunk (`--chunk`), the largest `ring_pipelined` cuts: an option of the run, not of
+    /// the file.
+    #[serde(skip)]
+    pub ring_chunk: usize,
 }
 
 impl CostTable {
     /// The predicted time of `coll` by `algo` on `p` ranks at `n` bytes (the results' size column), or
     /// `None` when this table has no usable costs for `algo`.
     pub fn predict_us(&self, coll: Collective, algo: Algo, p: usize, n: u64) -> Option<f64> {
+        if algo == Algo::RingPipelined {
+            // Priced from the ring's costs: the same steps and bytes, cut into chunks.
+            let ring = self.algos.iter().find(|a| a.algo == Algo::Ring)?;
+            let t = pipeline::predict_us(coll, p, n, self.ring_chunk, &self.ring_cost()?)?;
+            return Some(t + if p > 1 { ring.call_us } else { 0.0 });
+        }
         let cost = self.algos.iter().find(|a| a.algo == algo)?;
         let k = coeffs(coll, algo, p, n as f64)?;
-        Some(k.time(cost.alpha_us, cost.beta_us_per_byte, self.gamma_us_per_byte))
+        Some(k.time(cost.alpha_us, cost.beta_us_per_byte, self.gamma_us_per_byte) + cost.call_us * k.calls())
+    }
+
+    /// The ring's fitted costs, which size `ring_pipelined`'s chunk; `None` where the ring was not fitted.
+    pub fn ring_cost(&self) -> Option<RingCost> {
+        let ring = self.algos.iter().find(|a| a.algo == Algo::Ring)?;
+        Some(RingCost {
+            alpha_us: ring.alpha_us,
+            beta_us_per_byte: ring.beta_us_per_byte,
+            gamma_us_per_byte: self.gamma_us_per_byte,
+        })
     }
 
     /// The algorithm for `coll` at `n` bytes on `p` ranks, given `default`, the threshold rule's pick: the
@@ -75,7 +98,19 @@ impl CostTable {
 pub struct CostModel {
     /// The file it was read from, as given.
     pub source: String,
+    /// `sha256:` and the hex SHA-256 of the file's text: which model it was, whatever the file became since.
+    pub digest: String,
     pub tables: Vec<CostTable>,
+}
+
+/// `sha256:` and the lowercase hex SHA-256 of `text`.
+fn digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// The parts of `collbench model`'s JSON read here.
@@ -95,6 +130,9 @@ struct FitDoc {
 #[derive(Deserialize)]
 struct AlgoDoc {
     algo: String,
+    /// Absent from files written before the per-call term.
+    #[serde(default)]
+    call_us: Option<ParamDoc>,
     alpha_us: ParamDoc,
     beta_us_per_byte: ParamDoc,
 }
@@ -143,6 +181,8 @@ impl CostModel {
                 .filter_map(|a| {
                     Some(AlgoCost {
                         algo: algo_named(&a.algo)?,
+                        // A per-call cost held as negative leaves the steps' alpha fitted without it.
+                        call_us: a.call_us.as_ref().and_then(ParamDoc::usable).unwrap_or(0.0),
                         alpha_us: a.alpha_us.usable()?,
                         beta_us_per_byte: a.beta_us_per_byte.usable()?,
                     })
@@ -153,6 +193,7 @@ impl CostModel {
                 fitted_on: fit.path,
                 algos,
                 gamma_us_per_byte: fit.gamma_us_per_byte.usable().unwrap_or(0.0),
+                ring_chunk: crate::defaults::CHUNK_BYTES,
             });
         }
         if tables.is_empty() {
@@ -160,8 +201,17 @@ impl CostModel {
         }
         Ok(CostModel {
             source: source.to_string(),
+            digest: digest(text),
             tables,
         })
+    }
+
+    /// This model with `ring_pipelined` cutting at most `chunk` bytes (`--chunk`).
+    pub fn with_ring_chunk(mut self, chunk: usize) -> CostModel {
+        for t in &mut self.tables {
+            t.ring_chunk = chunk;
+        }
+        self
     }
 
     /// The table for the path named `path` (`tcp@eth0`, `rdma@mlx5_0`): the one fitted on its kind.
@@ -183,11 +233,13 @@ mod tests {
                 .iter()
                 .map(|&(algo, alpha_us, beta_us_per_byte)| AlgoCost {
                     algo,
+                    call_us: 0.0,
                     alpha_us,
                     beta_us_per_byte,
                 })
                 .collect(),
             gamma_us_per_byte: 0.0,
+            ring_chunk: crate::defaults::CHUNK_BYTES,
         }
     }
 
@@ -203,21 +255,28 @@ mod tests {
         // With Bruck's steps cheap, Bruck wins at a small size whatever the default.
         let t = table(&[(Algo::Ring, 100.0, 0.001), (Algo::Bruck, 10.0, 0.001)]);
         assert_eq!(t.pick(ag, 8, 8192, Algo::Ring), Algo::Bruck);
-        // At 64 MiB the bytes dominate; equal betas make it Bruck's 3 steps against the ring's 7: still Bruck.
-        assert_eq!(t.pick(ag, 8, 64 << 20, Algo::Ring), Algo::Bruck);
+        // At 64 MiB the bytes dominate, and Bruck's 3 steps beat the plain ring's 7 (equal betas); but the ring
+        // cut into chunks hides its steps behind its bytes, which Bruck cannot.
+        assert!(t.predict_us(ag, Algo::Bruck, 8, 64 << 20) < t.predict_us(ag, Algo::Ring, 8, 64 << 20));
+        assert_eq!(t.pick(ag, 8, 64 << 20, Algo::Ring), Algo::RingPipelined);
+        let bytes = 7.0 / 8.0 * (64 << 20) as f64 * 0.001;
+        assert_eq!(t.predict_us(ag, Algo::RingPipelined, 8, 64 << 20), Some(bytes));
     }
 
     #[test]
     fn ties_and_unpriced_algorithms_keep_the_threshold_rules_pick() {
         let ar = Collective::AllReduce;
-        // Identical costs for ring and halving-doubling on 2 ranks: the same steps and bytes, a tie.
+        // Identical costs for ring and halving-doubling on 2 ranks: the same steps and bytes, a tie; at 8 KiB
+        // the segments are too small to cut, so the pipelined ring ties too.
         let t = table(&[(Algo::Ring, 5.0, 0.001), (Algo::HalvingDoubling, 5.0, 0.001)]);
-        assert_eq!(
-            t.predict_us(ar, Algo::Ring, 2, 1 << 20),
-            t.predict_us(ar, Algo::HalvingDoubling, 2, 1 << 20)
-        );
-        assert_eq!(t.pick(ar, 2, 1 << 20, Algo::HalvingDoubling), Algo::HalvingDoubling);
-        assert_eq!(t.pick(ar, 2, 1 << 20, Algo::Ring), Algo::Ring);
+        let at = |a| t.predict_us(ar, a, 2, 8 << 10);
+        assert_eq!(at(Algo::Ring), at(Algo::HalvingDoubling));
+        assert_eq!(at(Algo::Ring), at(Algo::RingPipelined));
+        assert_eq!(t.pick(ar, 2, 8 << 10, Algo::HalvingDoubling), Algo::HalvingDoubling);
+        assert_eq!(t.pick(ar, 2, 8 << 10, Algo::Ring), Algo::Ring);
+        // At 1 MiB, cut in two, it is strictly cheaper and wins whatever the default.
+        assert!(t.predict_us(ar, Algo::RingPipelined, 2, 1 << 20) < t.predict_us(ar, Algo::Ring, 2, 1 << 20));
+        assert_eq!(t.pick(ar, 2, 1 << 20, Algo::HalvingDoubling), Algo::RingPipelined);
         // The default is not priced: the model cannot say it is beaten.
         let t = table(&[(Algo::Ring, 0.0, 0.0)]);
         assert_eq!(t.pick(ar, 8, 1024, Algo::RecDoubling), Algo::RecDoubling);

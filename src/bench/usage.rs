@@ -84,6 +84,20 @@ pub fn parse_schedstat(text: &str) -> Option<u64> {
 /// `/proc/self/task`: a rank starved by a CPU quota or by other work shows it here, without any cgroup visible.
 /// `None` where the kernel keeps no scheduler statistics.
 pub fn thread_waits() -> Option<HashMap<u64, u64>> {
+    let mut waits = complete_listing(list_thread_waits)?;
+    // The calling thread is the one whose sweep is measured: counted even if every listing missed it.
+    let own = std::fs::read_to_string("/proc/thread-self/schedstat").ok();
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|l| l.file_name()?.to_str()?.parse().ok());
+    if let (Some(tid), Some(w)) = (tid, own.as_deref().and_then(parse_schedstat)) {
+        waits.entry(tid).or_insert(w);
+    }
+    Some(waits)
+}
+
+/// One listing of `/proc/self/task`, each thread's wait; `None` when nothing could be read.
+fn list_thread_waits() -> Option<HashMap<u64, u64>> {
     let mut waits = HashMap::new();
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let tid = task.file_name().to_str().and_then(|t| t.parse().ok());
@@ -95,6 +109,27 @@ pub fn thread_waits() -> Option<HashMap<u64, u64>> {
         }
     }
     (!waits.is_empty()).then_some(waits)
+}
+
+/// Listings most taken to make one sample whole.
+const LISTINGS: usize = 4;
+
+/// The union of listings taken until one adds no thread (at most [`LISTINGS`]). The kernel ends a
+/// `/proc/PID/task` listing early when the thread at its cursor exits mid-walk, so one listing can miss
+/// live threads; a thread missed by the first sample would count its whole life as waited in between.
+fn complete_listing(mut list: impl FnMut() -> Option<HashMap<u64, u64>>) -> Option<HashMap<u64, u64>> {
+    let mut waits = list()?;
+    for _ in 1..LISTINGS {
+        let Some(more) = list() else { break };
+        let before = waits.len();
+        for (tid, w) in more {
+            waits.entry(tid).or_insert(w);
+        }
+        if waits.len() == before {
+            break;
+        }
+    }
+    Some(waits)
 }
 
 /// Seconds the thread that waited longest for a CPU between two [`thread_waits`] samples waited; a thread
@@ -254,7 +289,8 @@ mod tests {
         assert_eq!(parse_schedstat("1234567 89000 42\n"), Some(89000));
         assert_eq!(parse_schedstat("1 2\n"), None, "not schedstat's three fields");
         assert_eq!(parse_schedstat("a b c"), None);
-        // This process has threads and the kernel here keeps the statistics: a figure, not an error.
+        // This process has threads and the kernel here keeps the statistics: a figure, not an error. Other
+        // tests' threads end meanwhile, so a listing may be cut short; the calling thread is still counted.
         if Path::new("/proc/self/schedstat").exists() {
             let tid = this_thread_id();
             assert!(
@@ -262,6 +298,42 @@ mod tests {
                 "this thread ({tid}) is counted"
             );
         }
+    }
+
+    #[test]
+    fn listings_cut_short_are_joined_until_one_adds_no_thread() {
+        // The first listing stopped after thread 1, the second after 2; the third is whole, the fourth adds
+        // nothing and ends the walk.
+        let passes = [
+            vec![(1, 10)],
+            vec![(1, 11), (2, 20)],
+            vec![(1, 12), (2, 21), (3, 30)],
+            vec![(3, 31)],
+        ];
+        let mut taken = 0;
+        let waits = complete_listing(|| {
+            taken += 1;
+            passes.get(taken - 1).map(|p| p.iter().copied().collect())
+        })
+        .unwrap();
+        // Each thread keeps its first reading, so a sample is one moment's as nearly as the kernel allows.
+        assert_eq!(waits, HashMap::from([(1, 10), (2, 20), (3, 30)]));
+        assert_eq!(taken, 4, "the fourth listing added nothing and was the last");
+        // A listing that adds nothing at once ends it; no statistics at all is `None`.
+        let mut taken = 0;
+        let once = complete_listing(|| {
+            taken += 1;
+            Some(HashMap::from([(7, 1)]))
+        });
+        assert_eq!((once, taken), (Some(HashMap::from([(7, 1)])), 2));
+        assert_eq!(complete_listing(|| None), None);
+        // Listings that keep finding threads stop at the bound.
+        let mut taken = 0;
+        complete_listing(|| {
+            taken += 1;
+            Some(HashMap::from([(taken, 1)]))
+        });
+        assert_eq!(taken as usize, LISTINGS);
     }
 
     /// This thread's id, from `/proc/thread-self` (a link to `PID/task/TID`).

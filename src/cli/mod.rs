@@ -125,7 +125,8 @@ pub struct PairwiseArgs {
 
     /// The path to measure: tcp, tcp@SPEC (the interface SPEC picks on each host: a name, a glob such as
     /// en*, or a list tried in order such as 'ib0|eth0'), or `rdma@DEVICE[:PORT]` (collbench's verbs
-    /// transport, one queue pair per pair of ranks, set up over a TCP control path).
+    /// transport, one queue pair per pair of ranks, set up over a TCP control path); nccl with --memory cuda
+    /// (its point-to-point between GPUs, which --memory cuda measures anyway).
     #[arg(long = "transport", value_name = "PATH", default_value = "tcp")]
     pub transport: String,
 
@@ -134,8 +135,8 @@ pub struct PairwiseArgs {
     #[arg(long = "iface", value_name = "SPEC")]
     pub iface: Option<String>,
 
-    /// Where the buffers live: host only; cuda is refused (pairs of GPUs over NCCL's point-to-point are
-    /// not measured yet: `preflight --memory cuda --transport nccl` checks the GPU path)
+    /// Where the buffers live: host, or cuda (pairs of GPUs over NCCL's point-to-point, one rank per GPU,
+    /// NCCL set up over a TCP control path on --iface; the cuda feature)
     #[arg(long = "memory", value_name = "KIND", default_value = "host",
         value_parser = Choices(values::MEMORY), hide_possible_values = true)]
     pub memory: String,

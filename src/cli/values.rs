@@ -4,8 +4,8 @@
 
 use clap::builder::{PossibleValue, TypedValueParser};
 
-/// `--algo` (the long names `rec_doubling`, `halving_doubling` are accepted too).
-pub const ALGOS: &[&str] = &["auto", "ring", "rd", "rhd", "bruck", "tree"];
+/// `--algo` (the long names `rec_doubling`, `halving_doubling`, `ring_pipelined` are accepted too).
+pub const ALGOS: &[&str] = &["auto", "ring", "pring", "rd", "rhd", "bruck", "tree"];
 /// `--collective`.
 pub const COLLECTIVES: &[&str] = &[
     "all_reduce",

@@ -132,6 +132,12 @@ fn be_rank(cmd: &dyn RankCommand, id: &Identity, get: &dyn Fn(&str) -> Option<St
         check_outputs: &|| cmd.outputs().check(),
         check_memory: &|local, avail| cmd.check_memory(local, avail),
     };
+    // Outputs rank 0 may not write are refused before anything, and nothing is written about the refusal:
+    // writing it would meet the very file that was refused. A rank refusing to start tells the others first.
+    if let Err(e) = start.check_outputs(id) {
+        start.refuse(id, &e);
+        return Err(e);
+    }
     let checked = start.check_host(id, get).map(|()| cmd.check_size(id.size));
     let sess = match checked {
         Ok(Ok(())) => {
@@ -143,7 +149,10 @@ fn be_rank(cmd: &dyn RankCommand, id: &Identity, get: &dyn Fn(&str) -> Option<St
         // the others exit with its status.
         Ok(Err(e)) if id.rank != 0 => return Ok(e.exit_code()),
         Ok(Err(e)) => Err(e),
-        Err(e) => Err(e),
+        Err(e) => {
+            start.refuse(id, &e);
+            Err(e)
+        }
     };
     let (sess, on_signal) = match sess {
         Ok(s) => s,

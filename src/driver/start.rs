@@ -34,15 +34,20 @@ pub struct Rank {
 
 impl Start<'_> {
     /// Under any launcher but collbench's own (which checked before it started the ranks): rank 0 checks the
-    /// output files, and each rank that its buffers, and its processes and threads, fit beside the others its
-    /// launcher says share this host (the memory and pids cgroups' limits included), before anything is
-    /// allocated.
+    /// output files before anything else.
+    pub fn check_outputs(&self, id: &Identity) -> Result<()> {
+        if id.launcher == "local" || id.rank != 0 {
+            return Ok(());
+        }
+        (self.check_outputs)()
+    }
+
+    /// Under any launcher but collbench's own: each rank checks that its buffers, and its processes and
+    /// threads, fit beside the others its launcher says share this host (the memory and pids cgroups' limits
+    /// included), before anything is allocated.
     pub fn check_host(&self, id: &Identity, get: &dyn Fn(&str) -> Option<String>) -> Result<()> {
         if id.launcher == "local" {
             return Ok(());
-        }
-        if id.rank == 0 {
-            (self.check_outputs)()?;
         }
         let local = env::local_size_from(get).unwrap_or(1);
         if let Some(avail) = crate::memory::available::available() {
@@ -52,6 +57,15 @@ impl Start<'_> {
             self.opts.check_tasks(local, false, &room)?;
         }
         Ok(())
+    }
+
+    /// Under any launcher but collbench's own (whose checks come before any rank starts): tells every rank of
+    /// the job that this one refuses to start because of `e`, before it exits with `e`, so that none waits for
+    /// it until its bootstrap deadline.
+    pub fn refuse(&self, id: &Identity, e: &Error) {
+        if id.launcher != "local" {
+            session::refuse(id, self.opts, e);
+        }
     }
 
     /// MPI where a path needs it or the launcher named no rendezvous, then the bootstrap and the TCP
@@ -82,6 +96,24 @@ impl Rank {
             Err(Error::usage(
                 "--transport",
                 "this path has no transport of collbench's to measure",
+            ))
+        });
+        done.map_err(|e| paths.abort(0, sess, e.during(during)))
+    }
+
+    /// `measure` over the first path's NCCL point-to-point on this rank's GPU, with the control path, for a
+    /// command that measures pairs of GPUs; a failure is made known to every peer, `during` saying what ran.
+    #[cfg(feature = "cuda")]
+    pub fn measure_device<T>(
+        &mut self,
+        during: &str,
+        measure: impl FnOnce(&mut dyn Transport, crate::nccl::pair::PairPath<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let Rank { sess, paths } = self;
+        let done = paths.on_device_pairs(0, sess, measure).unwrap_or_else(|| {
+            Err(Error::usage(
+                "--memory",
+                "device buffers are measured pair by pair over nccl only, and this path is not nccl",
             ))
         });
         done.map_err(|e| paths.abort(0, sess, e.during(during)))

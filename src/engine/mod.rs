@@ -94,6 +94,11 @@ impl<T: Transport> Native<T> {
             workspace: Workspace::default(),
             tune: Tuning {
                 chunk_bytes: algo.chunk_bytes,
+                ring_cost: algo
+                    .algo_model
+                    .as_ref()
+                    .and_then(|m| m.table(&transport.path()))
+                    .and_then(|t| t.ring_cost()),
                 ..Tuning::default()
             },
             path: transport.path(),

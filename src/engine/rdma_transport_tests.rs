@@ -19,6 +19,7 @@ fn all_reduce(t: &mut RdmaTransport<MemFabric>, algo: Algo, count: usize) -> Vec
     let tune = Tuning {
         chunk_bytes: 64,
         depth: 3,
+        ring_cost: None,
     };
     algorithm::run(
         t,

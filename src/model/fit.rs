@@ -117,6 +117,14 @@ impl Param {
 /// How many standard errors below 0 a fitted cost may come out and still be taken as 0 (about the 95% level).
 pub const NEGATIVE_SDS: f64 = 2.0;
 
+/// The rank counts an algorithm must be measured at for its per-call cost to be fitted beside its per-step
+/// alpha. Two would identify both (their step counts differ) but fix them by those two points alone, with
+/// nothing left to show the per-step term grows as the form says; from three on, the fit is checked.
+pub const CALL_RANK_COUNTS: usize = 3;
+
+/// Parameters per algorithm in the fit's vector: alpha, beta, then the per-call cost.
+const PER_ALGO: usize = 3;
+
 /// One algorithm's parameters on a path, with what they were fitted from.
 #[derive(Clone, Debug, Serialize)]
 pub struct AlgoFit {
@@ -126,6 +134,10 @@ pub struct AlgoFit {
     pub alpha_us: Param,
     /// Microseconds per byte on the busiest link.
     pub beta_us_per_byte: Param,
+    /// Microseconds per call, whatever its steps: fitted where the algorithm was measured at
+    /// [`CALL_RANK_COUNTS`] rank counts or more (`None` otherwise, and the step's alpha carries it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_us: Option<Param>,
     pub points: usize,
     pub collectives: Vec<Collective>,
     pub rank_counts: Vec<usize>,
@@ -168,7 +180,8 @@ pub struct PathFit {
     pub dof: usize,
     pub residuals: Vec<Residual>,
     pub notes: Vec<String>,
-    /// Covariance of the parameter vector (alpha, beta per algorithm in `algos` order, then gamma).
+    /// Covariance of the parameter vector (alpha, beta, per-call cost per algorithm in `algos` order, then
+    /// gamma).
     #[serde(skip)]
     pub cov: Vec<Vec<f64>>,
     #[serde(skip)]
@@ -189,8 +202,9 @@ impl PathFit {
         let i = self.algos.iter().position(|a| a.algo == algo)?;
         let k = coeffs(coll, algo, p, n)?;
         let mut v = vec![0.0; self.theta.len()];
-        v[2 * i] = k.a;
-        v[2 * i + 1] = k.b;
+        v[PER_ALGO * i] = k.a;
+        v[PER_ALGO * i + 1] = k.b;
+        v[PER_ALGO * i + 2] = k.calls();
         v[self.theta.len() - 1] = k.c * gamma_share;
         Some((v, k))
     }
@@ -201,12 +215,12 @@ impl PathFit {
         (t, lsq::quad_form(v, &self.cov))
     }
 
-    /// The three terms (alpha, beta, gamma parts) of `v . theta`.
+    /// The three terms (latency: per-step and per-call; beta; gamma parts) of `v . theta`.
     pub fn terms(&self, v: &[f64]) -> [f64; 3] {
         let g = self.theta.len() - 1;
         let mut out = [0.0, 0.0, v[g] * self.theta[g]];
         for i in 0..g {
-            out[i % 2] += v[i] * self.theta[i];
+            out[usize::from(i % PER_ALGO == 1)] += v[i] * self.theta[i];
         }
         out
     }
@@ -248,6 +262,8 @@ fn sources(samples: &[&Sample]) -> Vec<String> {
 /// The weighted least-squares solution of one set of points, with the design it was solved on.
 struct Solved {
     algos: Vec<Algo>,
+    /// Per algorithm, whether its per-call cost was fitted (held or not) or left out.
+    call_fitted: Vec<bool>,
     x: Vec<Vec<f64>>,
     y: Vec<f64>,
     w: Vec<f64>,
@@ -273,15 +289,16 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
         .into_iter()
         .filter(|a| pts.iter().any(|(_, b)| b == a))
         .collect();
-    let k = 2 * algos.len() + 1;
+    let k = PER_ALGO * algos.len() + 1;
     let g = k - 1;
     let mut x = Vec::with_capacity(pts.len());
     for (s, a) in pts {
         let i = algos.iter().position(|b| b == a).unwrap_or(0);
         let c = coeffs(s.collective, *a, s.nranks, s.size as f64).unwrap_or(Coeffs { a: 0.0, b: 0.0, c: 0.0 });
         let mut row = vec![0.0; k];
-        row[2 * i] = c.a;
-        row[2 * i + 1] = c.b;
+        row[PER_ALGO * i] = c.a;
+        row[PER_ALGO * i + 1] = c.b;
+        row[PER_ALGO * i + 2] = c.calls();
         row[g] = c.c;
         x.push(row);
     }
@@ -290,6 +307,18 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
     let mut free = vec![true; k];
     let mut why: Vec<Option<(Held, String)>> = vec![None; k];
     let mut held_sd = vec![f64::NAN; k];
+    // The per-call cost only where enough rank counts check it (see CALL_RANK_COUNTS); elsewhere it is not
+    // fitted at all and the per-step alpha carries it, as before it existed.
+    let mut call_fitted: Vec<bool> = algos
+        .iter()
+        .map(|a| {
+            let ranks: BTreeSet<usize> = pts.iter().filter(|(_, b)| b == a).map(|(s, _)| s.nranks).collect();
+            ranks.len() >= CALL_RANK_COUNTS
+        })
+        .collect();
+    for (i, &fitted) in call_fitted.iter().enumerate() {
+        free[PER_ALGO * i + 2] = fitted;
+    }
     if !pts.iter().any(|(s, _)| s.collective.reduces()) {
         free[g] = false;
         why[g] = Some((Held::Unmeasured, "no reducing collective measured".into()));
@@ -318,7 +347,12 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
                         .into(),
                 ));
             }
-            Err(Failure::Dependent(j)) => return Err(Refit::Drop(algos[j / 2], describe(j / 2))),
+            // A per-call cost the steps cannot be told from: not fitted, as with too few rank counts.
+            Err(Failure::Dependent(j)) if j % PER_ALGO == 2 => {
+                free[j] = false;
+                call_fitted[j / PER_ALGO] = false;
+            }
+            Err(Failure::Dependent(j)) => return Err(Refit::Drop(algos[j / PER_ALGO], describe(j / PER_ALGO))),
             Err(Failure::TooFewRows { rows, params }) => {
                 return Err(Refit::Fatal(format!(
                     "{rows} point(s) for {params} parameters; measure a size sweep (-b/-e)"
@@ -370,6 +404,7 @@ fn solve(pts: &[(&Sample, Algo)], weighting: Weighting) -> std::result::Result<S
     }
     Ok(Solved {
         algos,
+        call_fitted,
         x,
         y,
         w,
@@ -430,6 +465,7 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
     let mut unfit: Vec<String> = Vec::new();
     let Solved {
         algos,
+        call_fitted,
         x,
         y,
         w,
@@ -454,7 +490,7 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
             .iter()
             .map(|u| format!("left out (not fitted, not predicted): {u}")),
     );
-    let k = 2 * algos.len() + 1;
+    let k = PER_ALGO * algos.len() + 1;
     let g = k - 1;
     let param = |j: usize| Param {
         value: sol.theta[j],
@@ -478,8 +514,9 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
             let sizes: BTreeSet<u64> = mine.iter().map(|s| s.size).collect();
             AlgoFit {
                 algo: a,
-                alpha_us: param(2 * i),
-                beta_us_per_byte: param(2 * i + 1),
+                alpha_us: param(PER_ALGO * i),
+                beta_us_per_byte: param(PER_ALGO * i + 1),
+                call_us: call_fitted[i].then(|| param(PER_ALGO * i + 2)),
                 points: mine.len(),
                 collectives,
                 rank_counts: ranks.into_iter().collect(),
@@ -492,7 +529,8 @@ pub fn fit_path(path: &str, all: &[&Sample], weighting: Weighting) -> Result<Pat
             let name = if j == g {
                 "gamma".to_string()
             } else {
-                format!("{} of {}", if j % 2 == 0 { "alpha" } else { "beta" }, algos[j / 2])
+                let name = ["alpha", "beta", "per-call cost"][j % PER_ALGO];
+                format!("{name} of {}", algos[j / PER_ALGO])
             };
             notes.push(format!("{name}: {r}"));
         }

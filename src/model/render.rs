@@ -404,12 +404,21 @@ fn algo_table(f: &PathFit, units: BwUnit) -> Table {
                 list(&cs),
             ]
         })
-        .collect();
+        .collect::<Vec<Vec<Cell>>>();
     let mut cols = ALGO_COLS.to_vec();
     cols[3].text = match units {
         BwUnit::Gbyte => "1/beta GB/s",
         BwUnit::Gbit => "1/beta Gb/s",
     };
+    // The per-call column only where a per-call cost was fitted, so fits without one read as before.
+    let mut rows = rows;
+    if f.algos.iter().any(|a| a.call_us.is_some()) {
+        cols.insert(1, right("call (us)", 20));
+        for (row, a) in rows.iter_mut().zip(&f.algos) {
+            let cell = a.call_us.as_ref().map_or_else(|| "-".to_string(), |c| pm(c, 1.0, 2));
+            row.insert(1, Cell::same(cell));
+        }
+    }
     Table {
         cols,
         rows,

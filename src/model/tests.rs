@@ -548,3 +548,173 @@ fn a_cost_below_0_beyond_its_noise_marks_what_rests_on_it() {
         "{text}"
     );
 }
+
+/// Known costs with a per-call part: (algorithm, per-call us, per-step alpha us, beta us/B).
+const WITH_CALL: [(Algo, f64, f64, f64); 5] = [
+    (Algo::Ring, 40.0, 30.0, 8e-3),
+    (Algo::RecDoubling, 150.0, 20.0, 9e-3),
+    (Algo::Bruck, 120.0, 25.0, 8.5e-3),
+    (Algo::Tree, 90.0, 22.0, 8.2e-3),
+    (Algo::HalvingDoubling, 110.0, 24.0, 8.1e-3),
+];
+
+/// Every latency algorithm beside the ring, on the collectives that run it.
+const LATENCY: [(Collective, Algo); 6] = [
+    (Collective::AllReduce, Algo::Ring),
+    (Collective::AllReduce, Algo::RecDoubling),
+    (Collective::AllReduce, Algo::Tree),
+    (Collective::AllReduce, Algo::HalvingDoubling),
+    (Collective::AllGather, Algo::Ring),
+    (Collective::AllGather, Algo::Bruck),
+];
+
+fn truth_with_call(coll: Collective, algo: Algo, p: usize, n: f64) -> f64 {
+    let (_, call, a, b) = WITH_CALL.iter().find(|t| t.0 == algo).copied().unwrap();
+    let k = coeff::coeffs(coll, algo, p, n).unwrap();
+    call * k.calls() + k.time(a, b, GAMMA)
+}
+
+/// Noise-free samples of [`LATENCY`] at rank counts `ps`, 8 B to 16 MiB, from [`truth_with_call`].
+fn synth_with_call(ps: &[usize]) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for &p in ps {
+        for &(coll, algo) in &LATENCY {
+            for e in 3..=24 {
+                out.push(Sample {
+                    path: "tcp@eth0".into(),
+                    collective: coll,
+                    algo: algo.name().into(),
+                    size: 1 << e,
+                    nranks: p,
+                    hosts: p,
+                    time_us: truth_with_call(coll, algo, p, (1u64 << e) as f64),
+                    source: "s.json".into(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The largest |relative error| of `predict(p, n)` against the truth over [`LATENCY`] at `p` ranks, 8 B to
+/// 16 MiB, per algorithm.
+fn worst_errors(p: usize, predict: impl Fn(Collective, Algo, usize, f64) -> f64) -> Vec<(Algo, f64)> {
+    let mut worst: Vec<(Algo, f64)> = Vec::new();
+    for &(coll, algo) in &LATENCY {
+        for e in 3..=24 {
+            let n = (1u64 << e) as f64;
+            let err = (predict(coll, algo, p, n) / truth_with_call(coll, algo, p, n) - 1.0).abs();
+            match worst.iter_mut().find(|w| w.0 == algo) {
+                Some(w) => w.1 = w.1.max(err),
+                None => worst.push((algo, err)),
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+fn a_per_call_cost_is_fitted_from_2_3_and_4_ranks_and_predicts_8_and_16_within_1_percent() {
+    let s = synth_with_call(&[2, 3, 4]);
+    let fit = &fit::fit_all(&s, Weighting::Relative).unwrap()[0];
+    for (algo, call, a, b) in WITH_CALL {
+        let f = fit.algo(algo).unwrap();
+        let c = f.call_us.as_ref().expect("three rank counts fit the per-call cost");
+        assert!((c.value - call).abs() < 1e-6 * call, "{algo}: call {c:?}");
+        assert!(
+            (f.alpha_us.value - a).abs() < 1e-6 * a,
+            "{algo}: alpha {:?}",
+            f.alpha_us
+        );
+        assert!((f.beta_us_per_byte.value - b).abs() < 1e-6 * b, "{algo}");
+    }
+    for p in [8usize, 16] {
+        let report = predict(&s, &opts(p)).unwrap();
+        let mut seen = 0;
+        for pr in report.predictions.iter().filter(|pr| !pr.hierarchical) {
+            let algo = coeff::algo_named(&pr.algo).unwrap();
+            let want = truth_with_call(pr.collective, algo, p, pr.size as f64);
+            assert!(
+                (pr.time_us / want - 1.0).abs() < 0.01,
+                "{p} ranks {} {algo} {} B: {} us, true {want} us",
+                pr.collective,
+                pr.size,
+                pr.time_us
+            );
+            seen += 1;
+        }
+        assert!(seen >= LATENCY.len() * 10, "{seen} predictions at {p}");
+        // The picker prices with the same terms (its costs as the model file holds them).
+        let table = crate::algorithm::CostTable {
+            kind: "tcp".into(),
+            fitted_on: "tcp@eth0".into(),
+            algos: fit
+                .algos
+                .iter()
+                .map(|f| crate::algorithm::AlgoCost {
+                    algo: f.algo,
+                    call_us: f.call_us.as_ref().map_or(0.0, |c| c.value),
+                    alpha_us: f.alpha_us.value,
+                    beta_us_per_byte: f.beta_us_per_byte.value,
+                })
+                .collect(),
+            gamma_us_per_byte: fit.gamma_us_per_byte.value,
+            ring_chunk: crate::defaults::CHUNK_BYTES,
+        };
+        let priced = worst_errors(p, |c, a, p, n| table.predict_us(c, a, p, n as u64).unwrap());
+        assert!(priced.iter().all(|w| w.1 < 0.01), "{p}: {priced:?}");
+    }
+}
+
+#[test]
+fn the_forms_without_a_per_call_cost_miss_the_latency_algorithms_at_8_and_16() {
+    // The old design on the same points: alpha and beta per algorithm and gamma, no per-call column.
+    let s = synth_with_call(&[2, 3, 4]);
+    let algos: Vec<Algo> = WITH_CALL.iter().map(|w| w.0).collect();
+    let k = 2 * algos.len() + 1;
+    let mut x = Vec::new();
+    for p in &s {
+        let algo = coeff::algo_named(&p.algo).unwrap();
+        let c = coeff::coeffs(p.collective, algo, p.nranks, p.size as f64).unwrap();
+        let i = algos.iter().position(|a| *a == algo).unwrap();
+        let mut row = vec![0.0; k];
+        (row[2 * i], row[2 * i + 1], row[k - 1]) = (c.a, c.b, c.c);
+        x.push(row);
+    }
+    let y: Vec<f64> = s.iter().map(|p| p.time_us).collect();
+    let w: Vec<f64> = y.iter().map(|t| 1.0 / t).collect();
+    let old = lsq::solve(&x, &y, &w, &vec![true; k]).unwrap().theta;
+    for p in [8usize, 16] {
+        let worst = worst_errors(p, |coll, algo, p, n| {
+            let i = algos.iter().position(|a| *a == algo).unwrap();
+            coeff::coeffs(coll, algo, p, n)
+                .unwrap()
+                .time(old[2 * i], old[2 * i + 1], old[k - 1])
+        });
+        // Every latency algorithm is off by more than 10% somewhere in the sweep.
+        for (algo, e) in &worst {
+            if *algo != Algo::Ring {
+                assert!(*e > 0.10, "{p} ranks {algo}: old forms within {:.1}%", e * 100.0);
+            }
+        }
+    }
+    // And the new fit of the same points is not.
+    let fit = &fit::fit_all(&s, Weighting::Relative).unwrap()[0];
+    assert!(fit.algos.iter().all(|a| a.call_us.is_some()));
+}
+
+#[test]
+fn two_rank_counts_leave_the_per_call_cost_out_and_the_forms_as_before() {
+    let s = synth("tcp@eth0", &ALL4, &[2, 3], 0.0, 1.0);
+    let fit = &fit::fit_all(&s, Weighting::Relative).unwrap()[0];
+    assert!(fit.algos.iter().all(|a| a.call_us.is_none()), "{:?}", fit.algos);
+    let json = serde_json::to_string(fit).unwrap();
+    assert!(!json.contains("call_us"), "{json}");
+    for (algo, a, b) in TRUE.iter().copied().filter(|t| fit.algo(t.0).is_some()) {
+        let f = fit.algo(algo).unwrap();
+        assert!(
+            (f.alpha_us.value - a).abs() < 1e-6 * a && (f.beta_us_per_byte.value - b).abs() < 1e-9,
+            "{algo}"
+        );
+    }
+}

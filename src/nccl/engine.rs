@@ -24,9 +24,11 @@ use crate::transport::Transport;
 
 /// This rank's NCCL communicator on its GPU, made once per run.
 pub struct NcclComm {
-    nccl: Nccl,
-    gpu: Gpu,
-    comm: Comm,
+    pub(super) nccl: Nccl,
+    pub(super) gpu: Gpu,
+    pub(super) comm: Comm,
+    /// This rank in the communicator (the job's rank).
+    pub(super) rank: usize,
     /// In-place alltoall and sendrecv send from a copy here.
     scratch: Option<CudaSlice<u8>>,
 }
@@ -81,6 +83,7 @@ impl NcclComm {
             nccl,
             gpu,
             comm,
+            rank,
             scratch: None,
         })
     }

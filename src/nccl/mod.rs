@@ -9,6 +9,8 @@
 #[cfg(feature = "cuda")]
 pub mod engine;
 pub mod lib;
+#[cfg(feature = "cuda")]
+pub mod pair;
 pub mod plan;
 
 /// Checks, before any rank starts, that `--transport nccl` can run: a build with the `cuda` feature,

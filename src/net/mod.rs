@@ -13,6 +13,7 @@ pub mod inventory;
 pub mod nvml;
 #[cfg(feature = "cuda")]
 pub mod nvml_health;
+pub mod pmtu;
 pub mod rdma;
 pub mod spec;
 pub mod sysfs;

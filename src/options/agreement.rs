@@ -209,6 +209,7 @@ mod tests {
             consensus: Agreement::of(o).to_wire(),
             job: Vec::new(),
             relay: None,
+            refused: None,
         }
     }
 

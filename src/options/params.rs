@@ -1,8 +1,11 @@
 //! The results file's run-parameters record ([`RunParams`]) made from validated options: the one place that
 //! knows both, so the report layer never imports the options.
 
+use crate::algorithm::CostModel;
 use crate::bench::options::Step;
-use crate::results::run_params::{name, IterParams, RunParams, StepView, RUN_PARAMS_VERSION};
+use crate::results::run_params::{
+    name, AlgoModelCost, AlgoModelParams, AlgoModelPath, IterParams, RunParams, StepView, RUN_PARAMS_VERSION,
+};
 
 use super::Options;
 
@@ -44,7 +47,35 @@ impl RunParams {
             reduce_on_device: o.buffers.reduce_on_device,
             emulate_device: o.buffers.emulate_device,
             iteration: Some(iter_params(&o.sweep.iteration)),
+            algo_model: o.algorithm.algo_model.as_ref().map(model_params),
         }
+    }
+}
+
+/// The record of `--algo-model`: the file, its digest and the costs it held.
+fn model_params(m: &CostModel) -> AlgoModelParams {
+    AlgoModelParams {
+        file: m.source.clone(),
+        digest: m.digest.clone(),
+        paths: m
+            .tables
+            .iter()
+            .map(|t| AlgoModelPath {
+                kind: t.kind.clone(),
+                fitted_on: t.fitted_on.clone(),
+                algos: t
+                    .algos
+                    .iter()
+                    .map(|a| AlgoModelCost {
+                        algo: a.algo.name().to_string(),
+                        call_us: a.call_us,
+                        alpha_us: a.alpha_us,
+                        beta_us_per_byte: a.beta_us_per_byte,
+                    })
+                    .collect(),
+                gamma_us_per_byte: t.gamma_us_per_byte,
+            })
+            .collect(),
     }
 }
 

@@ -289,7 +289,11 @@ fn bad_counts_and_names_name_their_flag() {
     usage(&["--collective", "allfoo"], "--collective", "all_reduce, all_gather");
     usage(&["-a", "4"], "-a/--average", "3/max");
     usage(&["-a", "median"], "-a/--average", "rank0");
-    usage(&["--algo", "fast"], "--algo", "auto, ring, rd, rhd, bruck or tree");
+    usage(
+        &["--algo", "fast"],
+        "--algo",
+        "auto, ring, pring, rd, rhd, bruck or tree",
+    );
     usage(&["--streams", "0"], "--streams", "between 1 and 16");
     usage(&["--streams", "17"], "--streams", "between 1 and 16");
     usage(&["--spin", "100001"], "--spin", "between 0 and 100000 microseconds");

@@ -98,6 +98,13 @@ trait Open {
         None
     }
 
+    /// NCCL's point-to-point on this rank's GPU, for the pairwise test on device buffers; `None` for every
+    /// path but `nccl`.
+    #[cfg(feature = "cuda")]
+    fn device_pairs(&mut self) -> Option<Result<crate::nccl::pair::PairPath<'_>>> {
+        None
+    }
+
     /// `e`, from this path's transport, with the reason of the peer whose abort stopped it where one did.
     fn heard(&mut self, _sess: &mut Session, e: Error) -> Error {
         e
@@ -240,6 +247,20 @@ impl Paths {
         let p = &mut self.list.get_mut(i)?.open;
         let done = f(p.transport(sess)?);
         Some(done.map_err(|e| p.heard(sess, e)))
+    }
+
+    /// `f` given the control path (the session's first TCP transport) and path `i`'s NCCL point-to-point, for
+    /// the pairwise test on device buffers; `None` when path `i` is not `nccl` or there is no control path.
+    #[cfg(feature = "cuda")]
+    pub fn on_device_pairs<R>(
+        &mut self,
+        i: usize,
+        sess: &mut Session,
+        f: impl FnOnce(&mut dyn Transport, crate::nccl::pair::PairPath<'_>) -> Result<R>,
+    ) -> Option<Result<R>> {
+        let p = self.list.get_mut(i)?.open.device_pairs()?;
+        let ctrl = sess.transports.first_mut()?;
+        Some(p.and_then(|p| f(ctrl, p)))
     }
 
     /// `e` made known to every peer over the path that failed (a TCP path), or else over the control path,

@@ -98,6 +98,10 @@ impl Open for NcclPath {
         NCCL.to_string()
     }
 
+    fn device_pairs(&mut self) -> Option<Result<crate::nccl::pair::PairPath<'_>>> {
+        Some(crate::nccl::pair::PairPath::new(&mut self.comm, &self.watchdog))
+    }
+
     fn sweep(&mut self, sess: &mut Session, _staging: &Staging, s: Sweep<'_>) -> Result<Outcome> {
         let mut engine = NcclEngine::new(&mut sess.transports[0], &mut self.comm, &self.watchdog)?;
         let rank = crate::engine::Engine::rank(&engine);

@@ -353,6 +353,20 @@ fn run_header(run: &RunInfo) -> Vec<String> {
         ),
         format!("# Job token: {}", run.auth),
     ];
+    if let Some(m) = &p.algo_model {
+        let fitted: Vec<&str> = m.paths.iter().map(|t| t.fitted_on.as_str()).collect();
+        // A forced --algo keeps its algorithm; the model then only sizes ring_pipelined's chunk.
+        let role = match p.algo.as_deref() {
+            None | Some("auto") => "--algo auto picked by its predicted times".to_string(),
+            Some(a) => format!("--algo {a} forced the algorithm; the model sizes ring_pipelined's chunks"),
+        };
+        lines.push(format!(
+            "# Algorithm model: {} {} (fitted on {}): {role}",
+            m.file,
+            m.digest,
+            fitted.join(", ")
+        ));
+    }
     // Host memory says nothing, as before; device memory says what its times cover.
     if p.memory.as_deref() == Some("cuda") {
         // The staging lines describe the tcp and rdma paths; a run of nccl alone has none of them.

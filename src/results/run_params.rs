@@ -88,6 +88,49 @@ pub struct RunParams {
     /// How each timed iteration ran (nccl-tests' `-I -K -m -z -u -C`); `None` for records older than it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iteration: Option<IterParams>,
+    /// The `--algo-model` file that picked the algorithms; `None` without one and in records older than it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algo_model: Option<AlgoModelParams>,
+}
+
+/// The `--algo-model` file a run picked its algorithms with: where it was, its digest and the fitted costs
+/// it held, so a results file says which model chose, even after the file changed or went.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AlgoModelParams {
+    /// The path as given to `--algo-model`.
+    pub file: String,
+    /// `sha256:` and the hex SHA-256 of the file's text.
+    pub digest: String,
+    /// The fitted costs per kind of path.
+    pub paths: Vec<AlgoModelPath>,
+}
+
+/// One kind of path's fitted costs in an [`AlgoModelParams`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AlgoModelPath {
+    /// The kind of path (`tcp`, `rdma`).
+    pub kind: String,
+    /// The path the fit was made on (`tcp@eth0`).
+    pub fitted_on: String,
+    pub algos: Vec<AlgoModelCost>,
+    /// Microseconds per byte reduced.
+    pub gamma_us_per_byte: f64,
+}
+
+/// One algorithm's fitted costs in an [`AlgoModelPath`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AlgoModelCost {
+    /// The algorithm as results files name it (`ring`, `rec_doubling`).
+    pub algo: String,
+    /// Microseconds per call, whatever the rounds.
+    pub call_us: f64,
+    /// Microseconds per message step.
+    pub alpha_us: f64,
+    /// Microseconds per byte on the busiest link.
+    pub beta_us_per_byte: f64,
 }
 
 /// How each timed iteration ran, as recorded: nccl-tests' `-I`, `-K`, `-m`, `-z`, `-u` and `-C`.
@@ -192,6 +235,8 @@ impl RunParams {
             reduce_on_device: b("reduce_on_device"),
             emulate_device: b("emulate_device"),
             iteration: o.get("iteration").and_then(|v| IterParams::deserialize(v).ok()),
+            // The option is younger than the record: no older file used it.
+            algo_model: None,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod options;
 pub mod path;
 pub mod rdma;
 mod requests;
+pub mod subset;
 pub mod tcp;
 
 pub use links::Links;

@@ -78,6 +78,29 @@ pub fn token_from_hex(s: &str) -> Option<Token> {
     Some(t)
 }
 
+/// This rank's join: who it is, on `host`, with its data `endpoints`, its options' `consensus`, and `refused`
+/// where it joins only to say it cannot start.
+fn own_join(
+    id: &Identity,
+    host: String,
+    endpoints: Vec<rank_info::Endpoint>,
+    consensus: serde_json::Value,
+    refused: Option<rendezvous::Refusal>,
+) -> rendezvous::Join {
+    rendezvous::Join {
+        rank: id.rank,
+        size: id.size,
+        host,
+        pid: std::process::id(),
+        endpoints,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        consensus,
+        job: env::job_ids(|k| std::env::var(k).ok()),
+        relay: None,
+        refused,
+    }
+}
+
 /// Joins the rendezvous over `sock` (already connected to `id.root`) with this rank's data endpoints.
 pub fn bootstrap(
     id: &Identity,
@@ -89,17 +112,7 @@ pub fn bootstrap(
 ) -> crate::error::Result<World> {
     let started = std::time::Instant::now();
     let host = crate::net::hostname();
-    let me = rendezvous::Join {
-        rank: id.rank,
-        size: id.size,
-        host: host.clone(),
-        pid: std::process::id(),
-        endpoints,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        consensus,
-        job: env::job_ids(|k| std::env::var(k).ok()),
-        relay: None,
-    };
+    let me = own_join(id, host.clone(), endpoints, consensus, None);
     let root = id.root.as_deref().unwrap_or("?");
     let mut sock = sock;
     let (me, relay) = rendezvous::with_relay(&sock, &me);
@@ -122,6 +135,31 @@ pub fn bootstrap(
         ranks,
         bootstrap_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Joins the rendezvous over `sock` (already connected to `id.root`) only to say this rank refuses to start,
+/// for `refusal`; returns once the rendezvous answered (it tells the ranks that joined at once, those still to
+/// come as they join, and rank 0 last). An error says the join could not be sent.
+pub fn refuse(
+    id: &Identity,
+    sock: std::net::TcpStream,
+    refusal: rendezvous::Refusal,
+    deadline: std::time::Instant,
+) -> crate::error::Result<()> {
+    let me = own_join(
+        id,
+        crate::net::hostname(),
+        Vec::new(),
+        serde_json::Value::Null,
+        Some(refusal),
+    );
+    let root = id.root.as_deref().unwrap_or("?");
+    let mut sock = sock;
+    rendezvous::send_join(&mut sock, root, &id.token, &me, deadline)?;
+    // The answer is this refusal or another rank's: either way the job was told, and this rank's own error is
+    // what it reports.
+    let _ = rendezvous::await_welcome(sock, root, &id.token, &me, None, deadline);
+    Ok(())
 }
 
 /// `e`, naming collbench's own launcher rather than rank 0 as the process serving a silent rendezvous where

@@ -18,6 +18,8 @@
 #   MODEL_FIT_HOSTS      host counts the model is fitted on (default "2 3")
 #   MODEL_TARGETS        host counts it is checked on (default "4 6"); issue 53's check fits on "2 3 4" and
 #                        checks "8 16" (into another OUT: the committed predict-4 and predict-6 are tested)
+#   MODEL_REFIT_ONLY     1: measure nothing (no root needed), refit the run-H-ALGO.json already in OUT and
+#                        write the predictions again, as after a change to the model
 cd "$(dirname "$0")/../.." || exit
 name=cbm$$
 # shellcheck source=tests/bench/lib.sh
@@ -29,10 +31,12 @@ read -r -a targets <<<"${MODEL_TARGETS:-4 6}"
 default_args="--collective all_reduce,all_gather -b 8 -e 16M -f 2 -n 5 -w 2 -c 1 -T 120"
 read -r -a sweep <<<"${COLLBENCH_BENCH_ARGS:-$default_args}"
 
-need_namespaces
 need_collbench
 mkdir -p "$out"
-trap cleanup EXIT INT TERM
+if [[ ${MODEL_REFIT_ONLY:-0} != 1 ]]; then
+  need_namespaces
+  trap cleanup EXIT INT TERM
+fi
 
 # One sweep on $1 hosts with --algo $2, a rank in every host bootstrapped through RANK/WORLD_SIZE/MASTER_ADDR,
 # rank 0 writing $out/run-$1-$2.json.
@@ -46,6 +50,7 @@ sweep_on() {
 }
 
 for hosts in "${fit_hosts[@]}" "${targets[@]}"; do
+  [[ ${MODEL_REFIT_ONLY:-0} == 1 ]] && break
   log "$hosts hosts, eth0 egress shaped to $rate"
   cluster_up "$hosts" --rate "$rate"
   for algo in ring rd; do

@@ -108,3 +108,47 @@ pub fn assert_every_gpu_check_passes(v: &serde_json::Value, out: &str) {
     );
     assert!(checks.iter().all(|c| c["verdict"] == "pass"), "{checks:#?}");
 }
+
+/// Every rank's output, labelled, for a failed assertion's message.
+pub fn logs(done: &[super::netns::Done]) -> String {
+    done.iter()
+        .enumerate()
+        .map(|(h, d)| format!("--- rank {h} stdout:\n{}\n--- rank {h} stderr:\n{}", d.stdout, d.stderr))
+        .collect()
+}
+
+/// A GPU test on namespace hosts: the one-at-a-time guard, a cluster of `hosts` named from `prefix` and
+/// `tag`, the fakes' folder and a folder for the outputs; `None` (after saying why) where they cannot be had.
+pub fn gpu_cluster(
+    prefix: &str,
+    tag: &str,
+    hosts: usize,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    super::netns::Cluster,
+    PathBuf,
+    tempfile::TempDir,
+)> {
+    let one = super::netns::namespace_test()?;
+    let lib = fake_nvml(false)?;
+    let c = super::netns::Cluster::up(prefix, tag, hosts, &[]);
+    Some((one, c, lib, tempfile::tempdir().unwrap()))
+}
+
+/// Fails unless every rank of a fake-GPU job ended alike, without a panic or a call the fakes refused.
+pub fn check_ranks(label: &str, done: &[super::netns::Done]) {
+    for (h, d) in done.iter().enumerate() {
+        assert!(!d.stderr.contains("panicked"), "{label}: rank {h}:\n{}", logs(done));
+        assert!(
+            !d.stderr.contains("fake-cuda:") && !d.stderr.contains("fake-nccl:"),
+            "{label}: a call the fakes refused on rank {h}:\n{}",
+            logs(done)
+        );
+        assert_eq!(
+            d.status.code(),
+            done[0].status.code(),
+            "{label}: rank {h}:\n{}",
+            logs(done)
+        );
+    }
+}

@@ -43,6 +43,10 @@
 #                                            between HOST and PEER only, packets longer than MTU bytes are dropped
 #                                            both ways, with no ICMP (iptables length): a path MTU black hole on
 #                                            one link; small packets (connection set-up) pass
+#   cluster.sh port-mtu NAME HOST MTU        HOST's switch port (its veth in the switch) at MTU bytes under
+#                                            HOST's own 1500, offloads off on every host's eth0: frames larger
+#                                            than MTU to or from HOST vanish, no ICMP (a path MTU black hole at
+#                                            one host); small packets (connection set-up) pass
 #   cluster.sh blink NAME HOST RATE ON_S EVERY_S
 #                                            HOST's switch port sends to it at RATE for ON_S seconds every
 #                                            EVERY_S seconds (tc tbf in the switch): a port that is slow now and
@@ -517,6 +521,21 @@ cmd_mtu_blackhole() {
     -m length --length "$((mtu + 1)):65535" -j DROP
 }
 
+cmd_port_mtu() {
+  local name=$1 host=${2:?HOST} mtu=${3:?MTU such as 1400} i id j n
+  int_in 68 1500 "$mtu" || die "port-mtu: MTU must be between 68 and 1500, not '$mtu'"
+  command -v ethtool >/dev/null || die "'ethtool' is not installed (Debian: ethtool)"
+  i=$(host_index "$name" "$host")
+  id=$(id_of "$name")
+  # Offloads off on every host: a 64 KB segment would otherwise cross the veth whole and be cut to fit
+  # rather than dropped, as a real switch port drops each oversized wire frame.
+  n=$(nhosts_of "$name")
+  for ((j = 0; j < n; j++)); do
+    ip netns exec "$name-h$j" ethtool -K eth0 tso off gso off gro off >/dev/null
+  done
+  ip -n "$name-sw" link set "v${id}h$i" mtu "$mtu"
+}
+
 cmd_blink() {
   local name=$1 host=${2:?HOST} rate=${3:?RATE such as 10mbit} on=${4:?ON_S} every=${5:?EVERY_S} i id
   valid_rate "$rate"
@@ -556,6 +575,7 @@ main() {
     flap) valid_name "${1:?NAME}"; cmd_flap "$@" ;;
     cut) valid_name "${1:?NAME}"; cmd_cut "$@" ;;
     mtu-blackhole) valid_name "${1:?NAME}"; cmd_mtu_blackhole "$@" ;;
+    port-mtu) valid_name "${1:?NAME}"; cmd_port_mtu "$@" ;;
     blink) valid_name "${1:?NAME}"; cmd_blink "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac

@@ -135,6 +135,7 @@ fn every_algorithm_posts_only_to_the_peers_its_set_names() {
     let tune = Tuning {
         chunk_bytes: 8,
         depth: 2,
+        ring_cost: None,
     };
     let (dtype, op) = (Dtype::Int32, Op::Sum);
     for n in SIZES {

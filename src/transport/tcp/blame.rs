@@ -275,16 +275,19 @@ impl TcpTransport {
         self.notes.iter().find(|n| n.origin == self.rank)
     }
 
-    /// How long this rank just stood still, if for at least the wait deadline (at least 1 s) and lately
-    /// (within one deadline, at least 10 s): long enough that a peer's wait on it ran out while it did.
+    /// How long this rank just stood still, if for at least a quarter of the wait deadline (at least 1 s) and
+    /// lately (within one deadline, at least 10 s): long enough that a peer's wait on it ran out while it did.
+    /// Not the whole deadline: a peer's wait may have begun well before this rank stopped (a large message in
+    /// flight, this rank slowed first), so the stop can be shorter than the wait it ended; the peers' linger
+    /// (a second at least, which a stopped rank never cuts short) is in it either way.
     fn stood_still(&self) -> Option<Duration> {
-        let at_least = self.cfg.timeout.max(Duration::from_secs(1));
+        let at_least = (self.cfg.timeout / 4).max(Duration::from_secs(1));
         self.standstill
             .recent(at_least, self.cfg.timeout.max(Duration::from_secs(10)))
     }
 
     /// This rank's note blaming itself, when a peer blamed it and it had just stood still (stopped or starved)
-    /// for at least the wait deadline: its peers waited on a rank that was not running, and the closed
+    /// for at least a quarter of the wait deadline: its peers waited on a rank that was not running, and the closed
     /// connections it finds on resuming are their leaving, not a broken link.
     fn stood_still_note(&self) -> Option<AbortNote> {
         if !self

@@ -353,12 +353,14 @@ impl TcpTransport {
         if now >= deadline {
             return Err(self.timeout_error());
         }
-        let ms = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        // In slices, so a stop inside a poll shows (the caller loops back until its deadline).
+        let timeout = standstill::poll_timeout(deadline, now);
+        let ms = timeout.as_millis() as i32;
         self.standstill.alive();
         // SAFETY: pollfds is a valid array of pollfd of the given length.
         let rc = unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, ms) };
         // A poll that returns long after its timeout: this process was stopped or starved meanwhile.
-        self.standstill.resumed(Duration::from_millis(ms as u64));
+        self.standstill.resumed(timeout);
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {

@@ -9,6 +9,17 @@ use std::time::{Duration, Instant};
 /// The shortest stand-still recorded: shorter gaps are scheduling noise.
 const SHORTEST: Duration = Duration::from_millis(500);
 
+/// The longest one poll(2) sleeps: a stop inside a poll counts only beyond the poll's timeout, so a poll as
+/// long as the wait deadline would hide a stop as long as the peers' patience. Well under [`SHORTEST`].
+const POLL_SLICE: Duration = Duration::from_millis(200);
+
+/// The timeout of the next poll(2) toward `deadline`, in its milliseconds: at most [`POLL_SLICE`], at least 1.
+pub(super) fn poll_timeout(deadline: Instant, now: Instant) -> Duration {
+    deadline
+        .saturating_duration_since(now)
+        .clamp(Duration::from_millis(1), POLL_SLICE)
+}
+
 /// How often the process's CPU time is read at most: a system call, kept off the per-message path.
 const CPU_SAMPLE: Duration = Duration::from_millis(100);
 
@@ -116,6 +127,21 @@ mod tests {
             s.recent(Duration::ZERO, Duration::from_secs(60)),
             None,
             "{used:?} of work counted"
+        );
+    }
+
+    #[test]
+    fn a_stop_inside_a_poll_toward_a_far_deadline_is_a_stand_still() {
+        // Stopped just after entering a poll toward a deadline 3 s away, resumed 4 s later as the peers
+        // that gave up on it leave: the whole stop counts, not the 1 s beyond the deadline.
+        let mut s = Standstill::new();
+        let now = Instant::now();
+        let timeout = poll_timeout(now + Duration::from_secs(3), now);
+        s.alive_at -= Duration::from_secs(4);
+        s.resumed(timeout);
+        assert!(
+            s.recent(Duration::from_secs(3), Duration::from_secs(60)).is_some(),
+            "{timeout:?} taken as the poll's own"
         );
     }
 

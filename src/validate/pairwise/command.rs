@@ -101,9 +101,18 @@ fn run_rank(cmd: &PairwiseCommand, conn: Connected<'_>) -> Result<Ending> {
         .map(|t| t.iface().to_string())
         .unwrap_or_default();
     let before = crate::net::carrier::Carriers::now();
+    if cmd.opts.buffers.memory == crate::memory::MemoryKind::Cuda {
+        let report = measure_gpus(&mut rank, &hosts, cfg, budget, out)?;
+        let decided = report.map(|report| report_on_rank0(&report, out));
+        return Ok(Ending::Shared {
+            decided,
+            rank: Box::new(rank),
+        });
+    }
     let report = rank.measure("the pairwise test", |t| {
         // Rank 0 says what it will measure as soon as it knows, so a long run is not silent.
-        let report = planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
+        let meter = &mut super::measure::OverTransport::default();
+        let report = planned::measure_within(t, meter, &hosts, cfg, &Thresholds::default(), budget, &mut |p| {
             announce(p, budget.map(|b| b.total_s()), out)
         })?;
         let seen = super::hostcheck::check(t, &iface, &before)?.unwrap_or_default();
@@ -118,6 +127,36 @@ fn run_rank(cmd: &PairwiseCommand, conn: Connected<'_>) -> Result<Ending> {
         decided,
         rank: Box::new(rank),
     })
+}
+
+/// Pairs of GPUs measured over NCCL's point-to-point, the TCP control path carrying the rounds' barriers. The
+/// hosts' checks of a TCP path's set-up are left out: NCCL picks its own interfaces.
+#[cfg(feature = "cuda")]
+fn measure_gpus(
+    rank: &mut crate::driver::Rank,
+    hosts: &[String],
+    cfg: &PairwiseConfig,
+    budget: Option<Budget>,
+    out: &PairwiseOutputs,
+) -> Result<Option<PairwiseReport>> {
+    rank.measure_device("the pairwise test over nccl", |ctrl, p2p| {
+        let meter = &mut super::device::OverNccl::new(p2p);
+        planned::measure_within(ctrl, meter, hosts, cfg, &Thresholds::default(), budget, &mut |p| {
+            announce(p, budget.map(|b| b.total_s()), out)
+        })
+    })
+}
+
+/// Without the `cuda` feature `--memory cuda` is refused where the flags are read; this is never reached.
+#[cfg(not(feature = "cuda"))]
+fn measure_gpus(
+    _rank: &mut crate::driver::Rank,
+    _hosts: &[String],
+    _cfg: &PairwiseConfig,
+    _budget: Option<Budget>,
+    _out: &PairwiseOutputs,
+) -> Result<Option<PairwiseReport>> {
+    Err(Error::usage("--memory", crate::nccl::not_built_message()))
 }
 
 /// Rank 0's plan line on stdout (beside an output file that took stdout).

@@ -18,8 +18,10 @@ use crate::transport::Transport;
 /// merges the suspects' second measurements into `links`. `parts` are the participating ranks,
 /// `participants` their report entries. Returns the rounds run again and, on rank 0 when any ran, the
 /// first pass's findings (for [`dismissed`]).
+#[allow(clippy::too_many_arguments)]
 pub fn remeasure<T: Transport + ?Sized>(
     t: &mut T,
+    meter: &mut dyn measure::Meter<T>,
     parts: &[usize],
     participants: &[Participant],
     first_rounds: &[Vec<(usize, usize)>],
@@ -33,7 +35,7 @@ pub fn remeasure<T: Transport + ?Sized>(
     if again.is_empty() {
         return Ok((0, None));
     }
-    let mine = measure::run_rounds(t, parts, &again, cfg, measure::SETTLE)?;
+    let mine = measure::run_rounds(t, meter, parts, &again, cfg, measure::SETTLE)?;
     let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
         return Ok((again.len(), None));
     };

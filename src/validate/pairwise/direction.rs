@@ -3,7 +3,7 @@
 //! port's egress toward it, its NIC's receive side) from one slow to send. A host that drops what it receives
 //! makes its partners retransmit: without the direction, their retransmissions would blame them.
 
-use super::{Finding, Metric, PairwiseReport};
+use super::{Finding, Link, Metric, PairwiseReport};
 
 /// A direction is slow when its bandwidth is below this share of the other direction's.
 const SLOWER_SHARE: f64 = 0.6;
@@ -40,6 +40,32 @@ impl Sides {
     }
 }
 
+/// What `host` received and sent over `l`, one of its links.
+pub fn at_host(l: &Link, host: usize) -> Sides {
+    // bw_ab_gbs: a sent to b, as b received it.
+    let (received_gbs, sent_gbs) = if l.b == host {
+        (l.bw_ab_gbs, l.bw_ba_gbs)
+    } else {
+        (l.bw_ba_gbs, l.bw_ab_gbs)
+    };
+    Sides { received_gbs, sent_gbs }
+}
+
+/// What `host` received and sent over `links` (its own), each side's median; `None` without a finite one.
+pub fn of_links<'a>(links: impl IntoIterator<Item = &'a Link>, host: usize) -> Option<Sides> {
+    let (received, sent): (Vec<f64>, Vec<f64>) = links
+        .into_iter()
+        .map(|l| {
+            let s = at_host(l, host);
+            (s.received_gbs, s.sent_gbs)
+        })
+        .unzip();
+    Some(Sides {
+        received_gbs: median(received)?,
+        sent_gbs: median(sent)?,
+    })
+}
+
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
@@ -51,21 +77,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// What `host` (a participant's name) received and sent over its links; `None` without a link.
 pub fn of_host(rep: &PairwiseReport, host: &str) -> Option<Sides> {
     let me = rep.hosts.iter().position(|p| p.name == host)?;
-    let (mut received, mut sent) = (Vec::new(), Vec::new());
-    for l in rep.links.iter().filter(|l| l.a == me || l.b == me) {
-        // bw_ab_gbs: a sent to b, as b received it.
-        let (into, out) = if l.b == me {
-            (l.bw_ab_gbs, l.bw_ba_gbs)
-        } else {
-            (l.bw_ba_gbs, l.bw_ab_gbs)
-        };
-        received.push(into);
-        sent.push(out);
-    }
-    Some(Sides {
-        received_gbs: median(received)?,
-        sent_gbs: median(sent)?,
-    })
+    of_links(rep.links.iter().filter(|l| l.a == me || l.b == me), me)
 }
 
 /// The direction of a bandwidth finding and a phrase saying it (`h2 is slow to receive: ...`); `None` for

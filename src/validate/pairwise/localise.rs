@@ -33,7 +33,9 @@
 //!    losing packets everywhere, their rate is the background).
 //! 6. After the fit, a host with slow links to (nearly) every partner is a slow host; so is, then, a host
 //!    that two or more of the remaining slow links (at least half its partners) share. A host whose links are
-//!    at or better than the typical link (their median) is never a slow host. Slow links that touch
+//!    at or better than the typical link (their median) is never a slow host. So is, last, the end of a slow
+//!    bandwidth link whose every link is halfway (in log) to the floor and slower the same way from it (into
+//!    it, or out of it), where the other end's are not. Slow links that touch
 //!    no slow host are slow links, and neither end is blamed.
 //! 7. With four hosts or fewer there is no fit: each link is held against the hosts' best links (the median
 //!    of those within the floor of their upper median), which are measured again with the suspects and
@@ -44,6 +46,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::direction::{self, Direction};
 use super::fit::{self, Fit};
 use super::median::median;
 use super::{Finding, Link, Metric, Participant};
@@ -570,6 +573,37 @@ fn judge(
             None => break,
         }
     }
+    // Last, a slow link with one end whose every link is slow the same way seen from it (all into it, or all
+    // out of it, by the direction rule) and at least halfway (in log) to the floor below the typical link,
+    // where the other end's are not: that end's effect, its other links short of the floor by the scatter
+    // only. A host slow to receive (small TCP buffers) halves one way of each of its pairs, which sits at
+    // the floor, so one measured below it and the rest just above must still name the host. Scatter lowers
+    // links both ways alike and does not line them up on one host; where both ends qualify, or neither, the
+    // link stays a link.
+    if v.metric == Metric::Bandwidth {
+        let halfway = v.floor_ratio.sqrt() * v.typical;
+        let low_everywhere = |h: usize| {
+            let mine = || adj[h].iter().map(|&i| &links[i]);
+            let slower = |s: direction::Sides| match direction::of_links(mine(), h).map(|s| s.direction()) {
+                Some(Direction::In) => s.received_gbs < s.sent_gbs,
+                Some(Direction::Out) => s.sent_gbs < s.received_gbs,
+                _ => false,
+            };
+            adj[h].len() >= 2
+                && adj[h].iter().all(|&i| v.good[i] < halfway)
+                && mine().all(|l| slower(direction::at_host(l, h)))
+        };
+        for (i, l) in links.iter().enumerate() {
+            if !v.slow[i] || slow_host[l.a] || slow_host[l.b] {
+                continue;
+            }
+            match (low_everywhere(l.a), low_everywhere(l.b)) {
+                (true, false) => blame(l.a, &mut out, &mut slow_host),
+                (false, true) => blame(l.b, &mut out, &mut slow_host),
+                _ => {}
+            }
+        }
+    }
     for (i, l) in links.iter().enumerate() {
         if v.slow[i] && !slow_host[l.a] && !slow_host[l.b] {
             out.push(Finding::SlowLink {
@@ -754,6 +788,7 @@ pub(crate) mod tests {
                 name: format!("h{h}"),
                 rank: h,
                 host: format!("h{h}"),
+                gpu: None,
             })
             .collect();
         let mut links = Vec::new();
@@ -1326,6 +1361,57 @@ pub(crate) mod tests {
         assert_eq!(slow_links(&f).len(), 1, "{f:?}");
     }
 
+    /// Four hosts whose links carry `m` (row sends to column, as the column received it) each way.
+    fn one_way(m: [[f64; 4]; 4]) -> (Vec<Participant>, Vec<Link>) {
+        let (hosts, mut links) = matrix(4, |_, _, _| 1.0, |_, _, _| 10.0);
+        for l in &mut links {
+            l.bw_ab_gbs = m[l.a][l.b];
+            l.bw_ba_gbs = m[l.b][l.a];
+            l.bw_gbs = l.bw_ab_gbs.min(l.bw_ba_gbs);
+            l.bidir_gbs = l.bw_ab_gbs + l.bw_ba_gbs;
+        }
+        (hosts, links)
+    }
+
+    #[test]
+    fn a_host_whose_links_all_sit_at_the_floor_is_named_from_the_one_beyond_it() {
+        // As measured on 4 namespace hosts with h2's tcp_rmem at 4096: every way into h2 at 0.018-0.026 GB/s,
+        // the rest at about 0.046, and the links the others are held against read 15% lower the second time,
+        // which widens the floor to 49% below. Row sends to column. Only the slowest way into h2 is beyond
+        // it; the other two sit just above it, and everything h2 sends is as fast as the rest: h2 is the
+        // cause, not the link h2 <-> h3.
+        let m = [
+            [0.0, 0.047, 0.026, 0.045],
+            [0.046, 0.0, 0.025, 0.046],
+            [0.045, 0.047, 0.0, 0.046],
+            [0.046, 0.045, 0.018, 0.0],
+        ];
+        let (hosts, mut links) = one_way(m);
+        for l in &mut links {
+            if l.b != 2 {
+                (l.remeasured, l.bw_lower_gbs) = (true, Some(0.85 * l.bw_gbs));
+            }
+        }
+        (links[5].remeasured, links[5].bw_lower_gbs) = (true, Some(0.018)); // h2 <-> h3, the suspect
+        let f = findings(&hosts, &links, &Thresholds::default());
+        assert_eq!(slow_hosts(&f), ["h2"], "{f:?}");
+        assert!(slow_links(&f).is_empty(), "{f:?}");
+        // The same figures both ways alike (scatter, not a host's one way) stay the one link beyond the floor.
+        let mut alike = links.clone();
+        for l in &mut alike {
+            (l.bw_ab_gbs, l.bw_ba_gbs) = (l.bw_gbs, l.bw_gbs);
+        }
+        let f = findings(&hosts, &alike, &Thresholds::default());
+        assert_eq!(slow_links(&f), [("h2".to_string(), "h3".to_string())], "{f:?}");
+        assert!(slow_hosts(&f).is_empty(), "{f:?}");
+        // So does the slow way with h2's other links as fast as the rest.
+        links[3].bw_gbs = 0.046; // h1 <-> h2
+        links[1].bw_gbs = 0.045; // h0 <-> h2
+        let f = findings(&hosts, &links, &Thresholds::default());
+        assert_eq!(slow_links(&f), [("h2".to_string(), "h3".to_string())], "{f:?}");
+        assert!(slow_hosts(&f).is_empty(), "{f:?}");
+    }
+
     #[test]
     fn a_host_slow_to_send_beside_a_starved_one_is_named_from_its_one_way() {
         // Measured on 4 namespace hosts: h2 shaped to 100 Mbit/s on its way out, h1's rank under a 0.02-core
@@ -1337,13 +1423,7 @@ pub(crate) mod tests {
             [0.012, 0.012, 0.0, 0.012],
             [0.047, 0.027, 0.025, 0.0],
         ];
-        let (hosts, mut links) = matrix(4, |_, _, _| 1.0, |_, _, _| 10.0);
-        for l in &mut links {
-            l.bw_ab_gbs = m[l.a][l.b];
-            l.bw_ba_gbs = m[l.b][l.a];
-            l.bw_gbs = l.bw_ab_gbs.min(l.bw_ba_gbs);
-            l.bidir_gbs = l.bw_ab_gbs + l.bw_ba_gbs;
-        }
+        let (hosts, links) = one_way(m);
         let f = findings(&hosts, &links, &Thresholds::default());
         assert!(
             f.iter()

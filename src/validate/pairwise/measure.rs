@@ -81,8 +81,66 @@ pub const STALL_MIN_S: f64 = 0.05;
 /// See [`STALL_MIN_S`].
 pub const STALL_FACTOR: f64 = 20.0;
 
+/// How one pair's exchanges are measured, `T` being the path the ranks' barriers and gathers use: over that
+/// transport itself ([`OverTransport`]), or over a library's point-to-point on device buffers with `T` as
+/// the control path (`super::device`, feature `cuda`).
+pub trait Meter<T: Transport + ?Sized> {
+    /// The path measured, as the report names it.
+    fn path(&self, t: &T) -> String;
+
+    /// The bandwidth of the exchanges with `peer` (the latency filled in later), warming for `settle` where
+    /// the path has a congestion control to settle; the received data checked.
+    fn bandwidth(&mut self, t: &mut T, peer: usize, cfg: &PairwiseConfig, settle: Duration) -> Result<Sample>;
+
+    /// `iters` timed 8-byte round trips with `peer`: on the lower rank (which starts each) half the median in
+    /// microseconds, the stalls and the distribution; `None` on the higher.
+    fn ping_pong(&mut self, t: &mut T, peer: usize, iters: usize) -> Result<Option<RoundTrips>>;
+
+    /// Whether the pairs are GPUs (every rank's [`Meter::gpu`] is gathered for the report); the same on
+    /// every rank.
+    fn on_device(&self) -> bool {
+        false
+    }
+
+    /// This rank's GPU, where the pairs are GPUs.
+    fn gpu(&self) -> Option<super::GpuId> {
+        None
+    }
+}
+
+/// A ping-pong's outcome on the rank that started it: half the median round trip (us), the round trips that
+/// stalled, and the distribution.
+pub type RoundTrips = (f64, u64, Option<LatencyStats>);
+
+/// Pairs measured over the transport the ranks share, on host buffers of `--bytes` (allocated on the first
+/// pair, so ranks that never take part allocate nothing).
+#[derive(Default)]
+pub struct OverTransport {
+    sbuf: Vec<u8>,
+    rbuf: Vec<u8>,
+}
+
+impl<T: Transport + ?Sized> Meter<T> for OverTransport {
+    fn path(&self, t: &T) -> String {
+        t.path()
+    }
+
+    fn bandwidth(&mut self, t: &mut T, peer: usize, cfg: &PairwiseConfig, settle: Duration) -> Result<Sample> {
+        if self.sbuf.len() != cfg.bytes {
+            // Filled once; the content is checked at the receiver.
+            self.sbuf = vec![pattern(t.rank()); cfg.bytes];
+            self.rbuf = vec![0u8; cfg.bytes];
+        }
+        Ok(bandwidth(t, peer, cfg, settle, &self.sbuf, &mut self.rbuf)?.0)
+    }
+
+    fn ping_pong(&mut self, t: &mut T, peer: usize, iters: usize) -> Result<Option<RoundTrips>> {
+        ping_pong(t, peer, iters)
+    }
+}
+
 /// The byte every rank fills its send buffer with, so a receiver can tell whose data arrived.
-fn pattern(rank: usize) -> u8 {
+pub(super) fn pattern(rank: usize) -> u8 {
     (rank as u8).wrapping_mul(37).wrapping_add(11)
 }
 
@@ -105,6 +163,7 @@ const TICK_WARM: u8 = 2;
 /// (nothing on a rank that does not take part). Every rank runs the barriers.
 pub fn run_rounds<T: Transport + ?Sized>(
     t: &mut T,
+    meter: &mut dyn Meter<T>,
     parts: &[usize],
     rounds: &[Vec<(usize, usize)>],
     cfg: &PairwiseConfig,
@@ -113,22 +172,17 @@ pub fn run_rounds<T: Transport + ?Sized>(
     let me = t.rank();
     let my_index = parts.iter().position(|&r| r == me);
     let mut samples = Vec::new();
-    // Allocated only on ranks that take part; filled once (the content is checked at the receiver).
-    let (sbuf, mut rbuf) = match my_index {
-        Some(_) => (vec![pattern(me); cfg.bytes], vec![0u8; cfg.bytes]),
-        None => (Vec::new(), Vec::new()),
-    };
     for round in rounds {
         let peer = my_index.and_then(|i| schedule::partner(round, i)).map(|j| parts[j]);
         // Bandwidth, then latency, each phase closed by a barrier: a pair's round trips never share the
         // hosts' CPUs and links with another pair's bulk transfer.
         let mut sample = match peer {
-            Some(p) => Some(bandwidth(t, p, cfg, settle, &sbuf, &mut rbuf)?.0),
+            Some(p) => Some(meter.bandwidth(t, p, cfg, settle)?),
             None => None,
         };
         control::barrier(t)?;
         if let Some(s) = &mut sample {
-            if let Some((lat, stalls, stats)) = ping_pong(t, s.peer, cfg.lat_iters)? {
+            if let Some((lat, stalls, stats)) = meter.ping_pong(t, s.peer, cfg.lat_iters)? {
                 s.latency_us = Some(lat);
                 s.stalls = Some(stalls);
                 s.lat_stats = stats;
@@ -267,11 +321,7 @@ fn exchange<T: Transport + ?Sized>(
 /// `iters` timed 8-byte round trips (after a few untimed ones); the lower rank starts each and returns
 /// half the median in microseconds, the number that stalled and the distribution; the higher one echoes and
 /// returns `None`.
-fn ping_pong<T: Transport + ?Sized>(
-    t: &mut T,
-    peer: usize,
-    iters: usize,
-) -> Result<Option<(f64, u64, Option<LatencyStats>)>> {
+fn ping_pong<T: Transport + ?Sized>(t: &mut T, peer: usize, iters: usize) -> Result<Option<RoundTrips>> {
     let starts = t.rank() < peer;
     let warm = iters.clamp(1, 10);
     let mut buf = [0u8; 8];
@@ -292,15 +342,26 @@ fn ping_pong<T: Transport + ?Sized>(
     if !starts {
         return Ok(None);
     }
+    Ok(Some(round_trips(rtt)))
+}
+
+/// What the round trips `rtt` (seconds) come to: half the median in microseconds, the stalls, the distribution.
+pub(super) fn round_trips(mut rtt: Vec<f64>) -> RoundTrips {
     let mid = median(&mut rtt);
     let stall = (STALL_FACTOR * mid).max(STALL_MIN_S);
     let stalls = rtt.iter().filter(|&&x| x >= stall).count() as u64;
-    Ok(Some((mid / 2.0 * 1e6, stalls, LatencyStats::of_round_trips(&mut rtt))))
+    (mid / 2.0 * 1e6, stalls, LatencyStats::of_round_trips(&mut rtt))
 }
 
-/// Gathers every rank's samples on rank 0 (`None` on the others).
-pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Option<Vec<Vec<Sample>>>> {
-    let bytes = serde_json::to_vec(mine).expect("samples serialise");
+/// Gathers every rank's `mine` on rank 0 as JSON (`None` on the others); a part a rank sends that cannot be
+/// read as `V` is a protocol error, `what` naming it.
+pub fn gather_json<T, M, V>(t: &mut T, mine: &M, what: &str) -> Result<Option<Vec<V>>>
+where
+    T: Transport + ?Sized,
+    M: Serialize + ?Sized,
+    V: serde::de::DeserializeOwned,
+{
+    let bytes = serde_json::to_vec(mine).expect("a rank's part serialises");
     let Some(all) = control::gather(t, &bytes)? else {
         return Ok(None);
     };
@@ -309,13 +370,18 @@ pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Opti
         .map(|(r, b)| {
             serde_json::from_slice(b).map_err(|e| {
                 Error::peer(format!(
-                    "rank 0: rank {r} sent unreadable pairwise samples ({e}); were all ranks started with the same \
-                     collbench version?"
+                    "rank 0: rank {r} sent unreadable {what} ({e}); were all ranks started with the same collbench \
+                     version?"
                 ))
             })
         })
-        .collect::<Result<Vec<Vec<Sample>>>>()
+        .collect::<Result<Vec<V>>>()
         .map(Some)
+}
+
+/// Gathers every rank's samples on rank 0 (`None` on the others).
+pub fn collect<T: Transport + ?Sized>(t: &mut T, mine: &[Sample]) -> Result<Option<Vec<Vec<Sample>>>> {
+    gather_json(t, mine, "pairwise samples")
 }
 
 /// Every pair of `parts` as a link, from the samples of each rank (`all[rank]`); a pair one side did not

@@ -4,7 +4,9 @@
 //! - [`schedule`]: which pairs meet in which round (circle method).
 //! - [`plan`](mod@plan): which rounds fit the budget, from the time of a first round (every pair, or a
 //!   sample of rounds); [`planned`]: the test as planned on every rank, suspects re-measured within it.
-//! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait.
+//! - [`measure`](mod@measure): one round's exchanges (bidirectional bandwidth, 8-byte ping-pong) over the transport trait,
+//!   or over what a [`measure::Meter`] measures pairs with; `device` (feature `cuda`): pairs of GPUs over
+//!   NCCL's point-to-point (`--memory cuda`).
 //! - [`fit`]: the host-effects model (median polish in log space, any subset of pairs) and the
 //!   multiplicity-corrected bar.
 //! - [`localise`]: slow links and hosts from that model, false findings controlled for the number judged.
@@ -13,13 +15,17 @@
 //! - [`direction`]: which way a slow host or link is slow (into or out of a host), from the matrix.
 //! - [`hostcheck`]: the hosts' set-up of the measured path (MTU, overlay fit, CPU quota) and their links'
 //!   carrier losses during the test, judged beside the matrix.
-//! - [`render`]: host x host matrices and the findings as text.
+//! - [`render`]: host x host matrices and the findings as text; [`gpu_names`]: the GPUs a finding on device
+//!   buffers names.
 //! - [`command`]: `collbench pairwise`.
 
 pub mod command;
 pub mod confirm;
+#[cfg(feature = "cuda")]
+pub mod device;
 pub mod direction;
 pub mod fit;
+pub mod gpu_names;
 pub mod hostcheck;
 pub mod localise;
 pub mod measure;
@@ -88,6 +94,27 @@ pub struct Participant {
     pub rank: usize,
     /// The host that rank runs on.
     pub host: String,
+    /// The GPU that rank measured with, where the pairs are GPUs (`--memory cuda`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuId>,
+}
+
+/// A GPU a participant measured with: what a finding about it names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuId {
+    /// The driver's device ordinal on its host (`cuda:N`).
+    pub index: usize,
+    /// Its PCI bus id, sysfs form (`0000:19:00.0`); empty where the driver could not say.
+    pub bus_id: String,
+    /// Its name (`NVIDIA H200`).
+    pub name: String,
+}
+
+impl GpuId {
+    /// `cuda:1 [0000:19:00.0] NVIDIA H200`, as the rank list shows a GPU.
+    pub fn label(&self) -> String {
+        format!("GPU {} [{}] ({})", self.index, self.bus_id, self.name)
+    }
 }
 
 /// One measured pair; `a` < `b` index [`PairwiseReport::hosts`].
@@ -249,8 +276,11 @@ pub struct PairwiseReport {
 impl PairwiseReport {
     /// Whether every pair is two ranks of one host: their links are its loopback and its CPUs, so a slower
     /// pair means ranks waited for a core, not a bad link, and a finding is a warning, as in `preflight`.
+    /// Pairs of GPUs are not: each has its own device and links, so a slower pair is a finding on one host too.
     pub fn one_host(&self) -> bool {
-        self.hosts.len() > 1 && self.hosts.windows(2).all(|w| w[0].host == w[1].host)
+        self.hosts.len() > 1
+            && self.hosts.windows(2).all(|w| w[0].host == w[1].host)
+            && self.hosts.iter().all(|h| h.gpu.is_none())
     }
 
     /// `fail` with findings across hosts or a link that went down; `warn` with findings on one host or set-up
@@ -290,7 +320,8 @@ pub fn measure(
             ),
         ));
     };
-    planned::measure_within(t, &hosts, cfg, &Thresholds::default(), budget, &mut |_| ())
+    let meter = &mut measure::OverTransport::default();
+    planned::measure_within(t, meter, &hosts, cfg, &Thresholds::default(), budget, &mut |_| ())
 }
 
 /// [`measure()`] over any transport: `hosts[r]` is rank r's host. No budget: every pair (up to
@@ -301,5 +332,13 @@ pub fn measure_on<T: Transport + ?Sized>(
     cfg: &PairwiseConfig,
     th: &Thresholds,
 ) -> Result<Option<PairwiseReport>> {
-    planned::measure_within(t, hosts, cfg, th, None, &mut |_| ())
+    planned::measure_within(
+        t,
+        &mut measure::OverTransport::default(),
+        hosts,
+        cfg,
+        th,
+        None,
+        &mut |_| (),
+    )
 }

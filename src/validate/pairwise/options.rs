@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::PairwiseConfig;
 use crate::cli::PairwiseArgs;
 use crate::error::{Error, Result};
-use crate::options::{own_path, Options};
+use crate::options::{own_path, Options, PathKind};
 use crate::report::declared::Declared;
 use crate::sizes::parse_size;
 use crate::units::BwUnit;
@@ -52,24 +52,47 @@ const MAX_ITERS: usize = 1_000_000;
 
 /// The session options and test configuration the flags ask for; errors name the flag.
 fn options(args: &PairwiseArgs) -> Result<(Options, PairwiseConfig)> {
-    if args.memory != "host" {
+    let on_gpus = args.memory == "cuda";
+    // NCCL (whether or not this build has it) is the path on a device stream; plain tcp is the default.
+    let traits = crate::transport::path::Traits::named(&args.transport);
+    let path_nccl = traits.is_some_and(|t| t.on_device_stream);
+    let default_path = args.transport.parse::<PathKind>().ok() == Some(PathKind::default());
+    if path_nccl && !on_gpus {
         return Err(Error::usage(
-            "--memory",
+            "--transport",
+            "pairwise measures nccl on device buffers: add --memory cuda (pairs of GPUs over NCCL's \
+             point-to-point)",
+        ));
+    }
+    if on_gpus && !cfg!(feature = "cuda") {
+        return Err(Error::usage("--memory", crate::nccl::not_built_message()));
+    }
+    if on_gpus && !(path_nccl || default_path) {
+        return Err(Error::usage(
+            "--transport",
             format!(
-                "pairwise measures pairs on host memory only; GPU-to-GPU paths over NCCL's point-to-point are not \
-                 measured pair by pair yet (got {}): run `collbench preflight --memory cuda --transport nccl` \
-                 to check the GPUs and NCCL on device buffers, and pairwise on host memory for the network",
-                args.memory
+                "pairwise --memory cuda measures pairs of GPUs over NCCL's point-to-point, with a TCP control \
+                 path on --iface: give --transport nccl or leave it out (got {}); pairwise on host memory \
+                 measures {} itself",
+                args.transport, args.transport
             ),
         ));
     }
-    let opts = own_path::options(&own_path::PathFlags {
+    let mut opts = own_path::options(&own_path::PathFlags {
         command: "pairwise",
         np: args.np,
-        transport: &args.transport,
+        transport: if on_gpus { "tcp" } else { &args.transport },
         iface: args.iface.as_deref(),
         deadlines: &args.deadlines,
     })?;
+    if on_gpus {
+        // One rank per GPU, each rank's device chosen as `run` chooses it; NCCL's communicator is set up over
+        // the TCP control path on --iface.
+        opts.paths.transports = vec![crate::path_names::NCCL
+            .parse()
+            .map_err(|e| Error::usage("--transport", e))?];
+        opts.buffers.memory = crate::memory::MemoryKind::Cuda;
+    }
     args.units.unit()?;
     let bytes = parse_size(&args.bytes).map_err(|e| Error::usage("--bytes", e))?;
     if !(1..=MAX_BYTES).contains(&bytes) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::plan::{self, Plan};
 use super::{confirm, localise, measure, schedule};
-use super::{Finding, Link, PairwiseConfig, PairwiseReport, Participant, Thresholds};
+use super::{Finding, GpuId, Link, PairwiseConfig, PairwiseReport, Participant, Thresholds};
 use crate::algorithm::control;
 use crate::error::{Error, Result};
 use crate::transport::Transport;
@@ -56,9 +56,11 @@ impl Budget {
 }
 
 /// [`super::measure_on`] within `budget` (`None`: no limit, every pair up to [`plan::MAX_PAIRS`] pairs);
-/// `announce` gets the plan on rank 0 as soon as it is decided. Every rank must call it with the same `cfg`.
+/// `announce` gets the plan on rank 0 as soon as it is decided; `meter` measures each pair. Every rank must
+/// call it with the same `cfg` and the same kind of meter.
 pub fn measure_within<T: Transport + ?Sized>(
     t: &mut T,
+    meter: &mut dyn measure::Meter<T>,
     hosts: &[String],
     cfg: &PairwiseConfig,
     th: &Thresholds,
@@ -72,7 +74,8 @@ pub fn measure_within<T: Transport + ?Sized>(
     control::barrier(t)?;
     let clock = Instant::now();
     let first_round: Vec<Vec<(usize, usize)>> = (0..schedule::count(n).min(1)).map(|r| schedule::round(n, r)).collect();
-    let mut mine = measure::run_rounds(t, &parts, &first_round, cfg, Duration::ZERO)?;
+    let gpus = gather_gpus(t, &*meter)?;
+    let mut mine = measure::run_rounds(t, meter, &parts, &first_round, cfg, Duration::ZERO)?;
     let round_s = clock.elapsed().as_secs_f64();
     let decided = (t.rank() == 0).then(|| plan::plan(n, round_s, budget.map_or(f64::INFINITY, |b| b.left_s())));
     let plan = share(t, decided, n)?;
@@ -82,6 +85,7 @@ pub fn measure_within<T: Transport + ?Sized>(
     let rounds = plan.schedule();
     mine.extend(measure::run_rounds(
         t,
+        meter,
         &parts,
         rounds.get(1..).unwrap_or(&[]),
         cfg,
@@ -97,6 +101,7 @@ pub fn measure_within<T: Transport + ?Sized>(
             },
             rank: r,
             host: hosts[r].clone(),
+            gpu: gpus.as_ref().and_then(|g| g.get(r).cloned().flatten()),
         })
         .collect();
     let mut links = first
@@ -115,14 +120,14 @@ pub fn measure_within<T: Transport + ?Sized>(
         // No budget: every suspect measured again, as many rounds as that takes.
         (true, None) => {
             let (rounds, first_findings) =
-                confirm::remeasure(t, &parts, &participants, &rounds, links.as_deref_mut(), cfg, th)?;
+                confirm::remeasure(t, meter, &parts, &participants, &rounds, links.as_deref_mut(), cfg, th)?;
             Again {
                 rounds,
                 left_out: 0,
                 first_findings,
             }
         }
-        (true, Some(_)) => remeasure(t, &parts, &participants, links.as_deref_mut(), cfg, th, &plan)?,
+        (true, Some(_)) => remeasure(t, meter, &parts, &participants, links.as_deref_mut(), cfg, th, &plan)?,
     };
     let Some(links) = links else {
         return Ok(None);
@@ -135,7 +140,7 @@ pub fn measure_within<T: Transport + ?Sized>(
         .unwrap_or_default();
     Ok(Some(PairwiseReport {
         schema: super::SCHEMA.into(),
-        path: t.path(),
+        path: meter.path(t),
         unit: unit.name().into(),
         config: cfg.clone(),
         hosts: participants,
@@ -154,6 +159,15 @@ pub fn measure_within<T: Transport + ?Sized>(
             unconfirmed: again.left_out,
         }),
     }))
+}
+
+/// Every rank's GPU on rank 0 (`None` elsewhere, and where the pairs are not GPUs): the report names the GPU
+/// a finding is about. A GPU a rank sends that cannot be read is a protocol error.
+fn gather_gpus<T: Transport + ?Sized>(t: &mut T, meter: &dyn measure::Meter<T>) -> Result<Option<Vec<Option<GpuId>>>> {
+    if !meter.on_device() {
+        return Ok(None);
+    }
+    measure::gather_json(t, &meter.gpu(), "a GPU identity")
 }
 
 /// Rank 0's plan on every rank (`plan` is `Some` on rank 0, ignored elsewhere); a plan that is not one for
@@ -188,8 +202,10 @@ struct Again {
 /// The suspects of `links` (rank 0's first pass; `None` elsewhere) measured again in at most the plan's
 /// reserve of rounds ([`pack`]) and merged into `links` ([`confirm::merge`]); every rank runs the rounds
 /// rank 0 sends.
+#[allow(clippy::too_many_arguments)]
 fn remeasure<T: Transport + ?Sized>(
     t: &mut T,
+    meter: &mut dyn measure::Meter<T>,
     parts: &[usize],
     participants: &[Participant],
     mut links: Option<&mut [Link]>,
@@ -218,7 +234,7 @@ fn remeasure<T: Transport + ?Sized>(
             ..Again::default()
         });
     }
-    let mine = measure::run_rounds(t, parts, &rounds, cfg, Duration::from_secs_f64(plan.settle_s))?;
+    let mine = measure::run_rounds(t, meter, parts, &rounds, cfg, Duration::from_secs_f64(plan.settle_s))?;
     let (Some(all), Some(links)) = (measure::collect(t, &mine)?, links) else {
         return Ok(Again {
             rounds: rounds.len(),
@@ -363,6 +379,7 @@ mod tests {
             let mut seen = None;
             let rep = measure_within(
                 &mut sess.transports[0],
+                &mut measure::OverTransport::default(),
                 &hosts,
                 &cfg,
                 &Thresholds::default(),

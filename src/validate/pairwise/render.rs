@@ -311,7 +311,13 @@ fn unfitted(rep: &PairwiseReport, units: BwUnit) -> String {
     );
     if rep.unit == "ranks" {
         let one_host = rep.hosts.windows(2).all(|w| w[0].host == w[1].host);
-        if one_host && n > 1 {
+        if one_host && n > 1 && rep.hosts.iter().all(|h| h.gpu.is_some()) {
+            let _ = writeln!(
+                s,
+                "# all ranks run on {}: pairs are its GPUs, one rank on each (a slow pair is a finding here too)",
+                rep.hosts[0].host
+            );
+        } else if one_host && n > 1 {
             let _ = writeln!(
                 s,
                 "# all ranks run on {}: pairs are ranks, not hosts (the links are this host's own)",
@@ -365,20 +371,29 @@ fn unfitted(rep: &PairwiseReport, units: BwUnit) -> String {
                  different hosts)\n",
             );
         } else {
-            s.push_str(if rep.config.confirm {
-                "# Findings (each holds with its links measured twice)\n"
+            let once = rep.plan.as_ref().map_or(0, |p| p.unconfirmed);
+            s.push_str(&if !rep.config.confirm {
+                "# Findings (first pass only: --no-confirm)\n".to_string()
+            } else if once > 0 {
+                format!(
+                    "# Findings ({once} suspect link(s) measured once: the budget left no rounds to measure them \
+                     again)\n"
+                )
             } else {
-                "# Findings (first pass only: --no-confirm)\n"
+                "# Findings (each holds with its links measured twice)\n".to_string()
             });
         }
         s += &grouped(
             &rep.findings,
             // Which way it is slow, where one way is: both ways alike is said by the finding itself.
-            |f| match super::direction::of_finding(rep, f) {
-                Some((d, way)) if d != super::direction::Direction::Both => {
-                    format!("{}; {way}", finding_text(f, one_host))
+            |f| {
+                let gpus = super::gpu_names::suffix(rep, f).unwrap_or_default();
+                match super::direction::of_finding(rep, f) {
+                    Some((d, way)) if d != super::direction::Direction::Both => {
+                        format!("{}; {way}{gpus}", finding_text(f, one_host))
+                    }
+                    _ => format!("{}{gpus}", finding_text(f, one_host)),
                 }
-                _ => finding_text(f, one_host),
             },
             "",
         );
@@ -635,6 +650,18 @@ mod tests {
         );
         assert!(!t.contains("SLOW LINK") && !t.contains("No finding"), "{t}");
         assert!(!t.contains("Not confirmed") && !t.contains("re-measuring"), "{t}");
+        // Where the budget left suspects measured once, the header does not say twice.
+        let mut once = report(Some(2));
+        once.plan = Some(super::super::plan::Record {
+            budget_s: Some(10.0),
+            plan: super::super::plan::plan(4, 1.0, 10.0),
+            unconfirmed: 3,
+        });
+        let t = text(&once, BwUnit::Gbyte);
+        assert!(
+            t.contains("# Findings (3 suspect link(s) measured once: the budget left no rounds to measure them again)"),
+            "{t}"
+        );
         let line = finding_line(&Finding::SlowLink {
             a: "x".into(),
             b: "y".into(),

@@ -166,6 +166,15 @@ pub fn may_start(now_s: f64, point_s: f64, end_s: f64) -> bool {
     now_s + point_s <= end_s
 }
 
+/// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
+/// the budget is shared with the collectives.
+pub fn preflight_pairwise() -> PairwiseConfig {
+    PairwiseConfig {
+        lat_iters: 100,
+        ..PairwiseConfig::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

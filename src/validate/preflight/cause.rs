@@ -114,12 +114,14 @@ pub fn differences(seen: &[HostEvidence]) -> Vec<(String, Vec<Difference>)> {
     // Counts that move with the traffic are not compared exactly: a connection-tracking table far above the
     // others' is the difference.
     let tunings: Vec<&super::tuning::Tuning> = seen.iter().map(|e| &e.config.tuning).collect();
-    for (i, mine, usual) in super::tuning::conntrack_outliers(&tunings) {
-        let what = (
-            "conntrack entries".to_string(),
-            mine.to_string(),
-            format!("about {usual}"),
-        );
+    let conntrack = super::tuning::conntrack_outliers(&tunings)
+        .into_iter()
+        .map(|o| ("conntrack entries", o));
+    let rules = super::tuning::rules_outliers(&tunings)
+        .into_iter()
+        .map(|o| ("firewall rules", o));
+    for (name, (i, mine, usual)) in conntrack.chain(rules) {
+        let what = (name.to_string(), mine.to_string(), format!("about {usual}"));
         match out.iter_mut().find(|(x, _)| *x == seen[i].host) {
             Some((_, w)) => w.push(what),
             None => out.push((seen[i].host.clone(), vec![what])),
@@ -326,8 +328,21 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
             why,
         };
     }
-    // Loss: retransmitting, more than the others.
-    let share = |e: &HostEvidence| e.tcp.map(|t| t.loss_share());
+    // Loss: retransmitting, more than the others. A host that receives cleanly resends what a partner dropped
+    // on receiving: where a minority of the hosts lose what they receive, the others' retransmissions are
+    // those hosts' drops, not their own loss (where most do, the sender's way out is the common factor).
+    let drops_received = |e: &HostEvidence| e.tcp.is_some_and(|t| t.ofo_share() >= LOSS_SHARE);
+    let droppers = seen.iter().filter(|e| drops_received(e)).count();
+    let resend_for_others = droppers > 0 && 2 * droppers < seen.len();
+    let share = |e: &HostEvidence| {
+        e.tcp.map(|t| {
+            if resend_for_others && !drops_received(e) {
+                t.ofo_share()
+            } else {
+                t.loss_share()
+            }
+        })
+    };
     let others_loss = median(others.iter().filter_map(|e| share(e)).collect()).unwrap_or(0.0);
     if let Some(e) = mine
         .iter()
@@ -370,7 +385,7 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
         };
     }
     let busy = mine.iter().filter_map(|e| e.busy_pct).fold(0.0, f64::max);
-    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    let all_busy = every_host_busy(seen);
     if all_busy && latency_like {
         // A rank that waits for a core answers late: on hosts this busy a slow round trip is no evidence
         // against the link.
@@ -407,6 +422,12 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
     }
 }
 
+/// Whether every host's CPUs were [`CPU_LIMITED_PCT`] busy or more (other work): a figure measured then may be
+/// the cores', not the network's. False without evidence.
+pub fn every_host_busy(seen: &[HostEvidence]) -> bool {
+    !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT))
+}
+
 /// `MTU 9000 (others 1500), TSO off (others on)`.
 fn describe(what: &[(String, String, String)]) -> String {
     what.iter()
@@ -424,7 +445,9 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
         Cause::TcpBuffers => 1,
         Cause::Loss => 2,
         Cause::Configuration => 3,
-        Cause::Link => 4,
+        // Named by the MTU check only, never from evidence.
+        Cause::Mtu => 4,
+        Cause::Link => 5,
     };
     // Loss everywhere alike is the fabric's, before any one host's cause.
     if let Some(j) = fabric_loss(seen) {
@@ -448,7 +471,7 @@ pub fn judge_cluster(seen: &[HostEvidence], findings: &[String]) -> Judged {
     if let Some((j, _)) = best {
         return j;
     }
-    let all_busy = !seen.is_empty() && seen.iter().all(|e| e.busy_pct.is_some_and(|b| b >= CPU_LIMITED_PCT));
+    let all_busy = every_host_busy(seen);
     if all_busy && findings.is_empty() {
         // Nothing stands out and no link is slow on its own: the collective waited for cores.
         return Judged {
@@ -733,6 +756,29 @@ mod tests {
     }
 
     #[test]
+    fn resending_what_one_host_dropped_on_receiving_is_not_the_senders_loss() {
+        // As measured with h2 dropping 10% of what it receives, every host 100% busy: 66% of what h2 received
+        // came out of order, and h0 resent 2.7% of what it sent (to h2), receiving cleanly itself.
+        let mut s = cluster();
+        for e in &mut s {
+            e.busy_pct = Some(100.0);
+        }
+        s[2].tcp.as_mut().unwrap().ofo = 6_600;
+        s[0].tcp.as_mut().unwrap().retrans_segs = 270;
+        // A slow round trip of h0's: not loss (h2's drops), so on hosts this busy, the cores.
+        let j = judge_metric(&["h0".into()], &s, false, true);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        assert_eq!(judge(&["h2".into()], &s, true).cause, Cause::Loss);
+        // Where every partner receives out of order, h0's way out is the common factor: its loss.
+        for e in &mut s[1..] {
+            e.tcp.as_mut().unwrap().ofo = 300;
+        }
+        s[0].tcp.as_mut().unwrap().retrans_segs = 900;
+        let j = judge_metric(&["h0".into()], &s, false, true);
+        assert_eq!(j.cause, Cause::Loss, "{j:?}");
+    }
+
+    #[test]
     fn a_host_set_up_unlike_the_others_is_configuration() {
         let mut s = cluster();
         s[3].config.mtu = Some(9000);
@@ -770,6 +816,7 @@ mod tests {
                 rps: Some(true),
                 kernel: Some("6.1.0-18-amd64".into()),
                 conntrack: Some(12),
+                firewall_rules: Some(40),
                 ..Default::default()
             };
         }
@@ -818,7 +865,7 @@ mod tests {
     fn a_host_tuned_unlike_the_others_is_a_warning_and_the_cause_when_slow() {
         use crate::validate::preflight::tuning::Tuning;
         type Set = fn(&mut Tuning);
-        let cases: [(&str, Set); 4] = [
+        let cases: [(&str, Set); 5] = [
             ("RPS off (others on)", |t: &mut Tuning| t.rps = Some(false)),
             ("kernel 5.10.0-28-amd64 (others 6.1.0-18-amd64)", |t: &mut Tuning| {
                 t.kernel = Some("5.10.0-28-amd64".into())
@@ -828,6 +875,9 @@ mod tests {
             }),
             ("conntrack entries 250000 (others about 12)", |t: &mut Tuning| {
                 t.conntrack = Some(250_000)
+            }),
+            ("firewall rules 24000 (others about 40)", |t: &mut Tuning| {
+                t.firewall_rules = Some(24_000)
             }),
         ];
         for (what, set) in cases {

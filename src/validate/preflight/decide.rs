@@ -22,6 +22,8 @@ pub struct Measured {
     pub plan: Vec<String>,
     pub paths: Vec<PathInfo>,
     pub bandwidth_from: u64,
+    /// Sweeps of each phase the plan ran: `--repeat`, or fewer where the budget lowered the plan.
+    pub repeat: u32,
     /// Entries as `collbench run -J` writes them.
     pub connectivity: Vec<Entry>,
     pub results: Vec<Entry>,
@@ -148,7 +150,7 @@ pub fn decide(
         strict: args.strict,
         exit_code: code,
         nranks: m.nranks,
-        repeat: args.repeat,
+        repeat: m.repeat,
         plan: m.plan.clone(),
         paths: m.paths.clone(),
         bandwidth_from: m.bandwidth_from,
@@ -213,6 +215,7 @@ pub fn from_results(args: &PreflightOptions, file: &Path) -> Result<i32> {
         nranks: saved.nranks,
         plan: saved.plan,
         bandwidth_from: saved.bandwidth_from,
+        repeat: saved.repeat,
         connectivity: saved.connectivity,
         results: saved.results,
         paths: saved.paths,

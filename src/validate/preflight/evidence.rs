@@ -226,6 +226,7 @@ pub fn path_config(inv: &HostInventory, iface: &str, congestion: Option<&str>) -
         underlay_mtu: under.and_then(|u| u.mtu),
         tuning: super::tuning::Tuning {
             rings: rings(iface),
+            firewall_rules: super::tuning::firewall_rules(&super::tuning::saved),
             ..super::tuning::read(std::path::Path::new("/proc"), std::path::Path::new("/sys"), iface)
         },
     }
@@ -489,6 +490,28 @@ pub fn by_host(per_rank: Vec<HostEvidence>) -> Vec<HostEvidence> {
         }
     }
     out
+}
+
+/// Every rank's inventory on rank 0 (empty elsewhere).
+pub fn inventories<T: crate::transport::Transport + ?Sized>(
+    t: &mut T,
+    mine: &crate::net::inventory::HostInventory,
+) -> Result<Vec<crate::net::inventory::HostInventory>> {
+    let bytes = serde_json::to_vec(mine).expect("an inventory serialises");
+    let Some(all) = control::gather(t, &bytes)? else {
+        return Ok(Vec::new());
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| {
+                Error::peer(format!(
+                    "rank 0: rank {r} sent an unreadable inventory ({e}); were all ranks started with the same \
+                     collbench version?"
+                ))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

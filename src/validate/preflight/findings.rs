@@ -164,7 +164,13 @@ fn single_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> V
                 Some((d, why)) if *d != pairwise::direction::Direction::Both => format!("{line}; {why}"),
                 _ => line,
             };
-            let busy_only = judged.busy;
+            // A finding the budget left on one measurement, its cause the link only because nothing else
+            // showed, made while every host was busy: the cores', as far as the evidence goes, so said and not
+            // failed (a finding that held when measured again fails, busy or not).
+            let busy_only = judged.busy
+                || (judged.cause == super::cause::Cause::Link
+                    && once_measured(rep, f)
+                    && super::cause::every_host_busy(seen));
             // A link slow because one end's ranks are throttled is that host's fault, not the path's.
             // Starved: throttled by a quota it can see, or waiting for a core (where it cannot see its cgroup).
             let starved = |e: &HostEvidence| e.throttled_share().max(e.waited_share().unwrap_or(0.0));
@@ -221,6 +227,18 @@ fn single_findings(path: &str, rep: &PairwiseReport, seen: &[HostEvidence]) -> V
         checks.push(busy_hosts(path, busy.len(), seen));
     }
     checks
+}
+
+/// Whether `f` rests on links measured once where a second measurement was due: the budget left no rounds to
+/// measure its suspects again (`--no-confirm` is the user's choice, and is said in the report's header).
+fn once_measured(rep: &PairwiseReport, f: &Finding) -> bool {
+    let left_out = rep.config.confirm && rep.plan.as_ref().is_some_and(|p| p.unconfirmed > 0);
+    let touches = |l: &pairwise::Link, h: &str| l.a_name == h || l.b_name == h;
+    left_out
+        && match f {
+            Finding::SlowHost { host, .. } => !rep.links.iter().any(|l| l.remeasured && touches(l, host)),
+            Finding::SlowLink { a, b, .. } => !rep.links.iter().any(|l| l.remeasured && touches(l, a) && touches(l, b)),
+        }
 }
 
 /// The findings made while every host was busy, none set apart by its evidence: one warning that names no host
@@ -384,6 +402,52 @@ mod tests {
         assert!(!super::super::cause::names(&said, "h0"), "h0 named: {said}");
     }
 
+    /// `seen` with every host's CPUs 10% busy: quiet hosts, otherwise the same evidence.
+    fn quiet(seen: &[HostEvidence]) -> Vec<HostEvidence> {
+        seen.iter()
+            .map(|e| HostEvidence {
+                busy_pct: Some(10.0),
+                ..e.clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bandwidth_finding_left_on_one_measurement_on_busy_hosts_is_a_warning() {
+        // h0's links at a quarter, every host's CPUs busy with other work, nothing else in the evidence.
+        let busy = |h: &str| HostEvidence {
+            host: h.into(),
+            wall_s: 5.0,
+            busy_pct: Some(100.0),
+            throttled_s: Some(0.0),
+            ..Default::default()
+        };
+        let seen = [busy("h0"), busy("h1"), busy("h2")];
+        let verdict = |rep: &PairwiseReport| {
+            let c = pairwise_findings("tcp@eth0", rep, &seen);
+            assert_eq!(c.len(), 1, "{c:?}");
+            (c[0].name.clone(), c[0].verdict)
+        };
+        // Measured twice (or with nothing left out): the finding held, busy or not.
+        let mut rep = report(["h0", "h1", "h2"]);
+        rep.plan = Some(pairwise::plan::Record {
+            budget_s: Some(20.0),
+            plan: pairwise::plan::plan(3, 1.0, 20.0),
+            unconfirmed: 0,
+        });
+        assert_eq!(verdict(&rep), ("tcp@eth0 pairwise: slow host h0".into(), Verdict::Fail));
+        // The budget left its suspects measured once: the cores', as far as the evidence goes.
+        rep.plan.as_mut().unwrap().unconfirmed = 2;
+        assert_eq!(verdict(&rep), ("tcp@eth0 pairwise: busy hosts".into(), Verdict::Warn));
+        // ...but where one of h0's links was measured again, it held: a failure.
+        rep.links[0].remeasured = true;
+        assert_eq!(verdict(&rep), ("tcp@eth0 pairwise: slow host h0".into(), Verdict::Fail));
+        // The same once-measured finding on quiet hosts fails by name.
+        rep.links[0].remeasured = false;
+        let c = pairwise_findings("tcp@eth0", &rep, &quiet(&seen));
+        assert_eq!((c.len(), c[0].verdict), (1, Verdict::Fail), "{c:?}");
+    }
+
     #[test]
     fn slow_round_trips_on_hosts_all_busy_are_one_warning_that_names_nobody() {
         let rep = report_of(
@@ -412,14 +476,7 @@ mod tests {
         }
         assert_eq!(c[0].evidence.len(), 3);
         // The same findings on quiet hosts fail by name.
-        let quiet: Vec<HostEvidence> = seen
-            .iter()
-            .map(|e| HostEvidence {
-                busy_pct: Some(10.0),
-                ..e.clone()
-            })
-            .collect();
-        let c = pairwise_findings("tcp@eth0", &rep, &quiet);
+        let c = pairwise_findings("tcp@eth0", &rep, &quiet(&seen));
         assert!(!c.is_empty() && c.iter().all(|c| c.verdict == Verdict::Fail), "{c:?}");
         assert!(c.iter().all(|c| super::super::cause::names(&c.name, "h0")), "{c:?}");
     }

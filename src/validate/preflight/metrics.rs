@@ -64,7 +64,7 @@ pub fn text(r: &Report, now_s: f64) -> String {
     );
     let mut cause = Family::new(
         "collbench_preflight_check_cause",
-        "The most likely cause of a check's failure or finding (cpu, loss, configuration, tcp_buffers, link).",
+        "The most likely cause of a check's failure or finding (cpu, loss, configuration, tcp_buffers, mtu, link).",
         None,
     );
     for c in &r.checks {

@@ -20,6 +20,7 @@ pub mod gpu_check;
 pub mod gpu_copy;
 pub mod measure;
 pub mod metrics;
+pub mod mtu;
 pub mod off_sweep;
 pub mod options;
 pub mod plan;
@@ -29,6 +30,7 @@ pub mod soak;
 pub mod starved;
 pub mod tuning;
 pub mod verdict;
+pub mod without;
 
 use std::ffi::OsString;
 

@@ -101,6 +101,35 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
         let o = run.sweep(pi, "connectivity", &conn, 0, None)?;
         run.connectivity.extend(o.records);
     }
+    // Full-sized frames between every pair of hosts, before anything sends one: a black hole is named, and its
+    // hosts left out of the rest.
+    let ifaces: Vec<String> = run.sess.transports.iter().map(|t| t.iface().to_string()).collect();
+    let mtu = super::mtu::check(&mut run.sess.transports, &ifaces, &run.ranks)?;
+    if !mtu.excluded.is_empty() {
+        let judged = (id.rank == 0).then(|| {
+            let mut checks = run.gpu.checks.clone();
+            checks.extend(mtu.checks.clone());
+            let mut m = measured(setup, &run.sess, &run.plan_lines, &run.paths, &run.connectivity, &[]);
+            m.notes.extend(run.gpu.note.clone());
+            (checks, m)
+        });
+        let (ranks, paths) = (run.ranks.clone(), run.paths.clone());
+        let sofar = super::without::Sofar {
+            setup,
+            budget: &budget,
+            ranks: &ranks,
+            paths: &paths,
+            excluded: &mtu.excluded,
+            judged,
+            on_signal: &on_signal,
+        };
+        let rank = Rank {
+            sess: run.sess,
+            paths: run.open,
+        };
+        return super::without::finish(sofar, rank);
+    }
+    run.gpu.checks.extend(mtu.checks);
     // The probe: how fast each path is, so the plan fits the budget.
     let probe = run.probe()?;
     let (_, coll_end) = budget.collectives_window(budget.elapsed_s());
@@ -161,7 +190,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
             // Sized for the worst the budget must survive: a lossy link's exchanges at half the probed rate,
             // and round trips that now and then wait out a retransmission timeout.
             budget::size_pairwise(
-                &preflight_pairwise(),
+                &super::budget::preflight_pairwise(),
                 hosts,
                 probe.busbw_gbs / 2.0,
                 2.0 * probe.call_us + budget::STALL_ALLOWANCE_US,
@@ -191,6 +220,7 @@ pub fn run_rank(setup: &Setup, id: &Identity, conn: Connected<'_>) -> Result<End
             &run.records,
         );
         m.bandwidth_from = plan.bandwidth_from();
+        m.repeat = plan.repeat;
         m.evidence = coll_evidence;
         m.notes.extend(run.gpu.note.clone());
         super::cause::cluster_line_rates(&mut m.paths, &reports);
@@ -232,6 +262,7 @@ pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
         plan: Vec::new(),
         paths: Vec::new(),
         bandwidth_from: setup.plan.bandwidth_from(),
+        repeat: setup.plan.repeat,
         connectivity: Vec::new(),
         results: Vec::new(),
         evidence: Vec::new(),
@@ -248,10 +279,11 @@ pub fn set_up_failed(setup: &Setup, id: &Identity, e: &Error) {
 /// interruption as its failed check, so a gate reading them never sees a missing file or a pass, and the
 /// process's exit status (128 + the signal) in each.
 fn interrupted(setup: &Setup, nranks: usize) -> crate::driver::signals::Hook {
-    let (pre, keys, bandwidth_from) = (
+    let (pre, keys, bandwidth_from, repeat) = (
         setup.pre.clone(),
         super::path_keys(&setup.opts),
         setup.plan.bandwidth_from(),
+        setup.plan.repeat,
     );
     Box::new(move |sig, code| {
         let failed = bare_check(
@@ -268,6 +300,7 @@ fn interrupted(setup: &Setup, nranks: usize) -> crate::driver::signals::Hook {
             plan: Vec::new(),
             paths: Vec::new(),
             bandwidth_from,
+            repeat,
             connectivity: Vec::new(),
             results: Vec::new(),
             evidence: Vec::new(),
@@ -278,15 +311,6 @@ fn interrupted(setup: &Setup, nranks: usize) -> crate::driver::signals::Hook {
             stderr!("collbench: error: reporting the interruption: {w}");
         }
     })
-}
-
-/// The pairwise test as preflight runs it: fewer round trips than `collbench pairwise` by default, since
-/// the budget is shared with the collectives.
-fn preflight_pairwise() -> PairwiseConfig {
-    PairwiseConfig {
-        lat_iters: 100,
-        ..PairwiseConfig::default()
-    }
 }
 
 /// How many hosts the ranks run on.
@@ -557,6 +581,7 @@ fn measured(
         plan: plan.to_vec(),
         paths: paths.to_vec(),
         bandwidth_from: setup.plan.bandwidth_from(),
+        repeat: setup.plan.repeat,
         connectivity: crate::report::json::entries(connectivity),
         results: crate::report::json::entries(records),
         evidence: Vec::new(),
@@ -598,13 +623,17 @@ fn pairwise_checks(
             ));
             checks.extend(super::findings::pairwise_findings(&path, &rep, &seen));
             checks.extend(super::carrier::checks(&path, "the pairwise test", &seen));
-            checks.extend(super::cause::config_checks(&path, &seen, &inventories(t, &inv)?));
+            checks.extend(super::cause::config_checks(
+                &path,
+                &seen,
+                &super::evidence::inventories(t, &inv)?,
+            ));
             let starved = super::starved::checks(&path, "the pairwise test", &seen, &checks);
             checks.extend(starved);
             reports.push(rep);
         } else {
             // The others send their inventory for rank 0's configuration checks.
-            inventories(t, &inv)?;
+            super::evidence::inventories(t, &inv)?;
         }
     }
     Ok((checks, reports))
@@ -692,28 +721,6 @@ fn soak_checks(run: &mut Run<'_>, cfg: &PairwiseConfig, duration_s: f64) -> Resu
         }
     }
     Ok(checks)
-}
-
-/// Every rank's inventory on rank 0 (empty elsewhere).
-fn inventories<T: crate::transport::Transport + ?Sized>(
-    t: &mut T,
-    mine: &crate::net::inventory::HostInventory,
-) -> Result<Vec<crate::net::inventory::HostInventory>> {
-    let bytes = serde_json::to_vec(mine).expect("an inventory serialises");
-    let Some(all) = control::gather(t, &bytes)? else {
-        return Ok(Vec::new());
-    };
-    all.iter()
-        .enumerate()
-        .map(|(r, b)| {
-            serde_json::from_slice(b).map_err(|e| {
-                Error::peer(format!(
-                    "rank 0: rank {r} sent an unreadable inventory ({e}); were all ranks started with the same \
-                     collbench version?"
-                ))
-            })
-        })
-        .collect()
 }
 
 /// Every measured path with its line rate and where that came from, in `--transport` order.

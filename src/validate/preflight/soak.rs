@@ -4,7 +4,7 @@
 //! it shows as passes where one host's or one link's figures drop far below their own median while the rest
 //! stay put. This module judges the passes; `rank` runs them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::cause::Cause;
 use super::evidence::HostEvidence;
@@ -112,10 +112,10 @@ impl Default for Trouble {
 }
 
 impl Trouble {
-    /// Bad in pass `i` (passes arrive in order, so the list stays sorted).
+    /// Bad in pass `i` (the list stays sorted, each pass once).
     fn bad_in(&mut self, i: usize) {
-        if self.passes.last() != Some(&i) {
-            self.passes.push(i);
+        if let Err(at) = self.passes.binary_search(&i) {
+            self.passes.insert(at, i);
         }
     }
 
@@ -129,6 +129,9 @@ impl Trouble {
         self.link_downs += other.link_downs;
     }
 }
+
+/// Over the bad links of a host not yet explained: the passes they fell in, and which links they are.
+type Spread = (BTreeSet<usize>, BTreeSet<(u32, u32)>);
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -183,11 +186,11 @@ pub fn judge(
         .into_iter()
         .map(|(k, (bw, lat))| (k, (median(bw), median(lat))))
         .collect();
-    let mut hosts: BTreeMap<String, Trouble> = BTreeMap::new();
-    let mut links: BTreeMap<(u32, u32), Trouble> = BTreeMap::new();
+    // The bad links of every pass but those where more than half were bad at once: everything slowed
+    // together is the hosts' load or the whole fabric, not one host or link.
+    let mut events: Vec<(usize, LinkSample, f64)> = Vec::new();
     let mut busy_passes = 0;
     for (i, p) in passes.iter().enumerate() {
-        // The bad links of this pass, with their bandwidth share.
         let bad: Vec<(LinkSample, f64)> = if n < MIN_PASSES {
             Vec::new()
         } else {
@@ -204,61 +207,61 @@ pub fn judge(
         };
         let measured = p.links.len().max(1);
         if bad.len() * 2 > measured && measured > 2 {
-            // Everything slowed at once: the hosts' load or the whole fabric, not one host or link.
             busy_passes += 1;
-        } else if !bad.is_empty() {
-            // A host with two bad links or more, half its links or more, takes the blame for them.
-            let mut degree: HashMap<u32, usize> = HashMap::new();
-            for l in &p.links {
-                *degree.entry(l.a).or_default() += 1;
-                *degree.entry(l.b).or_default() += 1;
+        } else {
+            events.extend(bad.into_iter().map(|(l, share)| (i, l, share)));
+        }
+    }
+    let mut hosts: BTreeMap<String, Trouble> = BTreeMap::new();
+    let mut explained = vec![false; events.len()];
+    // The simplest account of the bad links over the whole soak, as the pairwise localisation gives one: the
+    // host whose bad links (two or more of them) span the most passes takes them all, then the next over what
+    // is left. A pass can catch an intermittent host on one of its links only (the round that fell in its slow
+    // spell), and a busy machine slows some other link now and then: judged pass by pass, a partner that had
+    // two slow links once took the blame for the links of the host that was bad in every other pass. A link
+    // bad alone, however often, stays a link: its two ends share its passes and neither has a second link.
+    loop {
+        let mut by_host: BTreeMap<u32, Spread> = BTreeMap::new();
+        for (i, l, _) in events.iter().zip(&explained).filter(|(_, &x)| !x).map(|(e, _)| e) {
+            for h in [l.a, l.b] {
+                let mine = by_host.entry(h).or_default();
+                mine.0.insert(*i);
+                mine.1.insert((l.a, l.b));
             }
-            let mut at: HashMap<u32, Vec<usize>> = HashMap::new();
-            for (k, (l, _)) in bad.iter().enumerate() {
-                at.entry(l.a).or_default().push(k);
-                at.entry(l.b).or_default().push(k);
-            }
-            let mut explained = vec![false; bad.len()];
-            let mut blamed: Vec<(&u32, &Vec<usize>)> = at
-                .iter()
-                .filter(|(h, mine)| mine.len() >= 2 && mine.len() * 2 >= degree[*h])
-                .collect();
-            blamed.sort_unstable_by_key(|(h, _)| **h);
-            for (h, mine) in blamed {
-                let t = hosts.entry(name(*h)).or_default();
-                t.bad_in(i);
-                for &k in mine {
-                    explained[k] = true;
-                    t.worst_share = t.worst_share.min(bad[k].1);
-                    t.stalls += u64::from(bad[k].0.stalls);
-                }
-            }
-            for (_, (l, share)) in bad.iter().enumerate().filter(|(k, _)| !explained[*k]) {
-                let t = links.entry((l.a, l.b)).or_default();
-                t.bad_in(i);
+        }
+        let pick = by_host
+            .iter()
+            .filter(|(_, (_, links))| links.len() >= 2)
+            .max_by_key(|(&h, (at, links))| (at.len(), links.len(), std::cmp::Reverse(h)))
+            .map(|(&h, _)| h);
+        let Some(h) = pick else { break };
+        let t = hosts.entry(name(h)).or_default();
+        for (k, (i, l, share)) in events.iter().enumerate() {
+            if !explained[k] && (l.a == h || l.b == h) {
+                explained[k] = true;
+                t.bad_in(*i);
                 t.worst_share = t.worst_share.min(*share);
                 t.stalls += u64::from(l.stalls);
             }
         }
+    }
+    let mut links: BTreeMap<(u32, u32), Trouble> = BTreeMap::new();
+    for ((i, l, share), _) in events.iter().zip(&explained).filter(|(_, &x)| !x) {
+        let t = links.entry((l.a, l.b)).or_default();
+        t.bad_in(*i);
+        t.worst_share = t.worst_share.min(*share);
+        t.stalls += u64::from(l.stalls);
+    }
+    for (i, p) in passes.iter().enumerate() {
         for (h, d) in p.downs.iter().filter(|(_, d)| *d > 0) {
             let t = hosts.entry(h.clone()).or_default();
             t.link_downs += d;
             t.bad_in(i);
         }
     }
-    // A pass can catch an intermittent host in one of its rounds only: its links bad one at a time. Links of
-    // a host already blamed, or two links or more sharing one host, are that host's.
-    let mut shared: HashMap<u32, usize> = HashMap::new();
-    for (a, b) in links.keys() {
-        *shared.entry(*a).or_default() += 1;
-        *shared.entry(*b).or_default() += 1;
-    }
+    // A link of a host named (by its carrier) is that host's.
     for ((a, b), t) in std::mem::take(&mut links) {
-        let owner = [a, b]
-            .into_iter()
-            .find(|h| hosts.contains_key(&name(*h)))
-            .or_else(|| [a, b].into_iter().find(|h| shared[h] >= 2));
-        match owner {
+        match [a, b].into_iter().find(|h| hosts.contains_key(&name(*h))) {
             Some(h) => hosts.entry(name(h)).or_default().absorb(t),
             None => {
                 links.insert((a, b), t);
@@ -463,6 +466,38 @@ mod tests {
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(c[0].name, "tcp@eth0 soak: intermittent host h1");
         assert!(c[0].measured.starts_with("bad in 3 of 6 passes"), "{}", c[0].measured);
+    }
+
+    #[test]
+    fn a_host_caught_in_most_passes_keeps_its_links_from_a_partner_slowed_once_by_load() {
+        // As a soak beside two busy loops saw it: h2's port slow now and then, caught on its link to h0 in
+        // passes 0, 1, 3 and 5 and to h1 in 6 and 8; in pass 2 the machine's load slowed two links of h0.
+        // Judged pass by pass, h0 took the blame for pass 2 and then for h2's links to it.
+        let p = passes(
+            10,
+            |i, a, b| match (i, a, b) {
+                (0 | 1 | 3 | 5, 0, 2) | (6 | 8, 1, 2) | (2, 0, 1) | (2, 0, 3) => 0.1,
+                _ => 1.0,
+            },
+            |_, _| 0,
+        );
+        let c = judged("tcp@eth0", 100.0, &p, false);
+        let failed: Vec<&Check> = c.iter().filter(|c| c.verdict == Verdict::Fail).collect();
+        assert_eq!(failed.len(), 1, "{c:?}");
+        assert_eq!(failed[0].name, "tcp@eth0 soak: intermittent host h2");
+        assert!(
+            failed[0]
+                .measured
+                .starts_with("bad in 6 of 10 passes over 100 s (at 0 s, 10 s, 30 s, 50 s, 60 s, 80 s)"),
+            "{}",
+            failed[0].measured
+        );
+        // The one pass of load is said, as one pass is: a warning.
+        assert!(c.iter().all(|c| c.verdict != Verdict::Pass), "{c:?}");
+        assert_eq!(c.len(), 2, "{c:?}");
+        let load = c.iter().find(|c| c.verdict != Verdict::Fail).unwrap();
+        assert_eq!(load.name, "tcp@eth0 soak: intermittent host h0");
+        assert!(load.measured.starts_with("bad in 1 of 10 passes"), "{}", load.measured);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! How a host's kernel is tuned for the path beyond its interface's own settings: the TCP buffer limits and
 //! what the ranks' sockets actually got, packet steering (RPS) and IRQ affinity of the data NIC, its ring
-//! sizes, the connection-tracking table's size and the kernel release. Read from /proc and /sys (and one
-//! ethtool ioctl), none of it needing root; compared across hosts by the configuration check.
+//! sizes, the connection-tracking table's size, the firewall's rule count and the kernel release. Read from
+//! /proc and /sys (and one ethtool ioctl), none of it needing root, except the rule count: netfilter gives
+//! its rules only to CAP_NET_ADMIN, so it is read where the rank runs as root and unknown elsewhere. Compared
+//! across hosts by the configuration check.
 
 use std::path::Path;
 
@@ -43,6 +45,10 @@ pub struct Tuning {
     /// Entries in the connection-tracking table of the host's network namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conntrack: Option<u64>,
+    /// Rules in the network namespace's iptables and ip6tables tables (`-A` lines of iptables-save, which
+    /// reads nftables-backed tables too); `None` without the tools or the right to read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall_rules: Option<u64>,
     /// The kernel release (`uname -r`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
@@ -55,6 +61,11 @@ pub const BUFFER_SETTINGS: [&str; 5] = ["tcp_rmem", "tcp_wmem", "rmem_max", "wme
 pub const CONNTRACK_LEAST: u64 = 10_000;
 /// ...when also this many times their median.
 pub const CONNTRACK_FACTOR: f64 = 10.0;
+/// A host's firewall stands out from this many rules (each packet may walk them: kube-proxy's iptables mode
+/// on a node with many services)...
+pub const RULES_LEAST: u64 = 1_000;
+/// ...when also this many times the others' median.
+pub const RULES_FACTOR: f64 = 10.0;
 
 impl Tuning {
     /// The settings that should be the same on every host, as (name, value); the sockets' buffers and the
@@ -88,6 +99,9 @@ impl Tuning {
         if let Some(c) = self.conntrack {
             v.push(format!("{c} conntrack entries"));
         }
+        if let Some(r) = self.firewall_rules {
+            v.push(format!("{r} firewall rules"));
+        }
         v.join(", ")
     }
 }
@@ -115,6 +129,7 @@ pub fn read(proc: &Path, sys: &Path, iface: &str) -> Tuning {
         irq_cpus: irq_cpus(proc, iface),
         rings: None,
         conntrack: num(&sysctl.join("net/netfilter/nf_conntrack_count")),
+        firewall_rules: None,
         kernel: text(&sysctl.join("kernel/osrelease")),
     }
 }
@@ -181,28 +196,64 @@ fn cpu_list(s: &str) -> Vec<usize> {
     out
 }
 
-/// The hosts whose connection-tracking table is far above the others' ([`CONNTRACK_LEAST`] entries and
-/// [`CONNTRACK_FACTOR`] times their median): (host index, its entries, the others' median).
-pub fn conntrack_outliers(tunings: &[&Tuning]) -> Vec<(usize, u64, u64)> {
+/// The rules in the firewall tables that `save` prints (`save("iptables-save")`, then `ip6tables-save`: their
+/// output, `None` where one cannot run or may not read the rules); `None` when neither could.
+pub fn firewall_rules(save: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    let counts: Vec<u64> = ["iptables-save", "ip6tables-save"]
+        .into_iter()
+        .filter_map(save)
+        .map(|text| text.lines().filter(|l| l.starts_with("-A ")).count() as u64)
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+/// `program`'s standard output on this host, `None` when it is missing or fails (without root it may not read
+/// the rules). Empty output from a success is no table loaded: no rule.
+pub fn saved(program: &str) -> Option<String> {
+    let out = std::process::Command::new(program)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The hosts whose count `of` is far above the others' (`least` and `factor` times their median): (host
+/// index, its count, the others' median).
+fn outliers(tunings: &[&Tuning], of: fn(&Tuning) -> Option<u64>, least: u64, factor: f64) -> Vec<(usize, u64, u64)> {
     let mut out = Vec::new();
     for (i, t) in tunings.iter().enumerate() {
-        let Some(mine) = t.conntrack else { continue };
+        let Some(mine) = of(t) else { continue };
         let mut others: Vec<u64> = tunings
             .iter()
             .enumerate()
             .filter(|&(j, _)| j != i)
-            .filter_map(|(_, o)| o.conntrack)
+            .filter_map(|(_, o)| of(o))
             .collect();
         if others.is_empty() {
             continue;
         }
         others.sort_unstable();
         let median = others[others.len() / 2];
-        if mine >= CONNTRACK_LEAST && mine as f64 >= CONNTRACK_FACTOR * median.max(1) as f64 {
+        if mine >= least && mine as f64 >= factor * median.max(1) as f64 {
             out.push((i, mine, median));
         }
     }
     out
+}
+
+/// The hosts whose connection-tracking table is far above the others' ([`CONNTRACK_LEAST`] entries and
+/// [`CONNTRACK_FACTOR`] times their median): (host index, its entries, the others' median).
+pub fn conntrack_outliers(tunings: &[&Tuning]) -> Vec<(usize, u64, u64)> {
+    outliers(tunings, |t| t.conntrack, CONNTRACK_LEAST, CONNTRACK_FACTOR)
+}
+
+/// The hosts whose firewall has far more rules than the others' ([`RULES_LEAST`] and [`RULES_FACTOR`] times
+/// their median): (host index, its rules, the others' median).
+pub fn rules_outliers(tunings: &[&Tuning]) -> Vec<(usize, u64, u64)> {
+    outliers(tunings, |t| t.firewall_rules, RULES_LEAST, RULES_FACTOR)
 }
 
 #[cfg(test)]
@@ -260,5 +311,37 @@ mod tests {
         let v = [t(20_000), t(30_000), t(25_000)];
         let refs: Vec<&Tuning> = v.iter().collect();
         assert!(conntrack_outliers(&refs).is_empty());
+    }
+
+    #[test]
+    fn firewall_rules_are_counted_from_both_tables_and_far_above_stands_out() {
+        let v4 = "# Generated by iptables-nft-save\n*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -j ACCEPT\n\
+                  -A FORWARD -j DROP\nCOMMIT\n*nat\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n";
+        let v6 = "*filter\n-A INPUT -j ACCEPT\nCOMMIT\n";
+        let both = |p: &str| match p {
+            "iptables-save" => Some(v4.to_string()),
+            "ip6tables-save" => Some(v6.to_string()),
+            _ => None,
+        };
+        assert_eq!(firewall_rules(&both), Some(4));
+        assert_eq!(
+            firewall_rules(&|p: &str| both(p).filter(|_| p == "iptables-save")),
+            Some(3)
+        );
+        // Neither tool could read the rules (no root, not installed): unknown, not zero.
+        assert_eq!(firewall_rules(&|_: &str| None), None);
+        // Read, and no table loaded: no rule.
+        assert_eq!(firewall_rules(&|_: &str| Some(String::new())), Some(0));
+        let t = |r: u64| Tuning {
+            firewall_rules: Some(r),
+            ..Default::default()
+        };
+        let v = [t(40), t(35), t(42), t(24_000)];
+        let refs: Vec<&Tuning> = v.iter().collect();
+        assert_eq!(rules_outliers(&refs), [(3, 24_000, 40)]);
+        // Many rules everywhere (every node a kube-proxy node): nobody.
+        let v = [t(20_000), t(24_000), t(22_000)];
+        let refs: Vec<&Tuning> = v.iter().collect();
+        assert!(rules_outliers(&refs).is_empty());
     }
 }

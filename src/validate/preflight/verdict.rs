@@ -37,6 +37,9 @@ pub enum Cause {
     Configuration,
     /// A host whose TCP buffers (its limits, or what its sockets got) are smaller than the others'.
     TcpBuffers,
+    /// Frames of the interface's MTU vanish on the way while smaller ones pass: a path MTU black hole (a
+    /// switch port or a link with a smaller MTU than the hosts', and no ICMP back).
+    Mtu,
     /// None of the above: the link (NIC, cable, switch port, a rate limit on the way).
     Link,
 }
@@ -49,6 +52,7 @@ impl Cause {
             Cause::Loss => "loss",
             Cause::Configuration => "configuration",
             Cause::TcpBuffers => "TCP buffers",
+            Cause::Mtu => "MTU",
             Cause::Link => "the link",
         }
     }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
 use crate::world::rank_info::{Endpoint, RankInfo};
 
 /// What a rank tells the rendezvous.
@@ -26,7 +27,41 @@ pub struct Join {
     /// and then its children get the table from the rendezvous.
     #[serde(default)]
     pub relay: Option<String>,
+    /// Set where this rank refuses to start (its own checks failed): it joins only so that the rendezvous tells
+    /// every rank at once, rather than leave them waiting for it until their deadline. Left out of the join
+    /// when not set, so a join reads the same as before to a service that does not know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
 }
+
+/// Why a rank refuses to start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The flag or variable to fix, where the rank's error is a usage error naming one (`-J`).
+    #[serde(default)]
+    pub flag: Option<String>,
+    /// What the rank found wrong, without the flag.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// The refusal a rank sends for its error `e`.
+    pub fn of(e: &Error) -> Refusal {
+        match e {
+            Error::Usage { flag, message } => Refusal {
+                flag: Some(flag.clone()),
+                reason: message.clone(),
+            },
+            other => Refusal {
+                flag: None,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// The longest refusal reason passed on whole: an error message is a few lines at most.
+const MAX_REASON: usize = 4096;
 
 impl Join {
     /// The same join with the text it carries (host, interface and address names) made safe to print: a peer's
@@ -43,6 +78,10 @@ impl Join {
         }
         if let Some(r) = self.relay.as_mut() {
             *r = printable(r, MAX_NAME);
+        }
+        if let Some(r) = self.refused.as_mut() {
+            r.flag = r.flag.as_deref().map(|f| printable(f, MAX_NAME));
+            r.reason = printable(&r.reason, MAX_REASON);
         }
         self
     }
@@ -86,6 +125,48 @@ pub(crate) mod tests {
             consensus,
             job: Vec::new(),
             relay: None,
+            refused: None,
         }
+    }
+
+    #[test]
+    fn a_refusal_travels_in_the_join_and_an_ordinary_join_reads_as_before() {
+        let e = Error::usage("-J", "r.json exists; use --force to overwrite");
+        let j = Join {
+            refused: Some(Refusal::of(&e)),
+            ..join_msg(0, serde_json::json!({}))
+        };
+        let back: Join = serde_json::from_slice(&serde_json::to_vec(&j).unwrap()).unwrap();
+        assert_eq!(
+            back.refused,
+            Some(Refusal {
+                flag: Some("-J".into()),
+                reason: "r.json exists; use --force to overwrite".into(),
+            })
+        );
+        // A join without a refusal carries no such field, and one written without it reads as none.
+        let plain = serde_json::to_value(join_msg(1, serde_json::json!({}))).unwrap();
+        assert!(plain.get("refused").is_none(), "{plain}");
+        let back: Join = serde_json::from_value(plain).unwrap();
+        assert_eq!(back.refused, None);
+        // An error that names no flag is passed on whole; text a peer sent is made safe to print.
+        let io = Error::io("reading x", std::io::Error::other("gone"));
+        assert_eq!(Refusal::of(&io).flag, None);
+        assert_eq!(Refusal::of(&io).reason, "reading x: gone");
+        let hostile = Join {
+            refused: Some(Refusal {
+                flag: Some("-J\u{1b}[2J".into()),
+                reason: format!("x\u{1b}]0;pwned\u{7}{}", "y".repeat(1 << 20)),
+            }),
+            ..join_msg(1, serde_json::json!({}))
+        }
+        .printable();
+        let r = hostile.refused.unwrap();
+        assert!(
+            !r.reason.chars().any(char::is_control) && r.reason.len() < MAX_REASON + 64,
+            "{}",
+            r.reason.len()
+        );
+        assert!(!r.flag.unwrap().chars().any(char::is_control));
     }
 }

@@ -18,7 +18,7 @@ pub(super) mod wire;
 
 pub use address::bind_root;
 pub use client::{await_welcome, connect, exchange, join, send_join};
-pub use join_message::Join;
+pub use join_message::{Join, Refusal};
 pub use service::{make_room, serve};
 pub use table::{answer, with_relay, Answer};
 pub use wire::{admit_join, decode_reply};

@@ -53,6 +53,8 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
     let mut gate = Gate::new(|n: &Nonce, b: &[u8]| admit_join(n, b, &token), OPENING_DEADLINE);
     let mut unserved = Unserved::new();
     let mut looked = Instant::now();
+    // The first rank that joined only to say it refuses to start.
+    let mut refused: Option<usize> = None;
     while count < size {
         unserved.tick();
         let (res, mut events) = gate.accept_all(&listener);
@@ -85,8 +87,14 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
                 }
                 return Err(Error::usage(crate::world::env::JOB_TOKEN, msg));
             }
+            if j.refused.is_some() && refused.is_none() {
+                refused = Some(j.rank);
+            }
             joined.insert(j.rank, (j, sock));
             count += 1;
+        }
+        if let Some(r) = refused {
+            return Err(refuse_for(&listener, gate, joined, r, size, deadline));
         }
         if count == size && !stood_still {
             break;
@@ -166,7 +174,7 @@ pub fn serve(listener: TcpListener, size: usize, token: Token, timeout: Duration
             // Ranks still on their way (rank 0 itself, maybe) hear the same when they arrive.
             let mut late = joined.keys().copied().collect::<BTreeSet<usize>>();
             late.insert(r);
-            tell_latecomers(&listener, gate, size, late, &reply, deadline);
+            tell_latecomers(&listener, gate, size, late, &reply, deadline, None);
             return Err(err);
         }
     }
@@ -243,6 +251,41 @@ fn clash(joined: &Joined, j: &Join, size: usize, where_: &str) -> Option<String>
     })
 }
 
+/// Tells every rank of the job that rank `r` (in `joined`) refused to start: those joined now, then each as it
+/// comes until all `size` were told (or `deadline`); returns the error the service ends with. Rank 0 hears it
+/// last: it usually runs this service, and its process ends once it hears, taking the service with it.
+fn refuse_for<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
+    listener: &TcpListener,
+    gate: Gate<Join, D>,
+    mut joined: Joined,
+    r: usize,
+    size: usize,
+    deadline: Instant,
+) -> Error {
+    let (rank, host, refusal) = {
+        let j = &joined[&r].0;
+        (j.rank, j.host.clone(), j.refused.clone().unwrap_or_default())
+    };
+    let err = Error::peer(format!(
+        "rank {rank} (host {host}) refused to start: {}",
+        refusal.reason
+    ))
+    .during("the bootstrap")
+    .blaming(rank, host.clone());
+    let reply = Reply::Declined { rank, host, refusal };
+    let mut held: Vec<TcpStream> = joined.remove(&0).into_iter().map(|(_, s)| s).collect();
+    let mut told: BTreeSet<usize> = joined.keys().copied().collect();
+    tell_all(&mut joined, &reply);
+    if !held.is_empty() {
+        told.insert(0);
+    }
+    tell_latecomers(listener, gate, size, told, &reply, deadline, Some(&mut held));
+    for mut s in held {
+        let _ = write_frame(&mut s, &reply);
+    }
+    err
+}
+
 /// How long a rendezvous that found two jobs at its address keeps refusing newcomers after the last one came.
 const CLASH_QUIET: Duration = Duration::from_secs(2);
 
@@ -283,7 +326,8 @@ fn refuse_newcomers<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
     }
 }
 
-/// Answers `reply` to every rank below `size` not in `told` that arrives before `deadline`.
+/// Answers `reply` to every rank below `size` not in `told` that arrives before `deadline`; where `hold` is
+/// given, rank 0's connections are kept there unanswered, for the caller to answer last.
 ///
 /// `gate` is the service's own: a rank whose connection it already holds (connected, join not yet read) is
 /// among them.
@@ -294,6 +338,7 @@ fn tell_latecomers<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
     mut told: BTreeSet<usize>,
     reply: &Reply,
     deadline: Instant,
+    mut hold: Option<&mut Vec<TcpStream>>,
 ) {
     while told.len() < size && Instant::now() < deadline {
         let (res, mut events) = gate.accept_all(listener);
@@ -306,7 +351,12 @@ fn tell_latecomers<D: FnMut(&Nonce, &[u8]) -> Verdict<Join>>(
                 if j.rank < size {
                     told.insert(j.rank);
                 }
-                let _ = write_frame(&mut sock, reply);
+                match hold.as_deref_mut() {
+                    Some(held) if j.rank == 0 => held.push(sock),
+                    _ => {
+                        let _ = write_frame(&mut sock, reply);
+                    }
+                }
             }
         }
         if told.len() >= size {
@@ -607,6 +657,54 @@ mod tests {
         );
         drop(a0);
         assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn a_rank_refusing_to_start_is_named_to_every_rank_and_rank_0_hears_it_last() {
+        use super::super::join_message::Refusal;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let root = l.local_addr().unwrap().to_string();
+        let token = [8u8; 16];
+        let server = std::thread::spawn(move || serve(l, 3, token, Duration::from_secs(600)));
+        let msg = |r| Join {
+            size: 3,
+            ..join_msg(r, json!({}))
+        };
+        let deadline = || Instant::now() + Duration::from_secs(60);
+        let mut s0 = connect(&root, deadline(), "rank 0").unwrap();
+        send_join(&mut s0, &root, &token, &msg(0), deadline()).unwrap();
+        let refusing = Join {
+            refused: Some(Refusal {
+                flag: Some("--memory".into()),
+                reason: "8 GiB do not fit".into(),
+            }),
+            ..msg(2)
+        };
+        let e2 = join(&root, &token, &refusing, Duration::from_secs(60)).unwrap_err();
+        assert!(
+            e2.to_string()
+                .contains("rank 2 (host h) refused to start: 8 GiB do not fit"),
+            "{e2}"
+        );
+        // Rank 0 (which usually serves this in its own process) is held until rank 1, still to come, was told.
+        let r0 = std::thread::spawn({
+            let root = root.clone();
+            move || await_welcome(s0, &root, &token, &msg(0), None, deadline())
+        });
+        assert!(!r0.is_finished(), "rank 0 heard before rank 1 was told");
+        let e1 = join(&root, &token, &msg(1), Duration::from_secs(60)).unwrap_err();
+        let e0 = r0.join().unwrap().unwrap_err();
+        for e in [e0, e1] {
+            assert_eq!(e.exit_code(), crate::error::EXIT_USAGE, "{e}");
+            assert_eq!(e.to_string().matches("--memory: rank ").count(), 1, "{e}");
+            assert!(
+                e.to_string()
+                    .contains("rank 2 (host h) refused to start: 8 GiB do not fit"),
+                "{e}"
+            );
+        }
+        let e = server.join().unwrap().unwrap_err();
+        assert_eq!(e.culprit().map(|c| c.to_string()).as_deref(), Some("rank 2 (host h)"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::net::TcpStream;
 
 use serde::{Deserialize, Serialize};
 
-use super::join_message::Join;
+use super::join_message::{Join, Refusal};
 use crate::error::{Error, Result};
 use crate::transport::auth::{self, Binding, Nonce, Role, Token, NONCE_LEN, PROOF_LEN};
 use crate::transport::tcp::gate::Verdict;
@@ -42,6 +42,27 @@ pub(super) enum Reply {
     Refused(String),
     /// A rank did not turn up: a peer failure everywhere.
     Failed(String),
+    /// A rank refused to start (its own checks failed): every rank stops with its reason, naming it.
+    Declined {
+        rank: usize,
+        host: String,
+        refusal: Refusal,
+    },
+}
+
+/// What a rank hears when rank `rank` on `host` refused to start, `who` being the rank that hears it: a usage
+/// error naming the refusing rank's flag where it named one (the job was started with input it cannot run),
+/// else a peer failure blaming that rank.
+fn declined(who: &str, rank: usize, host: &str, refusal: &Refusal) -> Error {
+    let host = crate::error::escape(host);
+    let msg = format!(
+        "{who}: rank {rank} (host {host}) refused to start: {}; no rank of the job started",
+        crate::error::escape(&refusal.reason)
+    );
+    match &refusal.flag {
+        Some(flag) => Error::usage(crate::error::escape(flag), msg),
+        None => Error::peer(msg).during("the bootstrap").blaming(rank, host),
+    }
 }
 
 /// What both proofs of one connection are bound to.
@@ -153,6 +174,7 @@ pub fn decode_reply(frame: &[u8], who: &str, root: &str) -> Result<Welcome> {
             "{who}: the job could not start: {}",
             crate::error::escape(&msg)
         ))),
+        Ok(Reply::Declined { rank, host, refusal }) => Err(declined(who, rank, &host, &refusal)),
         Err(e) => Err(Error::peer(format!(
             "{who}: malformed answer from the rendezvous at {root}: {e}"
         ))),
@@ -216,4 +238,55 @@ pub(super) fn read_frame(sock: &mut TcpStream) -> std::result::Result<Vec<u8>, H
     sock.read_exact(&mut body)
         .map_err(|e| Heard::Failed(format!("truncated frame: {e}")))?;
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reply `r` as it travels, decoded by rank 1.
+    fn heard(r: &Reply) -> Error {
+        match decode_reply(&serde_json::to_vec(r).unwrap(), "rank 1 (host b)", "a:1") {
+            Err(e) => e,
+            Ok(_) => panic!("a refusal decoded as a welcome"),
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_rank_its_host_and_its_reason_on_every_rank() {
+        let usage = heard(&Reply::Declined {
+            rank: 0,
+            host: "a".into(),
+            refusal: Refusal {
+                flag: Some("-J".into()),
+                reason: "r.json exists; use --force to overwrite".into(),
+            },
+        });
+        assert_eq!(usage.exit_code(), crate::error::EXIT_USAGE, "{usage}");
+        assert_eq!(
+            usage.to_string(),
+            "-J: rank 1 (host b): rank 0 (host a) refused to start: r.json exists; use --force to overwrite; no \
+             rank of the job started"
+        );
+        // Without a flag to fix, the refusing rank is the culprit of a peer failure.
+        let other = heard(&Reply::Declined {
+            rank: 2,
+            host: "c\u{1b}[2J".into(),
+            refusal: Refusal {
+                flag: None,
+                reason: "cannot read /sys/fs/cgroup: gone".into(),
+            },
+        });
+        assert_eq!(other.exit_code(), crate::error::EXIT_PEER, "{other}");
+        assert_eq!(
+            other.culprit().map(|c| c.to_string()).as_deref(),
+            Some("rank 2 (host c\\u{1b}[2J)")
+        );
+        let text = other.to_string();
+        assert!(
+            text.contains("refused to start: cannot read /sys/fs/cgroup: gone"),
+            "{text}"
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
 }

@@ -22,7 +22,9 @@
 // cuCtxSynchronize, cuEventSynchronize, cuEventQuery), retains or switches a context
 // (cuDevicePrimaryCtxRetain, cuCtxGetCurrent, cuCtxSetCurrent), allocates or frees, copies or records an
 // event, in the order made, so tests can count GPU opens and what a host does between two collectives (the
-// fake libnccl writes its calls to the same file). A violation prints "fake-cuda:" and what it was to
+// fake libnccl writes its calls to the same file). The fake libnccl queues its point-to-point transfers
+// through fake_cuda_enqueue_timed, which advances the virtual clock by what each took; a transfer that
+// fails (sizes that differ) is a sticky error every later wait returns, as a device fault is. A violation prints "fake-cuda:" and what it was to
 // stderr and returns an error code, as the driver would, so the caller's message names the call.
 #include "../emulate/table.h"
 
@@ -87,6 +89,7 @@ struct State {
     bool peer_enabled[16][16] = {};
     CUcontext current = nullptr;
     double virtual_ns = 0;  // advanced by copies when FAKE_CUDA_COPY_GBPS is set
+    CUresult sticky = OK;   // a fault in queued work: every later wait returns it, as the driver's do
     double copy_gbps() {
         const char* s = std::getenv("FAKE_CUDA_COPY_GBPS");
         return s ? std::atof(s) : 0.0;
@@ -192,7 +195,7 @@ CUresult sync_all() {
     State& s = state();
     std::lock_guard<std::mutex> g(s.lock);
     drain(s);
-    return OK;
+    return s.sticky;
 }
 
 const char* error_name(CUresult r) {
@@ -233,6 +236,34 @@ CUresult fake_cuda_enqueue(void (*fn)(void*), void* arg) {
     s.queue.push_back([=] { fn(arg); });
     return OK;
 }
+
+// Also for the fake libnccl: whether [p, p + n) lies in one live device allocation (an error naming `call`
+// if not), checked when a transfer is queued, as the copies' ranges are.
+CUresult fake_cuda_check(CUdeviceptr p, size_t n, const char* call) {
+    State& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    return check_device(s, p, n, call, "buffer");
+}
+
+// Also for the fake libnccl: queue `fn(arg)`, which returns the nanoseconds the work took on the virtual clock
+// (FAKE_CUDA_COPY_GBPS; ignored without it), or a negative number for a fault, which every later wait then
+// returns (CUDA_ERROR_UNKNOWN), as a kernel's fault is sticky on a real device.
+CUresult fake_cuda_enqueue_timed(double (*fn)(void*), void* arg) {
+    State& s = state();
+    std::lock_guard<std::mutex> g(s.lock);
+    State* st = &s;
+    s.queue.push_back([=] {
+        double ns = fn(arg);
+        if (ns < 0)
+            st->sticky = 999;
+        else if (st->copy_gbps() > 0)
+            st->virtual_ns += ns;
+    });
+    return OK;
+}
+
+// The rate FAKE_CUDA_COPY_GBPS gives (0: unset), for the fake libnccl's transfers.
+double fake_cuda_copy_gbps() { return state().copy_gbps(); }
 
 CUresult cuGetErrorName(CUresult r, const char** s) {
     *s = error_name(r);
@@ -488,7 +519,7 @@ CUresult cuEventSynchronize(CUevent e) {
     std::lock_guard<std::mutex> g(s.lock);
     Event* ev = (Event*)e;
     if (ev->recorded) drain(s, [ev] { return ev->done; });
-    return OK;
+    return s.sticky;
 }
 CUresult cuEventQuery(CUevent e) {
     log_call("cuEventQuery");
