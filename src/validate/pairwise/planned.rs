@@ -290,7 +290,9 @@ fn share_rounds<T: Transport + ?Sized>(
 /// no other is more likely a transient, which measuring again dismisses; a host with many is a fault
 /// whatever a few more say, and its links, sharing the host, take a round each. Two suspects that shared a
 /// round of the first pass (`first_round` of each) never share one again, so one pair's slowness is not
-/// blamed on the other twice. Returns the rounds and how many suspects did not fit.
+/// blamed on the other twice; among equals the later first-pass rounds go first, so a drift through a pass
+/// (its hosts busier as it starts) does not fall on the same links twice. Returns the rounds and how many
+/// suspects did not fit.
 pub fn pack(
     mut suspects: Vec<(usize, usize)>,
     first_round: impl Fn((usize, usize)) -> usize,
@@ -302,7 +304,7 @@ pub fn pack(
         at[a] += 1;
         at[b] += 1;
     }
-    suspects.sort_by_key(|&(a, b)| (at[a].max(at[b]), a, b));
+    suspects.sort_by_key(|&(a, b)| (at[a].max(at[b]), std::cmp::Reverse(first_round((a, b))), a, b));
     let mut rounds: Vec<Slot> = Vec::new();
     let mut left_out = 0;
     for p in suspects {
@@ -344,11 +346,12 @@ mod tests {
         // Host 5's four links and one lonely link (1, 2), each from its own first-pass round.
         let s = vec![(0, 5), (1, 2), (1, 5), (3, 5), (4, 5)];
         let own = |(a, b): (usize, usize)| 10 * a + b;
-        // The lonely link first, beside one of host 5's; then host 5's other links, a round each.
+        // The lonely link first, beside one of host 5's; then host 5's other links, a round each, the later
+        // first-pass rounds first.
         let (rounds, out) = pack(s.clone(), own, 10);
         assert_eq!(
             rounds,
-            vec![vec![(1, 2), (0, 5)], vec![(1, 5)], vec![(3, 5)], vec![(4, 5)]]
+            vec![vec![(1, 2), (4, 5)], vec![(3, 5)], vec![(1, 5)], vec![(0, 5)]]
         );
         assert_eq!(out, 0);
         // Two rounds: what does not fit is counted.
@@ -358,9 +361,19 @@ mod tests {
         let (rounds, _) = pack(vec![(0, 1), (2, 3)], |_| 7, 10);
         assert_eq!(rounds, vec![vec![(0, 1)], vec![(2, 3)]]);
         let (rounds, _) = pack(vec![(0, 1), (2, 3)], own, 10);
-        assert_eq!(rounds, vec![vec![(0, 1), (2, 3)]]);
+        assert_eq!(rounds, vec![vec![(2, 3), (0, 1)]]);
         assert_eq!(pack(Vec::new(), own, 3), (Vec::new(), 0));
         assert_eq!(pack(vec![(0, 1)], own, 0), (Vec::new(), 1));
+        // Four hosts, every suspect alone: the first pass's first round is measured again last.
+        let first = |p: (usize, usize)| match p {
+            (0, 1) | (2, 3) => 0,
+            (0, 2) | (1, 3) => 1,
+            _ => 2,
+        };
+        let (rounds, _) = pack(vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)], first, 10);
+        let order: Vec<usize> = rounds.iter().map(|r| first(r[0])).collect();
+        assert_eq!(order.first(), Some(&2), "{rounds:?}");
+        assert_eq!(order.last(), Some(&0), "{rounds:?}");
     }
 
     #[test]
