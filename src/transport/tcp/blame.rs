@@ -318,12 +318,7 @@ impl TcpTransport {
     pub(super) fn waiting_note(&self) -> Option<AbortNote> {
         let p = self.waiting_on()?;
         let addr = p.addr.to_string();
-        let pending = self
-            .pending_list(None)
-            .into_iter()
-            .filter(|x| x.contains(&addr))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let pending = self.pending_with(p);
         Some(AbortNote {
             relayed_by: None,
             origin: self.rank,

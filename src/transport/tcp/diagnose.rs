@@ -2,6 +2,7 @@
 //! nothing for longest), what was still pending with whom, and whether this host's own link is down.
 
 use super::progress::Stream;
+use super::stuck;
 use super::{Peer, TcpTransport};
 use crate::error::Error;
 
@@ -13,14 +14,18 @@ impl TcpTransport {
             .unwrap_or_else(|| (format!("-T {:.1} s", self.cfg.timeout.as_secs_f64()), "-T/--timeout"))
     }
 
-    /// The peer this rank is waiting on: of those with work pending, the one that moved nothing for longest.
-    /// One that gave up too is not skipped: its own note carries the blame on.
+    /// The peer this rank is waiting on: of those with work pending, the one that moved nothing for longest;
+    /// before them, one whose connection holds bytes of this rank's that retransmissions have not brought
+    /// ([`stuck::retransmitting`]), as that is where the job broke even when this rank's send to it completed
+    /// and it went on to wait on another. One that gave up too is not skipped: its own note carries the blame on.
     pub(super) fn waiting_on(&self) -> Option<&Peer> {
-        self.peers
-            .iter()
-            .flatten()
-            .filter(|p| p.streams.iter().any(Stream::busy))
-            .min_by_key(|p| p.last_progress)
+        let peers = || self.peers.iter().flatten();
+        let broken = |p: &&Peer| p.streams.iter().any(|s| !s.closed && stuck::retransmitting(&s.sock));
+        peers().filter(broken).min_by_key(|p| p.last_progress).or_else(|| {
+            peers()
+                .filter(|p| p.streams.iter().any(Stream::busy))
+                .min_by_key(|p| p.last_progress)
+        })
     }
 
     /// The error of a wait that reached its deadline, naming whom it waited on and why that may be; poisons
@@ -46,14 +51,9 @@ impl TcpTransport {
         if let Some(p) = stuck {
             let silent = p.last_progress.elapsed().as_secs_f64();
             let (rank, host, addr) = (p.addr.rank, p.addr.host.clone(), p.addr.to_string());
+            let theirs = self.pending_with(p);
             self.suspect = Some(rank);
             let others = self.pending_list(Some(rank));
-            let theirs = self
-                .pending_list(None)
-                .into_iter()
-                .filter(|x| x.contains(&addr))
-                .collect::<Vec<_>>()
-                .join(", ");
             let msg = format!(
                 "{}: {addr} is unresponsive: nothing moved to or from it for {silent:.1} s (timeout {setting}), \
                  with {} pending; it may be stopped, hung, overloaded or unreachable{}. If the network is merely \
@@ -81,6 +81,26 @@ impl TcpTransport {
             }
         );
         self.poison(msg)
+    }
+
+    /// What is pending with `p`: its entries of [`Self::pending_list`], or, where none, the bytes already sent
+    /// to it that its kernel never acknowledged.
+    pub(super) fn pending_with(&self, p: &Peer) -> String {
+        let addr = p.addr.to_string();
+        let theirs = self
+            .pending_list(None)
+            .into_iter()
+            .filter(|x| x.contains(&addr))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if theirs.is_empty() {
+            format!(
+                "the acknowledgement of bytes already sent to {addr} (retransmitted {} times or more in a row)",
+                stuck::TIMEOUTS
+            )
+        } else {
+            theirs
+        }
     }
 
     /// "N receive(s) from PEER" and "N send(s) to PEER" for each peer with work pending, but `skip`.

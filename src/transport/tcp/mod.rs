@@ -25,6 +25,7 @@ mod isolation;
 pub mod options;
 mod progress;
 mod standstill;
+mod stuck;
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
