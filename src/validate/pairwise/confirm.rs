@@ -8,7 +8,7 @@
 //! that is slow only beside other traffic is not slow on its own. Measuring only the suspects keeps the cost
 //! small: a clean run has few or none.
 
-use super::{localise, measure, Finding, LatencyStats, Link, PairwiseConfig, Participant, Thresholds};
+use super::{localise, measure, Finding, Link, PairwiseConfig, Participant, Thresholds};
 use crate::algorithm::control;
 use crate::error::{Error, Result};
 use crate::transport::Transport;
@@ -107,9 +107,7 @@ pub fn rounds(first: &[Vec<(usize, usize)>], suspects: &[(usize, usize)]) -> Vec
 }
 
 /// A link from its first measurement and its re-measurement. A transient only lowers a measurement, so the
-/// better bandwidth (both directions from the same measurement) and the lower latency count, and the
-/// fastest round trip is the fastest of either (the latency is judged on it: a busy moment delays every
-/// round trip of one measurement, a slow path those of both). Stalled round
+/// better bandwidth (both directions from the same measurement) and the lower latency count. Stalled round
 /// trips add up: a stall is a lost packet's retransmission timer, not scatter, and a second look only adds
 /// evidence. The lower bandwidth is kept beside it: where a link sets the typical value others are held
 /// against, a round that left its pair more of the hosts' CPUs raises it, and the lower reading counts.
@@ -126,21 +124,12 @@ pub fn merge(first: &Link, again: &Link) -> Link {
         bidir_gbs: bw.bidir_gbs,
         // f64::min keeps the measured one when the other is NaN (a side that reported none).
         latency_us: first.latency_us.min(again.latency_us),
-        // The distribution of the measurement whose median is kept, so the two stay one measurement's, but
-        // for its fastest round trip: the fastest of both.
+        // The distribution of the measurement whose median is kept, so the two stay one measurement's.
         latency: if again.latency_us < first.latency_us || first.latency.is_none() {
             again.latency.or(first.latency)
         } else {
             first.latency
-        }
-        .map(|st| LatencyStats {
-            min_us: [first.latency, again.latency]
-                .iter()
-                .flatten()
-                .map(|s| s.min_us)
-                .fold(st.min_us, f64::min),
-            ..st
-        }),
+        },
         bw_msg_rate: bw.bw_msg_rate,
         stalls: first.stalls + again.stalls,
         remeasured: true,
@@ -265,15 +254,6 @@ mod tests {
         assert_eq!((m.latency_us, m.stalls, m.remeasured), (31.0, 3, true));
         // A suspect stays one: the findings hold to the first pass's marks.
         assert!(m.suspect);
-        // The fastest round trip is the fastest of both, beside the other statistics of the lower median.
-        let stats = |min_us: f64, p50_us: f64| {
-            let st = links[0].latency.expect("matrix links carry statistics");
-            Some(LatencyStats { min_us, p50_us, ..st })
-        };
-        (first.latency, again.latency) = (stats(12.0, 300.0), stats(25.0, 31.0));
-        let st = merge(&first, &again).latency.unwrap();
-        assert_eq!((st.min_us, st.p50_us), (12.0, 31.0));
-        assert_eq!(merge(&again, &first).latency.unwrap().min_us, 12.0);
         // The first measurement's bandwidth stays when it was the better one; a missing latency is no value.
         again.latency_us = f64::NAN;
         let m = merge(&again, &first);

@@ -491,6 +491,7 @@ fn verdicts(n: usize, links: &[Link], th: &Thresholds, pass: Pass) -> [Verdict; 
     );
     // Latency as a rate (round trips per microsecond), so "higher is better" holds for both metrics.
     let rate: Vec<f64> = links.iter().map(|l| 1.0 / judged_latency_us(l)).collect();
+    let excess_us = th.lat_excess_us.max(scheduling_scatter_us(links));
     let lat = judge_log(
         Judged {
             metric: Metric::Latency,
@@ -504,9 +505,29 @@ fn verdicts(n: usize, links: &[Link], th: &Thresholds, pass: Pass) -> [Verdict; 
             pass,
         },
         th,
-        |v, expected| 1.0 / v - 1.0 / expected >= th.lat_excess_us,
+        |v, expected| 1.0 / v - 1.0 / expected >= excess_us,
     );
     [bw, lat, judge_stalls(links, n, th)]
+}
+
+/// How far waiting for a core moves a round trip on these hosts, in microseconds: the median over the links
+/// of how far a link's median round trip sits above its fastest. On hosts with cores to spare the two are
+/// microseconds apart; where every core is busy the median is a scheduler's time slice (milliseconds) and
+/// the fastest trip of a healthy link lands anywhere below it, so a link's fastest trip must exceed what its
+/// hosts predict by more than this to be slow (see [`Thresholds::lat_excess_us`]). 0 without statistics.
+fn scheduling_scatter_us(links: &[Link]) -> f64 {
+    let mut gaps: Vec<f64> = links
+        .iter()
+        .filter_map(|l| l.latency)
+        .map(|st| st.p50_us - st.min_us)
+        .filter(|g| g.is_finite())
+        .collect();
+    let m = median(&mut gaps);
+    if m.is_finite() {
+        m.max(0.0)
+    } else {
+        0.0
+    }
 }
 
 /// Findings for one metric's verdict `v`. Hosts marked in `named` (by an earlier metric) are not named
@@ -1322,6 +1343,42 @@ pub(crate) mod tests {
         }
         let f = findings(&h, &l, &Thresholds::default());
         assert_eq!(slow_links(&f).len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn fastest_trips_scattered_by_busy_cores_are_no_finding_and_a_quiet_slow_path_is() {
+        // Every core busy (two loops beside four namespace hosts): every link's median is a time slice, its
+        // fastest trip anywhere from 5 us to most of a slice.
+        let mins = [4.85, 944.0, 7.74, 26.5, 526.0, 16.9];
+        let busy = |i: usize| super::super::LatencyStats {
+            samples: 50,
+            min_us: mins[i],
+            avg_us: 1500.0,
+            p50_us: 1990.0,
+            p99_us: 4000.0,
+            p999_us: 4000.0,
+            max_us: 4000.0,
+            msg_rate: 600.0,
+        };
+        let (h, mut l) = matrix(4, |_, _, _| 0.05, |_, _, _| 1990.0);
+        for (i, x) in l.iter_mut().enumerate() {
+            x.latency = Some(busy(i));
+        }
+        let f = findings(&h, &l, &Thresholds::default());
+        assert!(f.is_empty(), "{f:?}");
+        // The same fastest trips with quiet cores (each link's median just above its fastest): the two slow
+        // paths are the two links, 944 and 526 us against 5-27.
+        for x in &mut l {
+            let st = x.latency.as_mut().unwrap();
+            st.p50_us = 1.1 * st.min_us;
+            x.latency_us = st.p50_us;
+        }
+        let f = findings(&h, &l, &Thresholds::default());
+        assert_eq!(
+            slow_links(&f),
+            [("h0".into(), "h2".into()), ("h1".into(), "h3".into())],
+            "{f:?}"
+        );
     }
 
     #[test]
