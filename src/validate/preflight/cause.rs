@@ -376,15 +376,9 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
             busy: false,
         };
     }
-    // Configuration: a named host set up unlike the others.
-    if let Some((h, what)) = diffs.iter().find(|(h, _)| targets.contains(h)) {
-        return Judged {
-            busy: false,
-            cause: Cause::Configuration,
-            why: format!("{h} is set up unlike the other hosts: {}", describe(what)),
-        };
-    }
     let busy = mine.iter().filter_map(|e| e.busy_pct).fold(0.0, f64::max);
+    // Before the configuration: a setting that differs (an MTU, offloads) does not make an 8-byte round trip
+    // wait on every host's busy cores, a busy core does.
     let all_busy = every_host_busy(seen);
     if all_busy && latency_like {
         // A rank that waits for a core answers late: on hosts this busy a slow round trip is no evidence
@@ -399,6 +393,14 @@ pub fn judge_metric(targets: &[String], seen: &[HostEvidence], stalls: bool, lat
                 throttling_known(seen)
             ),
             busy: true,
+        };
+    }
+    // Configuration: a named host set up unlike the others.
+    if let Some((h, what)) = diffs.iter().find(|(h, _)| targets.contains(h)) {
+        return Judged {
+            busy: false,
+            cause: Cause::Configuration,
+            why: format!("{h} is set up unlike the other hosts: {}", describe(what)),
         };
     }
     Judged {
@@ -1054,6 +1056,14 @@ mod tests {
         // Bandwidth is not excused by busy CPUs alone.
         let b = judge_metric(&["h0".into()], &s, false, false);
         assert_eq!((b.cause, b.busy), (Cause::Link, false));
+        // A host set up unlike the others does not make its round trips wait on busy cores: still the CPU.
+        s[0].config.mtu = Some(1400);
+        let j = judge_metric(&["h0".into()], &s, false, true);
+        assert_eq!((j.cause, j.busy), (Cause::Cpu, true), "{j:?}");
+        assert_eq!(
+            judge_metric(&["h0".into()], &s, false, false).cause,
+            Cause::Configuration
+        );
         // Nor is loss: the lost packets are the evidence.
         s[0].tcp.as_mut().unwrap().ofo = 3_000;
         s[0].tcp.as_mut().unwrap().in_segs = 10_000;
