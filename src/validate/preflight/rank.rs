@@ -705,6 +705,7 @@ fn soak_checks(run: &mut Run<'_>, cfg: &PairwiseConfig, duration_s: f64) -> Resu
                     rep.links.len()
                 ));
             }
+            let busy = super::cause::every_host_busy(&seen);
             if passes.is_empty() {
                 names = rep.hosts.iter().map(|p| p.name.clone()).collect();
                 evidence = seen;
@@ -713,6 +714,7 @@ fn soak_checks(run: &mut Run<'_>, cfg: &PairwiseConfig, duration_s: f64) -> Resu
                 at_s,
                 links: rep.links.iter().map(super::soak::LinkSample::of).collect(),
                 downs,
+                busy,
             });
         }
         if me == 0 {

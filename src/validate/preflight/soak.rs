@@ -86,6 +86,9 @@ pub struct Pass {
     pub at_s: f64,
     pub links: Vec<LinkSample>,
     pub downs: Vec<(String, u64)>,
+    /// Every host's CPUs were busy with other work during the pass ([`super::cause::every_host_busy`]): a
+    /// round trip late then is the cores', so a link is not bad in it for lateness alone.
+    pub busy: bool,
 }
 
 /// What went wrong with one host or link over the passes.
@@ -200,7 +203,7 @@ pub fn judge(
                     let (mb, ml) = medians[&(l.a, l.b)];
                     let bw = f64::from(l.bw_gbs);
                     let share = if mb > 0.0 { bw / mb } else { 1.0 };
-                    let late = ml > 0.0 && f64::from(l.latency_us) > LATE_FACTOR * ml;
+                    let late = !p.busy && ml > 0.0 && f64::from(l.latency_us) > LATE_FACTOR * ml;
                     (share < SLOW_SHARE || late || u64::from(l.stalls) >= STALLS).then_some((*l, share))
                 })
                 .collect()
@@ -384,6 +387,7 @@ mod tests {
                     .map(|(a, b)| link(a, b, bw(i, a as usize, b as usize)))
                     .collect(),
                 downs: (0..4).map(|h| (format!("h{h}"), downs(i, h))).collect(),
+                busy: false,
             })
             .collect()
     }
@@ -448,6 +452,36 @@ mod tests {
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(c[0].name, "tcp@eth0 soak: intermittent link h0 <-> h3");
         assert_eq!(c[0].verdict, Verdict::Warn);
+    }
+
+    #[test]
+    fn a_link_late_only_while_every_host_was_busy_is_not_bad() {
+        // h1 <-> h3's median round trip 10x its own median in two passes, its bandwidth steady (as two busy
+        // loops beside four namespace hosts showed it).
+        let mut p = passes(11, |_, _, _| 1.0, |_, _| 0);
+        for i in [2, 3] {
+            let l = p[i].links.iter_mut().find(|l| (l.a, l.b) == (1, 3)).unwrap();
+            l.latency_us = 200.0;
+        }
+        let c = judged("tcp@eth0", 30.0, &p, false);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(
+            (c[0].name.as_str(), c[0].verdict),
+            ("tcp@eth0 soak: intermittent link h1 <-> h3", Verdict::Fail)
+        );
+        // The same while every host's CPUs were busy: the cores', not the link's.
+        for i in [2, 3] {
+            p[i].busy = true;
+        }
+        let c = judged("tcp@eth0", 30.0, &p, false);
+        assert!(c.iter().all(|x| x.verdict == Verdict::Pass), "{c:?}");
+        // Bandwidth halved in a busy pass still counts.
+        for i in [2, 3] {
+            let l = p[i].links.iter_mut().find(|l| (l.a, l.b) == (1, 3)).unwrap();
+            l.bw_gbs = 0.3;
+        }
+        let c = judged("tcp@eth0", 30.0, &p, false);
+        assert_eq!(c[0].verdict, Verdict::Fail, "{c:?}");
     }
 
     #[test]
