@@ -494,11 +494,10 @@ fn algos_run(dir: &Path, extra: &[&str]) -> Vec<String> {
     algos
 }
 
-#[test]
-fn a_run_with_a_model_file_runs_the_algorithm_the_model_predicts_fastest() {
-    let d = tempfile::tempdir().unwrap();
-    let results = write(d.path(), "four.json", &ring_beats_bruck());
-    let model = d.path().join("model.json");
+/// A model fitted by `collbench model` on four ranks whose ring beats Bruck at every size, written in `dir`.
+fn fitted_model(dir: &Path) -> PathBuf {
+    let results = write(dir, "four.json", &ring_beats_bruck());
+    let model = dir.join("model.json");
     let fit = collbench()
         .arg("model")
         .arg(&results)
@@ -507,6 +506,13 @@ fn a_run_with_a_model_file_runs_the_algorithm_the_model_predicts_fastest() {
         .output()
         .unwrap();
     assert!(fit.status.success(), "{}", String::from_utf8_lossy(&fit.stderr));
+    model
+}
+
+#[test]
+fn a_run_with_a_model_file_runs_the_algorithm_the_model_predicts_fastest() {
+    let d = tempfile::tempdir().unwrap();
+    let model = fitted_model(d.path());
     let model = model.to_str().unwrap();
 
     // Without the model, the threshold rule runs Bruck below 256 KiB; the model (fitted on tcp@eth0, used on
@@ -556,16 +562,7 @@ fn a_model_file_that_cannot_choose_is_refused_before_any_rank_starts() {
 fn a_run_with_a_model_file_records_which_model_picked_its_algorithms() {
     use sha2::{Digest, Sha256};
     let d = tempfile::tempdir().unwrap();
-    let results = write(d.path(), "four.json", &ring_beats_bruck());
-    let model = d.path().join("model.json");
-    let fit = collbench()
-        .arg("model")
-        .arg(&results)
-        .args(["--target-ranks", "4", "-J"])
-        .arg(&model)
-        .output()
-        .unwrap();
-    assert!(fit.status.success(), "{}", String::from_utf8_lossy(&fit.stderr));
+    let model = fitted_model(d.path());
     let text = std::fs::read(&model).unwrap();
     let digest: String = Sha256::digest(&text).iter().map(|b| format!("{b:02x}")).collect();
     let fitted: Value = serde_json::from_slice(&text).unwrap();

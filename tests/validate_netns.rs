@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use collbench::results::record::CPU_LIMITED_PCT;
 use common::netns::{cannot_run, namespace_test, spawn, wait_all, Cluster, Done};
 use serde_json::Value;
 
@@ -453,7 +454,7 @@ fn preflight_passes_a_clean_cluster_five_runs_out_of_five() {
             .as_array()
             .unwrap()
             .iter()
-            .all(|e| e["busy_pct"].as_f64().is_some_and(|b| b >= 85.0));
+            .all(|e| e["busy_pct"].as_f64().is_some_and(|b| b >= CPU_LIMITED_PCT));
         for (name, verdict) in checks(&o) {
             let excused = all_busy && name == busy && verdict == "warn";
             assert!(

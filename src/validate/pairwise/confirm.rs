@@ -226,6 +226,11 @@ mod tests {
         // A slow host's three links: three rounds of one pair.
         assert_eq!(rounds(&first, &[(0, 2), (1, 2), (2, 3)]).len(), 3);
         assert!(rounds(&first, &[]).is_empty());
+        // Every link a suspect: the first pass's last round is measured again first, its first round last.
+        let every: Vec<(usize, usize)> = first.iter().flatten().copied().collect();
+        let again = rounds(&first, &every);
+        assert!(first[2].contains(&again[0][0]), "{again:?}");
+        assert!(first[0].contains(&again[5][0]), "{again:?}");
     }
 
     #[test]
