@@ -135,14 +135,17 @@ impl Algo {
     /// below the size given, on a power-of-two number of ranks (elsewhere its folding steps move whole
     /// messages). Measured on 4 ranks: recursive halving + doubling all_reduce took 142-358 us at 128-512 KiB
     /// against recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's 1199-4742; they tie
-    /// at 8 MiB and the ring wins from 16 MiB. Recursive-doubling all_gather beat the ring by 5-30% from 256 KiB
-    /// to 16 MiB of output on loopback (1 MiB: 303 against 382 us), but on links shaped to 1 Gbit/s it reached
-    /// 80% of the line rate at 8-16 MiB where the ring reaches 95% (likely because each step starts on a
-    /// connection that sat idle, which TCP restarts in slow start), so the ring takes over from 8 MiB.
+    /// at 8 MiB and the ring wins from 16 MiB. Recursive-doubling all_gather beats the ring by 5-10% at 1-4 MiB
+    /// of output on loopback (4 ranks on 2 cores), but across namespace hosts whose links set the pace the two
+    /// take the same time from 1 MiB (8 hosts at 1 Gbit/s: 7.74 against 7.72 ms at 1 MiB, 30.9 against 30.8
+    /// ms at 4 MiB) and recursive doubling alone falls into slow spells: once a rank runs late, the ranks'
+    /// back-to-back calls stay out of step for tens of iterations at up to 1.8x the wire time (sweeps 30-68%
+    /// apart at 1-4 MiB on 8 and 16 hosts, the ring's 0-1%; a barrier after each call removes them), so the
+    /// ring takes over from 1 MiB (results/tcp-vs-mpi/spread/README.md).
     pub fn middle(coll: Collective) -> Option<(Algo, u64)> {
         match coll {
             Collective::AllReduce => Some((Algo::HalvingDoubling, 8 << 20)),
-            Collective::AllGather => Some((Algo::RecDoubling, 8 << 20)),
+            Collective::AllGather => Some((Algo::RecDoubling, 1 << 20)),
             _ => None,
         }
     }
@@ -440,8 +443,8 @@ mod tests {
         for n in [2, 4, 16] {
             assert_eq!(pick((256 << 10) - 64, n), Algo::Bruck, "{n} ranks");
             assert_eq!(pick(256 << 10, n), Algo::RecDoubling, "{n} ranks");
-            assert_eq!(pick((8 << 20) - 64, n), Algo::RecDoubling, "{n} ranks");
-            assert_eq!(pick(8 << 20, n), Algo::Ring, "{n} ranks");
+            assert_eq!(pick((1 << 20) - 64, n), Algo::RecDoubling, "{n} ranks");
+            assert_eq!(pick(1 << 20, n), Algo::Ring, "{n} ranks");
         }
         for n in [3, 6] {
             assert_eq!(pick((256 << 10) - 64, n), Algo::Bruck, "{n} ranks");

@@ -142,7 +142,7 @@ pub struct RunArgs {
 
     /// Message size at which --algo auto switches to the ring, for every collective; auto: each collective's
     /// measured switch points (all_reduce rd below 128K, rhd to 8M on 2^k ranks, then ring; all_gather Bruck below
-    /// 256K, rd to 8M on 2^k ranks, then ring; the others 64K).
+    /// 256K, rd to 1M on 2^k ranks, then ring; the others 64K).
     #[arg(long = "algo-threshold", alias = "algo_threshold", value_name = "SIZE", help_heading = TUNING,
         default_value = "auto")]
     pub algo_threshold: String,
