@@ -3,9 +3,11 @@
 # overlay on top (the shape of Flannel's VXLAN backend). collbench's multi-host tests run on it.
 #
 #   cluster.sh check                         can this machine build clusters? (root, tools, kernel)
-#   cluster.sh up NAME HOSTS [--rate RATE] [--cc ALGO] [--id N] [--owner PID]
+#   cluster.sh up NAME HOSTS [--rate RATE [--burst SIZE]] [--cc ALGO] [--id N] [--owner PID]
 #                                            build cluster NAME with HOSTS hosts NAME-h0..NAME-h{HOSTS-1};
 #                                            --rate shapes every host's eth0 egress (tc tbf, e.g. 1gbit);
+#                                            --burst is its bucket (default 256kb; a smaller one makes
+#                                            messages below 256 KB leave at the rate too, not at veth speed);
 #                                            --cc sets every host's default TCP congestion control (its
 #                                            net.ipv4.tcp_congestion_control; new namespaces inherit the machine's);
 #                                            --owner: the process the cluster belongs to (see gc)
@@ -139,8 +141,8 @@ cmd_check() {
 # ---- up -------------------------------------------------------------------------------------------
 
 cmd_up() {
-  local name=${1:-} n=${2:-} rate="" cc="" want_id="" owner=""
-  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE] [--cc ALGO] [--id N] [--owner PID]"
+  local name=${1:-} n=${2:-} rate="" burst=256kb cc="" want_id="" owner=""
+  [[ -n $name && -n $n ]] || die "usage: $0 up NAME HOSTS [--rate RATE [--burst SIZE]] [--cc ALGO] [--id N] [--owner PID]"
   valid_name "$name"
   int_in 1 200 "$n" || die "HOSTS must be 1..200, not '$n'"
   n=$((10#$n))
@@ -148,6 +150,8 @@ cmd_up() {
   while (($#)); do
     case $1 in
       --rate) rate=${2:?--rate needs a value such as 1gbit}; shift 2 ;;
+      --burst) burst=${2:?--burst needs a size such as 16kb}; [[ $burst =~ ^[0-9]+[km]?b?$ ]] ||
+        die "--burst '$burst' is not a tc size such as 16kb"; shift 2 ;;
       --cc) cc=${2:?--cc needs a congestion control such as reno}; [[ $cc =~ ^[a-z0-9_]{1,15}$ ]] ||
         die "--cc '$cc' is not a congestion control name such as reno"; shift 2 ;;
       --id) want_id=${2:?--id needs 1..254}; int_in 1 254 "$want_id" || die "--id must be 1..254"
@@ -198,7 +202,7 @@ cmd_up() {
     ip -n "$ns" link set vxlan0 up
     if [[ -n $rate ]]; then
       # Egress shaping of the host's link (the overlay rides on it, so it is shaped too).
-      tc -n "$ns" qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+      tc -n "$ns" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms
       echo "$rate" >"$st/rate"
     fi
     if [[ -n $cc ]]; then
