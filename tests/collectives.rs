@@ -474,13 +474,13 @@ fn algorithm_switch_point_sizes_match_the_reference() {
         let switches = [
             (
                 Collective::AllReduce,
-                128u64 << 10,
+                64u64 << 10,
                 Algo::RecDoubling,
                 Algo::HalvingDoubling,
             ),
             (Collective::AllReduce, 8 << 20, Algo::HalvingDoubling, Algo::Ring),
             (Collective::AllGather, 256 << 10, Algo::Bruck, Algo::RecDoubling),
-            (Collective::AllGather, 8 << 20, Algo::RecDoubling, Algo::Ring),
+            (Collective::AllGather, 1 << 20, Algo::RecDoubling, Algo::Ring),
             (Collective::ReduceScatter, 64 << 10, Algo::RecDoubling, Algo::Ring),
         ];
         for (coll, threshold, below, from) in switches {

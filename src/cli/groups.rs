@@ -76,7 +76,7 @@ pub struct LinkArgs {
     pub transport: Vec<String>,
 
     /// Algorithm: auto (latency algorithm below --algo-threshold, ring above; on 2^k ranks with no threshold given,
-    /// all_reduce runs rhd from 128K to 8M and all_gather rd from 256K to 1M), ring, pring (the ring with its chunk
+    /// all_reduce runs rhd from 64K to 8M and all_gather rd from 256K to 1M), ring, pring (the ring with its chunk
     /// per call from --algo-model; all_reduce, all_gather), rd (recursive doubling;
     /// all_gather on other rank counts: Bruck), rhd (all_reduce by recursive halving + doubling), bruck (all_gather
     /// by Bruck's steps on any rank count) or tree.

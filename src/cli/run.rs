@@ -141,8 +141,8 @@ pub struct RunArgs {
     pub link: LinkArgs,
 
     /// Message size at which --algo auto switches to the ring, for every collective; auto: each collective's
-    /// measured switch points (all_reduce rd below 128K, rhd to 8M on 2^k ranks, then ring; all_gather Bruck below
-    /// 256K, rd to 1M on 2^k ranks, then ring; the others 64K).
+    /// measured switch points (all_reduce rd below 128K, on 2^k ranks below 64K and rhd to 8M, then ring;
+    /// all_gather Bruck below 256K, rd to 1M on 2^k ranks, then ring; the others 64K).
     #[arg(long = "algo-threshold", alias = "algo_threshold", value_name = "SIZE", help_heading = TUNING,
         default_value = "auto")]
     pub algo_threshold: String,
