@@ -17,6 +17,8 @@
 #   MODEL_RATE           tc rate of every host's eth0 (default 1gbit)
 #   MODEL_BURST          its tbf bucket (default cluster.sh's 256kb, which lets messages below it leave at veth
 #                        speed; a few packets, such as 8kb, make the rate hold for medium sizes too)
+#   MODEL_CC             the hosts' TCP congestion control (default: the machine's, which new namespaces
+#                        inherit; the tcp-vs-mpi benchmarks set reno, see tests/bench/tcp-vs-mpi.sh)
 #   MODEL_FIT_HOSTS      host counts the model is fitted on (default "2 3")
 #   MODEL_TARGETS        host counts it is checked on (default "4 6"); issue 53's check fits on "2 3 4" and
 #                        checks "8 16" (into another OUT: the committed predict-4 and predict-6 are tested)
@@ -29,6 +31,7 @@ source tests/bench/lib.sh
 out=${1:-$repo/results/model-prediction}
 rate=${MODEL_RATE:-1gbit}
 burst=${MODEL_BURST:-}
+cc=${MODEL_CC:-}
 read -r -a fit_hosts <<<"${MODEL_FIT_HOSTS:-2 3}"
 read -r -a targets <<<"${MODEL_TARGETS:-4 6}"
 default_args="--collective all_reduce,all_gather -b 8 -e 16M -f 2 -n 5 -w 2 -c 1 -T 120"
@@ -54,8 +57,8 @@ sweep_on() {
 
 for hosts in "${fit_hosts[@]}" "${targets[@]}"; do
   [[ ${MODEL_REFIT_ONLY:-0} == 1 ]] && break
-  log "$hosts hosts, eth0 egress shaped to $rate${burst:+ (burst $burst)}"
-  cluster_up "$hosts" --rate "$rate" ${burst:+--burst "$burst"}
+  log "$hosts hosts, eth0 egress shaped to $rate${burst:+ (burst $burst)}${cc:+, congestion control $cc}"
+  cluster_up "$hosts" --rate "$rate" ${burst:+--burst "$burst"} ${cc:+--cc "$cc"}
   for algo in ring rd; do
     sweep_on "$hosts" "$algo"
   done
