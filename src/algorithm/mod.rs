@@ -134,20 +134,20 @@ impl Algo {
         }
     }
 
-    /// Between the latency algorithm and the ring, `--algo auto` (with no user threshold) runs this algorithm
-    /// from the first size given and below the second, on a power-of-two number of ranks (elsewhere its folding
-    /// steps move whole messages). Measured on 4 ranks: recursive halving + doubling all_reduce took 142-358 us
-    /// at 128-512 KiB against recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's
-    /// 1199-4742; they tie at 8 MiB and the ring wins from 16 MiB. Across 8 namespace hosts at 1 Gbit/s it
-    /// starts paying below that: at 32 and 64 KiB it took 680-732 and 1028-1034 us against recursive doubling's
-    /// 896-901 and 1724-1734 (it moves 2 x (p-1)/p of the message on each link, recursive doubling lg p times
-    /// all of it), and at 16 KiB 684-745 against 561-566; on loopback the two tie at 64 KiB. Recursive-doubling all_gather beats the ring by 5-10% at 1-4 MiB
-    /// of output on loopback (4 ranks on 2 cores), but across namespace hosts whose links set the pace the two
-    /// take the same time from 1 MiB (8 hosts at 1 Gbit/s: 7.74 against 7.72 ms at 1 MiB, 30.9 against 30.8
-    /// ms at 4 MiB) and recursive doubling alone falls into slow spells: once a rank runs late, the ranks'
-    /// back-to-back calls stay out of step for tens of iterations at up to 1.8x the wire time (sweeps 30-68%
-    /// apart at 1-4 MiB on 8 and 16 hosts, the ring's 0-1%; a barrier after each call removes them), so the
-    /// ring takes over from 1 MiB (results/tcp-vs-mpi/spread/README.md).
+    /// Between the latency algorithm and the ring, `--algo auto` (with no user threshold) runs this algorithm from the
+    /// first size given and below the second, on a power-of-two number of ranks (elsewhere its folding steps move whole
+    /// messages). Measured on 4 ranks: recursive halving + doubling all_reduce took 142-358 us at 128-512 KiB against
+    /// recursive doubling's 170-493, and 751-4437 us at 1-4 MiB against the ring's 1199-4742; they tie at 8 MiB and the
+    /// ring wins from 16 MiB. Across 8 namespace hosts at 1 Gbit/s it starts paying below that: at 32 and 64 KiB it
+    /// took 680-732 and 1028-1034 us against recursive doubling's 896-901 and 1724-1734 (it moves 2 x (p-1)/p of the
+    /// message on each link, recursive doubling lg p times all of it), and at 16 KiB 684-745 against 561-566; on
+    /// loopback the two tie at 64 KiB. Recursive-doubling all_gather beats the ring by 5-10% at 1-4 MiB of output on
+    /// loopback (4 ranks on 2 cores), but across namespace hosts whose links set the pace the two take the same time
+    /// from 1 MiB (8 hosts at 1 Gbit/s: 7.74 against 7.72 ms at 1 MiB, 30.9 against 30.8 ms at 4 MiB) and recursive
+    /// doubling alone falls into slow spells: once a rank runs late, the ranks' back-to-back calls stay out of step for
+    /// tens of iterations at up to 1.8x the wire time (sweeps 30-68% apart at 1-4 MiB on 8 and 16 hosts, the ring's
+    /// 0-1%; a barrier after each call removes them), so the ring takes over from 1 MiB
+    /// (results/tcp-vs-mpi/spread/README.md).
     pub fn middle(coll: Collective) -> Option<(Algo, u64, u64)> {
         match coll {
             Collective::AllReduce => Some((Algo::HalvingDoubling, MIDDLE_ALL_REDUCE_FROM, 8 << 20)),
