@@ -34,8 +34,15 @@ use crate::reduce::{Dtype, Op};
 pub use crate::transport::control;
 use crate::transport::{Request, Transport};
 
-/// Where `--algo auto` starts recursive halving + doubling all_reduce on 2^k ranks ([`Algo::middle`]).
-const MIDDLE_ALL_REDUCE_FROM: u64 = 64 << 10;
+/// The algorithm `--algo auto` runs between a collective's latency algorithm and the ring ([`Algo::middle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Middle {
+    pub algo: Algo,
+    /// The first size it runs at.
+    pub from: u64,
+    /// The size from which the ring takes over.
+    pub below: u64,
+}
 
 pub(crate) use bufs::Bufs;
 
@@ -148,12 +155,13 @@ impl Algo {
     /// tens of iterations at up to 1.8x the wire time (sweeps 30-68% apart at 1-4 MiB on 8 and 16 hosts, the ring's
     /// 0-1%; a barrier after each call removes them), so the ring takes over from 1 MiB
     /// (results/tcp-vs-mpi/spread/README.md).
-    pub fn middle(coll: Collective) -> Option<(Algo, u64, u64)> {
-        match coll {
-            Collective::AllReduce => Some((Algo::HalvingDoubling, MIDDLE_ALL_REDUCE_FROM, 8 << 20)),
-            Collective::AllGather => Some((Algo::RecDoubling, 256 << 10, 1 << 20)),
-            _ => None,
-        }
+    pub fn middle(coll: Collective) -> Option<Middle> {
+        let (algo, from, below) = match coll {
+            Collective::AllReduce => (Algo::HalvingDoubling, 64 << 10, 8 << 20),
+            Collective::AllGather => (Algo::RecDoubling, 256 << 10, 1 << 20),
+            _ => return None,
+        };
+        Some(Middle { algo, from, below })
     }
 
     /// Picks the algorithm for one point on `nranks` ranks. A forced choice applies to the collectives that
@@ -172,7 +180,7 @@ impl Algo {
         };
         let threshold = threshold.unwrap_or_else(|| Algo::default_threshold(coll));
         let auto = || match middle {
-            Some((algo, from, below)) if (from..below).contains(&size_bytes) => algo,
+            Some(m) if (m.from..m.below).contains(&size_bytes) => m.algo,
             _ if size_bytes < threshold => Algo::latency(coll),
             _ => Algo::available(coll)[0],
         };

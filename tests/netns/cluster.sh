@@ -160,6 +160,7 @@ cmd_up() {
       *) die "up: unknown option '$1'" ;;
     esac
   done
+  [[ -n $rate || $burst == 256kb ]] || die "--burst is the bucket of --rate's shaper; give --rate too"
   local st id
   st=$(state_of "$name")
   mkdir -p "$STATE"
@@ -204,6 +205,7 @@ cmd_up() {
       # Egress shaping of the host's link (the overlay rides on it, so it is shaped too).
       tc -n "$ns" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms
       echo "$rate" >"$st/rate"
+      echo "$burst" >"$st/burst"
     fi
     if [[ -n $cc ]]; then
       ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$cc" ||
@@ -410,6 +412,11 @@ rate_of() {
   cat "$(state_of "$1")/rate" 2>/dev/null || echo 100gbit
 }
 
+# The cluster's --burst, the bucket every reshaping of its hosts keeps.
+burst_of() {
+  cat "$(state_of "$1")/burst" 2>/dev/null || echo 256kb
+}
+
 valid_rate() {
   [[ $1 =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] || die "rate '$1' is not a tc rate such as 100mbit"
 }
@@ -418,11 +425,11 @@ cmd_shape() {
   local name=$1 host=${2:?HOST} rate=${3:?RATE such as 100mbit} i
   valid_rate "$rate"
   i=$(host_index "$name" "$host")
-  tc -n "$name-h$i" qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+  tc -n "$name-h$i" qdisc replace dev eth0 root tbf rate "$rate" burst "$(burst_of "$name")" latency 50ms
 }
 
 cmd_shape_pair() {
-  local name=$1 host=${2:?HOST} peer=${3:?PEER} rate=${4:?RATE such as 100mbit} i p id ns base
+  local name=$1 host=${2:?HOST} peer=${3:?PEER} rate=${4:?RATE such as 100mbit} i p id ns base burst
   valid_rate "$rate"
   i=$(host_index "$name" "$host")
   p=$(host_index "$name" "$peer")
@@ -430,10 +437,11 @@ cmd_shape_pair() {
   id=$(id_of "$name")
   ns="$name-h$i"
   base=$(rate_of "$name")
+  burst=$(burst_of "$name")
   # HTB: class 1:20 (the default) keeps the host's own rate, class 1:10 carries only traffic to PEER.
   tc -n "$ns" qdisc replace dev eth0 root handle 1: htb default 20
-  tc -n "$ns" class replace dev eth0 parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst 256kb quantum 1514
-  tc -n "$ns" class replace dev eth0 parent 1: classid 1:20 htb rate "$base" ceil "$base" burst 256kb quantum 1514
+  tc -n "$ns" class replace dev eth0 parent 1: classid 1:10 htb rate "$rate" ceil "$rate" burst "$burst" quantum 1514
+  tc -n "$ns" class replace dev eth0 parent 1: classid 1:20 htb rate "$base" ceil "$base" burst "$burst" quantum 1514
   tc -n "$ns" filter replace dev eth0 parent 1: protocol ip prio 1 u32 \
     match ip dst "$(underlay_ip "$id" "$p")/32" flowid 1:10
 }
