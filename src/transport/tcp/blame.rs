@@ -743,6 +743,36 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_stopped_while_moving_bytes_answers_its_peers_blame_as_the_one_that_stood_still() {
+        // Rank 1 was stopped inside a progress pass (copying a large message), not in a poll or between calls:
+        // on resuming, the pass that finds rank 0's note blaming it must already count the stop, or rank 1
+        // answers that it was waiting on rank 0 and the two name each other.
+        let mut links = mesh(2);
+        let l1 = links.pop().unwrap();
+        let l0 = links.pop().unwrap();
+        let mut t1 = transport(1, l1, Duration::from_secs(4));
+        let mut buf = [0u8; 64];
+        // SAFETY: buf outlives the request: the transport drops it when poisoned below.
+        let _req = unsafe { t1.post_recv(0, buf.as_mut_ptr(), buf.len()) }.unwrap();
+        t1.standstill.stopped_for(Duration::from_secs(20));
+        let h0 = std::thread::spawn(move || wait_on(0, l0, Duration::from_millis(300), 1));
+        let started = Instant::now();
+        let err = loop {
+            match t1.progress() {
+                Err(e) => break e,
+                Ok(_) => assert!(started.elapsed() < Duration::from_secs(60), "rank 0's note never came"),
+            }
+            std::thread::yield_now();
+        };
+        let m1 = t1.abort(err.during("all_reduce of 64 B")).to_string();
+        let m0 = h0.join().unwrap();
+        for (r, m) in [(0, &m0), (1, &m1)] {
+            assert!(m.ends_with("Culprit: rank 1 (host h1)"), "rank {r}: {m}");
+        }
+        assert!(m1.contains("stood still"), "{m1}");
+    }
+
+    #[test]
     fn a_rank_blamed_while_the_rank_it_waits_on_gave_up_too_follows_that_ranks_note() {
         // Rank 0 waits on rank 1, rank 1 on rank 2, rank 2 on rank 3 (stopped). Ranks 0 and 2 give up before
         // rank 1 looks: their notes (0 blames 1, 2 blames 3) reach rank 1 together. Ranks 0 and 2 are not

@@ -311,6 +311,9 @@ impl TcpTransport {
                 }
             }
         }
+        // A stop that landed while bytes were being copied shows here, before any note is answered: the
+        // next poll or call may come only after this rank has already answered its peers' blame.
+        self.standstill.resumed(Duration::ZERO);
         if self.collect_notes() {
             self.answer_blame();
             return Err(self.poison_from_notes());

@@ -81,6 +81,13 @@ impl Standstill {
         self.alive_at = now;
     }
 
+    /// As if this process had been stopped for `d` just now, since it was last known running (tests only).
+    #[cfg(test)]
+    pub(super) fn stopped_for(&mut self, d: Duration) {
+        self.alive_at -= d;
+        self.cpu.1 -= d;
+    }
+
     /// The latest stand-still, if it lasted at least `at_least` and ended within `within` of now.
     pub(super) fn recent(&self, at_least: Duration, within: Duration) -> Option<Duration> {
         self.last
