@@ -576,7 +576,7 @@ mod tests {
     #[test]
     fn ranks_not_measuring_block_in_the_kernel() {
         // Eight ranks, one pair measuring: the six others wait in the barrier after the round. A wait polls
-        // for at most --spin (50 us) and then sleeps in poll(2), so over a wait of many round trips their
+        // for at most --spin (1 ms) and then sleeps in poll(2), so over a wait of many round trips their
         // CPU time is a small share of it (the bound is generous: spinning would make it about 1).
         let all = idle_while_a_pair_measures(8, 4000);
         for (r, &(cpu, wall, _)) in all.iter().enumerate().skip(2) {
