@@ -217,6 +217,7 @@ mod tests {
     fn a_mismatch_names_the_field_with_the_values_people_read() {
         let mut a = Options::default();
         a.deadlines.timeout = Duration::from_secs(30);
+        a.tcp.spin = Duration::from_micros(50);
         let mut b = Options::default();
         b.deadlines.timeout = Duration::from_secs(20);
         b.tcp.spin = Duration::from_micros(75);
