@@ -95,8 +95,9 @@ impl TcpTransport {
             .join(", ");
         if theirs.is_empty() {
             format!(
-                "the acknowledgement of bytes already sent to {addr} (retransmitted {} times or more in a row)",
-                stuck::TIMEOUTS
+                "the acknowledgement of bytes already sent to {addr} (retransmitted in vain, {} times or more in \
+                 a row)",
+                stuck::SOME_TIMEOUTS
             )
         } else {
             theirs

@@ -7,15 +7,31 @@
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
-/// Consecutive retransmission timeouts, unanswered, that mark a connection broken: 0.2 + 0.4 + 0.8 s of
-/// nothing acknowledged at the least retransmission timeout. A lossy but working path rarely loses three
-/// retransmissions of the same bytes in a row; a cut link always does, well within any `-T`.
+/// Consecutive retransmission timeouts, unanswered, that mark a connection broken by themselves: 0.2 + 0.4 +
+/// 0.8 s of nothing acknowledged at the least retransmission timeout. A lossy but working path rarely loses
+/// three retransmissions of the same bytes in a row; a cut link always does.
 pub const TIMEOUTS: u8 = 3;
 
-/// Whether `sock` has bytes waiting for an acknowledgement that [`TIMEOUTS`] retransmissions in a row have
-/// not brought (false where TCP_INFO cannot be read).
+/// Fewer timeouts in a row (at least [`SOME_TIMEOUTS`]) mark it broken once nothing was acknowledged for this
+/// long: a retransmission timeout grown on a slow or loaded path (a second, say) doubles to 1 + 2 + 4 s before
+/// the third, later than the peers' `-T` of 5 s.
+const SILENT_MS: u32 = 2000;
+
+/// Timeouts in a row that, with [`SILENT_MS`] of silence, mark a connection broken.
+pub const SOME_TIMEOUTS: u8 = 2;
+
+/// Whether `sock` has bytes waiting for an acknowledgement that retransmissions have not brought (false where
+/// TCP_INFO cannot be read).
 pub fn retransmitting(sock: &TcpStream) -> bool {
-    info(sock).is_some_and(|i| i.tcpi_retransmits >= TIMEOUTS && i.tcpi_unacked > 0)
+    info(sock).is_some_and(|i| broken(&i))
+}
+
+/// Whether a connection whose TCP_INFO is `i` lost its bytes: some unacknowledged, and [`TIMEOUTS`]
+/// retransmission timeouts in a row, or [`SOME_TIMEOUTS`] with no acknowledgement for [`SILENT_MS`].
+fn broken(i: &libc::tcp_info) -> bool {
+    i.tcpi_unacked > 0
+        && (i.tcpi_retransmits >= TIMEOUTS
+            || (i.tcpi_retransmits >= SOME_TIMEOUTS && i.tcpi_last_ack_recv >= SILENT_MS))
 }
 
 /// The connection's TCP_INFO.
@@ -55,5 +71,35 @@ mod tests {
         assert!(i.tcpi_segs_out > 0, "segments out {}", i.tcpi_segs_out);
         assert_eq!(i.tcpi_retransmits, 0);
         assert!(!retransmitting(&a));
+    }
+
+    /// TCP_INFO with `unacked` segments out, `timeouts` retransmission timeouts in a row and the last
+    /// acknowledgement `silent_ms` ago.
+    fn info_of(unacked: u32, timeouts: u8, silent_ms: u32) -> libc::tcp_info {
+        // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
+        let mut i: libc::tcp_info = unsafe { std::mem::zeroed() };
+        i.tcpi_unacked = unacked;
+        i.tcpi_retransmits = timeouts;
+        i.tcpi_last_ack_recv = silent_ms;
+        i
+    }
+
+    #[test]
+    fn three_timeouts_or_two_and_seconds_of_silence_mark_lost_bytes() {
+        assert!(
+            broken(&info_of(1, 3, 0)),
+            "three in a row, however recent the last acknowledgement"
+        );
+        // A timeout grown to a second on a loaded path: two in a row by 3 s, the third only at 7 s.
+        assert!(broken(&info_of(1, 2, 3000)));
+        assert!(
+            !broken(&info_of(1, 2, 500)),
+            "an acknowledgement came lately: the path works"
+        );
+        assert!(
+            !broken(&info_of(1, 1, 5000)),
+            "one timeout after an idle spell is a single loss"
+        );
+        assert!(!broken(&info_of(0, 5, 5000)), "nothing unacknowledged: nothing lost");
     }
 }
