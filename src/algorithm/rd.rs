@@ -22,11 +22,9 @@ pub const EAGER: usize = 64 << 10;
 /// ranks took 1.2-3.3 times their wire time). In step, the partner's first bytes arrive as this rank's leave,
 /// so the wait costs about a one-way latency.
 fn exchange<T: Transport + ?Sized>(t: &mut T, partner: usize, send: &[u8], recv: &mut [u8]) -> Result<()> {
-    if send.len() <= EAGER {
-        // Nothing held back: whatever the partner sends, this rank's message goes at once.
-        return transport::sendrecv(t, partner, send, partner, recv);
-    }
-    let (head, tail) = send.split_at(EAGER);
+    // Each direction is cut by its own length, so both ends cut alike even where the two lengths differ (the
+    // gathered blocks may differ by an element); a message of at most EAGER goes whole, at once.
+    let (head, tail) = send.split_at(send.len().min(EAGER));
     let (first, rest) = recv.split_at_mut(recv.len().min(EAGER));
     // SAFETY: every buffer outlives the call, and every request is waited for before it returns; on error the
     // transport is poisoned and never touches them again. Receives are posted in the order the partner cuts
@@ -38,12 +36,14 @@ fn exchange<T: Transport + ?Sized>(t: &mut T, partner: usize, send: &[u8], recv:
             .transpose()?;
         let sent_head = t.post_send(partner, head.as_ptr(), head.len())?;
         t.wait(got_first)?;
-        let sent_tail = t.post_send(partner, tail.as_ptr(), tail.len())?;
+        let sent_tail = (!tail.is_empty())
+            .then(|| t.post_send(partner, tail.as_ptr(), tail.len()))
+            .transpose()?;
         if let Some(r) = got_rest {
             t.wait(r)?;
         }
         t.wait(sent_head)?;
-        t.wait(sent_tail)
+        sent_tail.map_or(Ok(()), |s| t.wait(s))
     }
 }
 
@@ -428,6 +428,28 @@ mod tests {
         ]
         .into();
         assert_eq!(log, expected);
+    }
+
+    #[test]
+    fn each_direction_is_cut_by_its_own_length() {
+        // Gathered blocks may differ by an element: this rank sends at most EAGER, the partner more, which the
+        // partner cuts in two; this rank must post two receives for it, or the lengths would not match.
+        let mut t = Scripted {
+            recvs: Vec::new(),
+            log: Vec::new(),
+        };
+        let send = vec![0u8; EAGER];
+        let mut recv = vec![0u8; EAGER + 4];
+        exchange(&mut t, 1, &send, &mut recv).unwrap();
+        let expected: Vec<String> = [
+            format!("recv {EAGER}"),
+            "recv 4".to_string(),
+            format!("send {EAGER}"),
+            format!("got {EAGER}"),
+            "got 4".to_string(),
+        ]
+        .into();
+        assert_eq!(t.log, expected);
     }
 
     #[test]
