@@ -694,14 +694,26 @@ fn every_collective_on_four_namespace_hosts_over_the_emulated_nic() {
             "--no-pairwise",
             "--no-progress",
         ],
-        &[0],
+        &[0, 1],
     );
     let out = &done[0].stdout;
+    let row = |name: &str| out.lines().find(|l| l.contains(name)).unwrap_or_default();
+    for name in ["rdma@emu_roce0:1 connectivity", "rdma@emu_roce0:1 data"] {
+        assert!(
+            row(name).trim_end().ends_with("PASS"),
+            "{name}:
+{out}"
+        );
+    }
+    // The hosts' CPU checks judge this shared machine's load (4 ranks and the software NIC on its cores,
+    // beside whatever else runs), as the pairwise test would: a FAIL may come only from them.
+    let failed: Vec<&str> = out.lines().filter(|l| l.trim_end().ends_with("FAIL")).collect();
     assert!(
-        out.contains("rdma@emu_roce0:1 connectivity") && out.contains("rdma@emu_roce0:1 data"),
-        "{out}"
+        failed.iter().all(|l| l.contains(" CPU of ")),
+        "{failed:?}:
+{out}"
     );
-    assert!(out.contains("Preflight verdict: PASS"), "{out}");
+    assert!(out.contains("Preflight verdict: PASS") || !failed.is_empty(), "{out}");
 }
 
 /// The provider's enforcement seen through collbench's own verbs wrappers, in a child process of this test
