@@ -15,12 +15,12 @@ impl TcpTransport {
     }
 
     /// The peer this rank is waiting on: of those with work pending, the one that moved nothing for longest;
-    /// before them, one whose connection holds bytes of this rank's that retransmissions have not brought
-    /// ([`stuck::retransmitting`]), as that is where the job broke even when this rank's send to it completed
+    /// before them, one whose connection holds bytes of this rank's that timeouts in a row have not brought
+    /// ([`stuck::lost_bytes`]), as that is where the job broke even when this rank's send to it completed
     /// and it went on to wait on another. One that gave up too is not skipped: its own note carries the blame on.
     pub(super) fn waiting_on(&self) -> Option<&Peer> {
         let peers = || self.peers.iter().flatten();
-        let broken = |p: &&Peer| p.streams.iter().any(|s| !s.closed && stuck::retransmitting(&s.sock));
+        let broken = |p: &&Peer| p.streams.iter().any(|s| !s.closed && stuck::lost_bytes(&s.sock));
         peers().filter(broken).min_by_key(|p| p.last_progress).or_else(|| {
             peers()
                 .filter(|p| p.streams.iter().any(Stream::busy))
@@ -95,9 +95,9 @@ impl TcpTransport {
             .join(", ");
         if theirs.is_empty() {
             format!(
-                "the acknowledgement of bytes already sent to {addr} (retransmitted in vain, {} times or more in \
-                 a row)",
-                stuck::SOME_TIMEOUTS
+                "the acknowledgement of bytes already written to {addr} ({} or more timeouts in a row without \
+                 one)",
+                stuck::SOME_BACKOFFS
             )
         } else {
             theirs

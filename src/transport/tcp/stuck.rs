@@ -1,5 +1,5 @@
 //! Whether a connection is broken below the application: bytes this rank wrote sit unacknowledged through
-//! repeated retransmission timeouts. A send that completed into the kernel lets a rank move on and wait on
+//! repeated timeouts (of retransmissions, or of the probes of bytes that never left the host). A send that completed into the kernel lets a rank move on and wait on
 //! another peer, so the peer it waits on is not always where the job stopped: in an all-to-all over a cut
 //! link, each end's waits lead round the other ranks, and only the kernel still knows which connection lost
 //! its bytes.
@@ -12,28 +12,28 @@ use std::os::fd::AsRawFd;
 /// three retransmissions of the same bytes in a row; a cut link always does.
 pub const TIMEOUTS: u8 = 3;
 
-/// Fewer timer backoffs in a row (at least [`SOME_TIMEOUTS`]) mark it broken once nothing was acknowledged for
+/// Fewer timer backoffs in a row (at least [`SOME_BACKOFFS`]) mark it broken once nothing was acknowledged for
 /// this long. A retransmission timeout grown on a slow or loaded path (a second, say) doubles to 1 + 2 + 4 s
 /// before the third, later than the peers' `-T` of 5 s; and bytes a firewall drops on their way out of this
 /// host never count as sent, so the kernel only backs off its probes and retransmits nothing.
 const SILENT_MS: u32 = 2000;
 
 /// Timer backoffs in a row that, with [`SILENT_MS`] of silence, mark a connection broken.
-pub const SOME_TIMEOUTS: u8 = 2;
+pub const SOME_BACKOFFS: u8 = 2;
 
 /// Whether `sock` holds bytes this rank wrote that the peer's kernel has not acknowledged, through timeouts
 /// that brought nothing back (false where TCP_INFO cannot be read).
-pub fn retransmitting(sock: &TcpStream) -> bool {
+pub fn lost_bytes(sock: &TcpStream) -> bool {
     info(sock).is_some_and(|i| broken(&i, queued(sock)))
 }
 
 /// Whether a connection whose TCP_INFO is `i`, with `queued` bytes written and not yet acknowledged, lost
-/// them: [`TIMEOUTS`] retransmission timeouts in a row, or [`SOME_TIMEOUTS`] backoffs (of retransmissions or
+/// them: [`TIMEOUTS`] retransmission timeouts in a row, or [`SOME_BACKOFFS`] backoffs (of retransmissions or
 /// of probes) with no acknowledgement for [`SILENT_MS`]. A peer that stopped reading still acknowledges the
 /// probes of its full window, so its silence stays short.
 fn broken(i: &libc::tcp_info, queued: u32) -> bool {
     let retransmitted = i.tcpi_unacked > 0 && i.tcpi_retransmits >= TIMEOUTS;
-    let silent = queued > 0 && i.tcpi_backoff >= SOME_TIMEOUTS && i.tcpi_last_ack_recv >= SILENT_MS;
+    let silent = queued > 0 && i.tcpi_backoff >= SOME_BACKOFFS && i.tcpi_last_ack_recv >= SILENT_MS;
     retransmitted || silent
 }
 
@@ -74,7 +74,7 @@ mod tests {
     use std::net::TcpListener;
 
     #[test]
-    fn a_working_connection_is_not_retransmitting_and_its_info_is_read() {
+    fn a_working_connection_lost_nothing_and_its_info_is_read() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut b, _) = l.accept().unwrap();
@@ -85,7 +85,7 @@ mod tests {
         // The kernel saw the bytes out: the info is this connection's, not zeroes.
         assert!(i.tcpi_segs_out > 0, "segments out {}", i.tcpi_segs_out);
         assert_eq!(i.tcpi_retransmits, 0);
-        assert!(!retransmitting(&a));
+        assert!(!lost_bytes(&a));
     }
 
     /// TCP_INFO with `unacked` segments out, `timeouts` retransmission timeouts and `backoff` timer backoffs in
