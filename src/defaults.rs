@@ -18,7 +18,8 @@ pub const RDMA_QPS: usize = 1;
 pub const STREAMS: usize = 1;
 /// `--spin`, microseconds. A millisecond: a wait that sleeps after less pays an idle CPU's wake-up on every
 /// small message, and its partner falls asleep too (results/tcp-vs-mpi/spread, 2 hosts: 35-45 us at 50 us,
-/// 11-23 us at 1 ms); longer waits (an idle rank in a barrier) still sleep after it.
+/// 11-23 us at 1 ms); longer waits (an idle rank in a barrier) still sleep after it, and waits that sleep one
+/// after another (a transfer of milliseconds) poll for less, down to 50 us (transport::tcp's SpinBudget).
 pub const SPIN_US: u64 = 1000;
 /// `--sndbuf`, bytes (`None`: the kernel's autotuning).
 pub const SNDBUF: Option<usize> = Some(512 << 10);

@@ -111,7 +111,8 @@ pub struct LinkArgs {
     pub streams: usize,
 
     /// Microseconds a TCP wait keeps polling the sockets, yielding the CPU between polls, before it sleeps in
-    /// poll(2) (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled.
+    /// poll(2), at most (0..=100000; 0 sleeps at once). Polling answers sooner than a woken rank is scheduled;
+    /// while waits sleep anyway (long transfers) each polls half as long as the last, down to 50.
     #[arg(long = "spin", value_name = "US", help_heading = TUNING,
         default_value_t = defaults::SPIN_US)]
     pub spin: u64,

@@ -24,6 +24,7 @@ pub mod handshake;
 mod isolation;
 pub mod options;
 mod progress;
+mod spin;
 mod standstill;
 mod stuck;
 
@@ -50,41 +51,13 @@ pub struct TcpConfig {
     pub timeout: Duration,
     /// Deadline of connection set-up.
     pub connect_timeout: Duration,
-    /// How long a wait polls the sockets (yielding the CPU between polls) before it sleeps in poll(2).
+    /// How long a wait polls the sockets (yielding the CPU between polls) before it sleeps in poll(2), at most
+    /// ([`spin::SpinBudget`] shortens it while waits sleep anyway).
     pub spin: Duration,
     /// SO_SNDBUF of every data socket; `None` keeps the kernel's autotuning.
     pub sndbuf: Option<usize>,
     /// TCP congestion control of every data socket; `None` keeps the host's default.
     pub congestion: Option<String>,
-}
-
-/// The polling phase of a wait: a peer's next bytes often arrive within microseconds, sooner than a sleeping
-/// rank would be woken and scheduled again, so a wait first polls for `budget`, yielding the CPU between polls
-/// so ranks sharing cores still run, and only then sleeps in poll(2).
-struct Spin {
-    budget: Duration,
-    since: Option<Instant>,
-}
-
-impl Spin {
-    fn new(budget: Duration) -> Self {
-        Spin { budget, since: None }
-    }
-
-    /// Nothing moved: whether to poll again (after yielding) rather than sleep.
-    fn keep_spinning(&mut self) -> bool {
-        if self.budget.is_zero() {
-            return false;
-        }
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        if now.duration_since(since) < self.budget {
-            std::thread::yield_now();
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// Where a peer is, for connecting and for naming it in errors.
@@ -155,6 +128,8 @@ pub struct TcpTransport {
     pollmap: Vec<(usize, usize)>,
     /// This rank's own pauses, to tell a rank that stood still from a broken link once it resumes.
     standstill: standstill::Standstill,
+    /// How long the next wait polls before it sleeps (`--spin`, adapted to what the waits meet).
+    spin: spin::SpinBudget,
 }
 
 impl TcpTransport {
@@ -188,7 +163,7 @@ impl TcpTransport {
             path,
             peers,
             requests: Requests::default(),
-            cfg,
+            spin: spin::SpinBudget::new(cfg.spin),
             poisoned: None,
             suspect: None,
             blamed_elsewhere: None,
@@ -203,6 +178,7 @@ impl TcpTransport {
             pollfds: Vec::new(),
             pollmap: Vec::new(),
             standstill: standstill::Standstill::new(),
+            cfg,
         }
     }
 
@@ -465,13 +441,14 @@ impl Transport for TcpTransport {
     fn wait(&mut self, req: Request) -> Result<()> {
         self.standstill.resumed(Duration::ZERO);
         let deadline = Instant::now() + self.cfg.timeout;
-        let mut spin = Spin::new(self.cfg.spin);
+        let mut spin = spin::Spin::new(self.spin.current());
         loop {
             if let Some(msg) = &self.poisoned {
                 return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
             }
             if self.requests.finish(&req) {
                 self.standstill.alive();
+                self.spin.record(spin.ended());
                 return Ok(());
             }
             if !self.progress()? && !self.requests.done(&req) && !spin.keep_spinning() {
@@ -483,7 +460,7 @@ impl Transport for TcpTransport {
     fn wait_all(&mut self) -> Result<()> {
         self.standstill.resumed(Duration::ZERO);
         let deadline = Instant::now() + self.cfg.timeout;
-        let mut spin = Spin::new(self.cfg.spin);
+        let mut spin = spin::Spin::new(self.spin.current());
         loop {
             if let Some(msg) = &self.poisoned {
                 return Err(Error::peer(format!("transport unusable after an earlier error: {msg}")));
@@ -493,6 +470,7 @@ impl Transport for TcpTransport {
                 // Everything has completed: release every slot at once (stale handles see a new generation).
                 self.requests.release_all();
                 self.standstill.alive();
+                self.spin.record(spin.ended());
                 return Ok(());
             }
             if !self.progress()? && !spin.keep_spinning() {
