@@ -1,4 +1,4 @@
-//! `--algo model:FILE`: each point's algorithm from a fitted alpha-beta model (the JSON `collbench model -J`
+//! `--algo-model FILE`: each point's algorithm from a fitted alpha-beta model (the JSON `collbench model -J`
 //! writes) instead of the fixed size thresholds. Per path kind (`tcp`, `rdma`), the model's fitted costs
 //! price every algorithm the collective can run at the point's size and rank count with the forms of
 //! [`super::cost`]; the cheapest replaces the threshold rule's pick only where the model prices that pick

@@ -19,6 +19,8 @@
 #                        speed; a few packets, such as 8kb, make the rate hold for medium sizes too)
 #   MODEL_CC             the hosts' TCP congestion control (default: the machine's, which new namespaces
 #                        inherit; the tcp-vs-mpi benchmarks set reno, see tests/bench/tcp-vs-mpi.sh)
+#   MODEL_ALGOS          the `--algo` values swept at each host count (default "ring rd"; add rhd for recursive
+#                        halving + doubling, which `--algo-model FILE` can then pick)
 #   MODEL_FIT_HOSTS      host counts the model is fitted on (default "2 3")
 #   MODEL_TARGETS        host counts it is checked on (default "4 6"); issue 53's check fits on "2 3 4" and
 #                        checks "8 16" (into another OUT: the committed predict-4 and predict-6 are tested)
@@ -32,6 +34,7 @@ out=${1:-$repo/results/model-prediction}
 rate=${MODEL_RATE:-1gbit}
 burst=${MODEL_BURST:-}
 cc=${MODEL_CC:-}
+read -r -a algos <<<"${MODEL_ALGOS:-ring rd}"
 read -r -a fit_hosts <<<"${MODEL_FIT_HOSTS:-2 3}"
 read -r -a targets <<<"${MODEL_TARGETS:-4 6}"
 default_args="--collective all_reduce,all_gather -b 8 -e 16M -f 2 -n 5 -w 2 -c 1 -T 120"
@@ -59,7 +62,7 @@ for hosts in "${fit_hosts[@]}" "${targets[@]}"; do
   [[ ${MODEL_REFIT_ONLY:-0} == 1 ]] && break
   log "$hosts hosts, eth0 egress shaped to $rate${burst:+ (burst $burst)}${cc:+, congestion control $cc}"
   cluster_up "$hosts" --rate "$rate" ${burst:+--burst "$burst"} ${cc:+--cc "$cc"}
-  for algo in ring rd; do
+  for algo in "${algos[@]}"; do
     sweep_on "$hosts" "$algo"
   done
   cluster_down
@@ -67,11 +70,16 @@ done
 
 fit=()
 for hosts in "${fit_hosts[@]}"; do
-  fit+=("$out/run-$hosts-ring.json" "$out/run-$hosts-rd.json")
+  for algo in "${algos[@]}"; do
+    fit+=("$out/run-$hosts-$algo.json")
+  done
 done
 for target in "${targets[@]}"; do
-  "$COLLBENCH" model "${fit[@]}" --target-ranks "$target" \
-    --measured "$out/run-$target-ring.json" --measured "$out/run-$target-rd.json" \
+  measured=()
+  for algo in "${algos[@]}"; do
+    measured+=(--measured "$out/run-$target-$algo.json")
+  done
+  "$COLLBENCH" model "${fit[@]}" --target-ranks "$target" "${measured[@]}" \
     -J "$out/predict-$target.json" --markdown "$out/predict-$target.md" --force >"$out/predict-$target.txt"
   grep -A20 '^# measured at' "$out/predict-$target.txt" >&2 || true
 done
