@@ -107,6 +107,8 @@ impl Spin {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::tcp::{PeerAddr, TcpConfig, TcpTransport};
+    use crate::transport::Transport;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -149,6 +151,71 @@ mod tests {
             b.record(Ended::AfterSleeping);
         }
         assert_eq!(b.current(), small);
+    }
+
+    /// Rank `rank`'s transport over one loopback connection to rank `1 - rank`.
+    fn transport(rank: usize, sock: std::net::TcpStream) -> TcpTransport {
+        sock.set_nonblocking(true).unwrap();
+        let peer = PeerAddr {
+            rank: 1 - rank,
+            host: format!("h{}", 1 - rank),
+            addr: sock.peer_addr().unwrap(),
+        };
+        let mut links: Vec<Option<(PeerAddr, Vec<std::net::TcpStream>)>> = vec![None, None];
+        links[1 - rank] = Some((peer, vec![sock]));
+        let cfg = TcpConfig {
+            streams: 1,
+            stripe_min: usize::MAX,
+            timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            spin: MS,
+            sndbuf: None,
+            congestion: None,
+        };
+        TcpTransport::new(rank, format!("h{rank}"), "lo".into(), "tcp".into(), links, cfg)
+    }
+
+    #[test]
+    fn a_transports_waits_count_in_its_budget() {
+        // Rank 0's budget starts spent (zero), so a wait that finds nothing to do sleeps at once; a reply
+        // from another thread's rank cannot be there at a wait's first look every time in 20 round trips.
+        // Two such waits in a row halve the budget, which lifts it to the floor (and waits that then end while
+        // polling double it): counted, the waits leave it above zero.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        const ROUNDS: usize = 20;
+        let echo = std::thread::spawn(move || {
+            let mut t = transport(1, s);
+            let mut buf = [0u8; 8];
+            for _ in 0..ROUNDS {
+                // SAFETY: buf outlives each request, which the wait after it ends.
+                let req = unsafe { t.post_recv(0, buf.as_mut_ptr(), buf.len()) }.unwrap();
+                t.wait(req).unwrap();
+                // SAFETY: as above.
+                let req = unsafe { t.post_send(0, buf.as_ptr(), buf.len()) }.unwrap();
+                t.wait(req).unwrap();
+            }
+        });
+        let mut t = transport(0, c);
+        t.spin = SpinBudget {
+            max: MS,
+            now: Duration::ZERO,
+            slept_last: false,
+        };
+        for i in 0..ROUNDS {
+            let mut buf = [i as u8; 8];
+            // SAFETY: buf outlives each request, which the wait after it ends.
+            let req = unsafe { t.post_send(1, buf.as_ptr(), buf.len()) }.unwrap();
+            t.wait(req).unwrap();
+            buf = [0; 8];
+            // SAFETY: as above.
+            let req = unsafe { t.post_recv(1, buf.as_mut_ptr(), buf.len()) }.unwrap();
+            t.wait(req).unwrap();
+            assert_eq!(buf, [i as u8; 8]);
+        }
+        echo.join().unwrap();
+        assert!(t.spin.current() >= MIN_SPIN, "the waits were not counted");
     }
 
     #[test]
