@@ -271,11 +271,13 @@ fn the_documented_baseline_and_gate_workflow_runs_against_local_pods() {
         "{judged}"
     );
 
-    // A hundred times slower: nothing regressed, and the gate passes (a busy machine may warn).
+    // A hundred times slower: nothing regressed. The gate's exit is its verdict's; the verdict's other checks
+    // (a sweep against the others) follow the machine's load, and a busy one may fail them, never these.
     k.store_baseline(&scaled(&recorded, 100.0));
     let out = k.sh("k8s/overlays/preflight-gate/gate.sh 600");
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let judged = k.results();
+    let failed = judged["verdict"].as_str() == Some("fail");
+    assert_eq!(out.status.code(), Some(i32::from(failed)), "{}", show(&out));
     let against = baseline_checks(&judged);
     assert!(
         !against.is_empty() && against.iter().all(|c| c["verdict"] == "pass"),
