@@ -52,7 +52,7 @@ pub struct TcpConfig {
     /// Deadline of connection set-up.
     pub connect_timeout: Duration,
     /// How long a wait polls the sockets (yielding the CPU between polls) before it sleeps in poll(2), at most
-    /// ([`spin::SpinBudget`] shortens it while waits sleep anyway).
+    /// (the transport's spin budget shortens it while waits sleep anyway).
     pub spin: Duration,
     /// SO_SNDBUF of every data socket; `None` keeps the kernel's autotuning.
     pub sndbuf: Option<usize>,
